@@ -1,0 +1,137 @@
+"""One adapter per subcommand: build options, call one library function, render the result."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from installer.cli import emit_json, err, out
+from installer.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
+from installer.events import listening
+from installer.options import RunOptions, default_prefix
+
+__all__ = [
+    "cmd_install",
+    "cmd_plan",
+    "cmd_profiles_list",
+    "cmd_profiles_show",
+    "cmd_profiles_validate",
+    "cmd_verify",
+    "run_options",
+]
+
+
+def run_options(ns: argparse.Namespace) -> RunOptions:
+    """RunOptions from the install/plan flags."""
+    from installer.indexes import parse_index_flags  # noqa: PLC0415
+
+    profile = ns.profile
+    name = profile.rsplit("/", 1)[-1].removesuffix(".yaml").removesuffix(".yml")
+    return RunOptions(
+        profile=profile,
+        prefix=(ns.prefix or default_prefix(name)).absolute(),
+        backend=ns.backend,
+        verl_source=ns.verl_source,
+        verl_ref=ns.verl_ref,
+        cuda=ns.cuda,
+        indexes=tuple(parse_index_flags(tuple(ns.index)).items()),
+        channels=tuple(ns.channel),
+        installer=ns.installer,
+        python=ns.python,
+        conda_exe=ns.conda_exe,
+        skip_checks=tuple(ns.skip_check),
+        require_gpu=ns.require_gpu,
+        allow_unsupported_ref=ns.allow_unsupported_ref,
+        lock_wait=getattr(ns, "wait", 0.0),
+        offline=ns.offline,
+    )
+
+
+def cmd_plan(ns: argparse.Namespace) -> int:
+    """`plan`: print the graph, run nothing."""
+    from installer.install import prepare_plan  # noqa: PLC0415
+    from installer.planview import plan_json, plan_text  # noqa: PLC0415
+
+    plan = prepare_plan(run_options(ns))
+    if ns.json:
+        emit_json(plan_json(plan))
+    else:
+        out(plan_text(plan))
+    return EXIT_OK
+
+
+def cmd_install(ns: argparse.Namespace) -> int:
+    """The main job."""
+    from installer.install import prepare_plan, run_install  # noqa: PLC0415
+    from installer.planview import plan_json, plan_text, report_json, summary_text  # noqa: PLC0415
+    from installer.render import Console  # noqa: PLC0415
+
+    plan = prepare_plan(run_options(ns))
+    if ns.dry_run:
+        emit_json(plan_json(plan)) if ns.json else out(plan_text(plan))
+        return EXIT_OK
+    for note in plan.notes:
+        err(f"note: {note}")
+    with listening(Console(quiet=ns.json)):
+        result = run_install(plan, force=frozenset(ns.force), preflight=not ns.no_preflight)
+    if ns.json:
+        emit_json(report_json(result))
+    else:
+        err(summary_text(result))
+    return EXIT_OK if result.report.ok else EXIT_STEP_FAILED
+
+
+def cmd_verify(ns: argparse.Namespace) -> int:
+    """`verify --prefix P`: the verification checks on any env."""
+    from installer.verifycmd import verify_prefix  # noqa: PLC0415
+
+    report = verify_prefix(ns.prefix, profile=ns.profile, require_gpu=ns.require_gpu)
+    if ns.json:
+        emit_json({"schema": "verl-bootstrap.verify/1", **report.to_json()})
+    else:
+        for check in report.checks:
+            out(f"{_mark(check.status)} {check.name}: {check.detail}")
+        out("verified" if report.ok else "verification FAILED")
+    return EXIT_OK if report.ok else EXIT_STEP_FAILED
+
+
+def _mark(status: str) -> str:
+    return {"ok": "✓", "fail": "✗", "skipped": "·", "warn": "!"}.get(status, "?")
+
+
+def cmd_profiles_list(ns: argparse.Namespace) -> int:
+    """`profiles list`."""
+    from installer.profile import list_profiles, load_profile  # noqa: PLC0415
+
+    for name in list_profiles():
+        profile = load_profile(name)
+        variants = ",".join(profile.cuda_variants)
+        out(f"{name:12} {variants:14} {profile.description}")
+    return EXIT_OK
+
+
+def cmd_profiles_show(ns: argparse.Namespace) -> int:
+    """`profiles show NAME [--verl-ref REF]`: the profile with inheritance and stack applied."""
+    from installer.profile import load_profile  # noqa: PLC0415
+    from installer.profile.stacks import apply_stack  # noqa: PLC0415
+
+    profile = apply_stack(load_profile(ns.name), ns.verl_ref)
+    body: dict[str, Any] = profile.model_dump(mode="json", exclude={"stacks", "extends"})
+    if ns.json:
+        emit_json(body)
+    else:
+        import yaml  # noqa: PLC0415
+
+        out(yaml.safe_dump(body, sort_keys=False, width=100).rstrip())
+    return EXIT_OK
+
+
+def cmd_profiles_validate(ns: argparse.Namespace) -> int:
+    """`profiles validate FILE`."""
+    from installer.profile import load_profile  # noqa: PLC0415
+
+    if not ns.file.is_file():
+        raise InputError(f"{ns.file} does not exist")
+    profile = load_profile(str(ns.file), search=ns.file.parent.resolve())
+    out(f"{ns.file}: valid profile {profile.name!r} ({len(profile.stages)} stages)")
+    return EXIT_OK

@@ -1,0 +1,136 @@
+"""The record-lock step: write what each stage installed into the env's own lockfile."""
+
+from __future__ import annotations
+
+import json
+import platform as _platform
+from collections.abc import Mapping
+from pathlib import Path
+
+from installer import __version__, proc
+from installer.envs.base import env_python
+from installer.inventory import canonical, installed
+from installer.lockfile import (
+    CondaPackage,
+    LockedDist,
+    LockedSource,
+    LockedStage,
+    Lockfile,
+    profile_hash,
+    write_lockfile,
+)
+from installer.lockfile.model import CudaTarget
+from installer.options import state_dir
+from installer.plan import Plan
+from installer.source import SourceResult
+
+__all__ = ["ENV_LOCK_NAME", "env_lock_path", "locked_source", "write_env_lock"]
+
+ENV_LOCK_NAME = "verl-bootstrap.lock.yaml"
+
+
+def env_lock_path(prefix: Path) -> Path:
+    """Where an env keeps the record of what it holds."""
+    return state_dir(prefix) / ENV_LOCK_NAME
+
+
+def locked_source(source: SourceResult) -> LockedSource:
+    """The lockfile's view of verl's source."""
+    return LockedSource(
+        repo=source.repo,
+        ref=source.ref,
+        kind="sdist" if source.kind == "sdist" else "git",
+        commit=source.commit,
+        sdist=source.sdist_name,
+        sdist_sha256=source.sdist_sha256,
+    )
+
+
+def write_env_lock(
+    plan: Plan, source: SourceResult, *, snapshots: Mapping[str, Mapping[str, object]]
+) -> Path:
+    """Write the env's lockfile from the stages' snapshots (each stage: what it added or changed).
+
+    `snapshots` holds each finished step's outputs; a stage's "installed" is the env as it left it.
+    """
+    now = installed(plan.prefix)
+    stages = [_verl_stage(now)]
+    seen = {d.name: d.version for s in stages for d in s.distributions}
+    for stage in plan.stages:
+        snapshot = _stage_snapshot(snapshots.get(stage.id, {}), now)
+        added = {n: v for n, v in snapshot.items() if seen.get(n) != v}
+        seen.update(added)
+        dists = tuple(LockedDist(name=n, version=v) for n, v in sorted(added.items()))
+        stages.append(
+            LockedStage(id=stage.id, kind=stage.kind, env=dict(stage.env), distributions=dists)
+        )
+    lock = Lockfile(
+        generated_by=f"verl-bootstrap {__version__}",
+        regenerate=f"verl-bootstrap --profile {plan.profile.name} --prefix {plan.prefix}",
+        profile=plan.profile.name,
+        profile_hash=profile_hash(plan.profile, plan.variant),
+        verl=locked_source(source),
+        python=_python_version(plan.prefix),
+        platform=_platform_name(),
+        cuda=CudaTarget(variant=plan.variant, cuda=plan.profile.cuda_variants[plan.variant].cuda),
+        backend=plan.backend,
+        conda=conda_packages(plan.prefix),
+        stages=tuple(stages),
+        skipped_checks=plan.options.skip_checks,
+        allow_unsupported_ref=plan.options.allow_unsupported_ref,
+    )
+    return write_lockfile(lock, env_lock_path(plan.prefix))
+
+
+def _verl_stage(now: Mapping[str, object]) -> LockedStage:
+    verl = now.get("verl")
+    dists = (LockedDist(name="verl", version=verl.version),) if verl is not None else ()  # type: ignore[attr-defined]
+    return LockedStage(
+        id="install-verl", kind="install-verl", options=("--no-deps", "-e"), distributions=dists
+    )
+
+
+def _stage_snapshot(outputs: Mapping[str, object], now: Mapping[str, object]) -> dict[str, str]:
+    """The env as that stage left it (from its recorded outputs), else as it is now."""
+    recorded = outputs.get("installed")
+    if isinstance(recorded, dict):
+        return {canonical(k): str(v) for k, v in recorded.items()}
+    return {n: d.version for n, d in now.items()}  # type: ignore[attr-defined]
+
+
+def conda_packages(prefix: Path) -> tuple[CondaPackage, ...]:
+    """The conda packages of a conda prefix, from its conda-meta records."""
+    records = []
+    for meta in sorted((prefix / "conda-meta").glob("*.json")):
+        data = json.loads(meta.read_text(encoding="utf-8"))
+        records.append(
+            CondaPackage(
+                name=data["name"],
+                version=data["version"],
+                build=data.get("build", ""),
+                channel=_channel_name(data.get("channel", "")),
+                subdir=data.get("subdir", ""),
+                filename=data.get("fn", ""),
+                md5=data.get("md5"),
+                sha256=data.get("sha256"),
+            )  # fmt: skip
+        )
+    return tuple(records)
+
+
+def _channel_name(channel: str) -> str:
+    """Channels are recorded by name, like indexes, so a mirror can serve them."""
+    return channel.rstrip("/").rsplit("/", 1)[-1] if channel else ""
+
+
+def _python_version(prefix: Path) -> str:
+    out = proc.capture(
+        [str(env_python(prefix)), "-c", "import platform; print(platform.python_version())"],
+        timeout=60,
+    )
+    return out.stdout.strip()
+
+
+def _platform_name() -> str:
+    machine = _platform.machine()
+    return {"x86_64": "linux-64", "aarch64": "linux-aarch64"}.get(machine, f"linux-{machine}")

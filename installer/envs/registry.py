@@ -1,0 +1,25 @@
+"""Pick the env backend by name."""
+
+from __future__ import annotations
+
+from installer.envs.base import EnvBackend
+from installer.errors import InputError
+
+__all__ = ["BACKENDS", "get_backend"]
+
+BACKENDS = ("conda", "venv")
+
+
+def get_backend(name: str, *, conda_exe: str | None = None) -> EnvBackend:
+    """The backend for `name`; with `conda_exe`, the user's conda/mamba/micromamba does the work."""
+    if name == "venv":
+        from installer.envs.venv import VenvBackend  # noqa: PLC0415
+
+        return VenvBackend()
+    if name == "conda":
+        from installer.envs import conda  # noqa: PLC0415
+
+        if conda_exe:
+            return conda.ExternalCondaBackend(conda_exe)
+        return conda.CondaBackend()
+    raise InputError(f"unknown backend {name!r}", hint=f"choose one of: {', '.join(BACKENDS)}")

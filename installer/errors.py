@@ -1,0 +1,75 @@
+"""The error hierarchy: every failure the user can act on, with its exit code and a hint."""
+
+from __future__ import annotations
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_REFUSED",
+    "EXIT_STEP_FAILED",
+    "BootstrapError",
+    "CommandFailed",
+    "InputError",
+    "Interrupted",
+    "PrefixBusy",
+    "Refused",
+    "StepFailed",
+]
+
+EXIT_OK = 0
+EXIT_STEP_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_REFUSED = 3
+EXIT_INTERRUPTED = 130
+
+
+class BootstrapError(Exception):
+    """Root of every error the CLI turns into a message and an exit code."""
+
+    exit_code = EXIT_STEP_FAILED
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class InputError(BootstrapError):
+    """A profile, flag, lockfile, config or source is invalid; nothing was changed."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class Refused(BootstrapError):
+    """A preflight check refused the run before anything was downloaded or installed."""
+
+    exit_code = EXIT_REFUSED
+
+
+class PrefixBusy(Refused):
+    """Another run holds the prefix lock."""
+
+
+class StepFailed(BootstrapError):
+    """A step of the plan failed; the state records it so a re-run resumes there."""
+
+    exit_code = EXIT_STEP_FAILED
+
+
+class Interrupted(BootstrapError):
+    """The user interrupted the run (Ctrl-C or SIGTERM)."""
+
+    exit_code = EXIT_INTERRUPTED
+
+
+class CommandFailed(BootstrapError):
+    """A subprocess exited non-zero."""
+
+    def __init__(
+        self, message: str, *, returncode: int, tail: list[str], log_path: str | None
+    ) -> None:
+        super().__init__(message)
+        self.returncode = returncode
+        self.tail = tail
+        self.log_path = log_path

@@ -1,0 +1,110 @@
+"""Facts about this host that the plan depends on, gathered once before the plan is compiled."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from installer import proc
+from installer.errors import InputError
+from installer.gpu.model import DriverInfo
+from installer.indexes import IndexSettings, read_pip_settings
+from installer.installers import uv_binary
+from installer.options import RunOptions
+from installer.profile.models import Profile
+from installer.reach import reachable
+from installer.redact import redact
+from installer.variants import choose_variant
+
+__all__ = ["HostFacts", "find_interpreter", "gather_host", "index_settings"]
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """What the plan needs to know about the machine."""
+
+    variant: str
+    variant_reason: str
+    interpreter: Path | None
+    settings: IndexSettings
+    driver: DriverInfo | None = None
+    notes: tuple[str, ...] = ()
+
+
+def gather_host(
+    profile: Profile,
+    options: RunOptions,
+    *,
+    driver: DriverInfo | None,
+    environ: Mapping[str, str] | None = None,
+    check_optional: bool = True,
+) -> HostFacts:
+    """Choose the CUDA variant, the interpreter and the indexes for this run."""
+    variant, reason = choose_variant(profile, driver, options.cuda)
+    settings, notes = index_settings(
+        profile, options, environ=environ, check_optional=check_optional
+    )
+    backend = options.backend or profile.env.backend
+    interpreter = None
+    if backend == "venv":
+        interpreter = options.python or find_interpreter(
+            profile.python.requires, profile.python.prefer
+        )
+    return HostFacts(
+        variant=variant,
+        variant_reason=reason,
+        interpreter=interpreter,
+        settings=settings,
+        driver=driver,
+        notes=tuple(notes),
+    )
+
+
+def index_settings(
+    profile: Profile,
+    options: RunOptions,
+    *,
+    environ: Mapping[str, str] | None = None,
+    check_optional: bool = True,
+) -> tuple[IndexSettings, list[str]]:
+    """pip's settings, the profile's named indexes, then --index overrides (the last wins)."""
+    settings = read_pip_settings(environ)
+    overrides = dict(options.indexes)
+    named: dict[str, str] = {}
+    notes: list[str] = []
+    for name, spec in profile.indexes.items():
+        url = overrides.get(name, spec.url)
+        if spec.optional and name not in overrides and check_optional and not reachable(url):
+            notes.append(
+                f"index {name!r} ({redact(url)}) is unreachable; its packages come from the "
+                f"default index and your pip settings instead (set --index {name}=URL for a mirror)"
+            )
+            continue
+        named[name] = url
+    named.update(overrides)
+    return settings.with_named(named), notes
+
+
+def find_interpreter(requires: str, prefer: str) -> Path:
+    """An interpreter on this machine for the venv: the preferred version, else any in range."""
+    env = {"UV_PYTHON_DOWNLOADS": "never"}  # a venv is built from what the machine has
+    for request in (prefer, requires):
+        found = proc.capture(
+            [uv_binary(), "python", "find", "--system", "--python-preference", "only-system", request],
+            env=env,
+            timeout=30,
+        )
+        if found.returncode == 0 and found.stdout.strip():
+            return Path(found.stdout.strip())
+    raise InputError(
+        f"no Python {requires} found on this machine for the venv backend",
+        hint="install one (your package manager, pyenv), pass --python PATH, "
+        "or use --backend conda, which brings its own Python",
+    )
+
+
+def current_environ() -> dict[str, str]:
+    """A copy of the process environment (a seam for tests)."""
+    return dict(os.environ)

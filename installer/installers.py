@@ -1,0 +1,107 @@
+"""Command lines for the package installers: uv (default, fast, hash-checking) and pip (fallback)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from installer.indexes import IndexSettings
+
+__all__ = ["InstallRequest", "install_command", "uv_binary"]
+
+
+@dataclass(frozen=True)
+class InstallRequest:
+    """One `pip install` worth of work into an env's interpreter."""
+
+    python: Path
+    packages: tuple[str, ...] = ()
+    editable: str | None = None  # a path, optionally with [extras]
+    requirements: Path | None = None  # a hashed requirements file (--require-hashes)
+    index: str | None = None  # profile index name for this stage
+    no_deps: bool = False
+    no_build_isolation: bool = False
+    overrides_file: Path | None = None
+    offline: bool = False
+
+
+def uv_binary() -> str:
+    """The uv executable shipped by the `uv` package, else one on PATH."""
+    try:
+        from uv import find_uv_bin  # noqa: PLC0415 - only needed when installing
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        found = shutil.which("uv")
+        return found or "uv"
+
+
+def install_command(tool: str, request: InstallRequest, settings: IndexSettings) -> list[str]:
+    """The argv that performs `request` with `tool` ("uv" or "pip")."""
+    if tool == "pip":
+        return _pip_command(request, settings)
+    return _uv_command(request, settings)
+
+
+def _uv_command(request: InstallRequest, settings: IndexSettings) -> list[str]:
+    cmd = [uv_binary(), "pip", "install", "--python", str(request.python)]
+    # pip's semantics: the best version across every index, as the user's pip would pick.
+    cmd += ["--index-strategy", "unsafe-best-match", "--no-sources"]
+    cmd += _index_args(request, settings, extra_flag="--extra-index-url")
+    if request.overrides_file:
+        cmd += ["--override", str(request.overrides_file)]
+    cmd += _common_flags(request)
+    return cmd + _targets(request)
+
+
+def _pip_command(request: InstallRequest, settings: IndexSettings) -> list[str]:
+    cmd = [str(request.python), "-m", "pip", "install", "--disable-pip-version-check"]
+    cmd += _index_args(request, settings, extra_flag="--extra-index-url")
+    if request.overrides_file:
+        # pip has no overrides; constraints are the closest it offers.
+        cmd += ["--constraint", str(request.overrides_file)]
+    cmd += _common_flags(request)
+    return cmd + _targets(request)
+
+
+def _index_args(request: InstallRequest, settings: IndexSettings, *, extra_flag: str) -> list[str]:
+    args: list[str] = []
+    if settings.index_url:
+        args += ["--index-url", settings.index_url]
+    stage_url = settings.url_of(request.index) if request.index else None
+    if stage_url:
+        args += [extra_flag, stage_url]
+    for url in settings.extra_index_urls:
+        args += [extra_flag, url]
+    for link in settings.find_links:
+        args += ["--find-links", link]
+    for constraint in settings.constraints:
+        args += ["--constraint", constraint]
+    return args
+
+
+def _common_flags(request: InstallRequest) -> list[str]:
+    flags = []
+    if request.no_deps:
+        flags.append("--no-deps")
+    if request.no_build_isolation:
+        flags.append("--no-build-isolation")
+    if request.offline:
+        flags.append("--offline")
+    if request.requirements:
+        flags += ["--require-hashes", "-r", str(request.requirements)]
+    return flags
+
+
+def _targets(request: InstallRequest) -> list[str]:
+    targets = list(request.packages)
+    if request.editable:
+        targets = ["-e", request.editable, *targets]
+    return targets
+
+
+def host_python() -> Path:
+    """The interpreter running verl-bootstrap."""
+    return Path(sys.executable)

@@ -1,0 +1,44 @@
+"""The run's options, built once by the CLI and passed explicitly (no globals)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["RunOptions", "default_prefix", "state_dir"]
+
+STATE_DIRNAME = ".verl-bootstrap"
+
+
+def default_prefix(profile: str) -> Path:
+    """Where envs go without --prefix: $VERL_BOOTSTRAP_HOME/envs/NAME (default ~/.verl-bootstrap)."""
+    home = Path(os.environ.get("VERL_BOOTSTRAP_HOME", Path.home() / ".verl-bootstrap"))
+    return home / "envs" / profile
+
+
+def state_dir(prefix: Path) -> Path:
+    """Everything the tool keeps about an env lives inside it."""
+    return prefix / STATE_DIRNAME
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What the user asked for on the command line (after defaults)."""
+
+    profile: str
+    prefix: Path
+    backend: str | None = None  # conda | venv; None: the profile's
+    verl_source: str | None = None
+    verl_ref: str | None = None
+    cuda: str = "auto"
+    indexes: tuple[tuple[str, str], ...] = ()  # (name, url) from --index and the site config
+    channels: tuple[str, ...] = ()
+    installer: str = "uv"
+    python: Path | None = None  # an interpreter to build the venv from
+    conda_exe: str | None = None
+    skip_checks: tuple[str, ...] = ()
+    require_gpu: bool = False
+    allow_unsupported_ref: bool = False
+    lock_wait: float = 0.0
+    offline: bool = False

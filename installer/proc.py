@@ -1,0 +1,165 @@
+"""The one subprocess wrapper: every external command of verl-bootstrap runs through here.
+
+Each command gets a log file with its full output, a tail kept in memory for error messages, and
+its own process group, so an interrupt can stop the whole tree it started (pip spawns compilers).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from installer.errors import CommandFailed
+from installer.redact import redact, redact_args
+
+__all__ = ["Completed", "capture", "run", "terminate_all"]
+
+TAIL_LINES = 30
+_GRACE_SECONDS = 5.0
+
+# Children alive right now, so an interrupt in any thread can stop every one of them.
+_children: set[subprocess.Popen[bytes]] = set()
+_children_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Completed:
+    """What a finished command left behind."""
+
+    returncode: int
+    tail: tuple[str, ...]
+    output: str
+
+
+def child_env(overrides: Mapping[str, str | None] | None) -> dict[str, str]:
+    """The environment for a child: ours, with overrides applied (None unsets a variable)."""
+    env = dict(os.environ)
+    for key, value in (overrides or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def run(
+    args: Sequence[str],
+    *,
+    log_path: Path | None = None,
+    env: Mapping[str, str | None] | None = None,
+    cwd: Path | None = None,
+    on_line: Callable[[str], None] | None = None,
+    check: bool = True,
+    keep_output: bool = False,
+) -> Completed:
+    """Run `args`, streaming its combined output to `log_path` and `on_line`.
+
+    Raises CommandFailed (with the output's tail and the log path) when it exits non-zero and
+    `check` is set.
+    """
+    shown = shlex.join(redact_args(list(args)))
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    kept: list[str] = []
+    log = log_path.open("a", encoding="utf-8") if log_path else None
+    try:
+        if log:
+            log.write(f"$ {shown}\n")
+            log.flush()
+        proc = _start(args, env=env, cwd=cwd)
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            line = redact(raw.decode("utf-8", "replace").rstrip("\n"))
+            tail.append(line)
+            if keep_output:
+                kept.append(line)
+            if log:
+                log.write(line + "\n")
+                log.flush()
+            if on_line:
+                on_line(line)
+        returncode = proc.wait()
+        _forget(proc)
+        if log:
+            log.write(f"[exit {returncode}]\n")
+    finally:
+        if log:
+            log.close()
+    done = Completed(returncode=returncode, tail=tuple(tail), output="\n".join(kept))
+    if check and returncode != 0:
+        raise CommandFailed(
+            f"command failed with exit code {returncode}: {shown}",
+            returncode=returncode,
+            tail=list(tail),
+            log_path=str(log_path) if log_path else None,
+        )
+    return done
+
+
+def capture(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str | None] | None = None,
+    cwd: Path | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run a short command and return its stdout and stderr separately (no log file)."""
+    return subprocess.run(
+        list(args),
+        env=child_env(env),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def terminate_all() -> None:
+    """Stop every running child: SIGTERM to its process group, SIGKILL after a grace period."""
+    with _children_lock:
+        procs = list(_children)
+    for proc in procs:
+        _signal_group(proc, signal.SIGTERM)
+    deadline = time.monotonic() + _GRACE_SECONDS
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+
+
+def _start(
+    args: Sequence[str], *, env: Mapping[str, str | None] | None, cwd: Path | None
+) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        list(args),
+        env=child_env(env),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group, so we can stop its whole tree
+    )
+    with _children_lock:
+        _children.add(proc)
+    return proc
+
+
+def _forget(proc: subprocess.Popen[bytes]) -> None:
+    with _children_lock:
+        _children.discard(proc)
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,303 @@
+"""Pydantic models of a profile file (`profiles/*.yaml`), schema version 1.
+
+Strict at the boundary: unknown keys are errors, `schema_version` is required, and the cross-field
+rules (verl first, known CUDA variants, no vLLM beside SGLang) are checked here so that an invalid
+profile is refused before anything runs.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "CudaVariant",
+    "EnvSpec",
+    "IndexSpec",
+    "Profile",
+    "PythonSpec",
+    "Stack",
+    "Stage",
+    "StageVariant",
+    "VerifySpec",
+    "VerlSource",
+]
+
+SCHEMA_VERSION = 1
+VARIANT_NAME = re.compile(r"^(cpu|cu1[0-9]{2})$")
+STAGE_ID = re.compile(r"^[a-z][a-z0-9-]*$")
+RESERVED_STEP_IDS = frozenset(
+    {"create-env", "fetch-source", "install-verl", "record-lock", "verify"}
+)
+_ENGINES = ("vllm", "sglang")
+
+
+class Strict(BaseModel):
+    """Base of every file model: unknown keys are errors and instances are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+def _check_specifier(value: str) -> str:
+    try:
+        SpecifierSet(value)
+    except InvalidSpecifier as exc:
+        msg = f"{value!r} is not a version range (write it like '>=3.10,<3.13')"
+        raise ValueError(msg) from exc
+    return value
+
+
+class VerlSource(Strict):
+    """Where verl's source comes from and at which ref."""
+
+    repo: str = "https://github.com/verl-project/verl.git"
+    ref: str = "v0.9.1"
+    sdist_fallback: bool = Field(
+        default=True,
+        description="When the git URL is unreachable and no stage needs a repo-only file, "
+        "use verl's release sdist from the configured index.",
+    )
+
+
+class PythonSpec(Strict):
+    """Which interpreter the env gets."""
+
+    requires: str = ">=3.10,<3.13"
+    prefer: str = "3.12"
+
+    _requires = field_validator("requires")(_check_specifier)
+
+    @field_validator("prefer")
+    @classmethod
+    def _prefer_is_version(cls, value: str) -> str:
+        try:
+            Version(value)
+        except InvalidVersion as exc:
+            msg = f"{value!r} is not a Python version (write it like '3.12')"
+            raise ValueError(msg) from exc
+        return value
+
+
+class EnvSpec(Strict):
+    """The env backend and, for conda, the channels it solves against."""
+
+    backend: Literal["conda", "venv"] = "conda"
+    channels: tuple[str, ...] = ("conda-forge",)
+    conda_packages: tuple[str, ...] = ()
+
+
+class IndexSpec(Strict):
+    """A named package index. Lockfiles record the name; URLs come from the user's config."""
+
+    url: str
+    optional: bool = Field(
+        default=False,
+        description="Used when reachable; otherwise the run says so and resolves from the "
+        "other indexes (the default index and the user's pip find-links).",
+    )
+
+
+class CudaVariant(Strict):
+    """A CUDA build of the stack, and the drivers that can run it."""
+
+    cuda: str | None = Field(default=None, description="CUDA version of the wheels, e.g. '13.0'.")
+    min_driver: str | None = None
+    max_driver: str | None = Field(default=None, description="Exclusive upper bound.")
+    description: str = ""
+
+
+class StageVariant(Strict):
+    """What a stage does differently for one CUDA variant."""
+
+    packages: tuple[str, ...] | None = None
+    overrides: tuple[str, ...] | None = None
+    expect: dict[str, str] | None = None
+
+
+class Stage(Strict):
+    """One accelerator stage: a set of packages (or verl's own script) installed in order."""
+
+    id: str
+    kind: Literal["packages", "verl-deps", "script", "install-verl"] = "packages"
+    description: str = ""
+    packages: tuple[str, ...] = ()
+    extras: tuple[str, ...] = Field(default=(), description="verl extras, for kind verl-deps.")
+    script: str | None = Field(default=None, description="Path inside verl's checkout.")
+    index: str | None = Field(default=None, description="Name of an index from `indexes`.")
+    no_build_isolation: bool = False
+    no_deps: bool = False
+    overrides: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict)
+    expect: dict[str, str] = Field(
+        default_factory=dict, description="Distribution -> version range checked after the stage."
+    )
+    needs: tuple[str, ...] = Field(default=(), description="Earlier stage ids this one needs.")
+    variants: dict[str, StageVariant] = Field(default_factory=dict)
+
+    @field_validator("id")
+    @classmethod
+    def _id_shape(cls, value: str) -> str:
+        if not STAGE_ID.match(value):
+            msg = f"{value!r} is not a stage id (lower-case letters, digits and '-')"
+            raise ValueError(msg)
+        return value
+
+    @field_validator("expect")
+    @classmethod
+    def _expect_ranges(cls, value: dict[str, str]) -> dict[str, str]:
+        for spec in value.values():
+            _check_specifier(spec)
+        return value
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> Stage:
+        if self.kind == "packages" and not self.packages and not self.variants:
+            msg = "a 'packages' stage needs 'packages' (or per-variant packages)"
+            raise ValueError(msg)
+        if self.kind == "script" and not self.script:
+            msg = "a 'script' stage needs 'script': a path inside verl's checkout"
+            raise ValueError(msg)
+        if self.kind != "script" and self.script:
+            msg = f"'script' belongs to kind 'script', not {self.kind!r}"
+            raise ValueError(msg)
+        return self
+
+
+class VerifySpec(Strict):
+    """What `verify` proves about the env."""
+
+    imports: tuple[str, ...] = ("verl", "verl.trainer.main_ppo", "torch", "ray")
+    versions: dict[str, str] = Field(default_factory=dict)
+    gpu_smoke: bool = True
+    flash_attn: bool = False
+    bf16: bool = True
+
+    @field_validator("versions")
+    @classmethod
+    def _version_ranges(cls, value: dict[str, str]) -> dict[str, str]:
+        for spec in value.values():
+            _check_specifier(spec)
+        return value
+
+
+class Stack(Strict):
+    """The stack one range of verl releases was made for (replaces fields of the profile)."""
+
+    refs: tuple[str, ...]
+    python: PythonSpec | None = None
+    stages: tuple[Stage, ...] | None = None
+    verify: VerifySpec | None = None
+    protected: tuple[str, ...] | None = None
+    note: str = ""
+
+
+class Profile(Strict):
+    """A whole profile after `extends` has been merged."""
+
+    schema_version: Literal[1]
+    name: str
+    description: str = ""
+    extends: str | None = None
+    verl: VerlSource = VerlSource()
+    python: PythonSpec = PythonSpec()
+    env: EnvSpec = EnvSpec()
+    indexes: dict[str, IndexSpec] = Field(default_factory=dict)
+    cuda_variants: dict[str, CudaVariant] = Field(default_factory=lambda: {"cpu": CudaVariant()})
+    stages: tuple[Stage, ...]
+    verify: VerifySpec = VerifySpec()
+    protected: tuple[str, ...] = ()
+    disk_gb: float = Field(default=5.0, gt=0)
+    stacks: tuple[Stack, ...] = ()
+
+    @field_validator("cuda_variants")
+    @classmethod
+    def _variant_names(cls, value: dict[str, CudaVariant]) -> dict[str, CudaVariant]:
+        for name in value:
+            if not VARIANT_NAME.match(name):
+                msg = f"{name!r} is not a CUDA variant (use 'cpu' or 'cuXYZ', e.g. 'cu130')"
+                raise ValueError(msg)
+        if not value:
+            msg = "at least one CUDA variant is needed ('cpu' for a GPU-less profile)"
+            raise ValueError(msg)
+        return value
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Profile:
+        _check_stages(self.stages, self)
+        for stack in self.stacks:
+            if stack.stages is not None:
+                _check_stages(stack.stages, self)
+        return self
+
+    @property
+    def gpu(self) -> bool:
+        """A GPU profile has at least one CUDA variant besides 'cpu'."""
+        return any(name != "cpu" for name in self.cuda_variants)
+
+
+def _check_stages(stages: tuple[Stage, ...], profile: Profile) -> None:
+    seen: set[str] = set()
+    for position, stage in enumerate(stages):
+        _check_stage_position(stage, position, seen)
+        for name in stage.variants:
+            if name not in profile.cuda_variants:
+                known = ", ".join(sorted(profile.cuda_variants))
+                msg = f"stage {stage.id!r}: unknown CUDA variant {name!r} (declared: {known})"
+                raise ValueError(msg)
+        if stage.index and stage.index not in profile.indexes:
+            msg = f"stage {stage.id!r}: index {stage.index!r} is not declared under 'indexes'"
+            raise ValueError(msg)
+        seen.add(stage.id)
+    _check_engines(stages)
+
+
+def _check_stage_position(stage: Stage, position: int, seen: set[str]) -> None:
+    if stage.kind == "install-verl":
+        if position != 0:
+            before = ", ".join(sorted(seen))
+            msg = (
+                f"stage(s) {before} come before install-verl: verl's editable install must "
+                "precede every accelerator stage; move them after it"
+            )
+            raise ValueError(msg)
+        return
+    if stage.id in RESERVED_STEP_IDS:
+        msg = f"stage id {stage.id!r} is reserved for a built-in step; rename the stage"
+        raise ValueError(msg)
+    if stage.id in seen:
+        msg = f"stage id {stage.id!r} appears twice; stage ids must be unique"
+        raise ValueError(msg)
+    for need in stage.needs:
+        if need not in seen and need not in RESERVED_STEP_IDS:
+            msg = (
+                f"stage {stage.id!r} needs {need!r}, which is not an earlier stage "
+                "(stages run in profile order; a later or missing stage would be a cycle)"
+            )
+            raise ValueError(msg)
+
+
+def _requirement_name(spec: str) -> str:
+    return re.split(r"[\s\[<>=!~;@]", spec.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _check_engines(stages: tuple[Stage, ...]) -> None:
+    """vLLM and SGLang pin different torch and transformers builds: never one env for both."""
+    names: set[str] = set()
+    for stage in stages:
+        specs = list(stage.packages)
+        for variant in stage.variants.values():
+            specs.extend(variant.packages or ())
+        names.update(_requirement_name(s) for s in specs)
+        names.update(f"extra:{e}" for e in stage.extras)
+    found = [e for e in _ENGINES if e in names or f"extra:{e}" in names]
+    if len(found) == len(_ENGINES):
+        msg = (
+            "vLLM and SGLang are both installed: since verl 0.9.1 they need different torch and "
+            "transformers pins and cannot share one env; use two profiles (e.g. fsdp and sglang)"
+        )
+        raise ValueError(msg)

@@ -1,0 +1,57 @@
+"""Protected packages: once a stage installs torch (or the cuDNN wheel), no later stage may change it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from installer.errors import StepFailed
+from installer.inventory import Dist, canonical
+
+__all__ = ["check_protected"]
+
+
+def check_protected(
+    recorded: dict[str, dict[str, str]],
+    now: Mapping[str, Dist],
+    *,
+    stage: str,
+    names: Iterable[str],
+) -> dict[str, dict[str, str]]:
+    """Record protected packages the first time they appear; fail when a later stage changes one.
+
+    Returns the updated record (a new dict: the caller persists it).
+    """
+    updated = dict(recorded)
+    for name in (canonical(n) for n in names):
+        dist = now.get(name)
+        before = recorded.get(name)
+        if before is None:
+            if dist is not None:
+                updated[name] = _entry(dist, stage)
+            continue
+        if dist is None or dist.version != before["version"] or _rebuilt(dist, before):
+            raise StepFailed(_message(name, before, dist, stage), hint=_HINT)
+    return updated
+
+
+_HINT = (
+    "pin the package in this stage to the protected version, or move the stage that needs another "
+    "version earlier (the inference engine decides torch; later stages install against it)"
+)
+
+
+def _entry(dist: Dist, stage: str) -> dict[str, str]:
+    return {"version": dist.version, "record": dist.record_sha256 or "", "stage": stage}
+
+
+def _rebuilt(dist: Dist, before: Mapping[str, str]) -> bool:
+    return bool(before.get("record")) and dist.record_sha256 != before["record"]
+
+
+def _message(name: str, before: Mapping[str, str], dist: Dist | None, stage: str) -> str:
+    was = f"{name} {before['version']} (installed by stage {before['stage']!r})"
+    if dist is None:
+        return f"stage {stage!r} removed protected package {was}"
+    if dist.version == before["version"]:
+        return f"stage {stage!r} replaced protected package {was} with another build"
+    return f"stage {stage!r} changed protected package {was} to {dist.version}"

@@ -1,0 +1,168 @@
+"""How each kind of step runs. Every executor returns the outputs later steps (and resumes) need."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+
+from installer import proc
+from installer.envs.base import env_python
+from installer.envs.registry import get_backend
+from installer.errors import StepFailed
+from installer.installers import InstallRequest, install_command
+from installer.inventory import canonical, installed
+from installer.plan import Plan, Step
+from installer.protect import check_protected
+from installer.source import SourceResult, fetch_source, pip_launcher
+from installer.state import atomic_write
+from installer.steps.commands import env_request, overrides_path, stage_request
+
+__all__ = ["STEP_KINDS", "StepContext", "activation_env", "execute_step"]
+
+
+@dataclass
+class StepContext:
+    """What a step gets: the plan, its log, earlier outputs, and the protected-package record."""
+
+    plan: Plan
+    step: Step
+    log_path: Path
+    prior: Mapping[str, Mapping[str, Any]]
+    protected: dict[str, dict[str, str]] = field(default_factory=dict)
+    on_line: Callable[[str], None] | None = None
+
+
+Executor = Callable[[StepContext], dict[str, Any]]
+
+
+def activation_env(prefix: Path) -> dict[str, str | None]:
+    """Variables that make a child see the env first, as an activated shell would."""
+    path = f"{prefix / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+    is_conda = (prefix / "conda-meta").is_dir()
+    return {
+        "PATH": path,
+        "VIRTUAL_ENV": None if is_conda else str(prefix),
+        "CONDA_PREFIX": str(prefix) if is_conda else None,
+        "PYTHONNOUSERSITE": "1",  # ~/.local packages must not leak into the env
+    }
+
+
+def _create_env(ctx: StepContext) -> dict[str, Any]:
+    backend = get_backend(ctx.plan.backend, conda_exe=ctx.plan.options.conda_exe)
+    created = backend.create(env_request(ctx.plan, ctx.log_path))
+    return {"created": created}
+
+
+def _fetch_source(ctx: StepContext) -> dict[str, Any]:
+    result = fetch_source(
+        ctx.plan.source, ctx.plan.settings, pip=pip_launcher(), log_path=ctx.log_path
+    )
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in result.__dict__.items()}
+
+
+def _install_verl(ctx: StepContext) -> dict[str, Any]:
+    _run(ctx, _install_verl_argv(ctx))
+    return {}
+
+
+def _install_verl_argv(ctx: StepContext) -> list[str]:
+    request = InstallRequest(
+        python=env_python(ctx.plan.prefix),
+        editable=str(ctx.plan.source.checkout),
+        no_deps=True,
+        offline=ctx.plan.options.offline,
+    )
+    return install_command(ctx.plan.options.installer, request, ctx.plan.settings)
+
+
+def _stage(ctx: StepContext) -> dict[str, Any]:
+    stage = next(s for s in ctx.plan.stages if s.id == ctx.step.id)
+    if stage.overrides:
+        atomic_write(overrides_path(ctx.plan, stage.id), "\n".join(stage.overrides) + "\n")
+    if stage.kind == "script":
+        script = ctx.plan.source.checkout / (stage.script or "")
+        argv = ["bash", "-eE", "-o", "pipefail", str(script)]
+        _run(ctx, argv, env=dict(stage.env), cwd=ctx.plan.source.checkout)
+    else:
+        argv = install_command(
+            ctx.plan.options.installer, stage_request(ctx.plan, stage), ctx.plan.settings
+        )
+        _run(ctx, argv, env=dict(stage.env))
+    now = installed(ctx.plan.prefix)
+    _check_expect(stage.id, stage.expect, now)
+    ctx.protected.update(check_protected(ctx.protected, now, stage=stage.id, names=stage.protect))
+    return {"installed": {n: d.version for n, d in sorted(now.items())}}
+
+
+def _check_expect(stage_id: str, expect: Mapping[str, str], now: Mapping[str, Any]) -> None:
+    """The versions a stage promises, checked after it: this catches scripts that fail silently."""
+    problems = []
+    for name, spec in expect.items():
+        dist = now.get(canonical(name))
+        if dist is None:
+            problems.append(f"{name} is not installed (expected {spec})")
+        elif dist.version not in SpecifierSet(spec, prereleases=True):
+            problems.append(f"{name} is {dist.version}, expected {spec}")
+    if problems:
+        raise StepFailed(
+            f"stage {stage_id!r} finished but did not install what it promised: "
+            + "; ".join(problems),
+            hint="read the step's log: a command in it failed without stopping it",
+        )
+
+
+def _record_lock(ctx: StepContext) -> dict[str, Any]:
+    from installer.envlock import write_env_lock  # noqa: PLC0415
+
+    source = SourceResult(
+        **{**ctx.prior["fetch-source"], "path": Path(ctx.prior["fetch-source"]["path"])}
+    )
+    path = write_env_lock(ctx.plan, source, snapshots=ctx.prior)
+    return {"lockfile": str(path)}
+
+
+def _verify(ctx: StepContext) -> dict[str, Any]:
+    from installer.verify import verify_env  # noqa: PLC0415
+
+    report = verify_env(
+        ctx.plan.prefix,
+        ctx.plan.profile.verify,
+        log_path=ctx.log_path,
+        require_gpu=ctx.plan.options.require_gpu,
+        gpu_present=ctx.plan.driver is not None,
+    )
+    if not report.ok:
+        raise StepFailed("verification failed: " + "; ".join(report.failures()))
+    return {"verify": report.to_json()}
+
+
+def _run(
+    ctx: StepContext,
+    argv: list[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> None:
+    child = {**activation_env(ctx.plan.prefix), **(env or {})}
+    proc.run(argv, log_path=ctx.log_path, env=child, cwd=cwd, on_line=ctx.on_line)
+
+
+STEP_KINDS: dict[str, Executor] = {
+    "create-env": _create_env,
+    "fetch-source": _fetch_source,
+    "install-verl": _install_verl,
+    "stage": _stage,
+    "script": _stage,
+    "record-lock": _record_lock,
+    "verify": _verify,
+}
+
+
+def execute_step(ctx: StepContext) -> dict[str, Any]:
+    """Run one step by its kind."""
+    return STEP_KINDS[ctx.step.kind](ctx)

@@ -1,0 +1,138 @@
+"""verify: prove an env works — imports, versions, `uv pip check`, and the GPU smoke test."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+
+from installer import proc
+from installer.envs.base import env_python
+from installer.errors import InputError
+from installer.installers import uv_binary
+from installer.profile.models import VerifySpec
+
+__all__ = ["Check", "VerifyReport", "verify_env"]
+
+PROBE = Path(__file__).parent / "probes" / "verify_env.py"
+_MARK = "@@VERIFY@@"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verification: ok, fail, or skipped, with what was found."""
+
+    name: str
+    status: str
+    detail: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """All checks of one env."""
+
+    prefix: str
+    checks: tuple[Check, ...]
+
+    @property
+    def ok(self) -> bool:
+        """No check failed."""
+        return all(c.status != "fail" for c in self.checks)
+
+    def failures(self) -> list[str]:
+        """One line per failed check."""
+        return [f"{c.name}: {c.detail}" for c in self.checks if c.status == "fail"]
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON form."""
+        return {
+            "prefix": self.prefix,
+            "ok": self.ok,
+            "checks": [c.__dict__ for c in self.checks],
+        }
+
+
+def verify_env(
+    prefix: Path,
+    spec: VerifySpec,
+    *,
+    log_path: Path | None = None,
+    require_gpu: bool = False,
+    gpu_present: bool = False,
+) -> VerifyReport:
+    """Run every check in the env's own interpreter."""
+    python = env_python(prefix)
+    if not python.exists():
+        raise InputError(f"{prefix} is not an env (no {python})")
+    answer = _probe(python, spec, gpu_present=gpu_present, log_path=log_path)
+    checks = [*_import_checks(answer), *_version_checks(answer, spec)]
+    checks.append(_pip_check(python, log_path))
+    checks.append(_gpu_check(answer["gpu"], require_gpu=require_gpu))
+    return VerifyReport(prefix=str(prefix), checks=tuple(checks))
+
+
+def _probe(
+    python: Path, spec: VerifySpec, *, gpu_present: bool, log_path: Path | None
+) -> dict[str, Any]:
+    request = {
+        "imports": list(spec.imports),
+        "versions": sorted(spec.versions),
+        "gpu_smoke": spec.gpu_smoke,
+        "gpu_present": gpu_present,
+        "bf16": spec.bf16,
+        "flash_attn": spec.flash_attn,
+    }
+    env = {"PYTHONNOUSERSITE": "1", "PYTHONWARNINGS": "ignore"}
+    done = proc.run(
+        [str(python), str(PROBE), json.dumps(request)],
+        log_path=log_path, env=env, check=False, keep_output=True,
+    )  # fmt: skip
+    for line in reversed(done.output.splitlines()):
+        if line.startswith(_MARK):
+            result: dict[str, Any] = json.loads(line[len(_MARK) :])
+            return result
+    raise InputError(f"the verify probe did not answer in {python} (exit {done.returncode})")
+
+
+def _import_checks(answer: dict[str, Any]) -> list[Check]:
+    return [
+        Check(
+            name=f"import {item['module']}",
+            status="ok" if item["ok"] else "fail",
+            detail=item.get("file") or "" if item["ok"] else item["error"],
+        )
+        for item in answer["imports"]
+    ]
+
+
+def _version_checks(answer: dict[str, Any], spec: VerifySpec) -> list[Check]:
+    checks = []
+    for name, wanted in sorted(spec.versions.items()):
+        have = answer["versions"].get(name)
+        ok = have is not None and have in SpecifierSet(wanted, prereleases=True)
+        detail = f"{name} {have} (profile wants {wanted})" if have else f"{name} not installed"
+        checks.append(Check(name=f"version {name}", status="ok" if ok else "fail", detail=detail))
+    return checks
+
+
+def _pip_check(python: Path, log_path: Path | None) -> Check:
+    done = proc.run(
+        [uv_binary(), "pip", "check", "--python", str(python)],
+        log_path=log_path, check=False, keep_output=True,
+    )  # fmt: skip
+    status = "ok" if done.returncode == 0 else "fail"
+    lines = [ln for ln in done.output.splitlines() if ln.strip()]
+    return Check(name="uv pip check", status=status, detail=lines[-1] if lines else "")
+
+
+def _gpu_check(gpu: dict[str, Any], *, require_gpu: bool) -> Check:
+    status = gpu["status"]
+    if status == "skipped" and require_gpu:
+        status = "fail"
+    detail = gpu["detail"] if isinstance(gpu["detail"], str) else json.dumps(gpu["detail"])
+    data = {k: v for k, v in gpu.items() if k not in ("status", "detail")}
+    return Check(name="gpu smoke test", status=status, detail=detail, data=data)

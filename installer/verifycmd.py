@@ -1,0 +1,38 @@
+"""`verify --prefix P`: run the verification of an existing env, with the checks of its profile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from installer.envlock import env_lock_path
+from installer.profile import VerifySpec, load_profile
+from installer.verify import VerifyReport, verify_env
+
+__all__ = ["verify_prefix"]
+
+
+def verify_prefix(prefix: Path, *, profile: str | None, require_gpu: bool) -> VerifyReport:
+    """Verify `prefix` with `profile`'s checks, else those of the profile that built it."""
+    spec = _spec(prefix, profile)
+    gpu_present = _has_driver()
+    return verify_env(prefix, spec, require_gpu=require_gpu, gpu_present=gpu_present)
+
+
+def _spec(prefix: Path, profile: str | None) -> VerifySpec:
+    if profile:
+        return load_profile(profile).verify
+    lock = env_lock_path(prefix)
+    if lock.exists():
+        from installer.lockfile import read_lockfile  # noqa: PLC0415
+
+        try:
+            return load_profile(read_lockfile(lock).profile).verify
+        except Exception:
+            return VerifySpec()
+    return VerifySpec()
+
+
+def _has_driver() -> bool:
+    from installer.install import detect_host_driver  # noqa: PLC0415
+
+    return detect_host_driver() is not None
