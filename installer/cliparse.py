@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 from pathlib import Path
 
-__all__ = ["add_commands"]
+__all__ = ["FEATURE_MODULES", "add_commands"]
+
+# Each feature's subcommands live in their own module with a `register(subparsers)` function.
+FEATURE_MODULES = (
+    "installer.cli_doctor",
+    "installer.cli_lock",
+    "installer.cli_site",
+    "installer.cli_cluster",
+)
 
 
 def _path(value: str) -> Path:
@@ -119,3 +128,6 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     validate = psub.add_parser("validate", help="check a profile file")
     validate.add_argument("file", type=_path)
     validate.set_defaults(handler=clicmd.cmd_profiles_validate)
+
+    for name in FEATURE_MODULES:
+        importlib.import_module(name).register(sub)

@@ -1,0 +1,40 @@
+# Thin aliases: CI calls the same targets a person does.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: install lint type test test-heavy bench lock lock-check gpu-check schema clean
+
+install:  ## the tool and its dev tools, into ./.venv
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+
+lint:
+	$(BIN)/ruff check installer tests bench
+	$(BIN)/ruff format --check installer tests bench
+	$(BIN)/mypy
+
+test:
+	$(BIN)/pytest -m "not heavy and not gpu" tests
+
+test-heavy:  ## installs every GPU profile for real (several GB each); not in CI
+	$(BIN)/pytest -m heavy -s tests
+
+bench:
+	$(BIN)/python bench/run.py
+
+lock:  ## regenerate every committed lockfile
+	$(BIN)/verl-bootstrap lock --all
+
+lock-check:
+	$(BIN)/verl-bootstrap lock --check
+
+schema:  ## regenerate the JSON schemas checked into schemas/
+	$(BIN)/python -m installer.schemas
+
+gpu-check:  ## on a GPU host: doctor + the GPU smoke test against an existing PyTorch env
+	bash scripts/gpu-check.sh
+
+clean:
+	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,32 @@
+"""Shared fixtures: a real local verl repo, a real local conda channel, and CLI helpers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from verlrepo import make_verl_repo  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def verl_repo_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real verl repo (v0.9.1) for tests that only read it."""
+    return make_verl_repo(tmp_path_factory.mktemp("verl-src") / "verl")
+
+
+@pytest.fixture
+def verl_repo(tmp_path: Path) -> Path:
+    """A fresh real verl repo (v0.9.1) this test may change."""
+    return make_verl_repo(tmp_path / "verl-src")
+
+
+@pytest.fixture(scope="session")
+def python_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real local conda channel holding a python package repackaged from this interpreter."""
+    from condafixture import make_python_channel  # noqa: PLC0415
+
+    return make_python_channel(tmp_path_factory.mktemp("conda-channel"))

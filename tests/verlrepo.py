@@ -1,0 +1,58 @@
+"""A real local verl git repo, made from verl's release sdist on the package index.
+
+The sdist is downloaded once and cached; each test gets a fresh repo in its tmp dir (0.2 s).
+The sdist lacks scripts/*.sh: a test that needs verl's install script adds its own and says so.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+CACHE = Path(os.environ.get("VERL_BOOTSTRAP_TEST_CACHE", Path.home() / ".cache" / "verl-bootstrap-tests"))
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "verl-bootstrap tests",
+    "GIT_AUTHOR_EMAIL": "tests@verl-bootstrap.invalid",
+    "GIT_COMMITTER_NAME": "verl-bootstrap tests",
+    "GIT_COMMITTER_EMAIL": "tests@verl-bootstrap.invalid",
+}
+
+
+def verl_sdist(version: str = "0.9.1") -> Path:
+    """verl's real sdist from the configured index (cached across runs)."""
+    target = CACHE / f"verl-{version}.tar.gz"
+    if target.exists():
+        return target
+    CACHE.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+         f"verl=={version}", "--dest", str(CACHE)],
+        check=True,
+    )  # fmt: skip
+    return target
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run git in `repo` with a fixed identity."""
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args],
+        check=True, capture_output=True, text=True, env={**os.environ, **GIT_ENV},
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
+def make_verl_repo(dest: Path, version: str = "0.9.1", tag: str | None = None) -> Path:
+    """Unpack the sdist into `dest`, commit it, and tag it (default v{version})."""
+    dest.mkdir(parents=True)
+    with tarfile.open(verl_sdist(version)) as tar:
+        for member in tar.getmembers():
+            member.name = member.name.split("/", 1)[1] if "/" in member.name else ""
+        tar.extractall(dest, members=[m for m in tar.getmembers() if m.name], filter="data")
+    git(dest, "init", "-q", "-b", "main")
+    git(dest, "add", "-A")
+    git(dest, "commit", "-q", "-m", f"verl {version} from its release sdist")
+    git(dest, "tag", tag or f"v{version}")
+    return dest
