@@ -7,11 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from installer import proc
-from installer.errors import InputError
 from installer.gpu.model import DriverInfo
 from installer.indexes import IndexSettings, read_pip_settings
-from installer.installers import uv_binary
+from installer.interpreters import find_interpreter
 from installer.options import RunOptions
 from installer.profile.models import Profile
 from installer.reach import reachable
@@ -85,24 +83,6 @@ def index_settings(
         named[name] = url
     named.update(overrides)
     return settings.with_named(named), notes
-
-
-def find_interpreter(requires: str, prefer: str) -> Path:
-    """An interpreter on this machine for the venv: the preferred version, else any in range."""
-    env = {"UV_PYTHON_DOWNLOADS": "never"}  # a venv is built from what the machine has
-    for request in (prefer, requires):
-        found = proc.capture(
-            [uv_binary(), "python", "find", "--system", "--python-preference", "only-system", request],
-            env=env,
-            timeout=30,
-        )
-        if found.returncode == 0 and found.stdout.strip():
-            return Path(found.stdout.strip())
-    raise InputError(
-        f"no Python {requires} found on this machine for the venv backend",
-        hint="install one (your package manager, pyenv), pass --python PATH, "
-        "or use --backend conda, which brings its own Python",
-    )
 
 
 def current_environ() -> dict[str, str]:
