@@ -1,0 +1,34 @@
+"""doctor: read-only checks of a host and an env, before an install and after it."""
+
+from __future__ import annotations
+
+from installer.doctor.inputs import Context, DoctorInputs, EnvFacts
+from installer.doctor.model import SCHEMA, CheckResult, DoctorReport, Status
+from installer.doctor.preflight import inputs_from_plan, preflight_failures, run_preflight_checks
+from installer.doctor.run import (
+    ALL_CHECKS,
+    CHECKS,
+    PREFLIGHT_CHECKS,
+    raise_on_failure,
+    run_doctor,
+)
+from installer.doctor.variant import choose_variant
+
+__all__ = [
+    "ALL_CHECKS",
+    "CHECKS",
+    "PREFLIGHT_CHECKS",
+    "SCHEMA",
+    "CheckResult",
+    "Context",
+    "DoctorInputs",
+    "DoctorReport",
+    "EnvFacts",
+    "Status",
+    "choose_variant",
+    "inputs_from_plan",
+    "preflight_failures",
+    "raise_on_failure",
+    "run_doctor",
+    "run_preflight_checks",
+]

@@ -1,0 +1,185 @@
+"""Reachability of every index, channel and git URL the plan uses, as the user's settings see it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import requests
+from requests.utils import should_bypass_proxies
+
+from installer import proc
+from installer.doctor.inputs import Context, exact_env
+from installer.doctor.model import CheckResult, fail, ok, skipped, warn
+from installer.redact import redact
+
+__all__ = ["NETWORK_CHECKS", "Reach", "probe_url"]
+
+_PROXY_KEYS = {"http": ("http_proxy", "HTTP_PROXY"), "https": ("https_proxy", "HTTPS_PROXY")}
+_NOT_ALLOWED = {405, 501}  # some indexes refuse HEAD; ask again with GET
+_WORKERS = 8
+_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
+
+
+@dataclass(frozen=True)
+class Reach:
+    """What probing one URL found: 'ok', 'warn' (answers but refuses us) or 'fail'."""
+
+    label: str
+    url: str  # credentials masked
+    status: str
+    detail: str
+    via_proxy: str | None = None
+
+
+def _env_value(environ: Mapping[str, str], *keys: str) -> str | None:
+    return next((environ[k] for k in keys if environ.get(k)), None)
+
+
+def proxies_for(url: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """The user's proxies for `url`, honouring no_proxy (from `environ`, not our own process)."""
+    no_proxy = _env_value(environ, "no_proxy", "NO_PROXY")
+    if should_bypass_proxies(url, no_proxy=no_proxy):
+        return {}
+    fallback = _env_value(environ, "all_proxy", "ALL_PROXY")
+    found = {s: _env_value(environ, *keys) or fallback for s, keys in _PROXY_KEYS.items()}
+    return {scheme: proxy for scheme, proxy in found.items() if proxy}
+
+
+def _is_git(label: str, url: str) -> bool:
+    return (
+        label.startswith("git")
+        or url.startswith(("git+", "git://", "ssh://", "git@"))
+        or url.rstrip("/").endswith(".git")
+    )
+
+
+def _local(label: str, url: str) -> Reach | None:
+    """file:// URLs and plain paths are folders: they exist or they do not."""
+    bare = url.removeprefix("git+")
+    if bare.startswith("file://"):
+        path = Path(unquote(urlparse(bare).path))
+    elif bare.startswith(("/", ".", "~")):
+        path = Path(bare).expanduser()
+    elif "://" not in bare and not bare.startswith("git@"):
+        return Reach(label, redact(url), "fail", "neither a URL nor a path")
+    else:
+        return None
+    status = "ok" if path.exists() else "fail"
+    return Reach(label, redact(url), status, "local path" + ("" if path.exists() else " missing"))
+
+
+def _git(label: str, url: str, environ: Mapping[str, str], timeout: float) -> Reach:
+    env = exact_env(environ) | {"GIT_TERMINAL_PROMPT": "0"}
+    args = ["git", "ls-remote", url.removeprefix("git+"), "HEAD"]
+    try:
+        done = proc.capture(args, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return Reach(label, redact(url), "fail", f"no answer within {timeout:g} s")
+    except OSError as exc:
+        return Reach(label, redact(url), "fail", f"git does not run: {exc}")
+    if done.returncode == 0:
+        return Reach(label, redact(url), "ok", "git answers")
+    last = (done.stderr.strip().splitlines() or ["git ls-remote failed"])[-1]
+    return Reach(label, redact(url), "fail", redact(last))
+
+
+def _http_status(url: str, environ: Mapping[str, str], timeout: float) -> int:
+    with requests.Session() as session:
+        session.trust_env = False  # the user's settings come from `environ`, passed explicitly
+        session.proxies = proxies_for(url, environ)
+        session.verify = _env_value(environ, "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE") or True
+        answer = session.head(url, allow_redirects=True, timeout=timeout)
+        if answer.status_code in _NOT_ALLOWED:
+            answer = session.get(url, stream=True, timeout=timeout)
+            answer.close()
+        return answer.status_code
+
+
+def _reason(exc: requests.RequestException) -> str:
+    """The innermost cause ('Connection refused'), not urllib3's whole retry story."""
+    found = _ERRNO.search(str(exc))
+    return found[1].strip() if found else redact(f"{type(exc).__name__}: {exc}")[:200]
+
+
+def _http(label: str, url: str, environ: Mapping[str, str], timeout: float) -> Reach:
+    proxy = proxies_for(url, environ).get(urlparse(url).scheme)
+    shown = redact(url)
+    try:
+        code = _http_status(url, environ, timeout)
+    except requests.Timeout:
+        return Reach(label, shown, "fail", f"no answer within {timeout:g} s", proxy)
+    except requests.RequestException as exc:
+        return Reach(label, shown, "fail", _reason(exc), proxy)
+    if code < 400:
+        return Reach(label, shown, "ok", f"HTTP {code}", proxy)
+    if code in (401, 403):
+        return Reach(label, shown, "warn", f"HTTP {code}: needs credentials", proxy)
+    return Reach(label, shown, "fail", f"HTTP {code}", proxy)
+
+
+def probe_url(label: str, url: str, environ: Mapping[str, str], timeout: float) -> Reach:
+    """Probe one URL: a local path, a git remote (`git ls-remote`), or an HTTP(S) endpoint."""
+    local = _local(label, url)
+    if local is not None:
+        return local
+    if _is_git(label, url):
+        return _git(label, url, environ, timeout)
+    return _http(label, url, environ, timeout)
+
+
+def _optional(ctx: Context, label: str) -> bool:
+    if label in ctx.inputs.optional_urls:
+        return True
+    indexes = ctx.profile.indexes if ctx.profile else {}
+    name = label.split(":", 1)[-1]
+    return name in indexes and indexes[name].optional
+
+
+def _replacement(reach: Reach) -> str:
+    kind = reach.label.split(":", 1)[0]
+    if reach.detail.startswith("local path") or reach.detail.startswith("neither"):
+        return f"create {reach.url} or point the plan at a folder or URL that exists"
+    if kind == "git" or reach.url.endswith(".git"):
+        return f"git config --global url.<mirror>.insteadOf {reach.url}"
+    if kind == "channel":
+        return f"a mirror (or local folder) in place of {reach.url} in the profile's env.channels"
+    return (
+        f"a mirror for {reach.label}: PIP_INDEX_URL / UV_DEFAULT_INDEX for the default index, "
+        "or the index's entry in the profile"
+    )
+
+
+def _fix(ctx: Context, bad: list[Reach]) -> str:
+    fixes = [f"{r.label}: {_replacement(r)}" for r in bad]
+    if not proxies_for("https://example.invalid", ctx.environ):
+        fixes.append("behind a proxy, set HTTPS_PROXY (and NO_PROXY for local mirrors)")
+    return "; ".join(fixes)
+
+
+def check_network(ctx: Context) -> CheckResult:
+    """Each index, channel and git URL the plan uses answers, with the user's proxy settings."""
+    urls = ctx.inputs.urls
+    if not urls:
+        return skipped("network", "no URLs to probe")
+    timeout, environ = ctx.inputs.network_timeout, ctx.environ
+    with ThreadPoolExecutor(max_workers=min(_WORKERS, len(urls))) as pool:
+        reaches = list(pool.map(lambda lu: probe_url(lu[0], lu[1], environ, timeout), urls))
+    data = {"urls": [asdict(r) for r in reaches]}
+    bad = [r for r in reaches if r.status != "ok"]
+    required = [r for r in bad if r.status == "fail" and not _optional(ctx, r.label)]
+    if not bad:
+        return ok("network", f"all {len(reaches)} URLs answer", **data)
+    found = f"{len(reaches) - len(bad)} of {len(reaches)} URLs answer; " + "; ".join(
+        f"{r.label} ({r.url}): {r.detail}" for r in bad
+    )
+    check = fail if required else warn
+    return check("network", found, _fix(ctx, bad), **data)
+
+
+NETWORK_CHECKS: dict[str, Callable[[Context], CheckResult]] = {"network": check_network}

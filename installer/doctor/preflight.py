@@ -1,0 +1,75 @@
+"""The install's preflight: doctor's preflight checks on a compiled plan, before any download."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from installer.doctor.inputs import DoctorInputs
+from installer.doctor.model import CheckResult
+from installer.doctor.run import PREFLIGHT_CHECKS, run_doctor
+from installer.envs.condarc import channel_urls, load_condarc
+from installer.plan import Plan
+
+__all__ = ["inputs_from_plan", "plan_urls", "preflight_failures", "run_preflight_checks"]
+
+PYPI = "https://index.example/simple/"  # uv's and pip's default when no index is configured
+
+
+def _index_urls(plan: Plan) -> list[tuple[str, str]]:
+    settings = plan.settings
+    urls = [("index:default", settings.index_url or PYPI)]
+    urls += [(f"index:extra-{i}", u) for i, u in enumerate(settings.extra_index_urls, 1)]
+    urls += [(f"find-links:{i}", u) for i, u in enumerate(settings.find_links, 1)]
+    used = {s.index for s in plan.profile.stages if s.index}
+    urls += [(f"index:{n}", u) for n in sorted(used) if (u := settings.url_of(n))]
+    return urls
+
+
+def _channel_urls(plan: Plan, environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    if plan.backend != "conda":
+        return []
+    names = plan.options.channels or plan.profile.env.channels
+    urls = channel_urls(names, load_condarc(environ))  # honours channel_alias mirrors
+    return [(f"channel:{name}", url) for name, url in zip(names, urls, strict=False)]
+
+
+def plan_urls(plan: Plan, environ: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """Every index, channel and git URL the plan will use, labelled by kind."""
+    if plan.options.offline:
+        return ()
+    urls = [("git:verl", plan.source.repo), *_index_urls(plan), *_channel_urls(plan, environ)]
+    return tuple(dict.fromkeys(urls))
+
+
+def inputs_from_plan(plan: Plan, environ: Mapping[str, str] | None = None) -> DoctorInputs:
+    """Doctor's inputs for a plan: its profile, variant, prefix, driver and URLs."""
+    env = dict(os.environ if environ is None else environ)
+    # verl's release sdist stands in for an unreachable git URL where the plan allows it.
+    optional = frozenset({"git:verl"}) if plan.source.sdist_fallback else frozenset()
+    return DoctorInputs(
+        profile=plan.profile,
+        variant=plan.variant,
+        prefix=plan.prefix,
+        python=plan.interpreter,
+        environ=env,
+        urls=plan_urls(plan, env),
+        optional_urls=optional,
+        skip=frozenset(plan.options.skip_checks),
+        driver=plan.driver,
+        detect=False,  # the plan already read the driver; doctor judges the same one
+    )
+
+
+def run_preflight_checks(
+    plan: Plan, environ: Mapping[str, str] | None = None
+) -> tuple[CheckResult, ...]:
+    """Every preflight check's result for this plan."""
+    return run_doctor(inputs_from_plan(plan, environ), only=PREFLIGHT_CHECKS).checks
+
+
+def preflight_failures(
+    plan: Plan, environ: Mapping[str, str] | None = None
+) -> tuple[CheckResult, ...]:
+    """The preflight checks that fail for this plan (empty: the install may go ahead)."""
+    return tuple(c for c in run_preflight_checks(plan, environ) if c.status.value == "fail")

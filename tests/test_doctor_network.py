@@ -1,0 +1,133 @@
+"""The network check against real sockets on loopback: a live HTTP server and closed ports."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from installer.doctor import DoctorInputs, Status, run_doctor
+from installer.doctor.checks_network import probe_url, proxies_for
+from installer.doctor.model import CheckResult
+from installer.profile.models import Profile
+
+
+class _Index(BaseHTTPRequestHandler):
+    """/simple/ answers 200, /private/ 401, /head-refused/ refuses HEAD, anything else 404."""
+
+    def _answer(self, head: bool) -> None:
+        if self.path.startswith("/head-refused/") and head:
+            code = 405
+        else:
+            code = {"/simple/": 200, "/private/": 401, "/head-refused/": 200}.get(self.path, 404)
+        self.send_response(code)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_HEAD(self) -> None:
+        self._answer(head=True)
+
+    def do_GET(self) -> None:
+        self._answer(head=False)
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: no request log
+        pass
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Index)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback port that was just free: nothing listens there."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def _network(urls: tuple[tuple[str, str], ...], **inputs: Any) -> CheckResult:
+    fields: dict[str, Any] = {"environ": {}, "urls": urls, "network_timeout": 3.0, **inputs}
+    return run_doctor(DoctorInputs(**fields), only=["network"]).checks[0]
+
+
+def test_a_live_index_answers(server: str) -> None:
+    result = _network((("index:pypi", f"{server}/simple/"),))
+    assert result.status is Status.OK and "all 1 URLs answer" in result.finding
+
+
+def test_an_unreachable_index_is_named_with_the_setting_that_replaces_it(
+    server: str, closed_port: int
+) -> None:
+    dead = f"http://127.0.0.1:{closed_port}/simple/"
+    result = _network((("index:pypi", f"{server}/simple/"), ("index:pytorch", dead)))
+    assert result.status is Status.FAIL
+    assert f"1 of 2 URLs answer; index:pytorch ({dead}): Connection refused" == result.finding
+    assert result.fix and "PIP_INDEX_URL" in result.fix and "HTTPS_PROXY" in result.fix
+
+
+def test_http_answers_are_classified(server: str) -> None:
+    assert probe_url("i", f"{server}/private/", {}, 3).status == "warn"
+    assert probe_url("i", f"{server}/missing/", {}, 3).detail == "HTTP 404"
+    refused_head = probe_url("i", f"{server}/head-refused/", {}, 3)
+    assert (refused_head.status, refused_head.detail) == ("ok", "HTTP 200")
+
+
+def test_an_optional_index_that_is_down_only_warns(closed_port: int) -> None:
+    profile = Profile.model_validate(
+        {
+            "schema_version": 1,
+            "name": "fsdp",
+            "stages": [{"id": "install-verl", "kind": "install-verl"}],
+            "indexes": {"wheelhouse": {"url": "https://example.invalid/", "optional": True}},
+        }
+    )
+    dead = f"http://127.0.0.1:{closed_port}/simple/"
+    assert _network((("index:wheelhouse", dead),), profile=profile).status is Status.WARN
+
+
+def test_the_users_proxy_is_used_and_no_proxy_respected(server: str, closed_port: int) -> None:
+    proxy = f"http://127.0.0.1:{closed_port}"
+    env = {"HTTPS_PROXY": proxy, "http_proxy": proxy}
+    assert proxies_for("https://index.example/simple/", env) == {"http": proxy, "https": proxy}
+    through_dead_proxy = probe_url("index:pypi", f"{server}/simple/", env, 3)
+    assert through_dead_proxy.status == "fail" and through_dead_proxy.via_proxy == proxy
+    bypassed = probe_url("index:pypi", f"{server}/simple/", {**env, "no_proxy": "127.0.0.1"}, 3)
+    assert bypassed.status == "ok" and bypassed.via_proxy is None
+
+
+def test_git_urls_are_probed_with_git_ls_remote(closed_port: int) -> None:
+    url = f"http://127.0.0.1:{closed_port}/verl-project/verl.git"
+    reach = probe_url("git:verl", url, {}, 3)
+    assert reach.status == "fail" and "127.0.0.1" in reach.detail
+    result = _network((("git:verl", url),))
+    assert result.fix and f"url.<mirror>.insteadOf {url}" in result.fix
+
+
+def test_local_paths_exist_or_not(tmp_path: Path) -> None:
+    assert probe_url("channel:local", f"file://{tmp_path}", {}, 3).status == "ok"
+    assert probe_url("channel:local", str(tmp_path / "gone"), {}, 3).status == "fail"
+    assert probe_url("git:verl", f"git+file://{tmp_path}", {}, 3).status == "ok"
+    assert probe_url("channel:x", "conda-forge", {}, 3).detail == "neither a URL nor a path"
+
+
+def test_credentials_never_reach_the_report(closed_port: int) -> None:
+    url = f"http://user:s3cret@127.0.0.1:{closed_port}/simple/?token=abc"
+    result = _network((("index:private", url),))
+    assert "s3cret" not in result.to_dict().__repr__() and "abc" not in result.finding
+
+
+def test_no_urls_is_skipped() -> None:
+    assert _network(()).status is Status.SKIPPED

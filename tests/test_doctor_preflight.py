@@ -1,0 +1,39 @@
+"""The install's preflight on a real compiled plan (the shipped cpu profile)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from installer.doctor import PREFLIGHT_CHECKS, inputs_from_plan, preflight_failures
+from installer.doctor.preflight import plan_urls, run_preflight_checks
+from installer.install import prepare_plan
+from installer.options import RunOptions
+from installer.plan import Plan
+
+
+def _plan(tmp_path: Path, **options: Any) -> Plan:
+    run = RunOptions(profile="cpu", prefix=tmp_path / "env", **options)
+    return prepare_plan(run, detect=False, check_optional=False)
+
+
+def test_preflight_runs_every_preflight_check_on_the_plan(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, offline=True)
+    checks = run_preflight_checks(plan, dict(os.environ))
+    assert tuple(c.name for c in checks) == PREFLIGHT_CHECKS
+    assert preflight_failures(plan, dict(os.environ)) == ()  # this host can build the cpu env
+
+
+def test_inputs_carry_the_plans_decisions(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, skip_checks=("root",))
+    inputs = inputs_from_plan(plan, {})
+    assert (inputs.profile, inputs.variant, inputs.prefix) == (plan.profile, "cpu", plan.prefix)
+    assert inputs.skip == frozenset({"root"}) and inputs.detect is False
+    labels = [label for label, _ in inputs.urls]
+    assert labels[0] == "git:verl" and "index:default" in labels
+    assert ("git:verl" in inputs.optional_urls) is plan.source.sdist_fallback
+
+
+def test_an_offline_plan_probes_no_url(tmp_path: Path) -> None:
+    assert plan_urls(_plan(tmp_path, offline=True), {}) == ()

@@ -1,0 +1,112 @@
+"""Whole doctor runs on this host: the real no-driver answer, preflight, --skip-check, JSON."""
+
+from __future__ import annotations
+
+import ctypes.util
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from installer.doctor import (
+    ALL_CHECKS,
+    PREFLIGHT_CHECKS,
+    DoctorInputs,
+    Status,
+    raise_on_failure,
+    run_doctor,
+)
+from installer.errors import InputError, Refused
+from installer.profile.models import Profile
+
+HOST_HAS_DRIVER = (
+    Path("/proc/driver/nvidia/version").exists()
+    or ctypes.util.find_library("nvidia-ml") is not None
+    or shutil.which("nvidia-smi") is not None
+)
+GPU = Profile.model_validate(
+    {
+        "schema_version": 1,
+        "name": "fsdp",
+        "stages": [{"id": "install-verl", "kind": "install-verl"}],
+        "cuda_variants": {"cu128": {}, "cu130": {}},
+        "disk_gb": 0.001,
+    }
+)
+
+
+def _inputs(**fields: Any) -> DoctorInputs:
+    base: dict[str, Any] = {"environ": {"PATH": os.environ.get("PATH", "")}, "profile": GPU}
+    return DoctorInputs(**{**base, **fields})
+
+
+def test_check_names_are_kebab_case_and_preflight_is_the_documented_subset() -> None:
+    assert all(re.fullmatch(r"[a-z]+(-[a-z]+)*", n) for n in ALL_CHECKS)
+    assert PREFLIGHT_CHECKS == (
+        "driver", "driver-vs-plan", "gpu-vs-build", "shadowing-paths", "visibility", "disk",
+        "ram", "build-tools", "glibc", "python", "root", "network",
+    )  # fmt: skip
+    assert set(PREFLIGHT_CHECKS) < set(ALL_CHECKS)
+
+
+@pytest.mark.skipif(HOST_HAS_DRIVER, reason="this host has an NVIDIA driver")
+def test_this_host_has_no_driver_and_a_gpu_plan_fails_on_it() -> None:
+    report = run_doctor(_inputs(), only=PREFLIGHT_CHECKS)
+    driver = report.get("driver")
+    assert driver is not None and driver.status is Status.FAIL
+    assert driver.finding.startswith("no NVIDIA driver")
+    assert report.exit_code == 3
+    envelope = json.loads(report.to_json())
+    assert [c["name"] for c in envelope["checks"]] == list(PREFLIGHT_CHECKS)
+    for check in envelope["checks"]:
+        assert check["status"] in {"ok", "warn", "fail", "skipped"}
+        assert (check["fix"] is not None) == (check["status"] in {"warn", "fail"})
+
+
+def test_driver_override_lets_a_cpu_host_check_a_gpu_plan() -> None:
+    env = {"VERL_BOOTSTRAP_CUDA_DRIVER": "580.65.06"}
+    report = run_doctor(_inputs(environ=env, variant="cu130"), only=["driver", "driver-vs-plan"])
+    driver, plan = report.checks
+    assert driver.status is Status.OK and "set by VERL_BOOTSTRAP_CUDA_DRIVER" in driver.finding
+    assert plan.status is Status.OK
+    old = run_doctor(
+        _inputs(environ={"VERL_BOOTSTRAP_CUDA_DRIVER": "570"}, variant="cu130"),
+        only=["driver-vs-plan"],
+    )
+    assert old.checks[0].status is Status.FAIL
+
+
+def test_skip_check_overrides_a_failure_and_is_recorded() -> None:
+    inputs = _inputs(skip=frozenset({"driver"}))
+    report = run_doctor(inputs, only=["driver", "glibc"])
+    assert report.checks[0].status is Status.SKIPPED
+    assert report.skipped_by_user == ("driver",)
+    assert report.ok
+
+
+def test_unknown_check_names_are_input_errors() -> None:
+    with pytest.raises(InputError, match="unknown check"):
+        run_doctor(_inputs(skip=frozenset({"gpu"})))
+    with pytest.raises(InputError, match="unknown check"):
+        run_doctor(_inputs(), only=["nope"])
+
+
+def test_driver_detection_runs_only_for_gpu_checks() -> None:
+    broken = _inputs(environ={"VERL_BOOTSTRAP_CUDA_DRIVER": "latest"})
+    assert run_doctor(broken, only=["glibc"]).ok
+    with pytest.raises(InputError):
+        run_doctor(broken, only=["driver"])
+
+
+def test_a_failed_preflight_refuses_with_each_fix() -> None:
+    report = run_doctor(_inputs(), only=["disk"])
+    raise_on_failure(report)  # passes: nothing failed
+    failing = run_doctor(_inputs(profile=GPU.model_copy(update={"disk_gb": 1e9})), only=["disk"])
+    with pytest.raises(Refused, match="preflight failed: disk") as caught:
+        raise_on_failure(failing)
+    assert caught.value.hint is not None and "--skip-check NAME" in caught.value.hint
+    assert caught.value.exit_code == 3
