@@ -1,12 +1,90 @@
-"""Subcommands of the doctor feature (registered by cliparse)."""
+"""The `doctor` subcommand: named checks of the machine (and an env), before and after installs."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    from installer.doctor import DoctorInputs, DoctorReport
+
+__all__ = ["doctor_inputs", "register"]
+
+_MARK = {"ok": "✓", "warn": "!", "fail": "✗", "skipped": "·"}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add this feature's subcommands to `sub`."""
-    del sub  # no subcommands yet
+    """Add `doctor`."""
+    p = sub.add_parser("doctor", help="check this machine (and an env) for the classic verl traps")
+    p.add_argument("--profile", help="judge the machine against this profile's plan")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--prefix", type=lambda v: Path(v).expanduser(), help="an env to check")
+    where.add_argument("--python", type=lambda v: Path(v).expanduser(), help="an env's interpreter")
+    p.add_argument("--cuda", default="auto", help="auto | cpu | cuXYZ")
+    p.add_argument("--verl-ref", help="the verl ref the env is for")
+    p.add_argument("--skip-check", action="append", default=[], metavar="NAME")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_doctor)
+
+
+def cmd_doctor(ns: argparse.Namespace) -> int:
+    """Run every check and print the verdict; exit 3 when one fails."""
+    from installer.cli import emit_json, out  # noqa: PLC0415
+    from installer.doctor import run_doctor  # noqa: PLC0415
+
+    report = run_doctor(doctor_inputs(ns))
+    if ns.json:
+        emit_json(report.to_dict())
+    else:
+        out(render(report))
+    return int(report.exit_code)
+
+
+def doctor_inputs(ns: argparse.Namespace) -> DoctorInputs:
+    """Doctor's inputs: from the profile's plan when one is named, else the machine (and env)."""
+    from installer.doctor import DoctorInputs, inputs_from_plan  # noqa: PLC0415
+    from installer.errors import Refused  # noqa: PLC0415
+
+    skip = frozenset(ns.skip_check)
+    if not ns.profile:
+        return DoctorInputs(prefix=ns.prefix, python=ns.python, skip=skip)
+    try:
+        plan = _plan(ns)
+    except Refused:
+        # No variant this host can run (no driver, or too old): check the profile anyway, so the
+        # driver checks say why and what to do.
+        from installer.profile import load_profile  # noqa: PLC0415
+
+        profile = load_profile(ns.profile)
+        return DoctorInputs(profile=profile, prefix=ns.prefix, python=ns.python, skip=skip)
+    inputs = inputs_from_plan(plan)
+    from dataclasses import replace  # noqa: PLC0415
+
+    return replace(inputs, prefix=ns.prefix or inputs.prefix, python=ns.python, skip=skip | inputs.skip)
+
+
+def _plan(ns: argparse.Namespace) -> object:
+    from installer.install import prepare_plan  # noqa: PLC0415
+    from installer.options import RunOptions, default_prefix  # noqa: PLC0415
+
+    name = Path(ns.profile).stem
+    options = RunOptions(
+        profile=ns.profile,
+        prefix=(ns.prefix or default_prefix(name)).absolute(),
+        cuda=ns.cuda,
+        verl_ref=ns.verl_ref,
+        skip_checks=tuple(ns.skip_check),
+    )
+    return prepare_plan(options)
+
+
+def render(report: DoctorReport) -> str:
+    """One line per check; a fix under each warning and failure; the verdict last."""
+    lines = []
+    for check in report.checks:
+        lines.append(f"{_MARK.get(check.status.value, '?')} {check.name:20} {check.finding}")
+        if check.fix:
+            lines.append(f"  {'':20} fix: {check.fix}")
+    verdict = "doctor: problems found (exit 3)" if report.failed else "doctor: nothing fails"
+    return "\n".join([*lines, "", verdict])

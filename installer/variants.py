@@ -1,90 +1,106 @@
-"""Which CUDA variant of a profile this machine gets, and why."""
+"""Which CUDA variant of a profile to install, given the driver: `--cuda auto` and its reason."""
 
 from __future__ import annotations
 
-from packaging.version import Version
+from dataclasses import dataclass
 
 from installer.errors import InputError, Refused
+from installer.gpu.cuda import MIN_DRIVER_FOR_CUDA_MAJOR, version_tuple
 from installer.gpu.model import DriverInfo
 from installer.profile.models import CudaVariant, Profile
 
-__all__ = ["choose_variant", "driver_fits"]
+__all__ = ["VariantWindow", "choose_variant", "variant_window"]
+
+_NO_DRIVER_HINT = (
+    "use --profile cpu for a GPU-less env, or pass --cuda cuXYZ (e.g. --cuda cu130) to prepare "
+    "an env for a GPU host that shares this filesystem"
+)
 
 
-def driver_fits(variant: CudaVariant, driver_version: str) -> bool:
-    """The driver is within the variant's [min_driver, max_driver) range."""
-    have = Version(driver_version)
-    if variant.min_driver and have < Version(variant.min_driver):
-        return False
-    return not (variant.max_driver and have >= Version(variant.max_driver))
+@dataclass(frozen=True)
+class VariantWindow:
+    """The CUDA of a variant's wheels and the drivers that run them (max is exclusive)."""
+
+    name: str
+    cuda: str | None
+    min_driver: str | None
+    max_driver: str | None
+
+    def admits(self, driver_version: str) -> bool:
+        """Whether a driver of this version runs the variant."""
+        got = version_tuple(driver_version)
+        low = version_tuple(self.min_driver) if self.min_driver else ()
+        high = version_tuple(self.max_driver) if self.max_driver else ()
+        return got >= low and (not high or got < high)
+
+    def needs(self) -> str:
+        """'cu130 needs driver >= 580', for messages."""
+        bounds = [f">= {self.min_driver}"] if self.min_driver else []
+        bounds += [f"< {self.max_driver}"] if self.max_driver else []
+        return f"{self.name} needs driver {' and '.join(bounds) or 'of any version'}"
+
+
+def _cuda_of(name: str, variant: CudaVariant) -> str | None:
+    if variant.cuda:
+        return variant.cuda
+    if name.startswith("cu") and name[2:].isdigit():
+        return f"{name[2:-1]}.{name[-1]}"  # cu128 -> 12.8, the naming every CUDA wheel index uses
+    return None
+
+
+def variant_window(name: str, variant: CudaVariant) -> VariantWindow:
+    """The driver window of a variant; a missing min_driver comes from its CUDA major."""
+    cuda = _cuda_of(name, variant)
+    minimum = variant.min_driver
+    if minimum is None and cuda:
+        branch = MIN_DRIVER_FOR_CUDA_MAJOR.get(version_tuple(cuda)[0])
+        minimum = str(branch) if branch else None
+    return VariantWindow(name, cuda, minimum, variant.max_driver)
+
+
+def _gpu_windows(profile: Profile) -> list[VariantWindow]:
+    return [variant_window(n, v) for n, v in profile.cuda_variants.items() if n != "cpu"]
+
+
+def _explicit(profile: Profile, requested: str) -> tuple[str, str]:
+    if requested not in profile.cuda_variants:
+        known = ", ".join(sorted(profile.cuda_variants))
+        raise InputError(
+            f"--cuda {requested}: profile {profile.name!r} has no such variant",
+            hint=f"its variants: {known}, or --cuda auto",
+        )
+    return requested, f"{requested} was asked for with --cuda"
+
+
+def _refuse_unserved(profile: Profile, driver: DriverInfo, windows: list[VariantWindow]) -> None:
+    needs = "; ".join(w.needs() for w in windows)
+    cpu = ", or --cuda cpu" if "cpu" in profile.cuda_variants else ""
+    raise Refused(
+        f"driver {driver.version} runs none of profile {profile.name!r}'s CUDA variants ({needs})",
+        hint=f"ask an administrator for a newer driver, or use another profile{cpu}",
+    )
 
 
 def choose_variant(profile: Profile, driver: DriverInfo | None, requested: str) -> tuple[str, str]:
-    """(variant name, the reason) for `--cuda requested` on a host with `driver`."""
+    """The variant to install and why. `auto` picks the newest CUDA the driver runs."""
     if requested != "auto":
-        return _explicit(profile, driver, requested)
-    if not profile.gpu:
-        return "cpu", f"profile {profile.name!r} is CPU-only"
+        return _explicit(profile, requested)
+    windows = _gpu_windows(profile)
+    if not windows:
+        return "cpu", f"profile {profile.name!r} has only the cpu variant"
     if driver is None:
-        raise _no_driver(profile)
-    fitting = [
-        name
-        for name, v in profile.cuda_variants.items()
-        if name != "cpu" and driver_fits(v, driver.version)
-    ]
-    if not fitting:
-        raise _too_old(profile, driver)
-    best = max(fitting, key=lambda n: Version(profile.cuda_variants[n].cuda or "0"))
-    return best, (
-        f"driver {driver.version} (from {driver.source}) serves CUDA "
-        f"{profile.cuda_variants[best].cuda}: {best} is the newest variant it can run"
-    )
-
-
-def _explicit(profile: Profile, driver: DriverInfo | None, requested: str) -> tuple[str, str]:
-    if requested not in profile.cuda_variants:
-        known = ", ".join(["auto", *sorted(profile.cuda_variants)])
-        raise InputError(
-            f"--cuda {requested}: profile {profile.name!r} has no such variant",
-            hint=f"choose one of: {known}",
-        )
-    variant = profile.cuda_variants[requested]
-    if requested == "cpu" or driver is None:
-        why = "requested with --cuda"
-        if driver is None and requested != "cpu":
-            why += " on a host with no NVIDIA driver (preparing an env for a GPU host)"
-        return requested, why
-    if not driver_fits(variant, driver.version):
         raise Refused(
-            f"--cuda {requested} needs driver {_range(variant)}, this host has {driver.version}",
-            hint="use --cuda auto to pick the variant this driver serves",
+            f"no NVIDIA driver on this host, and profile {profile.name!r} needs one to pick its "
+            "CUDA variant",
+            hint=_NO_DRIVER_HINT,
         )
-    return requested, f"requested with --cuda; driver {driver.version} serves it"
-
-
-def _range(variant: CudaVariant) -> str:
-    low = f">= {variant.min_driver}" if variant.min_driver else ""
-    high = f"< {variant.max_driver}" if variant.max_driver else ""
-    return " and ".join(p for p in (low, high) if p) or "(any)"
-
-
-def _no_driver(profile: Profile) -> Refused:
-    gpu_variants = ", ".join(n for n in sorted(profile.cuda_variants) if n != "cpu")
-    return Refused(
-        f"profile {profile.name!r} needs an NVIDIA GPU, and this host has no NVIDIA driver "
-        "(a CUDA toolkit such as nvcc is not a driver)",
-        hint=(
-            "use --profile cpu for a GPU-less env, or pass --cuda with one of "
-            f"{gpu_variants} to prepare an env for a GPU host that shares this filesystem"
-        ),
+    served = [w for w in windows if w.admits(driver.version)]
+    if not served:
+        _refuse_unserved(profile, driver, windows)
+    best = max(served, key=lambda w: version_tuple(w.cuda or "0"))
+    others = [w.needs() for w in windows if w not in served]
+    reason = (
+        f"driver {driver.version} (CUDA {driver.cuda or 'unknown'}, from {driver.source}) runs "
+        f"{best.name} (CUDA {best.cuda}); it is the newest variant of {profile.name!r} it runs"
     )
-
-
-def _too_old(profile: Profile, driver: DriverInfo) -> Refused:
-    ranges = "; ".join(
-        f"{n}: {_range(v)}" for n, v in sorted(profile.cuda_variants.items()) if n != "cpu"
-    )
-    return Refused(
-        f"driver {driver.version} serves none of profile {profile.name!r}'s CUDA variants",
-        hint=f"variants and the drivers they need: {ranges}; update the NVIDIA driver",
-    )
+    return best.name, reason + (f"; not {', '.join(others)}" if others else "")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from installer.doctor.variant import choose_variant, variant_window
+from installer.variants import choose_variant, variant_window
 from installer.errors import InputError, Refused
 from installer.gpu.model import DriverInfo
 from installer.gpu.parse import parse_smi_xml

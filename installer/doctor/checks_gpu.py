@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from installer.doctor.inputs import Context
 from installer.doctor.model import CheckResult, fail, ok, skipped, warn
-from installer.doctor.variant import VariantWindow, variant_window
+from installer.variants import VariantWindow, variant_window
 from installer.gpu.cuda import (
     arch_supported,
     driver_serves,

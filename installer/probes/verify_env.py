@@ -35,7 +35,10 @@ def _versions(names):
 
 
 def _tiny_forward(torch, flash_attn):
-    from transformers import LlamaConfig, LlamaForCausalLM
+    try:
+        from transformers import LlamaConfig, LlamaForCausalLM
+    except ImportError:  # a bare PyTorch env: a torch-only transformer block proves bf16 too
+        return _torch_block_forward(torch)
 
     config = LlamaConfig(
         vocab_size=256,
@@ -53,6 +56,15 @@ def _tiny_forward(torch, flash_attn):
     with torch.no_grad():
         logits = model(input_ids=ids).logits
     return bool(torch.isfinite(logits.float()).all()), impl
+
+
+def _torch_block_forward(torch):
+    layer = torch.nn.TransformerEncoderLayer(d_model=128, nhead=4, batch_first=True)
+    layer = layer.to(device="cuda", dtype=torch.bfloat16).eval()
+    x = torch.randn(2, 16, 128, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = layer(x)
+    return bool(torch.isfinite(y.float()).all()), "torch TransformerEncoderLayer"
 
 
 def _gpu(request):

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# First thing a maintainer runs on a new GPU machine: doctor and the GPU smoke test against an
+# existing PyTorch env (no network needed). GPU_CHECK_PYTHON picks the interpreter (default python3).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+TOOL=${TOOL:-.venv/bin/verl-bootstrap}
+[ -x "$TOOL" ] || TOOL=verl-bootstrap
+PY=${GPU_CHECK_PYTHON:-$(command -v python3)}
+echo "== verl-bootstrap doctor --python $PY"
+"$TOOL" doctor --python "$PY"
+doctor_rc=$?
+echo
+echo "== GPU smoke test in $PY (bf16 matmul + a tiny bf16 forward)"
+"$PY" installer/probes/verify_env.py \
+  '{"imports": ["torch"], "versions": ["torch"], "gpu_smoke": true, "gpu_present": true, "bf16": true}' \
+  | sed -n 's/^@@VERIFY@@//p' | "$PY" -m json.tool
+smoke_rc=${PIPESTATUS[0]}
+echo
+echo "doctor exit $doctor_rc, smoke probe exit $smoke_rc"
+[ "$doctor_rc" -ne 3 ] && [ "$smoke_rc" -eq 0 ]
