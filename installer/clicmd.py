@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 from typing import Any
 
 from installer.cli import emit_json, err, out
@@ -22,19 +24,33 @@ __all__ = [
 
 
 def run_options(ns: argparse.Namespace) -> RunOptions:
-    """RunOptions from the install/plan flags."""
+    """RunOptions from the install/plan flags, over the site config's settings (flags win)."""
     from installer.indexes import parse_index_flags  # noqa: PLC0415
+    from installer.siteconfig import load_site, named_indexes, site_options  # noqa: PLC0415
+    from installer.siteconfig.files import local_profile, site_lockfile  # noqa: PLC0415
 
-    profile = ns.profile
+    site = load_site(getattr(ns, "config", None))
+    profile = ns.profile or local_profile(site.config.defaults.profile or "", os.environ)
+    if not profile:
+        raise InputError(
+            "no --profile given, and no site config names a default profile",
+            hint="pass --profile NAME (see `verl-bootstrap profiles list`)",
+        )
     name = profile.rsplit("/", 1)[-1].removesuffix(".yaml").removesuffix(".yml")
+    envs_dir = site.config.defaults.envs_dir
+    prefix = ns.prefix or (Path(envs_dir) / name if envs_dir else default_prefix(name))
+    indexes = {**named_indexes(site.config), **parse_index_flags(tuple(ns.index))}
+    lockfile = getattr(ns, "lockfile", None)
+    if lockfile is None and (getattr(ns, "locked", False) or getattr(ns, "frozen", False)):
+        lockfile = site_lockfile(site, os.environ)  # the lab's lockfile, when it names one
     return RunOptions(
         profile=profile,
-        prefix=(ns.prefix or default_prefix(name)).absolute(),
+        prefix=prefix.absolute(),
         backend=ns.backend,
         verl_source=ns.verl_source,
         verl_ref=ns.verl_ref,
         cuda=ns.cuda,
-        indexes=tuple(parse_index_flags(tuple(ns.index)).items()),
+        indexes=tuple(indexes.items()),
         channels=tuple(ns.channel),
         installer=ns.installer,
         python=ns.python,
@@ -44,6 +60,10 @@ def run_options(ns: argparse.Namespace) -> RunOptions:
         allow_unsupported_ref=ns.allow_unsupported_ref,
         lock_wait=getattr(ns, "wait", 0.0),
         offline=ns.offline,
+        site=site_options(site),
+        locked=getattr(ns, "locked", False),
+        frozen=getattr(ns, "frozen", False),
+        lockfile=lockfile,
     )
 
 
@@ -51,8 +71,11 @@ def cmd_plan(ns: argparse.Namespace) -> int:
     """`plan`: print the graph, run nothing."""
     from installer.install import prepare_plan  # noqa: PLC0415
     from installer.planview import plan_json, plan_text  # noqa: PLC0415
+    from installer.siteconfig.apply import applied_environment  # noqa: PLC0415
 
-    plan = prepare_plan(run_options(ns))
+    options = run_options(ns)
+    with applied_environment(dict(options.site.environment)):
+        plan = prepare_plan(options)
     if ns.json:
         emit_json(plan_json(plan))
     else:
@@ -65,15 +88,18 @@ def cmd_install(ns: argparse.Namespace) -> int:
     from installer.install import prepare_plan, run_install  # noqa: PLC0415
     from installer.planview import plan_json, plan_text, report_json, summary_text  # noqa: PLC0415
     from installer.render import Console  # noqa: PLC0415
+    from installer.siteconfig.apply import applied_environment  # noqa: PLC0415
 
-    plan = prepare_plan(run_options(ns))
-    if ns.dry_run:
-        emit_json(plan_json(plan)) if ns.json else out(plan_text(plan))
-        return EXIT_OK
-    for note in plan.notes:
-        err(f"note: {note}")
-    with listening(Console(quiet=ns.json)):
-        result = run_install(plan, force=frozenset(ns.force), preflight=not ns.no_preflight)
+    options = run_options(ns)
+    with applied_environment(dict(options.site.environment)):
+        plan = prepare_plan(options)
+        if ns.dry_run:
+            emit_json(plan_json(plan)) if ns.json else out(plan_text(plan))
+            return EXIT_OK
+        for note in plan.notes:
+            err(f"note: {note}")
+        with listening(Console(quiet=ns.json)):
+            result = run_install(plan, force=frozenset(ns.force), preflight=not ns.no_preflight)
     if ns.json:
         emit_json(report_json(result))
     else:
@@ -84,6 +110,11 @@ def cmd_install(ns: argparse.Namespace) -> int:
 def cmd_verify(ns: argparse.Namespace) -> int:
     """`verify --prefix P`: the verification checks on any env."""
     from installer.verifycmd import verify_prefix  # noqa: PLC0415
+
+    if getattr(ns, "against", None) is not None:  # `--against LOCKFILE`: the drift report
+        from installer.cli_lock import cmd_verify_against  # noqa: PLC0415
+
+        return cmd_verify_against(ns)
 
     report = verify_prefix(ns.prefix, profile=ns.profile, require_gpu=ns.require_gpu)
     if ns.json:
@@ -132,6 +163,7 @@ def cmd_profiles_validate(ns: argparse.Namespace) -> int:
 
     if not ns.file.is_file():
         raise InputError(f"{ns.file} does not exist")
-    profile = load_profile(str(ns.file), search=ns.file.parent.resolve())
+    # `extends` looks beside the file first, then among the shipped profiles (as install does)
+    profile = load_profile(str(ns.file))
     out(f"{ns.file}: valid profile {profile.name!r} ({len(profile.stages)} stages)")
     return EXIT_OK

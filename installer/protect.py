@@ -25,9 +25,12 @@ def check_protected(
     for name in (canonical(n) for n in names):
         dist = now.get(name)
         before = recorded.get(name)
-        if before is None:
+        if before is None or before.get("stage") == stage:
+            # first sight, or the stage that installed it ran again because its inputs changed
             if dist is not None:
                 updated[name] = _entry(dist, stage)
+            else:
+                updated.pop(name, None)
             continue
         if dist is None or dist.version != before["version"] or _rebuilt(dist, before):
             raise StepFailed(_message(name, before, dist, stage), hint=_HINT)

@@ -8,6 +8,7 @@ the first unfinished step. The loop and the state live in the main thread; steps
 from __future__ import annotations
 
 import enum
+import functools
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -94,7 +95,8 @@ def run_plan(
 
 
 def _resume_hint(plan: Plan) -> str:
-    return f"verl-bootstrap --profile {plan.profile.name} --prefix {plan.prefix}"
+    # the profile as the user gave it: a YAML path stays a path (its name may not be shipped)
+    return f"verl-bootstrap --profile {plan.options.profile} --prefix {plan.prefix}"
 
 
 class _Loop:
@@ -113,13 +115,19 @@ class _Loop:
     def run(self) -> None:
         with ThreadPoolExecutor(max_workers=MAX_PARALLEL, thread_name_prefix="step") as pool:
             self.pool = pool
-            while len(self.outcomes) < len(self.plan.steps):
-                self._start_ready()
-                if not self.running:
-                    break
-                finished, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
-                for future in finished:
-                    self._finish(future)
+            try:
+                while len(self.outcomes) < len(self.plan.steps):
+                    self._start_ready()
+                    if not self.running:
+                        break
+                    finished, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        self._finish(future)
+            except KeyboardInterrupt:
+                # Stop the children now: leaving this block waits for every worker, and a
+                # worker waits for its child (which has its own session, so got no SIGINT).
+                proc.terminate_all()
+                raise
 
     def _start_ready(self) -> None:
         busy = {step.id for step, _, _ in self.running.values()}
@@ -146,7 +154,7 @@ class _Loop:
         ctx = StepContext(
             plan=self.plan, step=step, log_path=log, prior=dict(self.outputs),
             protected=dict(self.state.protected),
-            on_line=lambda line, sid=step.id: emit(line, kind=("step", "line"), step=sid),
+            on_line=functools.partial(_emit_line, step.id),
         )  # fmt: skip
         self.running[self.pool.submit(self.executor, ctx)] = (step, time.monotonic(), ctx)
 
@@ -184,6 +192,10 @@ class _Loop:
                 step.id, Status.INTERRUPTED, time.monotonic() - started, log=record.log
             )
         self.state.save()
+
+
+def _emit_line(step_id: str, line: str) -> None:
+    emit(line, kind=("step", "line"), step=step_id)
 
 
 def _failure(step: Step, exc: BootstrapError, seconds: float, log: str | None) -> StepOutcome:

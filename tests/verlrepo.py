@@ -12,7 +12,9 @@ import sys
 import tarfile
 from pathlib import Path
 
-CACHE = Path(os.environ.get("VERL_BOOTSTRAP_TEST_CACHE", Path.home() / ".cache" / "verl-bootstrap-tests"))
+CACHE = Path(
+    os.environ.get("VERL_BOOTSTRAP_TEST_CACHE", Path.home() / ".cache" / "verl-bootstrap-tests")
+)
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "verl-bootstrap tests",
     "GIT_AUTHOR_EMAIL": "tests@verl-bootstrap.invalid",

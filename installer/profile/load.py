@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from installer.errors import InputError
-from installer.profile.models import Profile
+from installer.profile.models import SCHEMA_VERSION, Profile
 from installer.profile.yamlsrc import Key, Located, load_located
 
 __all__ = ["PROFILES_DIR", "list_profiles", "load_profile", "profile_path"]
@@ -53,11 +53,6 @@ def load_profile(name_or_path: str, *, search: Path = PROFILES_DIR) -> Profile:
 
 def _merged(path: Path, *, search: Path, chain: tuple[Path, ...]) -> Located:
     resolved = path.resolve()
-    if resolved in chain:
-        cycle = " -> ".join(p.name for p in (*chain, resolved))
-        raise InputError(
-            f"{path}: 'extends' makes a cycle: {cycle}", hint="remove one of the 'extends' links"
-        )
     if len(chain) > _MAX_DEPTH:
         raise InputError(f"{path}: 'extends' chain is deeper than {_MAX_DEPTH}")
     own = load_located(path)
@@ -70,6 +65,14 @@ def _merged(path: Path, *, search: Path, chain: tuple[Path, ...]) -> Located:
         line = own.lines.get(("extends",), (path, 1))[1]
         raise InputError(f"{path}:{line}: extends: must be a profile name")
     parent_path = _parent_path(parent_name, path, search, own)
+    if parent_path.resolve() in (*chain, resolved):
+        # reported at the `extends` line that closes the loop, which is the one to remove
+        cycle = " -> ".join(p.name for p in (*chain, resolved, parent_path.resolve()))
+        line = own.lines.get(("extends",), (path, 1))[1]
+        raise InputError(
+            f"{path}:{line}: extends: {parent_name!r} makes a cycle: {cycle}",
+            hint="remove one of the 'extends' links",
+        )
     parent = _merged(parent_path, search=search, chain=(*chain, resolved))
     return _overlay(parent, own)
 
@@ -80,15 +83,23 @@ def _parent_path(name: str, child: Path, search: Path, own: Located) -> Path:
             if candidate.is_file():
                 return candidate
     line = own.lines.get(("extends",), (child, 1))[1]
+    known = [
+        n for n in list_profiles(search) if (search / f"{n}.yaml").resolve() != child.resolve()
+    ]
     raise InputError(
         f"{child}:{line}: extends: no profile named {name!r}",
-        hint=f"profiles that can be extended: {', '.join(list_profiles(search))}",
+        hint=f"profiles that can be extended: {', '.join(known) or 'none'}; "
+        "or name a YAML file beside this one",
     )
 
 
 def _overlay(parent: Located, child: Located) -> Located:
-    """Mappings merge key by key (the child wins); lists and scalars are replaced whole."""
-    data = _deep_merge(parent.data, child.data)
+    """Mappings merge key by key (the child wins); lists and scalars are replaced whole.
+
+    The name is never inherited: a child without one is named after its own file, so that its
+    lockfile and state never claim the parent profile made the env.
+    """
+    data = _deep_merge({k: v for k, v in parent.data.items() if k != "name"}, child.data)
     data.pop("extends", None)
     lines = dict(parent.lines)
     for key in child.lines:
@@ -111,6 +122,7 @@ def _explain(exc: ValidationError, merged: Located, path: Path) -> InputError:
     lines = []
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not _is_union_tag(p))
+        loc = (*loc, *getattr(err.get("ctx", {}).get("error"), "loc", ()))  # see FieldError
         where_file, where_line = _locate(loc, merged, path)
         field = ".".join(str(p) for p in loc) or "(top level)"
         lines.append(f"{where_file}:{where_line}: {field}: {_problem(err)}")
@@ -132,14 +144,26 @@ def _locate(loc: Key, merged: Located, path: Path) -> tuple[Path, int]:
     return path, 1
 
 
+_YAML_WORDS = {"tuple_type": "must be a list", "dict_type": "must be a mapping of keys to values"}
+
+
 def _problem(err: Any) -> str:
     kind = err["type"]
     if kind == "extra_forbidden":
         return "unknown key (check its spelling against the profile schema)"
     if kind == "missing":
+        if tuple(err["loc"]) == ("schema_version",):
+            return f"required key is missing; add `schema_version: {SCHEMA_VERSION}` at the top"
         return "required key is missing"
     if kind == "literal_error":
         expected = err.get("ctx", {}).get("expected", "")
-        return f"must be one of {expected} (got {err.get('input')!r})"
-    message = str(err["msg"])
-    return message.removeprefix("Value error, ")
+        message = f"must be one of {expected} (got {err.get('input')!r})"
+        if tuple(err["loc"]) == ("schema_version",):
+            message += f"; this verl-bootstrap reads profile schema_version {SCHEMA_VERSION}"
+        return message
+    # YAML has lists and mappings; pydantic's words for them (tuple, dictionary) would confuse
+    message = _YAML_WORDS.get(kind) or str(err["msg"]).removeprefix("Value error, ")
+    given = err.get("input")
+    if kind != "value_error" and isinstance(given, (str, int, float, bool)):
+        message += f" (got {given!r})"
+    return message

@@ -8,6 +8,7 @@ profile is refused before anything runs.
 from __future__ import annotations
 
 import re
+from datetime import date
 from typing import Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -18,6 +19,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "CudaVariant",
     "EnvSpec",
+    "FieldError",
     "IndexSpec",
     "Profile",
     "PythonSpec",
@@ -34,7 +36,33 @@ STAGE_ID = re.compile(r"^[a-z][a-z0-9-]*$")
 RESERVED_STEP_IDS = frozenset(
     {"create-env", "fetch-source", "install-verl", "record-lock", "verify"}
 )
+# Built-in steps that run before every stage, so a stage may name them in `needs`.
+EARLIER_STEP_IDS = frozenset({"create-env", "fetch-source", "install-verl"})
 _ENGINES = ("vllm", "sglang")
+_RELEASE = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?)$")
+# From this release on, vLLM and SGLang pin different torch and transformers builds.
+_ENGINES_SPLIT_AT = Version("0.9.1")
+
+
+class FieldError(ValueError):
+    """A validator's error that names the key to blame, below the model that raised it.
+
+    Cross-field checks run on a whole model, so pydantic locates them at the model itself;
+    `loc` lets the loader point at the stage and key (and so the line) that is wrong.
+    """
+
+    def __init__(self, message: str, loc: tuple[str | int, ...]) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
+def _check_ranges(value: dict[str, str]) -> dict[str, str]:
+    for name, spec in value.items():
+        try:
+            _check_specifier(spec)
+        except ValueError as exc:
+            raise FieldError(str(exc), (name,)) from None
+    return value
 
 
 class Strict(BaseModel):
@@ -147,12 +175,7 @@ class Stage(Strict):
             raise ValueError(msg)
         return value
 
-    @field_validator("expect")
-    @classmethod
-    def _expect_ranges(cls, value: dict[str, str]) -> dict[str, str]:
-        for spec in value.values():
-            _check_specifier(spec)
-        return value
+    _expect_ranges = field_validator("expect")(_check_ranges)
 
     @model_validator(mode="after")
     def _kind_fields(self) -> Stage:
@@ -177,23 +200,32 @@ class VerifySpec(Strict):
     flash_attn: bool = False
     bf16: bool = True
 
-    @field_validator("versions")
-    @classmethod
-    def _version_ranges(cls, value: dict[str, str]) -> dict[str, str]:
-        for spec in value.values():
-            _check_specifier(spec)
-        return value
+    _version_ranges = field_validator("versions")(_check_ranges)
 
 
 class Stack(Strict):
     """The stack one range of verl releases was made for (replaces fields of the profile)."""
 
-    refs: tuple[str, ...]
+    refs: tuple[str, ...] = Field(min_length=1)
     python: PythonSpec | None = None
+    cuda_variants: dict[str, CudaVariant] | None = Field(
+        default=None,
+        description="Replaces the profile's variants: an older torch has fewer CUDA builds.",
+    )
     stages: tuple[Stage, ...] | None = None
     verify: VerifySpec | None = None
     protected: tuple[str, ...] | None = None
+    exclude_newer: date | None = Field(
+        default=None,
+        description="Only distributions uploaded before this day (UTC), so that what the stages "
+        "leave unpinned resolves as it did when the release was made.",
+    )
     note: str = ""
+
+    @field_validator("cuda_variants")
+    @classmethod
+    def _variant_names(cls, value: dict[str, CudaVariant] | None) -> dict[str, CudaVariant] | None:
+        return None if value is None else _check_variant_names(value)
 
 
 class Profile(Strict):
@@ -217,21 +249,25 @@ class Profile(Strict):
     @field_validator("cuda_variants")
     @classmethod
     def _variant_names(cls, value: dict[str, CudaVariant]) -> dict[str, CudaVariant]:
-        for name in value:
-            if not VARIANT_NAME.match(name):
-                msg = f"{name!r} is not a CUDA variant (use 'cpu' or 'cuXYZ', e.g. 'cu130')"
-                raise ValueError(msg)
-        if not value:
-            msg = "at least one CUDA variant is needed ('cpu' for a GPU-less profile)"
-            raise ValueError(msg)
-        return value
+        return _check_variant_names(value)
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Profile:
-        _check_stages(self.stages, self)
-        for stack in self.stacks:
+        _check_stages(self.stages, self.cuda_variants, self, ("stages",), (self.verl.ref,))
+        covered = {self.verl.ref}
+        for number, stack in enumerate(self.stacks):
+            twice = sorted(covered.intersection(stack.refs))
+            if twice:
+                msg = f"verl ref(s) {', '.join(twice)} already have a stack; a ref gets one stack"
+                raise FieldError(msg, ("stacks", number, "refs"))
+            covered.update(stack.refs)
+            # A stack that keeps the profile's stages but not its variants checks them anew.
+            stages: tuple[Stage, ...] = self.stages
+            base: tuple[str | int, ...] = ("stages",)
             if stack.stages is not None:
-                _check_stages(stack.stages, self)
+                stages, base = (stack.stages, ("stacks", number, "stages"))
+            variants = stack.cuda_variants or self.cuda_variants
+            _check_stages(stages, variants, self, base, stack.refs)
         return self
 
     @property
@@ -240,64 +276,94 @@ class Profile(Strict):
         return any(name != "cpu" for name in self.cuda_variants)
 
 
-def _check_stages(stages: tuple[Stage, ...], profile: Profile) -> None:
+def _check_variant_names(value: dict[str, CudaVariant]) -> dict[str, CudaVariant]:
+    for name in value:
+        if not VARIANT_NAME.match(name):
+            msg = f"{name!r} is not a CUDA variant (use 'cpu' or 'cuXYZ', e.g. 'cu130')"
+            raise FieldError(msg, (name,))
+    if not value:
+        msg = "at least one CUDA variant is needed ('cpu' for a GPU-less profile)"
+        raise ValueError(msg)
+    return value
+
+
+def _check_stages(
+    stages: tuple[Stage, ...],
+    variants: dict[str, CudaVariant],
+    profile: Profile,
+    base: tuple[str | int, ...],
+    refs: tuple[str, ...],
+) -> None:
     seen: set[str] = set()
     for position, stage in enumerate(stages):
-        _check_stage_position(stage, position, seen)
+        at = (*base, position)
+        _check_stage_position(stage, at, seen)
         for name in stage.variants:
-            if name not in profile.cuda_variants:
-                known = ", ".join(sorted(profile.cuda_variants))
-                msg = f"stage {stage.id!r}: unknown CUDA variant {name!r} (declared: {known})"
-                raise ValueError(msg)
+            if name not in variants:
+                known = ", ".join(sorted(variants))
+                msg = (
+                    f"stage {stage.id!r}: unknown CUDA variant {name!r} (declared: {known}); "
+                    "declare it under 'cuda_variants' or remove it from the stage"
+                )
+                raise FieldError(msg, (*at, "variants", name))
         if stage.index and stage.index not in profile.indexes:
             msg = f"stage {stage.id!r}: index {stage.index!r} is not declared under 'indexes'"
-            raise ValueError(msg)
+            raise FieldError(msg, (*at, "index"))
         seen.add(stage.id)
-    _check_engines(stages)
+    _check_engines(stages, base, refs)
 
 
-def _check_stage_position(stage: Stage, position: int, seen: set[str]) -> None:
+def _check_stage_position(stage: Stage, at: tuple[str | int, ...], seen: set[str]) -> None:
     if stage.kind == "install-verl":
-        if position != 0:
+        if seen:
             before = ", ".join(sorted(seen))
             msg = (
                 f"stage(s) {before} come before install-verl: verl's editable install must "
                 "precede every accelerator stage; move them after it"
             )
-            raise ValueError(msg)
+            raise FieldError(msg, (*at, "kind"))
         return
     if stage.id in RESERVED_STEP_IDS:
         msg = f"stage id {stage.id!r} is reserved for a built-in step; rename the stage"
-        raise ValueError(msg)
+        raise FieldError(msg, (*at, "id"))
     if stage.id in seen:
         msg = f"stage id {stage.id!r} appears twice; stage ids must be unique"
-        raise ValueError(msg)
+        raise FieldError(msg, (*at, "id"))
     for need in stage.needs:
-        if need not in seen and need not in RESERVED_STEP_IDS:
+        if need not in seen and need not in EARLIER_STEP_IDS:
             msg = (
                 f"stage {stage.id!r} needs {need!r}, which is not an earlier stage "
                 "(stages run in profile order; a later or missing stage would be a cycle)"
             )
-            raise ValueError(msg)
+            raise FieldError(msg, (*at, "needs"))
 
 
 def _requirement_name(spec: str) -> str:
     return re.split(r"[\s\[<>=!~;@]", spec.strip(), maxsplit=1)[0].lower().replace("_", "-")
 
 
-def _check_engines(stages: tuple[Stage, ...]) -> None:
+def _engines_may_share(refs: tuple[str, ...]) -> bool:
+    """Only releases before 0.9.1 (whose install script put both engines in one env) may."""
+    found = [_RELEASE.match(ref) for ref in refs]
+    return all(m is not None and Version(m.group(1)) < _ENGINES_SPLIT_AT for m in found)
+
+
+def _check_engines(
+    stages: tuple[Stage, ...], base: tuple[str | int, ...], refs: tuple[str, ...]
+) -> None:
     """vLLM and SGLang pin different torch and transformers builds: never one env for both."""
     names: set[str] = set()
-    for stage in stages:
+    for position, stage in enumerate(stages):
         specs = list(stage.packages)
         for variant in stage.variants.values():
             specs.extend(variant.packages or ())
         names.update(_requirement_name(s) for s in specs)
         names.update(f"extra:{e}" for e in stage.extras)
-    found = [e for e in _ENGINES if e in names or f"extra:{e}" in names]
-    if len(found) == len(_ENGINES):
-        msg = (
-            "vLLM and SGLang are both installed: since verl 0.9.1 they need different torch and "
-            "transformers pins and cannot share one env; use two profiles (e.g. fsdp and sglang)"
-        )
-        raise ValueError(msg)
+        found = [e for e in _ENGINES if e in names or f"extra:{e}" in names]
+        if len(found) == len(_ENGINES) and not _engines_may_share(refs):
+            msg = (
+                f"stage {stage.id!r}: vLLM and SGLang are both installed for verl "
+                f"{', '.join(refs)}: since verl 0.9.1 they need different torch and transformers "
+                "pins and cannot share one env; use two profiles (e.g. fsdp and sglang)"
+            )
+            raise FieldError(msg, (*base, position, "extras" if stage.extras else "packages"))

@@ -1,0 +1,350 @@
+"""The plan: its order for every shipped profile and driver, its JSON, and its purity.
+
+GPU drivers cannot run here: they come from recorded real `nvidia-smi` outputs in
+tests/data/nvidia/ (see NOTICE.md there), parsed by the tool's own parsers, or as driver=None.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from installer import cli, install
+from installer.errors import EXIT_OK, EXIT_REFUSED, InputError, Refused
+from installer.gpu.model import DriverInfo
+from installer.gpu.parse import parse_smi_xml
+from installer.gpu.table import parse_smi_table
+from installer.hostfacts import gather_host
+from installer.install import prepare_plan
+from installer.options import RunOptions
+from installer.plan import Plan, compile_plan
+from installer.profile import list_profiles, load_profile
+from installer.profile.models import Stage
+
+NVIDIA = Path(__file__).parent / "data" / "nvidia"
+BUILTIN_FIRST = ("create-env", "fetch-source", "install-verl")
+BUILTIN_LAST = ("record-lock", "verify")
+
+
+def recorded_driver(name: str) -> DriverInfo:
+    """A DriverInfo parsed from a recorded real nvidia-smi output."""
+    text = (NVIDIA / name).read_text(encoding="utf-8")
+    driver = parse_smi_xml(text) if name.endswith(".xml") else parse_smi_table(text)
+    assert driver is not None, name
+    return driver
+
+
+H100_590 = "590.48.01-H100-table.txt"  # serves CUDA 13.1
+RTX3060_570 = "570.124.04-RTX3060-qx.xml"  # serves CUDA 12.8
+A100_535 = "535.54.03-A100-SXM4-80GBx4-MIG-qx.xml"  # serves CUDA 12.2
+GT1030_470 = "470.74-GT1030-qx.xml"  # serves CUDA 11.4: too old for every GPU profile
+
+GPU_PROFILES = [name for name in list_profiles() if load_profile(name).gpu]
+
+
+def compile_for(
+    profile: str,
+    prefix: Path,
+    *,
+    driver: DriverInfo | None = None,
+    cuda: str = "auto",
+    **options: object,
+) -> Plan:
+    """Compile a plan exactly as the CLI does, with the driver given rather than detected."""
+    opts = RunOptions(profile=profile, prefix=prefix, cuda=cuda, **options)  # type: ignore[arg-type]
+    return prepare_plan(opts, driver=driver, detect=False, check_optional=False)
+
+
+def assert_plan_order(plan: Plan) -> None:
+    """create-env ∥ fetch-source → install-verl → the stages in profile order → lock → verify."""
+    stage_ids = [s.id for s in plan.profile.stages if s.kind != "install-verl"]
+    ids = [s.id for s in plan.steps]
+    assert ids == [*BUILTIN_FIRST, *stage_ids, *BUILTIN_LAST]
+    deps = {s.id: s.deps for s in plan.steps}
+    assert deps["create-env"] == ()
+    assert deps["fetch-source"] == ()
+    assert deps["install-verl"] == ("create-env", "fetch-source")
+    previous = "install-verl"
+    for stage_id in stage_ids:
+        assert deps[stage_id] == (previous,)
+        previous = stage_id
+    assert deps["record-lock"] == (previous,)
+    assert deps["verify"] == ("record-lock",)
+    for position, step in enumerate(plan.steps):  # a topological order
+        assert all(ids.index(d) < position for d in step.deps)
+
+
+def test_the_shipped_profiles_are_cpu_and_gpu_ones() -> None:
+    names = list_profiles()
+    assert "cpu" in names
+    assert {"fsdp", "megatron", "vllm-only"} <= set(GPU_PROFILES)
+    assert set(GPU_PROFILES) == set(names) - {"cpu"}
+
+
+@pytest.mark.parametrize("name", list_profiles())
+def test_every_shipped_profile_compiles_in_order_with_no_gpu_as_cpu_or_for_a_gpu_host(
+    name: str, tmp_path: Path
+) -> None:
+    prefix = tmp_path / "env"
+    if name in GPU_PROFILES:
+        plan = compile_for(name, prefix, driver=None, cuda="cu130")
+        assert plan.variant == "cu130"
+        assert "--cuda" in plan.variant_reason
+    else:
+        plan = compile_for(name, prefix)
+        assert plan.variant == "cpu"
+    assert_plan_order(plan)
+    assert not prefix.exists()
+
+
+@pytest.mark.parametrize("name", GPU_PROFILES)
+@pytest.mark.parametrize(
+    ("recording", "variant"),
+    [(H100_590, "cu130"), (RTX3060_570, "cu128"), (A100_535, "cu128")],
+)
+def test_gpu_profiles_pick_the_variant_the_recorded_driver_serves(
+    name: str, recording: str, variant: str, tmp_path: Path
+) -> None:
+    driver = recorded_driver(recording)
+    plan = compile_for(name, tmp_path / "env", driver=driver)
+    assert plan.variant == variant
+    assert driver.version in plan.variant_reason
+    assert_plan_order(plan)
+    # each stage installs the packages of that variant (its per-variant list when it has one)
+    for stage in plan.profile.stages:
+        override = stage.variants.get(variant)
+        wanted = override.packages if override and override.packages is not None else None
+        (command,) = plan.step(stage.id).commands
+        assert command[-len(wanted or stage.packages) :] == (wanted or stage.packages)
+
+
+@pytest.mark.parametrize("name", GPU_PROFILES)
+def test_a_gpu_profile_with_no_driver_and_cuda_auto_is_refused(name: str, tmp_path: Path) -> None:
+    with pytest.raises(Refused) as raised:
+        compile_for(name, tmp_path / "env", driver=None)
+    assert "no NVIDIA driver" in raised.value.message
+    assert repr(name) in raised.value.message
+    hint = raised.value.hint or ""
+    assert "--profile cpu" in hint
+    assert "--cuda" in hint
+    assert not (tmp_path / "env").exists()
+
+
+def test_the_cli_refuses_a_gpu_profile_with_no_driver_with_exit_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(install, "detect_host_driver", lambda environ=None: None)  # no GPU here
+    prefix = tmp_path / "env"
+    for argv in (["plan", "--profile", "fsdp"], ["--profile", "fsdp"]):
+        assert cli.main([*argv, "--prefix", str(prefix)]) == EXIT_REFUSED
+        stderr = capsys.readouterr().err
+        assert "error: no NVIDIA driver on this host" in stderr
+        assert "'fsdp'" in stderr
+        assert "hint: " in stderr
+        assert "--profile cpu" in stderr
+        assert "--cuda" in stderr
+    assert not prefix.exists()
+
+
+def test_the_cli_takes_the_driver_from_the_override_variable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VERL_BOOTSTRAP_CUDA_DRIVER", recorded_driver(RTX3060_570).version)
+    argv = ["plan", "--profile", "vllm-only", "--prefix", str(tmp_path / "env"), "--json"]
+    assert cli.main(argv) == EXIT_OK
+    body = json.loads(capsys.readouterr().out)
+    assert body["variant"] == "cu128"
+    assert "570.124.04" in body["variant_reason"]
+
+
+def test_a_driver_too_old_for_every_variant_is_refused_with_the_ranges(tmp_path: Path) -> None:
+    with pytest.raises(Refused) as raised:
+        compile_for("fsdp", tmp_path / "env", driver=recorded_driver(GT1030_470))
+    message = raised.value.message
+    assert "driver 470.74" in message
+    assert "'fsdp'" in message
+    assert "cu128 needs driver >= 525" in message
+    assert "cu130 needs driver >= 580" in message
+
+
+def test_an_unknown_variant_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as raised:
+        compile_for("cpu", tmp_path / "env", cuda="cu999")
+    assert "--cuda cu999: profile 'cpu' has no such variant" in raised.value.message
+    assert "cpu" in (raised.value.hint or "")
+    assert "auto" in (raised.value.hint or "")
+
+
+def test_the_cpu_plan_runs_the_commands_it_shows(tmp_path: Path) -> None:
+    prefix = tmp_path / "env"
+    plan = compile_for("cpu", prefix)
+    checkout = str(prefix / "src" / "verl")
+    (create,) = plan.step("create-env").commands
+    assert Path(create[0]).name == "uv"
+    assert create[1:2] == ("venv",)
+    assert create[-1] == str(prefix)
+    assert "--seed" not in create  # uv installs everything; pip is not needed
+    (clone,) = plan.step("fetch-source").commands
+    assert clone[:6] == ("git", "clone", "--depth", "1", "--branch", "v0.9.1")
+    assert clone[-1] == checkout
+    assert "sdist from the index" in plan.step("fetch-source").description
+    (verl,) = plan.step("install-verl").commands
+    assert verl[1:4] == ("pip", "install", "--python")
+    assert "--no-deps" in verl
+    assert verl[-2:] == ("-e", checkout)
+    (torch,) = plan.step("torch").commands
+    assert torch[-1] == "torch==2.13.0"
+    (deps,) = plan.step("verl-deps").commands
+    assert deps[-5:] == ("-e", checkout, "cachetools", "uvicorn", "fastapi")
+    assert "--no-deps" not in deps
+
+
+def test_the_pip_installer_seeds_pip_and_installs_with_it(tmp_path: Path) -> None:
+    plan = compile_for("cpu", tmp_path / "env", installer="pip")
+    assert "--seed" in plan.step("create-env").commands[0]
+    python = str(tmp_path / "env" / "bin" / "python")
+    for step_id in ("install-verl", "torch", "verl-deps"):
+        assert plan.step(step_id).commands[0][:4] == (python, "-m", "pip", "install")
+
+
+def test_plan_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prefix = tmp_path / "env"
+    argv = ["plan", "--profile", "cpu", "--prefix", str(prefix), "--json"]
+    assert cli.main(argv) == EXIT_OK
+    body = json.loads(capsys.readouterr().out)
+    assert body["schema"] == "verl-bootstrap.plan/1"
+    assert body["profile"] == "cpu"
+    assert body["prefix"] == str(prefix)
+    assert body["backend"] == "venv"
+    assert body["variant"] == "cpu"
+    assert body["verl"] == {"repo": "https://github.com/verl-project/verl.git", "ref": "v0.9.1"}
+    steps = body["steps"]
+    assert [s["id"] for s in steps] == [*BUILTIN_FIRST, "torch", "verl-deps", *BUILTIN_LAST]
+    assert [s["kind"] for s in steps] == [
+        "create-env", "fetch-source", "install-verl", "stage", "stage", "record-lock", "verify",
+    ]  # fmt: skip
+    assert [s["deps"] for s in steps] == [
+        [], [], ["create-env", "fetch-source"], ["install-verl"], ["torch"], ["verl-deps"],
+        ["record-lock"],
+    ]  # fmt: skip
+    for step in steps:
+        assert isinstance(step["commands"], list)
+        assert all(
+            isinstance(c, list) and all(isinstance(a, str) for a in c) for c in step["commands"]
+        )
+        assert len(step["fingerprint"]) == 16
+    assert not prefix.exists()
+
+
+def test_plan_text_lists_each_step_with_its_commands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["plan", "--profile", "cpu", "--prefix", str(tmp_path / "env")]) == EXIT_OK
+    text = capsys.readouterr().out
+    assert "1. create-env [create-env]  (no dependencies)" in text
+    assert "3. install-verl [install-verl]  (after create-env, fetch-source)" in text
+    assert "$ git clone --depth 1 --branch v0.9.1" in text
+
+
+def test_a_script_stage_seeds_pip_runs_under_strict_bash_and_needs_the_repo(
+    tmp_path: Path,
+) -> None:
+    profile = tmp_path / "engines.yaml"
+    profile.write_text(
+        "schema_version: 1\n"
+        "extends: cpu\n"
+        "stages:\n"
+        "  - id: engines\n"
+        "    kind: script\n"
+        "    script: scripts/install_vllm_sglang_mcore.sh\n"
+    )
+    prefix = tmp_path / "env"
+    plan = compile_for(str(profile), prefix)
+    assert "--seed" in plan.step("create-env").commands[0]
+    script = str(prefix / "src" / "verl" / "scripts" / "install_vllm_sglang_mcore.sh")
+    assert plan.step("engines").commands == (("bash", "-eE", "-o", "pipefail", script),)
+    assert plan.step("engines").kind == "script"
+    assert plan.source.sdist_fallback is False  # the sdist has no scripts/
+    assert "sdist" not in plan.step("fetch-source").description
+
+
+def test_stage_overrides_are_passed_from_a_file_in_the_state_folder(tmp_path: Path) -> None:
+    profile = tmp_path / "overrides.yaml"
+    profile.write_text(
+        "schema_version: 1\n"
+        "extends: cpu\n"
+        "stages:\n"
+        "  - id: torch\n"
+        "    packages: ['torch==2.13.0']\n"
+        "    overrides: ['transformers<5']\n"
+    )
+    prefix = tmp_path / "env"
+    (command,) = compile_for(str(profile), prefix).step("torch").commands
+    at = command.index("--override")
+    assert command[at + 1] == str(prefix / ".verl-bootstrap" / "overrides" / "torch.txt")
+
+
+# --- purity and fingerprints -------------------------------------------------------------------
+
+
+def test_compiling_twice_gives_equal_plans_and_touches_nothing(tmp_path: Path) -> None:
+    prefix = tmp_path / "env"
+    first = compile_for("cpu", prefix)
+    second = compile_for("cpu", prefix)
+    assert first.fingerprints() == second.fingerprints()
+    assert first.steps == second.steps
+    assert len(set(first.fingerprints().values())) == len(first.steps)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stage_change_changes_that_stage_and_every_later_fingerprint_only(
+    tmp_path: Path,
+) -> None:
+    options = RunOptions(profile="cpu", prefix=tmp_path / "env")
+    profile = load_profile("cpu")
+    host = gather_host(profile, options, driver=None, check_optional=False)
+    before = compile_plan(profile, options, host).fingerprints()
+    torch, deps = profile.stages
+    changed = profile.model_copy(
+        update={"stages": (torch.model_copy(update={"packages": ("torch==2.12.0",)}), deps)}
+    )
+    after = compile_plan(changed, options, host).fingerprints()
+    unchanged = ["create-env", "fetch-source", "install-verl"]
+    assert [after[i] for i in unchanged] == [before[i] for i in unchanged]
+    for step_id in ("torch", "verl-deps", "record-lock", "verify"):
+        assert after[step_id] != before[step_id], step_id
+
+
+def test_a_change_to_the_last_stage_leaves_earlier_stages_alone(tmp_path: Path) -> None:
+    options = RunOptions(profile="cpu", prefix=tmp_path / "env")
+    profile = load_profile("cpu")
+    host = gather_host(profile, options, driver=None, check_optional=False)
+    before = compile_plan(profile, options, host).fingerprints()
+    torch, deps = profile.stages
+    extra = Stage(id="extra", packages=("six==1.17.0",))
+    grown = profile.model_copy(update={"stages": (torch, deps, extra)})
+    after = compile_plan(grown, options, host).fingerprints()
+    for step_id in (*BUILTIN_FIRST, "torch", "verl-deps"):
+        assert after[step_id] == before[step_id], step_id
+    assert after["record-lock"] != before["record-lock"]
+    assert after["verify"] != before["verify"]
+
+
+def test_the_variant_is_part_of_every_stage_fingerprint(tmp_path: Path) -> None:
+    prefix = tmp_path / "env"
+    cu130 = compile_for("vllm-only", prefix, cuda="cu130").fingerprints()
+    cu128 = compile_for("vllm-only", prefix, cuda="cu128").fingerprints()
+    assert cu130["create-env"] == cu128["create-env"]
+    assert cu130["engine"] != cu128["engine"]
+    assert cu130["record-lock"] != cu128["record-lock"]
+
+
+def test_the_plan_keeps_the_driver_it_was_compiled_for(tmp_path: Path) -> None:
+    driver = recorded_driver(H100_590)
+    plan = compile_for("vllm-only", tmp_path / "env", driver=driver)
+    assert plan.driver == driver
+    assert replace(plan, steps=()).steps == ()  # frozen data: a changed copy, never a mutation
+    assert plan.steps

@@ -1,0 +1,212 @@
+"""The env's state file and its prefix lock, including two real runs contending for one prefix."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from installer import cli
+from installer.errors import EXIT_OK, EXIT_REFUSED, InputError, PrefixBusy
+from installer.prefixlock import holding
+from installer.state import State, StepRecord, atomic_write
+
+DATA = Path(__file__).parent / "data" / "profiles"
+
+# --- state -------------------------------------------------------------------------------------
+
+
+def test_a_missing_state_file_is_an_empty_state(tmp_path: Path) -> None:
+    state = State.load(tmp_path / "state.json")
+    assert state.steps == {}
+    assert state.protected == {}
+    assert not state.is_done("create-env", "0" * 16)
+    assert state.outputs("create-env") == {}
+
+
+def test_state_round_trips_steps_outputs_and_protected_packages(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "state.json"
+    state = State(path=path)
+    state.steps["fetch-source"] = StepRecord(
+        "done", "f" * 16, 1.0, finished=2.0, log="/x.log", outputs={"commit": "abc"}
+    )
+    state.steps["torch"] = StepRecord("running", "a" * 16, 3.0)
+    state.protected = {"torch": {"version": "2.13.0+cpu", "record": "r", "stage": "torch"}}
+    state.save()
+    loaded = State.load(path)
+    assert loaded.steps == state.steps
+    assert loaded.protected == state.protected
+    assert loaded.is_done("fetch-source", "f" * 16)
+    assert not loaded.is_done("fetch-source", "e" * 16)  # other inputs: not done
+    assert not loaded.is_done("torch", "a" * 16)  # running is not done
+    assert loaded.outputs("fetch-source") == {"commit": "abc"}
+    body = json.loads(path.read_text(encoding="utf-8"))
+    assert body["version"] == 1
+    assert list(body["steps"]) == ["fetch-source", "torch"]  # sorted, stable diffs
+
+
+def test_a_corrupt_state_file_is_an_input_error_saying_what_to_do(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    path.write_text("{not json", encoding="utf-8")
+    with pytest.raises(InputError) as raised:
+        State.load(path)
+    assert f"{path}: unreadable state" in raised.value.message
+    assert "delete that file" in (raised.value.hint or "")
+
+
+def test_a_state_file_of_another_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps({"version": 99, "steps": {}}), encoding="utf-8")
+    with pytest.raises(InputError) as raised:
+        State.load(path)
+    assert "state version 99 is not supported" in raised.value.message
+
+
+def test_atomic_write_replaces_the_file_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "file.txt"
+    atomic_write(path, "one\n")
+    atomic_write(path, "two\n")
+    assert path.read_text(encoding="utf-8") == "two\n"
+    assert [p.name for p in path.parent.iterdir()] == ["file.txt"]
+
+
+def test_a_failed_atomic_write_keeps_the_old_file_whole(tmp_path: Path) -> None:
+    path = tmp_path / "file.txt"
+    atomic_write(path, "old\n")
+    with pytest.raises(TypeError):
+        atomic_write(path, None)  # type: ignore[arg-type]
+    assert path.read_text(encoding="utf-8") == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["file.txt"]
+
+
+# --- the prefix lock ---------------------------------------------------------------------------
+
+
+def test_the_lock_records_its_holder_and_is_released_after_the_block(tmp_path: Path) -> None:
+    lock = tmp_path / "state" / "lock"
+    with holding(lock):
+        info = json.loads(lock.read_text(encoding="utf-8"))
+        assert info["pid"] == os.getpid()
+        assert info["host"]
+    with holding(lock):  # released: it can be taken again
+        pass
+
+
+def test_a_second_holder_is_refused_after_waiting(tmp_path: Path) -> None:
+    lock = tmp_path / "lock"
+    with holding(lock), pytest.raises(PrefixBusy) as raised, holding(lock, wait=0.6):
+        pass
+    assert f"pid {os.getpid()}" in raised.value.message
+    assert "--wait SECONDS" in (raised.value.hint or "")
+    assert raised.value.exit_code == EXIT_REFUSED
+
+
+def test_the_lock_is_released_when_the_block_raises(tmp_path: Path) -> None:
+    lock = tmp_path / "lock"
+    with pytest.raises(RuntimeError), holding(lock):
+        raise RuntimeError("a step blew up")
+    with holding(lock):
+        pass
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from installer.prefixlock import holding
+
+    with holding(Path(sys.argv[1])):
+        print("held", flush=True)
+        time.sleep(float(sys.argv[2]))
+    print(f"released {time.time()!r}", flush=True)
+    """
+)
+
+
+class Holder:
+    """Another real process that holds a prefix's lock for a while."""
+
+    def __init__(self, prefix: Path) -> None:
+        self.prefix = prefix
+        self.procs: list[subprocess.Popen[str]] = []
+
+    def start(self, seconds: float) -> subprocess.Popen[str]:
+        """Take the lock in a child process; return once it holds it."""
+        lock = self.prefix / ".verl-bootstrap" / "lock"
+        child = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(lock), str(seconds)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.procs.append(child)
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "held"
+        return child
+
+    def stop(self) -> None:
+        for child in self.procs:
+            if child.poll() is None:
+                child.kill()
+            child.communicate()
+
+
+@pytest.fixture
+def holder(tmp_path: Path) -> Iterator[Holder]:
+    holding_process = Holder(tmp_path / "env")
+    yield holding_process
+    holding_process.stop()
+
+
+def light_profile(tmp_path: Path) -> Path:
+    folder = Path(shutil.copytree(DATA / "light", tmp_path / "light"))
+    return folder / "light.yaml"
+
+
+def test_a_second_install_into_a_locked_prefix_exits_3_naming_the_holder(
+    holder: Holder,
+    tmp_path: Path,
+    verl_repo_session: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    prefix = holder.prefix
+    child = holder.start(60)
+    argv = ["--profile", str(light_profile(tmp_path)), "--prefix", str(prefix),
+            "--verl-source", str(verl_repo_session), "--json"]  # fmt: skip
+    assert cli.main(argv) == EXIT_REFUSED
+    captured = capsys.readouterr()
+    assert "error: another verl-bootstrap run is installing into this env" in captured.err
+    assert f"pid {child.pid} on " in captured.err
+    assert "--wait SECONDS" in captured.err
+    body = json.loads(captured.out)
+    assert body["ok"] is False
+    assert body["error"]["exit_code"] == EXIT_REFUSED
+    # refused before any step ran: only the lock file exists
+    assert sorted(p.name for p in prefix.rglob("*")) == [".verl-bootstrap", "lock"]
+
+
+def test_with_wait_an_install_queues_behind_the_holder_then_proceeds(
+    holder: Holder,
+    tmp_path: Path,
+    verl_repo_session: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    prefix = holder.prefix
+    child = holder.start(2)
+    argv = ["--profile", str(light_profile(tmp_path)), "--prefix", str(prefix),
+            "--verl-source", str(verl_repo_session), "--json", "--wait", "300"]  # fmt: skip
+    assert cli.main(argv) == EXIT_OK, capsys.readouterr().err
+    body = json.loads(capsys.readouterr().out)
+    assert body["ok"] is True
+    assert {s["status"] for s in body["steps"]} == {"done"}
+    out, _ = child.communicate(timeout=30)
+    released = float(out.split()[-1])
+    state = json.loads((prefix / ".verl-bootstrap" / "state.json").read_text(encoding="utf-8"))
+    first_start = min(record["started"] for record in state["steps"].values())
+    assert first_start >= released  # nothing ran while the other process held the lock
