@@ -6,6 +6,7 @@ its own process group, so an interrupt can stop the whole tree it started (pip s
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shlex
 import signal
@@ -17,10 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from installer.errors import CommandFailed
+from installer.errors import CommandFailed, Interrupted
 from installer.redact import redact, redact_args
 
-__all__ = ["Completed", "capture", "run", "terminate_all"]
+__all__ = ["Completed", "allow_new_children", "capture", "run", "terminate_all"]
 
 TAIL_LINES = 30
 _GRACE_SECONDS = 5.0
@@ -28,6 +29,9 @@ _GRACE_SECONDS = 5.0
 # Children alive right now, so an interrupt in any thread can stop every one of them.
 _children: set[subprocess.Popen[bytes]] = set()
 _children_lock = threading.Lock()
+# Set while an interrupt stops everything: no new child may start behind its back.
+_stopping = threading.Event()
+_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -122,8 +126,14 @@ def capture(
     )
 
 
+def allow_new_children() -> None:
+    """Lift the stop that `terminate_all` set (a new run starts)."""
+    _stopping.clear()
+
+
 def terminate_all() -> None:
     """Stop every running child: SIGTERM to its process group, SIGKILL after a grace period."""
+    _stopping.set()
     with _children_lock:
         procs = list(_children)
     for proc in procs:

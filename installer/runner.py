@@ -8,6 +8,7 @@ the first unfinished step. The loop and the state live in the main thread; steps
 from __future__ import annotations
 
 import enum
+import os
 import functools
 import time
 from collections.abc import Callable
@@ -78,7 +79,9 @@ def run_plan(
 ) -> RunReport:
     """Run `plan`; the caller holds the prefix lock."""
     state = State.load(state_dir(plan.prefix) / "state.json")
-    log_dir = state_dir(plan.prefix) / "logs" / time.strftime("%Y%m%d-%H%M%S")
+    proc.allow_new_children()
+    # pid in the name: two runs in the same second never share a log folder
+    log_dir = state_dir(plan.prefix) / "logs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     log_dir.mkdir(parents=True, exist_ok=True)
     loop = _Loop(plan, state, log_dir, executor, force)
     try:
