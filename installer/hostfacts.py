@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from installer.cluster.sharedfs import storage_notes
 from installer.gpu.model import DriverInfo
 from installer.indexes import IndexSettings, read_pip_settings
 from installer.interpreters import find_interpreter
@@ -14,6 +15,7 @@ from installer.options import RunOptions
 from installer.profile.models import Profile
 from installer.reach import reachable
 from installer.redact import redact
+from installer.siteconfig.apply import apply_site_indexes, pytorch_mirrors
 from installer.variants import choose_variant
 
 __all__ = ["HostFacts", "find_interpreter", "gather_host", "index_settings"]
@@ -56,7 +58,7 @@ def gather_host(
         interpreter=interpreter,
         settings=settings,
         driver=driver,
-        notes=tuple(notes),
+        notes=(*options.site.notes, *notes, *storage_notes(options.prefix, environ)),
     )
 
 
@@ -68,8 +70,9 @@ def index_settings(
     check_optional: bool = True,
 ) -> tuple[IndexSettings, list[str]]:
     """pip's settings, the profile's named indexes, then --index overrides (the last wins)."""
-    settings = read_pip_settings(environ)
-    overrides = dict(options.indexes)
+    settings = apply_site_indexes(read_pip_settings(environ), options.site)
+    profile_urls = {name: spec.url for name, spec in profile.indexes.items()}
+    overrides = {**pytorch_mirrors(profile_urls, options.site), **dict(options.indexes)}
     named: dict[str, str] = {}
     notes: list[str] = []
     for name, spec in profile.indexes.items():

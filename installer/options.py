@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["RunOptions", "default_prefix", "state_dir"]
+__all__ = ["RunOptions", "SiteOptions", "default_prefix", "state_dir"]
 
 STATE_DIRNAME = ".verl-bootstrap"
 
@@ -20,6 +20,22 @@ def default_prefix(profile: str) -> Path:
 def state_dir(prefix: Path) -> Path:
     """Everything the tool keeps about an env lives inside it."""
     return prefix / STATE_DIRNAME
+
+
+@dataclass(frozen=True)
+class SiteOptions:
+    """What the site config adds to a run (its named indexes travel in RunOptions.indexes).
+
+    Each index field replaces pip's own setting of that name when set (None keeps pip's).
+    """
+
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] | None = None
+    find_links: tuple[str, ...] | None = None
+    pytorch: tuple[tuple[str, str], ...] = ()  # (CUDA variant, URL of its PyTorch wheel index)
+    environment: tuple[tuple[str, str | None], ...] = ()  # for every backend; None unsets
+    notes: tuple[str, ...] = ()
+    origin: str = ""  # the config file(s) these came from
 
 
 @dataclass(frozen=True)
@@ -42,3 +58,7 @@ class RunOptions:
     allow_unsupported_ref: bool = False
     lock_wait: float = 0.0
     offline: bool = False
+    site: SiteOptions = SiteOptions()  # from the site config; CLI flags override it
+    locked: bool = False  # install exactly a lockfile whose profile hash matches the profile
+    frozen: bool = False  # install a lockfile as it is (no profile-hash check)
+    lockfile: Path | None = None  # the lockfile (default: lockfiles/PROFILE/VARIANT-PLATFORM)

@@ -12,8 +12,9 @@ import re
 import sys
 import tarfile
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from installer.errors import InputError, StepFailed
 from installer.indexes import IndexSettings
@@ -82,7 +83,17 @@ class SourceResult:
 def fetch_source(
     spec: SourceSpec, settings: IndexSettings, *, pip: list[str], log_path: Path
 ) -> SourceResult:
-    """Clone (or reuse) the checkout; fall back to the release sdist when git is unreachable."""
+    """Clone (or reuse) the checkout; fall back to the release sdist when git is unreachable.
+
+    The result names the repository with any credentials masked: it goes into state and lockfiles.
+    """
+    result = _fetch(spec, settings, pip=pip, log_path=log_path)
+    return replace(result, repo=redact(result.repo))
+
+
+def _fetch(
+    spec: SourceSpec, settings: IndexSettings, *, pip: list[str], log_path: Path
+) -> SourceResult:
     if spec.checkout.exists():
         return _reuse(spec)
     try:
@@ -130,7 +141,7 @@ def _clone(spec: SourceSpec, log_path: Path) -> SourceResult:
     return SourceResult(kind="git", repo=spec.repo, ref=spec.ref, path=spec.checkout, commit=commit)
 
 
-def _clone_full_at(spec: SourceSpec, env: dict[str, str], first_error: str) -> object:
+def _clone_full_at(spec: SourceSpec, env: dict[str, str], first_error: str) -> Any:
     """--branch takes tags and branches only; a commit SHA needs a full clone and a checkout."""
     import git  # noqa: PLC0415
 
@@ -199,7 +210,8 @@ def _from_sdist(
 
     version = spec.release
     with tempfile.TemporaryDirectory(prefix="verl-sdist-") as tmp:
-        cmd = [*pip, "download", "--no-deps", "--no-binary", ":all:", f"verl=={version}"]
+        # only verl as an sdist: its build dependencies may come as wheels (a wheel-only mirror)
+        cmd = [*pip, "download", "--no-deps", "--no-binary", "verl", f"verl=={version}"]
         cmd += ["--dest", tmp, *_pip_index_args(settings)]
         proc.run(cmd, log_path=log_path)
         archive = next(Path(tmp).glob("verl-*.tar.gz"), None)

@@ -1,0 +1,32 @@
+"""Onboarding: one non-interactive command from nothing to a verified env of the lab's profile."""
+
+from __future__ import annotations
+
+from installer.onboard.flow import (
+    OnboardResult,
+    bootstrap_home,
+    describe,
+    fetch_file,
+    fetch_lockfile,
+    lab_defaults,
+    local_profile,
+    onboard,
+)
+from installer.onboard.script import onboarding_script
+from installer.onboard.shellrc import default_shell, rc_file, user_activation, write_rc_block
+
+__all__ = [
+    "OnboardResult",
+    "bootstrap_home",
+    "default_shell",
+    "describe",
+    "fetch_file",
+    "fetch_lockfile",
+    "lab_defaults",
+    "local_profile",
+    "onboard",
+    "onboarding_script",
+    "rc_file",
+    "user_activation",
+    "write_rc_block",
+]

@@ -1,0 +1,196 @@
+"""Runs on each node of a cluster (in a Ray task, or under srun): the env's fingerprint and checks.
+
+Standard library only, Python 3.8+, and self-contained: Ray ships it to each node as source, and
+srun runs it with `python -c`. The prefix may name variables (`$LOCAL_SCRATCH/verl`); they are
+expanded here, on the node. The fingerprint: the env's lockfile hash, a digest of its installed
+distributions, verl's commit, Python, the NVIDIA driver, the GPUs, /dev/shm, and the CUDA
+libraries the env's processes really load. The verification runs the verify probe (sent along as
+source) in the env's interpreter, and reads /proc/self/maps in that same process afterwards.
+Usage under srun: python -c "$(cat node_report.py)" '<json args>'   (prints one JSON line)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+SCHEMA = "verl-bootstrap.node/1"
+MARK = "@@NODE@@"
+_MAPS_MARK = "@@MAPS@@"
+_VERIFY_MARK = "@@VERIFY@@"
+_LOCK = ".verl-bootstrap/verl-bootstrap.lock.yaml"
+_SMI_QUERY = "--query-gpu=name,compute_cap,memory.total"
+# Runs the verify probe's source as __main__, then reports the watched libraries it loaded.
+_WRAPPER = """
+import json, sys
+source, request = sys.argv[1], sys.argv[2]
+sys.argv = ["verify_env.py", request]
+try:
+    exec(compile(source, "verify_env.py", "exec"), {"__name__": "__main__"})
+except SystemExit:
+    pass
+watched = ("libcudnn", "libnccl", "libcublas", "libcudart")
+paths = []
+for line in open("/proc/self/maps", encoding="utf-8", errors="replace"):
+    fields = line.split(maxsplit=5)
+    path = fields[5].strip() if len(fields) == 6 else ""
+    name = path.rsplit("/", 1)[-1]
+    if path.startswith("/") and name.startswith(watched) and ".so" in name and path not in paths:
+        paths.append(path)
+sys.stdout.write("\\n@@MAPS@@" + json.dumps(paths) + "\\n")
+"""
+
+
+def _sha256(path: Path):
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _metadata(info: Path):
+    name = version = None
+    try:
+        with (info / "METADATA").open(encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if not line.strip():
+                    break
+                if line.startswith("Name:"):
+                    name = line.split(":", 1)[1].strip()
+                elif line.startswith("Version:"):
+                    version = line.split(":", 1)[1].strip()
+    except OSError:
+        return None
+    return (re.sub(r"[-_.]+", "-", name).lower(), version) if name and version else None
+
+
+def distributions(prefix: Path):
+    """{name: [version, digest of its RECORD]} for every installed distribution."""
+    found = {}
+    for info in sorted(prefix.glob("lib/python3*/site-packages/*.dist-info")):
+        meta = _metadata(info)
+        if meta:
+            record = _sha256(info / "RECORD")
+            found[meta[0]] = [meta[1], record[:16] if record else None]
+    return found
+
+
+def verl_commit(prefix: Path):
+    """The commit of the env's verl checkout (read from .git, no git needed)."""
+    git = prefix / "src" / "verl" / ".git"
+    try:
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return head
+        ref = head[5:]
+        if (git / ref).is_file():
+            return (git / ref).read_text().strip()
+        for line in (git / "packed-refs").read_text().splitlines():
+            if line.endswith(" " + ref):
+                return line.split()[0]
+    except OSError:
+        pass
+    mark = prefix / "src" / "verl" / ".verl-bootstrap-sdist"
+    return "sdist " + mark.read_text().split()[-1][:16] if mark.is_file() else None
+
+
+def driver():
+    """The NVIDIA kernel driver's version, or None."""
+    for path in ("/sys/module/nvidia/version", "/proc/driver/nvidia/version"):
+        try:
+            text = Path(path).read_text()
+        except OSError:
+            continue
+        found = re.search(r"Kernel Module\s+(\S+)", text)
+        return found.group(1) if found else text.strip()
+    return None
+
+
+def gpus():
+    """Each GPU as 'name, compute capability, memory' (no UUIDs: they differ by design)."""
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", _SMI_QUERY, "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
+
+
+def shm_bytes():
+    try:
+        stat = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return stat.f_blocks * stat.f_frsize
+
+
+def _marked(output: str, mark: str):
+    for line in reversed(output.splitlines()):
+        if line.startswith(mark):
+            return json.loads(line[len(mark) :])
+    return None
+
+
+def run_checks(python: Path, verify_source: str, request, timeout: float):
+    """The verify probe and the loaded libraries, from one process of the env's interpreter."""
+    env = dict(os.environ, PYTHONNOUSERSITE="1", PYTHONWARNINGS="ignore")
+    try:
+        done = subprocess.run(
+            [str(python), "-c", _WRAPPER, verify_source, json.dumps(request)],
+            capture_output=True, text=True, timeout=timeout, env=env, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, None, f"the checks did not finish: {exc}"
+    verify, maps = _marked(done.stdout, _VERIFY_MARK), _marked(done.stdout, _MAPS_MARK)
+    error = None
+    if verify is None:
+        tail = " | ".join(done.stderr.strip().splitlines()[-3:])
+        error = f"the checks exited {done.returncode}: {tail}"
+    return verify, maps, error
+
+
+def node_report(prefix, verify_source, request, timeout=600.0):
+    """Everything this node says about the env at `prefix` (expanded here)."""
+    expanded = Path(os.path.expandvars(prefix)).expanduser()
+    report = {"schema": SCHEMA, "host": socket.gethostname(), "prefix": str(expanded)}
+    if os.environ.get("SLURMD_NODENAME"):  # srun sets it: the name Slurm knows the node by
+        report["node_name"] = os.environ["SLURMD_NODENAME"]
+    python = expanded / "bin" / "python"
+    if not python.exists():
+        report["error"] = f"no env at {expanded}"
+        return report
+    dists = distributions(expanded)
+    blob = json.dumps(dists, sort_keys=True).encode()
+    request = dict(request, gpu_present=driver() is not None)
+    verify, maps, error = run_checks(python, verify_source, request, timeout)
+    report.update(
+        lock_sha256=_sha256(expanded / _LOCK),
+        distributions=dists,
+        dists_digest=hashlib.sha256(blob).hexdigest(),
+        verl_commit=verl_commit(expanded),
+        python=verify.get("python") if verify else None,
+        driver=driver(),
+        gpus=gpus(),
+        shm_bytes=shm_bytes(),
+        cuda_libraries=maps,
+        verify=verify,
+        error=error,
+    )
+    return report
+
+
+def main():
+    args = json.loads(sys.argv[1])
+    sys.stdout.write("\n" + MARK + json.dumps(node_report(**args)) + "\n")
+
+
+if __name__ == "__main__":
+    main()
