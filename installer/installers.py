@@ -49,7 +49,10 @@ def _uv_command(request: InstallRequest, settings: IndexSettings) -> list[str]:
     cmd = [uv_binary(), "pip", "install", "--python", str(request.python)]
     # pip's semantics: the best version across every index, as the user's pip would pick.
     cmd += ["--index-strategy", "unsafe-best-match", "--no-sources"]
-    cmd += _index_args(request, settings, extra_flag="--extra-index-url")
+    # --default-index: uv lets a UV_DEFAULT_INDEX in the environment beat --index-url
+    cmd += _index_args(
+        request, settings, extra_flag="--extra-index-url", default_flag="--default-index"
+    )
     if request.overrides_file:
         cmd += ["--override", str(request.overrides_file)]
     cmd += _common_flags(request)
@@ -58,7 +61,9 @@ def _uv_command(request: InstallRequest, settings: IndexSettings) -> list[str]:
 
 def _pip_command(request: InstallRequest, settings: IndexSettings) -> list[str]:
     cmd = [str(request.python), "-m", "pip", "install", "--disable-pip-version-check"]
-    cmd += _index_args(request, settings, extra_flag="--extra-index-url")
+    cmd += _index_args(
+        request, settings, extra_flag="--extra-index-url", default_flag="--index-url"
+    )
     if request.overrides_file:
         # pip has no overrides; constraints are the closest it offers.
         cmd += ["--constraint", str(request.overrides_file)]
@@ -66,10 +71,12 @@ def _pip_command(request: InstallRequest, settings: IndexSettings) -> list[str]:
     return cmd + _targets(request)
 
 
-def _index_args(request: InstallRequest, settings: IndexSettings, *, extra_flag: str) -> list[str]:
+def _index_args(
+    request: InstallRequest, settings: IndexSettings, *, extra_flag: str, default_flag: str
+) -> list[str]:
     args: list[str] = []
     if settings.index_url:
-        args += ["--index-url", settings.index_url]
+        args += [default_flag, settings.index_url]
     stage_url = settings.url_of(request.index) if request.index else None
     if stage_url:
         args += [extra_flag, stage_url]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,18 @@ from installer.profile.yamlsrc import Key, Located, load_located
 
 __all__ = ["PROFILES_DIR", "list_profiles", "load_profile", "profile_path"]
 
-PROFILES_DIR = Path(__file__).resolve().parents[2] / "profiles"
+def _shipped(name: str) -> Path:
+    """A folder shipped with the tool: beside the package in a checkout, else the installed copy.
+
+    A wheel carries profiles/ and lockfiles/ as data files under <prefix>/share/verl-bootstrap.
+    """
+    checkout = Path(__file__).resolve().parents[2] / name
+    if checkout.is_dir():
+        return checkout
+    return Path(sysconfig.get_path("data")) / "share" / "verl-bootstrap" / name
+
+
+PROFILES_DIR = _shipped("profiles")
 _MAX_DEPTH = 16
 
 
