@@ -34,7 +34,8 @@ _UNREACHABLE = (
     "unable to access",
     "could not read from remote repository",
 )
-_SDIST_MARK = ".verl-bootstrap-sdist"
+SDIST_MARK = ".verl-bootstrap-sdist"  # in a checkout unpacked from the release sdist
+_SDIST_MARK = SDIST_MARK  # the name lockinstall used before it was public
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,7 @@ def _clone_full_at(spec: SourceSpec, env: dict[str, str], first_error: str) -> A
 
 
 def _reuse(spec: SourceSpec) -> SourceResult:
-    mark = spec.checkout / _SDIST_MARK
+    mark = spec.checkout / SDIST_MARK
     if mark.exists():
         name, sha = mark.read_text().split()
         return SourceResult(
@@ -219,7 +220,7 @@ def _from_sdist(
             raise StepFailed(f"the index has no sdist of verl {version}")
         sha = hashlib.sha256(archive.read_bytes()).hexdigest()
         _unpack(archive, spec.checkout)
-    (spec.checkout / _SDIST_MARK).write_text(f"{archive.name} {sha}\n")
+    (spec.checkout / SDIST_MARK).write_text(f"{archive.name} {sha}\n")
     note = (
         f"git repository {redact(spec.repo)} unreachable ({why}); using verl {version}'s release "
         f"sdist from the configured index (sha256 {sha[:12]}…), recorded in the lockfile"

@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 from installer import proc
 from installer.doctor.inputs import Context, EnvFacts, exact_env
 from installer.doctor.model import CheckResult, fail, ok, skipped, warn
+from installer.source import SDIST_MARK
 
 __all__ = ["ENV_CHECKS", "find_uv", "installed_versions", "site_packages", "version_matches"]
 
@@ -81,6 +82,11 @@ def _verl_commit(env: EnvFacts) -> tuple[Path, str] | CheckResult:
         found = f"verl {dist.version} is not installed editable from a git checkout"
         return fail(name, found, reinstall)
     commit = _git(checkout, "rev-parse", "HEAD")
+    if commit is None and (checkout / SDIST_MARK).is_file():
+        # git was unreachable at install time: the release sdist stands in, its hash recorded
+        sdist, sha = (checkout / SDIST_MARK).read_text().split()
+        found = f"verl is editable from {checkout}, unpacked from {sdist} (sha256 {sha[:12]}…)"
+        return ok(name, found, checkout=str(checkout), sdist=sdist, sdist_sha256=sha)
     if commit is None:
         fix = f"clone verl into {checkout} again, or {_REINSTALL}"
         return fail(name, f"{checkout} (verl's editable source) is not a git checkout", fix)
