@@ -134,25 +134,32 @@ def cmd_profiles_list(ns: argparse.Namespace) -> int:
     """`profiles list`."""
     from installer.profile import list_profiles, load_profile  # noqa: PLC0415
 
-    for name in list_profiles():
+    names = list_profiles()
+    width = max((len(n) for n in names), default=0)
+    for name in names:
         profile = load_profile(name)
         variants = ",".join(profile.cuda_variants)
-        out(f"{name:12} {variants:14} {profile.description}")
+        out(f"{name:{width}} {variants:14} {profile.description}")
     return EXIT_OK
 
 
 def cmd_profiles_show(ns: argparse.Namespace) -> int:
     """`profiles show NAME [--verl-ref REF]`: the profile with inheritance and stack applied."""
     from installer.profile import load_profile  # noqa: PLC0415
-    from installer.profile.stacks import apply_stack  # noqa: PLC0415
+    from installer.profile.stacks import apply_stack, stack_for, supported_refs  # noqa: PLC0415
 
-    profile = apply_stack(load_profile(ns.name), ns.verl_ref)
+    base = load_profile(ns.name)
+    profile = apply_stack(base, ns.verl_ref)
     body: dict[str, Any] = profile.model_dump(mode="json", exclude={"stacks", "extends"})
     if ns.json:
         emit_json(body)
     else:
         import yaml  # noqa: PLC0415
 
+        stack = stack_for(base, profile.verl.ref)
+        if stack is not None and stack.note:
+            out(f"# verl {profile.verl.ref}: {stack.note}")
+        out(f"# verl refs with a stack: {', '.join(supported_refs(base))}")
         out(yaml.safe_dump(body, sort_keys=False, width=100).rstrip())
     return EXIT_OK
 

@@ -73,7 +73,26 @@ def _install_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--offline", action="store_true", help="install only from caches and local paths"
     )
+    _lock_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+def _lock_flags(p: argparse.ArgumentParser) -> None:
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--locked",
+        action="store_true",
+        help="install exactly the profile's lockfile (refused when the profile changed since)",
+    )
+    mode.add_argument(
+        "--frozen", action="store_true", help="install the lockfile as it is, even if stale"
+    )
+    p.add_argument(
+        "--lockfile",
+        type=_path,
+        metavar="PATH",
+        help="the lockfile to install (implies --locked; default lockfiles/PROFILE/...)",
+    )
 
 
 def add_commands(parser: argparse.ArgumentParser) -> None:
@@ -114,6 +133,12 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     verify.add_argument("--prefix", type=_path, required=True)
     verify.add_argument("--profile", help="profile whose checks to run (default: the env's own)")
     verify.add_argument("--require-gpu", action="store_true")
+    verify.add_argument(
+        "--against",
+        type=_path,
+        metavar="LOCKFILE",
+        help="list every difference between the env and this lockfile (non-zero on any)",
+    )
     verify.add_argument("--json", action="store_true")
     verify.set_defaults(handler=clicmd.cmd_verify)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from installer.activation import activation_line, write_activation
@@ -51,8 +51,19 @@ def prepare_plan(
     )
     if detect and driver is None:
         driver = detect_host_driver()
+    locked = None
+    if options.locked or options.frozen or options.lockfile is not None:
+        from installer.lockinstall import prepare_locked  # noqa: PLC0415
+
+        profile, locked = prepare_locked(profile, options, driver)
     host = gather_host(profile, options, driver=driver, check_optional=check_optional)
-    return compile_plan(profile, options, host)
+    if locked is not None:  # every artifact is looked up and hash-checked before anything runs
+        from installer.lockinstall import precheck  # noqa: PLC0415
+
+        locked = precheck(locked, host.settings, offline=options.offline)
+        note = f"installing lockfile {locked.path} exactly; its artifacts' sha256 match the index"
+        host = replace(host, notes=(*host.notes, note))
+    return compile_plan(profile, options, host, locked=locked)
 
 
 def run_install(

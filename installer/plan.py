@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from installer.errors import InputError
 from installer.gpu.model import DriverInfo
 from installer.hostfacts import HostFacts
 from installer.indexes import IndexSettings
+from installer.lockinstall import LockedInstall, locked_source_spec, locked_stage_specs
 from installer.options import RunOptions, state_dir
 from installer.profile.models import Profile
 from installer.source import SourceSpec
@@ -54,6 +55,7 @@ class Plan:
     steps: tuple[Step, ...]
     notes: tuple[str, ...] = ()
     driver: DriverInfo | None = None
+    locked: LockedInstall | None = None  # --locked/--frozen: the lockfile the stages install
 
     @property
     def prefix(self) -> Path:
@@ -80,12 +82,24 @@ class Plan:
         return out
 
 
-def compile_plan(profile: Profile, options: RunOptions, host: HostFacts) -> Plan:
-    """Compile the graph: create-env ∥ fetch-source → install-verl → stages → record-lock → verify."""
+def compile_plan(
+    profile: Profile, options: RunOptions, host: HostFacts, *, locked: LockedInstall | None = None
+) -> Plan:
+    """Compile the graph: create-env ∥ fetch-source → install-verl → stages → record-lock → verify.
+
+    With `locked`, the stages are the lockfile's and verl's source is the locked one.
+    """
     from installer.steps.commands import step_commands  # noqa: PLC0415 - avoids an import cycle
 
     stages = stage_specs(profile, host.variant)
     source = SourceSpec.from_profile(profile, options, state_dir(options.prefix))
+    settings = host.settings
+    if locked is not None:
+        stages = locked_stage_specs(locked.lock)
+        source = locked_source_spec(source, locked.lock)
+        # every pin already met pip's constraints when it was locked; --require-hashes refuses
+        # unpinned constraint lines
+        settings = replace(settings, constraints=())
     backend = options.backend or profile.env.backend
     draft = Plan(
         profile=profile,
@@ -95,11 +109,12 @@ def compile_plan(profile: Profile, options: RunOptions, host: HostFacts) -> Plan
         backend=backend,
         interpreter=host.interpreter,
         source=source,
-        settings=host.settings,
+        settings=settings,
         stages=stages,
         steps=(),
         notes=host.notes,
         driver=host.driver,
+        locked=locked,
     )
     steps = _order(step_commands(draft))
     return Plan(**{**draft.__dict__, "steps": steps})

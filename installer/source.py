@@ -35,7 +35,6 @@ _UNREACHABLE = (
     "could not read from remote repository",
 )
 SDIST_MARK = ".verl-bootstrap-sdist"  # in a checkout unpacked from the release sdist
-_SDIST_MARK = SDIST_MARK  # the name lockinstall used before it was public
 
 
 @dataclass(frozen=True)
@@ -219,7 +218,7 @@ def _from_sdist(
         if archive is None:
             raise StepFailed(f"the index has no sdist of verl {version}")
         sha = hashlib.sha256(archive.read_bytes()).hexdigest()
-        _unpack(archive, spec.checkout)
+        unpack_sdist(archive, spec.checkout)
     (spec.checkout / SDIST_MARK).write_text(f"{archive.name} {sha}\n")
     note = (
         f"git repository {redact(spec.repo)} unreachable ({why}); using verl {version}'s release "
@@ -241,7 +240,8 @@ def _pip_index_args(settings: IndexSettings) -> list[str]:
     return args
 
 
-def _unpack(archive: Path, dest: Path) -> None:
+def unpack_sdist(archive: Path, dest: Path) -> None:
+    """Unpack a release sdist into `dest`, its top folder stripped, members filtered as data."""
     dest.mkdir(parents=True)
     with tarfile.open(archive) as tar:
         members = tar.getmembers()

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Literal
+from dataclasses import asdict
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,6 +21,7 @@ __all__ = [
     "LOCK_SCHEMA_VERSION",
     "CondaPackage",
     "CudaTarget",
+    "DistSource",
     "LockedDist",
     "LockedSource",
     "LockedStage",
@@ -27,7 +29,8 @@ __all__ = [
     "profile_hash",
 ]
 
-LOCK_SCHEMA_VERSION = 1
+LOCK_SCHEMA_VERSION: Final = 1
+DistSource = Literal["wheel", "sdist", "git", "editable"]
 
 
 class _Strict(BaseModel):
@@ -35,15 +38,26 @@ class _Strict(BaseModel):
 
 
 class LockedDist(_Strict):
-    """One distribution a stage installs."""
+    """One distribution a stage installs.
+
+    `source` says what the hashes are: "wheel" (the wheels for the lock's platform and Python),
+    "sdist" (no wheel exists: the source archive is hashed and built at install time with the
+    stage's `build_env`; `built_sha256` is filled in once a build is recorded), "git" (`url` at
+    `commit`, no index), or "editable" (verl's own checkout, recorded under `verl`).
+    """
 
     name: str
     version: str
+    source: DistSource | None = None
     hashes: tuple[str, ...] = Field(default=(), description="sha256 of each allowed artifact")
     index: str | None = Field(default=None, description="Index name; None: not from an index")
-    git: str | None = Field(default=None, description="For git-sourced builds: URL@commit")
+    url: str | None = Field(default=None, description="For git-sourced builds: the repository")
+    commit: str | None = Field(default=None, description="For git-sourced builds: the commit")
     build_env: dict[str, str] = Field(default_factory=dict)
     built_sha256: str | None = None
+    record_sha256: str | None = Field(
+        default=None, description="Env records only: digest of the installed RECORD file"
+    )
 
 
 class LockedStage(_Strict):
@@ -86,6 +100,10 @@ class CudaTarget(_Strict):
     variant: str
     cuda: str | None = None
     virtual_packages: dict[str, str] = Field(default_factory=dict)
+    torch: str | None = Field(default=None, description="The locked torch version")
+    torch_cuda: str | None = Field(
+        default=None, description="CUDA of the locked torch build (None: a CPU build)"
+    )
 
 
 class Lockfile(_Strict):
@@ -113,16 +131,32 @@ class Lockfile(_Strict):
 
 
 def profile_hash(profile: Profile, variant: str) -> str:
-    """The hash a lockfile is checked against: the resolved profile's content plus the variant.
+    """The hash a lockfile is checked against: what a lock of `variant` is resolved from.
 
-    Inputs: every field of the profile after `extends` and the per-release stack are applied
-    (name and description included), and the CUDA variant name. Changing this recipe makes
-    every committed lockfile stale, so it is versioned with the lock schema.
+    Inputs: the profile's name, verl source, python, env, named indexes and protected packages;
+    the variant's definition; and its stages as resolved for the variant (after `extends` and the
+    stack of the profile's verl ref): packages, overrides, kinds, flags, env, indexes and
+    expectations. Left out, because no lockfile records them: stacks of other verl refs, other
+    variants, verify checks, disk size and descriptions. Changing this recipe makes every
+    committed lockfile stale, so it is versioned with the lock schema.
     """
+    from installer.stagespec import stage_specs  # noqa: PLC0415 - stagespec needs the profile
+
+    cuda = profile.cuda_variants.get(variant)
     body = {
         "lock_schema": LOCK_SCHEMA_VERSION,
+        "name": profile.name,
         "variant": variant,
-        "profile": profile.model_dump(mode="json"),
+        "cuda": cuda.model_dump(mode="json", exclude={"description"}) if cuda else None,
+        "verl": profile.verl.model_dump(mode="json"),
+        "python": profile.python.model_dump(mode="json"),
+        "env": profile.env.model_dump(mode="json"),
+        "indexes": {k: v.model_dump(mode="json") for k, v in profile.indexes.items()},
+        "protected": list(profile.protected),
+        "stages": [
+            {k: v for k, v in asdict(stage).items() if k != "description"}
+            for stage in stage_specs(profile, variant)
+        ],
     }
-    blob = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    blob = json.dumps(body, sort_keys=True, separators=(",", ":"), default=list).encode()
     return "sha256:" + hashlib.sha256(blob).hexdigest()

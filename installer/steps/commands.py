@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from installer.envs.base import EnvRequest, env_python
 from installer.envs.registry import get_backend
 from installer.installers import InstallRequest, install_command
+from installer.lockinstall import locked_requirements, locked_requirements_path
 from installer.options import state_dir
 from installer.redact import redact
 from installer.stagespec import StageSpec
@@ -27,10 +28,17 @@ def env_request(plan: Plan, log_path: Path | None = None) -> EnvRequest:
         python_prefer=plan.profile.python.prefer,
         interpreter=plan.interpreter,
         channels=plan.options.channels or plan.profile.env.channels,
-        conda_packages=plan.profile.env.conda_packages,
+        conda_packages=(*plan.profile.env.conda_packages, *_locked_conda(plan)),
         seed_pip=needs_pip,
         log_path=log_path,
     )
+
+
+def _locked_conda(plan: Plan) -> tuple[str, ...]:
+    """A --locked conda env gets the locked conda packages, each pinned to version and build."""
+    if plan.locked is None or plan.backend != "conda":
+        return ()
+    return tuple(f"{p.name} =={p.version} {p.build}" for p in plan.locked.lock.conda)
 
 
 def overrides_path(plan: Plan, stage_id: str) -> Path:
@@ -40,6 +48,15 @@ def overrides_path(plan: Plan, stage_id: str) -> Path:
 
 def stage_request(plan: Plan, stage: StageSpec) -> InstallRequest:
     """The install a packages/verl-deps stage performs."""
+    if plan.locked is not None:  # the lockfile's hashed requirements, nothing resolved
+        return InstallRequest(
+            python=env_python(plan.prefix),
+            requirements=locked_requirements_path(plan.prefix, stage.id),
+            index=stage.index,
+            no_deps=True,
+            no_build_isolation=stage.no_build_isolation,
+            offline=plan.options.offline,
+        )
     editable = None
     if stage.kind == "verl-deps":
         extras = f"[{','.join(stage.extras)}]" if stage.extras else ""
@@ -165,5 +182,14 @@ def _stage(plan: Plan, stage: StageSpec, previous: str, step: type[Step]) -> Ste
             "overrides": stage.overrides,
             "expect": dict(stage.expect),
             "protect": stage.protect,
+            **_locked_inputs(plan, stage.id),
         },
     )
+
+
+def _locked_inputs(plan: Plan, stage_id: str) -> dict[str, str]:
+    """A locked stage re-runs when its part of the lockfile changes."""
+    if plan.locked is None:
+        return {}
+    stage = next(s for s in plan.locked.lock.stages if s.id == stage_id)
+    return {"locked": locked_requirements(stage)}

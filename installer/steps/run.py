@@ -16,6 +16,13 @@ from installer.envs.registry import get_backend
 from installer.errors import StepFailed
 from installer.installers import InstallRequest, install_command
 from installer.inventory import canonical, installed
+from installer.lockinstall import (
+    check_source,
+    fetch_locked_sdist,
+    locked_requirements,
+    locked_requirements_path,
+    record_locked_env,
+)
 from installer.plan import Plan, Step
 from installer.protect import check_protected
 from installer.source import SourceResult, fetch_source, pip_launcher
@@ -59,9 +66,16 @@ def _create_env(ctx: StepContext) -> dict[str, Any]:
 
 
 def _fetch_source(ctx: StepContext) -> dict[str, Any]:
-    result = fetch_source(
-        ctx.plan.source, ctx.plan.settings, pip=pip_launcher(), log_path=ctx.log_path
-    )
+    locked = ctx.plan.locked
+    result = None
+    if locked is not None:  # the checked sdist, cached by sha256
+        result = fetch_locked_sdist(ctx.plan.source, locked, log_path=ctx.log_path)
+    if result is None:
+        result = fetch_source(
+            ctx.plan.source, ctx.plan.settings, pip=pip_launcher(), log_path=ctx.log_path
+        )
+    if locked is not None:  # verl itself is checked before anything is installed
+        check_source(locked.lock, result)
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in result.__dict__.items()}
 
 
@@ -84,6 +98,12 @@ def _stage(ctx: StepContext) -> dict[str, Any]:
     stage = next(s for s in ctx.plan.stages if s.id == ctx.step.id)
     if stage.overrides:
         atomic_write(overrides_path(ctx.plan, stage.id), "\n".join(stage.overrides) + "\n")
+    if ctx.plan.locked is not None:
+        locked = next(s for s in ctx.plan.locked.lock.stages if s.id == stage.id)
+        atomic_write(
+            locked_requirements_path(ctx.plan.prefix, stage.id),
+            locked_requirements(locked, ctx.plan.locked.artifacts),
+        )
     if stage.kind == "script":
         script = ctx.plan.source.checkout / (stage.script or "")
         argv = ["bash", "-eE", "-o", "pipefail", str(script)]
@@ -119,6 +139,8 @@ def _check_expect(stage_id: str, expect: Mapping[str, str], now: Mapping[str, An
 def _record_lock(ctx: StepContext) -> dict[str, Any]:
     from installer.envlock import write_env_lock  # noqa: PLC0415
 
+    if ctx.plan.locked is not None:  # the env's record is the lockfile it was installed from
+        return {"lockfile": str(record_locked_env(ctx.plan.prefix, ctx.plan.locked.lock))}
     source = SourceResult(
         **{**ctx.prior["fetch-source"], "path": Path(ctx.prior["fetch-source"]["path"])}
     )
