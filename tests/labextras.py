@@ -91,7 +91,7 @@ def _pylock(lock: dict[str, object], target: Path) -> Path:
         [uv_binary(), "pip", "compile", str(target / ".pins.txt"), "--no-deps", "--no-header",
          "--quiet", "--format", "pylock.toml", "-o", str(out), "--python-platform",
          "x86_64-manylinux_2_28", "--python-version", str(lock["python"]), "--exclude-newer",
-         str(lock["exclude_newer"]), "--no-sources", "--index-url", "https://index.example/simple"],
+         str(lock["exclude_newer"]), "--no-sources"],  # uv's own default index
         check=True, env=env,
     )  # fmt: skip
     return out

@@ -285,10 +285,10 @@ def test_plan_takes_the_sites_defaults_and_the_cli_overrides_them(
     plan = json.loads(capsys.readouterr().out)
     assert plan["profile"] == "cpu" and plan["prefix"] == str(tmp_path / "envs" / "cpu")
     torch = next(s for s in plan["steps"] if s["id"] == "torch")["commands"][0]
-    assert torch[torch.index("--index-url") + 1] == "https://lab.example/simple"
+    assert torch[torch.index("--default-index") + 1] == "https://lab.example/simple"
     assert "https://lab.example/cpu" in torch
     assert cli.main([*argv, "--index", "default=https://cli.example/simple"]) == 0
     torch = next(s for s in json.loads(capsys.readouterr().out)["steps"] if s["id"] == "torch")[
         "commands"
     ][0]
-    assert torch[torch.index("--index-url") + 1] == "https://cli.example/simple"
+    assert torch[torch.index("--default-index") + 1] == "https://cli.example/simple"

@@ -7,6 +7,8 @@ default index and every proxied host made unreachable for the run. See labfixtur
 
 from __future__ import annotations
 
+import re
+
 import json
 from pathlib import Path
 
@@ -40,8 +42,10 @@ def test_every_package_came_from_the_lab_index(built: object) -> None:
     installs = [c for c in _commands(prefix) if " pip install " in c]
     assert installs, "no install command was logged"
     for command in installs:
-        assert "--index-url 'http://***@127.0.0.1:" in command
-        assert "/opt/" not in command and "index.example" not in command and DEAD not in command
+        assert "--default-index 'http://***@127.0.0.1:" in command
+        assert "/opt/" not in command and DEAD not in command
+        hosts = set(re.findall(r"https?://(?:[^@/\s]*@)?([^/:'\s]+)", command))
+        assert hosts == {"127.0.0.1"}, hosts
     fetched = {p.split("/")[2] for p in built.requests if p.startswith("/simple/")}  # type: ignore[attr-defined]
     assert {"torch", "ray", "transformers", "setuptools"} <= fetched
     wheels = [p for p in built.requests if p.startswith("/files/")]  # type: ignore[attr-defined]

@@ -13,12 +13,22 @@ from installer.plan import Plan
 
 __all__ = ["inputs_from_plan", "plan_urls", "preflight_failures", "run_preflight_checks"]
 
-PYPI = "https://index.example/simple/"  # uv's and pip's default when no index is configured
+
+
+def default_index_url() -> str | None:
+    """The installers' own default index, as pip names it (we write no index host ourselves)."""
+    try:
+        from pip._internal.models.index import PyPI  # noqa: PLC0415 - stable for a decade
+
+        return str(PyPI.simple_url)
+    except (ImportError, AttributeError):
+        return None
 
 
 def _index_urls(plan: Plan) -> list[tuple[str, str]]:
     settings = plan.settings
-    urls = [("index:default", settings.index_url or PYPI)]
+    default = settings.index_url or default_index_url()
+    urls = [("index:default", default)] if default else []
     urls += [(f"index:extra-{i}", u) for i, u in enumerate(settings.extra_index_urls, 1)]
     urls += [(f"find-links:{i}", u) for i, u in enumerate(settings.find_links, 1)]
     used = {s.index for s in plan.profile.stages if s.index}
