@@ -48,7 +48,11 @@ def by_hand(prefix: Path, repo: Path, python: str) -> float:
     pip = [str(prefix / "bin" / "python"), "-m", "pip", "install", "-q"]
     subprocess.run([*pip, "--no-deps", "-e", str(repo)], check=True, stdout=subprocess.DEVNULL)
     subprocess.run([*pip, "torch==2.13.0"], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run([*pip, "-e", str(repo), "cachetools", "uvicorn", "fastapi"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [*pip, "-e", str(repo), "cachetools", "uvicorn", "fastapi"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return time.perf_counter() - start
 
 
@@ -60,9 +64,14 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="vb-bench-"))
     try:
         repo = make_verl_repo(work / "verl")
-        interpreter = json.loads(subprocess.run(
-            [TOOL, "plan", "--profile", "cpu", "--prefix", str(work / "p"), "--json"],
-            check=True, capture_output=True, text=True).stdout)["steps"][0]["commands"][0]
+        interpreter = json.loads(
+            subprocess.run(
+                [TOOL, "plan", "--profile", "cpu", "--prefix", str(work / "p"), "--json"],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+        )["steps"][0]["commands"][0]
         python = interpreter[interpreter.index("--python") + 1]
         tool_install(work / "warmup", repo)  # warm uv's cache: the comparison is warm vs warm
         by_hand(work / "hand-warmup", repo, python)  # and pip's cache
@@ -73,7 +82,11 @@ def main() -> None:
         plan_s = startup(["plan", "--profile", "cpu", "--prefix", str(work / "tool")])
         rows = [
             ("cpu profile, warm cache: verl-bootstrap install steps", install, hand / install),
-            ("cpu profile, warm cache: verl-bootstrap whole run (incl. verify)", total, hand / total),
+            (
+                "cpu profile, warm cache: verl-bootstrap whole run (incl. verify)",
+                total,
+                hand / total,
+            ),
             ("by-hand recipe (venv + pip), warm pip cache", hand, 1.0),
             ("no-op re-run", noop, None),
             ("`verl-bootstrap --help` start-up", help_s, None),

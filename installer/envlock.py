@@ -113,7 +113,7 @@ def conda_packages(prefix: Path) -> tuple[CondaPackage, ...]:
                 filename=data.get("fn", ""),
                 md5=data.get("md5"),
                 sha256=data.get("sha256"),
-            )  # fmt: skip
+            )
         )
     return tuple(records)
 

@@ -95,7 +95,8 @@ def run_preflight(plan: Plan) -> None:
         )
         raise Refused(
             "preflight refused the run:\n  " + lines,
-            hint="fix the above, or pass --skip-check NAME to override one check (recorded in the lockfile)",
+            hint="fix the above, or pass --skip-check NAME to override one check "
+            "(recorded in the lockfile)",
         )
 
 
@@ -106,5 +107,6 @@ def _refuse_foreign_prefix(prefix: Path) -> None:
     if any(prefix.iterdir()):
         raise InputError(
             f"{prefix} exists, is not empty, and was not created by verl-bootstrap",
-            hint="choose another --prefix; verl-bootstrap never writes into a folder it did not make",
+            hint="choose another --prefix; verl-bootstrap never writes into a folder it "
+            "did not make",
         )

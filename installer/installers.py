@@ -1,4 +1,4 @@
-"""Command lines for the package installers: uv (default, fast, hash-checking) and pip (fallback)."""
+"""Command lines for the package installers: uv (default, fast, hash-checking) and pip."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ STATE_DIRNAME = ".verl-bootstrap"
 
 
 def default_prefix(profile: str) -> Path:
-    """Where envs go without --prefix: $VERL_BOOTSTRAP_HOME/envs/NAME (default ~/.verl-bootstrap)."""
+    """Where envs go without --prefix: $VERL_BOOTSTRAP_HOME/envs/NAME (~/.verl-bootstrap)."""
     home = Path(os.environ.get("VERL_BOOTSTRAP_HOME", Path.home() / ".verl-bootstrap"))
     return home / "envs" / profile
 

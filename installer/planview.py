@@ -77,7 +77,7 @@ def report_json(result: InstallResult) -> dict[str, Any]:
                 "seconds": round(o.seconds, 2),
                 "reason": o.reason,
                 "log": o.log,
-            }  # fmt: skip
+            }
             for o in report.outcomes
         ],
         "verify": report.outputs.get("verify", {}).get("verify"),

@@ -42,7 +42,8 @@ def _acquire(fd: int, lock_path: Path, wait: float) -> None:
         except BlockingIOError:
             if time.monotonic() >= deadline:
                 raise PrefixBusy(
-                    f"another verl-bootstrap run is installing into this env ({_holder(lock_path)})",
+                    "another verl-bootstrap run is installing into this env "
+                    f"({_holder(lock_path)})",
                     hint="wait for it to finish, or pass --wait SECONDS to queue behind it",
                 ) from None
             time.sleep(_POLL_SECONDS)

@@ -6,6 +6,7 @@ its own process group, so an interrupt can stop the whole tree it started (pip s
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shlex
@@ -146,19 +147,28 @@ def terminate_all() -> None:
             _signal_group(proc, signal.SIGKILL)
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: get SIGTERM if verl-bootstrap itself dies (even by SIGKILL)."""
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: the group stop still applies
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def _start(
     args: Sequence[str], *, env: Mapping[str, str | None] | None, cwd: Path | None
 ) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(
-        list(args),
-        env=child_env(env),
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group, so we can stop its whole tree
-    )
     with _children_lock:
+        if _stopping.is_set():
+            raise Interrupted("interrupted; not starting another command")
+        proc = subprocess.Popen(
+            list(args),
+            env=child_env(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, so we can stop its whole tree
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only a prctl call before exec
+        )
         _children.add(proc)
     return proc
 
@@ -169,7 +179,5 @@ def _forget(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -16,7 +16,7 @@ _SYMBOL = {"done": "✓", "skipped": "·", "failed": "✗", "aborted": "-", "int
 
 
 class Console:
-    """Shows steps as they run: a live tail on a terminal, plain lines otherwise, nothing for JSON."""
+    """Shows steps as they run: a live tail on a terminal, plain lines otherwise; quiet for JSON."""
 
     def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
         self.stream = stream or sys.stderr

@@ -8,8 +8,8 @@ the first unfinished step. The loop and the state live in the main thread; steps
 from __future__ import annotations
 
 import enum
-import os
 import functools
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from verlrepo import make_verl_repo  # noqa: E402
+from verlrepo import make_verl_repo
 
 
 @pytest.fixture(scope="session")

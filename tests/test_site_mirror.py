@@ -7,9 +7,8 @@ default index and every proxied host made unreachable for the run. See labfixtur
 
 from __future__ import annotations
 
-import re
-
 import json
+import re
 from pathlib import Path
 
 import pytest

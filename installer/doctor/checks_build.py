@@ -18,8 +18,8 @@ from installer import proc
 from installer.doctor.checks_machine import builds_from_source
 from installer.doctor.inputs import Context, exact_env
 from installer.doctor.model import CheckResult, fail, ok, skipped
-from installer.variants import variant_window
 from installer.gpu.cuda import version_tuple
+from installer.variants import variant_window
 
 __all__ = ["BUILD_CHECKS"]
 

@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 from installer.doctor.inputs import Context
 from installer.doctor.model import CheckResult, fail, ok, skipped, warn
-from installer.variants import VariantWindow, variant_window
 from installer.gpu.cuda import (
     arch_supported,
     driver_serves,
@@ -18,6 +17,7 @@ from installer.gpu.cuda import (
 from installer.gpu.detect import CONDA_OVERRIDE, DRIVER_OVERRIDE
 from installer.gpu.model import DriverInfo, GpuInfo
 from installer.gpu.visible import parse_visible_devices, ray_note
+from installer.variants import VariantWindow, variant_window
 
 __all__ = ["GPU_CHECKS"]
 

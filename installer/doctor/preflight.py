@@ -14,7 +14,6 @@ from installer.plan import Plan
 __all__ = ["inputs_from_plan", "plan_urls", "preflight_failures", "run_preflight_checks"]
 
 
-
 def default_index_url() -> str | None:
     """The installers' own default index, as pip names it (we write no index host ourselves)."""
     try:

@@ -1,0 +1,82 @@
+"""The one subprocess wrapper: logs, tails, redaction, interrupts, and children that die with us."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from installer import proc
+from installer.errors import CommandFailed, Interrupted
+
+
+def test_output_goes_to_the_log_with_secrets_masked(tmp_path: Path) -> None:
+    log = tmp_path / "step.log"
+    done = proc.run(
+        [sys.executable, "-c", "print('from https://user:s3cret@mirror.lab/simple')"],
+        log_path=log,
+        keep_output=True,
+    )
+    assert "s3cret" not in log.read_text() and "s3cret" not in done.output
+    assert "https://***@mirror.lab/simple" in done.tail[-1]
+
+
+def test_a_failing_command_raises_with_its_tail_and_log(tmp_path: Path) -> None:
+    log = tmp_path / "step.log"
+    with pytest.raises(CommandFailed) as info:
+        proc.run([sys.executable, "-c", "print('boom'); raise SystemExit(4)"], log_path=log)
+    assert info.value.returncode == 4
+    assert info.value.tail == ["boom"]
+    assert info.value.log_path == str(log)
+
+
+def test_no_child_starts_after_an_interrupt_until_a_new_run() -> None:
+    proc.terminate_all()
+    try:
+        with pytest.raises(Interrupted):
+            proc.run([sys.executable, "-c", "pass"])
+    finally:
+        proc.allow_new_children()
+    assert proc.run([sys.executable, "-c", "pass"]).returncode == 0
+
+
+def test_children_die_when_verl_bootstrap_is_killed(tmp_path: Path) -> None:
+    marker = tmp_path / "child.pid"
+    script = textwrap.dedent(
+        f"""
+        import threading, time
+        from installer import proc
+        cmd = ["sh", "-c", "echo $$ > {marker}; exec sleep 60"]
+        threading.Thread(target=lambda: proc.run(cmd), daemon=True).start()
+        time.sleep(60)
+        """
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 20
+    while not marker.exists() or not marker.read_text().strip():
+        assert time.monotonic() < deadline, "the child never started"
+        time.sleep(0.05)
+    child = int(marker.read_text())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while _alive(child):
+        assert time.monotonic() < deadline, "the child outlived a SIGKILLed verl-bootstrap"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = (
+        Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}").exists() else "X"
+    )
+    return status != "Z"
