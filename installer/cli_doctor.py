@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from installer.doctor import DoctorInputs, DoctorReport
+    from installer.plan import Plan
 
 __all__ = ["doctor_inputs", "register"]
 
@@ -61,10 +62,12 @@ def doctor_inputs(ns: argparse.Namespace) -> DoctorInputs:
     inputs = inputs_from_plan(plan)
     from dataclasses import replace  # noqa: PLC0415
 
-    return replace(inputs, prefix=ns.prefix or inputs.prefix, python=ns.python, skip=skip | inputs.skip)
+    return replace(
+        inputs, prefix=ns.prefix or inputs.prefix, python=ns.python, skip=skip | inputs.skip
+    )
 
 
-def _plan(ns: argparse.Namespace) -> object:
+def _plan(ns: argparse.Namespace) -> Plan:
     from installer.install import prepare_plan  # noqa: PLC0415
     from installer.options import RunOptions, default_prefix  # noqa: PLC0415
 

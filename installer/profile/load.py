@@ -14,6 +14,7 @@ from installer.profile.yamlsrc import Key, Located, load_located
 
 __all__ = ["PROFILES_DIR", "list_profiles", "load_profile", "profile_path"]
 
+
 def _shipped(name: str) -> Path:
     """A folder shipped with the tool: beside the package in a checkout, else the installed copy.
 

@@ -244,6 +244,11 @@ class Profile(Strict):
     verify: VerifySpec = VerifySpec()
     protected: tuple[str, ...] = ()
     disk_gb: float = Field(default=5.0, gt=0)
+    exclude_newer: date | None = Field(
+        default=None,
+        description="For the profile's own ref, as for a stack: only distributions uploaded "
+        "before this day (UTC).",
+    )
     stacks: tuple[Stack, ...] = ()
 
     @field_validator("cuda_variants")

@@ -1,0 +1,60 @@
+"""Render the heavy tier's results (`make test-heavy` writes them) as the README's Markdown table.
+
+Usage: python bench/heavy_table.py [RESULTS_JSON]   (default: build/heavy/results.json)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT = Path(__file__).resolve().parents[1] / "build" / "heavy" / "results.json"
+
+
+def _gb(value: int | None) -> str:
+    return "—" if value is None else f"{value / 1e9:.1f} GB"
+
+
+def _time(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s" if minutes else f"{rest} s"
+
+
+def render(results: dict[str, Any]) -> str:
+    """The Markdown table, with the run's date, host and what the columns mean."""
+    lines = [
+        f"Heavy tier, {results['date']} on {results['host']} "
+        "(no GPU, no NVIDIA driver; `--backend venv --cuda VARIANT`; uv cache warm).",
+        "",
+        "| profile | variant | python | result | time | download | env size |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in results["rows"]:
+        lines.append(
+            f"| {row['profile']} | {row['variant']} | {row['python'] or '—'} | "
+            f"{_result(row)} | {_time(row['seconds'])} | {_gb(row['download_bytes'])} | "
+            f"{_gb(row['env_bytes'])} |"
+        )
+    return "\n".join(lines)
+
+
+def _result(row: dict[str, Any]) -> str:
+    parts = [row["result"]]
+    parts += [f"not provable here: {what}: {why}" for what, why in row["not_provable"].items()]
+    parts += [f"failed: {failure}" for failure in row["failures"]]
+    return "; ".join(parts).replace("|", "\\|")
+
+
+def main(argv: list[str]) -> int:
+    """Print the table for the results file named in `argv` (or the default one)."""
+    path = Path(argv[0]) if argv else DEFAULT
+    print(render(json.loads(path.read_text(encoding="utf-8"))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
