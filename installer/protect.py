@@ -1,4 +1,4 @@
-"""Protected packages: once a stage installs torch (or the cuDNN wheel), no later stage changes it."""
+"""Protected packages: once a stage installs torch or the cuDNN wheel, no later stage changes it."""
 
 from __future__ import annotations
 

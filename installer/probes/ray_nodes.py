@@ -46,8 +46,8 @@ def _describe(node):
 
 def main():
     request = json.loads(sys.argv[1])
-    import ray  # noqa: PLC0415 - only the Python this runs in has Ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     ray.init(address=request["address"], log_to_driver=False, logging_level="ERROR")
     nodes = sorted((n for n in ray.nodes() if n.get("Alive")), key=lambda n: n["NodeID"])
