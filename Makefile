@@ -3,7 +3,11 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install lint type test test-heavy bench lock lock-check gpu-check schema clean
+# The shells the activation tests source (bash is always there); root and apt-get only, as in CI.
+test-deps:
+	@command -v zsh >/dev/null && command -v fish >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && apt-get install -y -qq zsh fish >/dev/null; } || echo "zsh/fish not installed: their activation tests will say so"
+
+.PHONY: test-deps install lint type test test-heavy bench lock lock-check gpu-check schema clean
 
 install:  ## the tool and its dev tools, into ./.venv
 	$(PY) -m venv $(VENV)
