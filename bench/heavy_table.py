@@ -28,14 +28,16 @@ def render(results: dict[str, Any]) -> str:
     """The Markdown table, with the run's date, host and what the columns mean."""
     lines = [
         f"Heavy tier, {results['date']} on {results['host']} "
-        "(no GPU, no NVIDIA driver; `--backend venv --cuda VARIANT`; uv cache warm).",
+        "(no GPU, no NVIDIA driver; `--backend venv --cuda VARIANT`; each install starts from an "
+        "empty uv cache, so time and download include every download).",
         "",
-        "| profile | variant | python | result | time | download | env size |",
-        "|---|---|---|---|---|---|---|",
+        "| profile | variant | verl | python | result | time | download | env size |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in results["rows"]:
         lines.append(
-            f"| {row['profile']} | {row['variant']} | {row['python'] or '—'} | "
+            f"| {row['profile']} | {row['variant']} | {row.get('ref', '')} | "
+            f"{row['python'] or '—'} | "
             f"{_result(row)} | {_time(row['seconds'])} | {_gb(row['download_bytes'])} | "
             f"{_gb(row['env_bytes'])} |"
         )

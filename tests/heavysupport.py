@@ -211,6 +211,7 @@ class HeavyResult:
 
     profile: str
     variant: str
+    ref: str = ""
     result: str = "FAILED"
     python: str = ""
     seconds: float | None = None

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from installer.doctor import DoctorInputs, Status, run_doctor
-from installer.doctor.checks_machine import CACHE_SHARE, GIB, host_glibc, manylinux_glibc
+from installer.doctor.checks_machine import GIB, PIP_SHARE, host_glibc, manylinux_glibc
 from installer.doctor.model import CheckResult
 from installer.profile.models import Profile
 
@@ -34,18 +34,41 @@ def _check(name: str, **inputs: Any) -> CheckResult:
 FLASH_ATTN = {"id": "flash-attn", "packages": ["flash-attn==2.8.3"], "no_build_isolation": True}
 
 
-def _disk(tmp_path: Path, disk_gb: float) -> CheckResult:
-    profile = _profile(disk_gb=disk_gb)
-    caches = (tmp_path / "cache",)
+def _disk(tmp_path: Path, disk_gb: float, **fields: Any) -> CheckResult:
+    profile = _profile(disk_gb=disk_gb, **fields)
+    caches = (("uv", tmp_path / "uv"), ("pip", tmp_path / "pip"), ("rattler", tmp_path / "rattler"))
     return _check("disk", profile=profile, prefix=tmp_path / "env", cache_dirs=caches)
 
 
 def test_disk_is_measured_where_the_prefix_and_caches_will_be(tmp_path: Path) -> None:
-    result = _disk(tmp_path, 0.01)
+    result = _disk(tmp_path, 0.01, env={"backend": "venv"})
     assert result.status is Status.OK
-    (row,) = result.data["filesystems"]  # prefix and cache share tmp_path's filesystem
-    assert row["paths"] == (str(tmp_path / "env"), str(tmp_path / "cache"))
-    assert row["need_gb"] == pytest.approx(0.01 * (1 + CACHE_SHARE))
+    (row,) = result.data["filesystems"]  # prefix and uv's cache share tmp_path's filesystem
+    assert row["paths"] == (str(tmp_path / "env"), str(tmp_path / "uv"))
+    # uv hardlinks from its cache into the env: on one filesystem they take the env's size once
+    assert row["need_gb"] == pytest.approx(0.01)
+    assert f"needed for {tmp_path / 'env'}, {tmp_path / 'uv'}" in result.finding
+
+
+def test_disk_counts_the_caches_the_backend_and_stages_use(tmp_path: Path) -> None:
+    script = [{"id": "script", "kind": "script", "script": "scripts/install.sh"}]
+    result = _disk(tmp_path, 0.01, env={"backend": "conda"}, stages=script)
+    (row,) = result.data["filesystems"]
+    assert row["paths"] == tuple(str(tmp_path / n) for n in ("env", "uv", "rattler", "pip"))
+    # pip's cache holds wheel archives, which are copied, not linked, into the env
+    assert row["need_gb"] == pytest.approx(0.01 * (1 + PIP_SHARE))
+
+
+def test_a_cache_on_another_filesystem_needs_room_of_its_own(tmp_path: Path) -> None:
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("this host has no second filesystem at /dev/shm")
+    profile = _profile(disk_gb=0.01, env={"backend": "venv"})
+    caches = (("uv", shm / "vb-uv-cache"),)
+    result = _check("disk", profile=profile, prefix=tmp_path / "env", cache_dirs=caches)
+    by_path = {row["paths"]: row["need_gb"] for row in result.data["filesystems"]}
+    assert by_path[(str(shm / "vb-uv-cache"),)] == pytest.approx(0.01)
+    assert by_path[(str(tmp_path / "env"),)] == pytest.approx(0.01)
 
 
 def test_disk_fails_when_the_profile_does_not_fit(tmp_path: Path) -> None:
@@ -56,7 +79,7 @@ def test_disk_fails_when_the_profile_does_not_fit(tmp_path: Path) -> None:
 
 def test_disk_warns_when_space_is_tight(tmp_path: Path) -> None:
     free = shutil.disk_usage(tmp_path).free / GIB
-    result = _disk(tmp_path, free / (1 + CACHE_SHARE) * 0.9)
+    result = _disk(tmp_path, free * 0.9, env={"backend": "venv"})
     assert result.status is Status.WARN and "little to spare" in result.finding
 
 

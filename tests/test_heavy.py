@@ -21,6 +21,7 @@ build/heavy/results.json and the table is printed at the end (bench/heavy_table.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
 import shutil
@@ -61,17 +62,28 @@ ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ROOT / "build" / "heavy"
 RESULTS = HEAVY / "results.json"
 INSTALL_TIMEOUT = 3600.0
+# Older stacks installed too (the engine profiles: their stacks need no source build but
+# flash-attn); VERL_BOOTSTRAP_HEAVY_OLDER=0 leaves them out.
+OLDER_REFS = (
+    {"vllm-only": ("v0.8.0", "v0.6.1"), "sglang": ("v0.8.0", "v0.6.1")}
+    if os.environ.get("VERL_BOOTSTRAP_HEAVY_OLDER", "1") != "0"
+    else {}
+)
 SCRIPT_REASON = (
     "verl's scripts/install_vllm_sglang_mcore.sh comes only from a git checkout (GitHub; verl's "
     "sdist lacks it) and downloads from GitHub (flash-attn wheel, TransformerEngine, Megatron-LM)"
 )
 
 
-def _gpu_cases() -> list[tuple[str, str]]:
-    cases = []
+def _gpu_cases() -> list[tuple[str, str, str | None]]:
+    cases: list[tuple[str, str, str | None]] = []
     for name in list_profiles():
-        profile = load_profile(name)
-        cases += [(name, v) for v in profile.cuda_variants if profile.gpu and v != "cpu"]
+        base = load_profile(name)
+        if not base.gpu:
+            continue
+        for ref in (None, *OLDER_REFS.get(name, ())):
+            profile = apply_stack(base, ref)
+            cases += [(name, v, ref) for v in profile.cuda_variants if v != "cpu"]
     return cases
 
 
@@ -166,17 +178,26 @@ def table() -> Iterator[list[HeavyResult]]:
 
 
 def _provable_profile(profile: Profile, blocked: dict[str, dict[str, str]], folder: Path) -> Path:
-    """The shipped profile minus the stages this host cannot build (data only, same code path)."""
+    """The profile at its ref minus the stages this host cannot build (data, same code path).
+
+    `profile` has its stack applied already: the copy takes that stack as its own (its ref, and
+    its stages with their release-day cutoff) and carries no stacks.
+    """
     body: dict[str, Any] = {
         "schema_version": 1,
         "name": profile.name,
         "extends": profile.name,
         "description": f"{profile.description} (without: {', '.join(blocked) or 'nothing'})",
+        "verl": profile.verl.model_dump(mode="json"),
+        "python": profile.python.model_dump(mode="json"),
+        "cuda_variants": {k: v.model_dump(mode="json") for k, v in profile.cuda_variants.items()},
         "stages": [
             s.model_dump(mode="json", exclude_defaults=True)
             for s in profile.stages
             if s.id not in blocked
         ],
+        "verify": profile.verify.model_dump(mode="json"),
+        "stacks": [],
     }
     path = folder / f"{profile.name}-provable-here.yaml"
     path.write_text(yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
@@ -213,12 +234,12 @@ def _classify(row: HeavyResult, report: dict[str, Any], blocked_modules: dict[st
 
 
 @pytest.mark.timeout(INSTALL_TIMEOUT + 600)
-@pytest.mark.parametrize(("name", "variant"), _gpu_cases())
+@pytest.mark.parametrize(("name", "variant", "ref"), _gpu_cases())
 def test_every_gpu_profile_installs_and_verifies_here(
-    name: str, variant: str, tmp_path: Path, table: list[HeavyResult]
+    name: str, variant: str, ref: str | None, tmp_path: Path, table: list[HeavyResult]
 ) -> None:
-    profile = load_profile(name)
-    row = HeavyResult(profile=name, variant=variant)
+    profile = apply_stack(load_profile(name), ref)
+    row = HeavyResult(profile=name, variant=variant, ref=profile.verl.ref)
     table.append(row)
     if any(s.kind == "script" for s in profile.stages):
         row.result = "not provable here"
@@ -226,7 +247,7 @@ def test_every_gpu_profile_installs_and_verifies_here(
         pytest.skip(f"not provable here: {SCRIPT_REASON}")
     python_path, row.python = host_python(profile)
     blocked: dict[str, dict[str, str]] = {}
-    for stage in stage_specs(apply_stack(profile, None), variant):
+    for stage in stage_specs(profile, variant):
         why = source_builds(stage, python=row.python, workdir=tmp_path / "probe" / stage.id)
         if why:
             blocked[stage.id] = why
@@ -240,7 +261,8 @@ def test_every_gpu_profile_installs_and_verifies_here(
     }
     derived = _provable_profile(profile, blocked, tmp_path)
     # Not under pytest's tmp: other pytest sessions on this host prune its older folders.
-    work = HEAVY / "work" / f"{name}-{variant}"
+    label = f"{name}-{variant}-{profile.verl.ref}"
+    work = HEAVY / "work" / label
     shutil.rmtree(work, ignore_errors=True)
     prefix, cache = work / "env", {"UV_CACHE_DIR": str(work / "uv-cache")}
     argv = ["install", "--profile", str(derived), "--prefix", str(prefix), "--backend", "venv"]
@@ -263,7 +285,7 @@ def test_every_gpu_profile_installs_and_verifies_here(
                 env_python(prefix), row.python, tmp_path / "dl", env=cache
             )
     finally:
-        logs = HEAVY / "logs" / f"{name}-{variant}"
+        logs = HEAVY / "logs" / label
         shutil.rmtree(logs, ignore_errors=True)
         if (prefix / ".verl-bootstrap" / "logs").is_dir():
             shutil.copytree(prefix / ".verl-bootstrap" / "logs", logs)

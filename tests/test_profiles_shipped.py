@@ -6,6 +6,7 @@ Plans are compiled as the CLI does, for a GPU host (`--cuda`) from this host wit
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -201,3 +202,43 @@ def test_the_megatron_script_route_is_not_offered_for_v0_9_0() -> None:
     v090 = apply_stack(load_profile("fsdp-script"), "v0.9.0")
     assert list(v090.cuda_variants) == ["cu130"]
     assert v090.stages[0].expect["vllm"] == "==0.24.0"
+
+
+def test_verify_may_only_tolerate_mismatches_a_stage_overrides(tmp_path: Path) -> None:
+    body = SGLANG_BASE.replace(
+        '  - id: second-engine\n    packages: ["sglang==0.5.2"]\n', ""
+    ).format(name="tolerant", ref="v0.9.1")
+    path = tmp_path / "tolerant.yaml"
+    path.write_text(body + "verify: {overridden: [transformers]}\n")
+    with pytest.raises(InputError, match="no stage overrides"):
+        load_profile(str(path))
+    path.write_text(
+        body.replace('"torch==2.8.0"]', '"torch==2.8.0"]\n    overrides: ["transformers==5.9.0"]')
+        + "verify: {overridden: [transformers]}\n"
+    )
+    assert load_profile(str(path)).verify.overridden == ("transformers",)
+
+
+def test_uv_pip_check_mismatches_from_the_profiles_overrides_warn(tmp_path: Path) -> None:
+    # a real env whose only unmet requirements are ones the spec declares as overridden
+    from installer.installers import uv_binary  # noqa: PLC0415
+    from installer.profile.models import VerifySpec  # noqa: PLC0415
+    from installer.verify import verify_env  # noqa: PLC0415
+
+    env = tmp_path / "env"
+    subprocess.run([uv_binary(), "venv", "-q", str(env)], check=True)
+    subprocess.run(
+        [uv_binary(), "pip", "install", "-q", "--python", str(env / "bin" / "python"),
+         "--no-deps", "requests"],
+        check=True,
+    )  # fmt: skip
+    unmet = ("charset-normalizer", "idna", "urllib3", "certifi")
+    tolerant = VerifySpec(imports=(), gpu_smoke=False, overridden=unmet)
+    (check,) = [c for c in verify_env(env, tolerant).checks if c.name == "uv pip check"]
+    assert check.status == "warn"
+    assert "only the profile's overrides of certifi, charset-normalizer, idna, urllib3" in (
+        check.detail
+    )
+    strict = VerifySpec(imports=(), gpu_smoke=False, overridden=unmet[:2])
+    (check,) = [c for c in verify_env(env, strict).checks if c.name == "uv pip check"]
+    assert check.status == "fail"

@@ -18,9 +18,11 @@ from installer.profile.models import Stage
 __all__ = ["MACHINE_CHECKS", "builds_from_source", "manylinux_glibc"]
 
 GIB = 1024**3
-# Wheels in the caches take about a third of what they unpack to (verl's base deps: ~460 MB of
-# wheels, ~1.5 GB installed); half leaves room for sdists and build trees.
-CACHE_SHARE = 0.5
+# pip's cache keeps wheel archives, about a third of what they unpack to (verl's base deps:
+# ~460 MB of wheels, ~1.5 GB installed); half leaves room for sdists and build trees.
+PIP_SHARE = 0.5
+# The conda side of an env is Python and a few libraries; the rest comes from uv.
+CONDA_SHARE = 0.1
 TIGHT = 1.25  # warn when free space is within 25 % of the need
 # nvcc jobs for flash-attn and TransformerEngine kernels peak at several GiB each.
 GIB_PER_JOB = 4
@@ -44,25 +46,46 @@ def _existing(path: Path) -> Path:
     return Path("/")
 
 
-def _cache_dirs(ctx: Context) -> list[Path]:
-    if ctx.inputs.cache_dirs:
-        return list(ctx.inputs.cache_dirs)
+@dataclass(frozen=True)
+class Cache:
+    """A package cache an install fills, and how much of the env's size it takes."""
+
+    path: Path
+    # uv and rattler unpack into their caches and hardlink from there into the env: on the
+    # prefix's filesystem such a cache costs nothing beyond the env itself.
+    linked: bool
+    share: float  # of the profile's size, when it is not linked into the env
+
+
+def _caches(ctx: Context) -> list[Cache]:
+    """The caches this install will fill: uv always; rattler for conda; pip for verl's script."""
     env = ctx.environ
     home = Path(env.get("HOME") or Path.home())
-    cache = Path(env.get("XDG_CACHE_HOME") or home / ".cache")
-    return [
-        Path(env.get("UV_CACHE_DIR") or cache / "uv"),
-        Path(env.get("PIP_CACHE_DIR") or cache / "pip"),
-        Path(env.get("RATTLER_CACHE_DIR") or cache / "rattler"),
-    ]
+    root = Path(env.get("XDG_CACHE_HOME") or home / ".cache")
+    given = dict(ctx.inputs.cache_dirs)
+    path = {
+        name: given.get(name) or Path(env.get(variable) or root / name)
+        for name, variable in (("uv", "UV_CACHE_DIR"), ("pip", "PIP_CACHE_DIR"),
+                               ("rattler", "RATTLER_CACHE_DIR"))
+    }  # fmt: skip
+    caches = [Cache(path["uv"], linked=True, share=1.0)]
+    profile = ctx.profile
+    backend = ctx.inputs.backend or (profile.env.backend if profile else "conda")
+    if backend == "conda":
+        caches.append(Cache(path["rattler"], linked=True, share=CONDA_SHARE))
+    if profile and any(s.kind == "script" for s in profile.stages):
+        caches.append(Cache(path["pip"], linked=False, share=PIP_SHARE))
+    return caches
 
 
 def _disk_needs(ctx: Context) -> dict[int, tuple[list[Path], float, Path]]:
     """Per filesystem: the paths on it, the GB they need, and a folder on it that exists."""
     size = ctx.profile.disk_gb if ctx.profile else 0.0
-    wanted = [(p, size * CACHE_SHARE) for p in _cache_dirs(ctx)]
-    if ctx.inputs.prefix is not None:
-        wanted.insert(0, (ctx.inputs.prefix, size))
+    prefix_dev = _existing(ctx.inputs.prefix).stat().st_dev if ctx.inputs.prefix else None
+    wanted = [(ctx.inputs.prefix, size)] if ctx.inputs.prefix is not None else []
+    for cache in _caches(ctx):
+        linked_here = cache.linked and _existing(cache.path).stat().st_dev == prefix_dev
+        wanted.append((cache.path, 0.0 if linked_here else size * cache.share))
     filesystems: dict[int, tuple[list[Path], float, Path]] = {}
     for path, need in wanted:
         existing = _existing(path)
@@ -91,19 +114,26 @@ def check_disk(ctx: Context) -> CheckResult:
     """Free disk at the prefix and the caches against the profile's size."""
     spaces = _spaces(ctx)
     rows = [asdict(s) for s in spaces]
-    text = "; ".join(f"{s.free_gb:.1f} GB free for {', '.join(s.paths)}" for s in spaces)
     fix = (
         "free space there, or put the env on a larger disk with --prefix and the caches with "
         "UV_CACHE_DIR, PIP_CACHE_DIR and RATTLER_CACHE_DIR"
     )
     if not ctx.profile:
+        text = "; ".join(f"{s.free_gb:.1f} GB free for {', '.join(s.paths)}" for s in spaces)
         return ok("disk", f"{text} (no profile, so no size to compare)", filesystems=rows)
-    need = f"; the {ctx.profile.name} profile needs {ctx.profile.disk_gb:g} GB plus caches"
+    text = "; ".join(
+        f"{s.free_gb:.1f} GB free, {s.need_gb:.1f} GB needed for {', '.join(s.paths)}"
+        for s in spaces
+    )
+    text += (
+        f" (the {ctx.profile.name} env takes {ctx.profile.disk_gb:g} GB; uv's cache shares its "
+        "files on the env's filesystem)"
+    )
     if any(s.free_gb < s.need_gb for s in spaces):
-        return fail("disk", text + need, fix, filesystems=rows)
+        return fail("disk", text, fix, filesystems=rows)
     if any(s.free_gb < s.need_gb * TIGHT for s in spaces):
-        return warn("disk", text + need + ", with little to spare", fix, filesystems=rows)
-    return ok("disk", text + need, filesystems=rows)
+        return warn("disk", text + ", with little to spare", fix, filesystems=rows)
+    return ok("disk", text, filesystems=rows)
 
 
 def _mem_available_gib(root: Path) -> float | None:

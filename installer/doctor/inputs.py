@@ -41,7 +41,9 @@ class DoctorInputs:
     lock_commit: str | None = None  # the verl commit the lockfile names
     expected_versions: Mapping[str, str] = field(default_factory=dict)  # protected name -> version
     network_timeout: float = 3.0
-    cache_dirs: tuple[Path, ...] = ()  # empty: the uv, pip and rattler caches from environ
+    backend: str | None = None  # the plan's env backend; None: the profile's
+    # ("uv" | "pip" | "rattler", folder) to use instead of the caches environ names
+    cache_dirs: tuple[tuple[str, Path], ...] = ()
     wheel_tags: tuple[str, ...] = ()  # platform tags of the planned wheels, for the glibc check
     detect: bool = True  # False: judge `driver` as given (the plan's), without reading the host
     driver: DriverInfo | None = None

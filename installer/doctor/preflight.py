@@ -61,6 +61,7 @@ def inputs_from_plan(plan: Plan, environ: Mapping[str, str] | None = None) -> Do
         variant=plan.variant,
         prefix=plan.prefix,
         python=plan.interpreter,
+        backend=plan.backend,
         environ=env,
         urls=plan_urls(plan, env),
         optional_urls=optional,

@@ -199,6 +199,11 @@ class VerifySpec(Strict):
     gpu_smoke: bool = True
     flash_attn: bool = False
     bf16: bool = True
+    overridden: tuple[str, ...] = Field(
+        default=(),
+        description="Distributions whose requirements the stages override on purpose (verl's "
+        "transformers pin over SGLang's): `uv pip check` mismatches on them warn, not fail.",
+    )
 
     _version_ranges = field_validator("versions")(_check_ranges)
 
@@ -259,6 +264,7 @@ class Profile(Strict):
     @model_validator(mode="after")
     def _cross_checks(self) -> Profile:
         _check_stages(self.stages, self.cuda_variants, self, ("stages",), (self.verl.ref,))
+        _check_overridden(self.verify, self.stages, ("verify", "overridden"))
         covered = {self.verl.ref}
         for number, stack in enumerate(self.stacks):
             twice = sorted(covered.intersection(stack.refs))
@@ -273,6 +279,11 @@ class Profile(Strict):
                 stages, base = (stack.stages, ("stacks", number, "stages"))
             variants = stack.cuda_variants or self.cuda_variants
             _check_stages(stages, variants, self, base, stack.refs)
+            verify: VerifySpec = self.verify
+            at: tuple[str | int, ...] = ("verify",)
+            if stack.verify is not None:
+                verify, at = (stack.verify, ("stacks", number, "verify"))
+            _check_overridden(verify, stages, (*at, "overridden"))
         return self
 
     @property
@@ -341,6 +352,27 @@ def _check_stage_position(stage: Stage, at: tuple[str | int, ...], seen: set[str
                 "(stages run in profile order; a later or missing stage would be a cycle)"
             )
             raise FieldError(msg, (*at, "needs"))
+
+
+def _check_overridden(
+    verify: VerifySpec, stages: tuple[Stage, ...], at: tuple[str | int, ...]
+) -> None:
+    """A mismatch `verify` may tolerate must come from an override some stage makes."""
+    made = {
+        _requirement_name(spec)
+        for stage in stages
+        for spec in (
+            *stage.overrides,
+            *(o for v in stage.variants.values() for o in v.overrides or ()),
+        )
+    }
+    missing = [n for n in verify.overridden if _requirement_name(n) not in made]
+    if missing:
+        msg = (
+            f"verify.overridden names {', '.join(missing)}, which no stage overrides; "
+            "list only distributions a stage's 'overrides' pins"
+        )
+        raise FieldError(msg, at)
 
 
 def _requirement_name(spec: str) -> str:
