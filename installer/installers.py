@@ -24,6 +24,8 @@ class InstallRequest:
     no_deps: bool = False
     no_build_isolation: bool = False
     overrides_file: Path | None = None
+    # the protected packages earlier stages installed, pinned (written when the stage starts)
+    constraints_file: Path | None = None
     offline: bool = False
 
 
@@ -91,6 +93,8 @@ def _index_args(
 
 def _common_flags(request: InstallRequest) -> list[str]:
     flags = []
+    if request.constraints_file:
+        flags += ["--constraint", str(request.constraints_file)]
     if request.no_deps:
         flags.append("--no-deps")
     if request.no_build_isolation:

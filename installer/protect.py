@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from installer.errors import StepFailed
 from installer.inventory import Dist, canonical
 
-__all__ = ["check_protected"]
+__all__ = ["check_protected", "protected_pins", "refused_by_pins"]
 
 
 def check_protected(
@@ -58,3 +58,38 @@ def _message(name: str, before: Mapping[str, str], dist: Dist | None, stage: str
     if dist.version == before["version"]:
         return f"stage {stage!r} replaced protected package {was} with another build"
     return f"stage {stage!r} changed protected package {was} to {dist.version}"
+
+
+def protected_pins(recorded: Mapping[str, Mapping[str, str]], *, stage: str) -> list[str]:
+    """`name==version` for each protected package another stage installed: the stage's constraints.
+
+    Passed to the resolver, they keep a stage from replacing torch at all, rather than catching
+    the replacement afterwards; the stage that owns a package may still change it.
+    """
+    return [
+        f"{name}=={entry['version']}"
+        for name, entry in sorted(recorded.items())
+        if entry.get("stage") != stage
+    ]
+
+
+def refused_by_pins(
+    recorded: Mapping[str, Mapping[str, str]], output: Iterable[str], *, stage: str
+) -> StepFailed | None:
+    """The error to give when the resolver refused a stage because of protected pins, if it did."""
+    text = "\n".join(output).lower()
+    names = [
+        name
+        for name, entry in sorted(recorded.items())
+        if entry.get("stage") != stage and f"{name}=={entry['version']}".lower() in text
+    ]
+    if not names:
+        return None
+    held = ", ".join(
+        f"{n} {recorded[n]['version']} (installed by stage {recorded[n]['stage']!r})" for n in names
+    )
+    return StepFailed(
+        f"stage {stage!r} needs another version of protected package {held}; "
+        "the resolver refused it, so nothing in the env was changed",
+        hint=_HINT,
+    )

@@ -16,7 +16,7 @@ import pytest
 from installer import cli
 from installer.errors import EXIT_STEP_FAILED, StepFailed
 from installer.inventory import Dist, installed
-from installer.protect import check_protected
+from installer.protect import check_protected, protected_pins, refused_by_pins
 
 DATA = Path(__file__).parent / "data" / "profiles"
 
@@ -96,13 +96,15 @@ def test_the_stage_that_installed_it_may_change_it_when_it_runs_again() -> None:
 # --- for real ----------------------------------------------------------------------------------
 
 
-def test_a_stage_that_changes_a_protected_package_fails_the_run(
-    tmp_path: Path, verl_repo_session: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("installer", ["uv", "pip"])
+def test_a_stage_that_would_change_a_protected_package_is_refused_and_changes_nothing(
+    installer: str, tmp_path: Path, verl_repo_session: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = Path(shutil.copytree(DATA / "protected-six", tmp_path / "protected-six"))
     prefix = tmp_path / "env"
     argv = ["--profile", str(folder / "profile.yaml"), "--prefix", str(prefix),
-            "--verl-source", str(verl_repo_session), "--json"]  # fmt: skip
+            "--verl-source", str(verl_repo_session), "--installer", installer,
+            "--json"]  # fmt: skip
     assert cli.main(argv) == EXIT_STEP_FAILED
     captured = capsys.readouterr()
     body = json.loads(captured.out)
@@ -110,12 +112,23 @@ def test_a_stage_that_changes_a_protected_package_fails_the_run(
     assert steps["first"]["status"] == "done"
     assert steps["second"]["status"] == "failed"
     assert steps["second"]["reason"] == (
-        "stage 'second' changed protected package six 1.16.0 (installed by stage 'first') to 1.17.0"
+        "stage 'second' needs another version of protected package six 1.16.0 (installed by "
+        "stage 'first'); the resolver refused it, so nothing in the env was changed"
     )
     assert steps["record-lock"]["status"] == "aborted"
     assert steps["verify"]["status"] == "aborted"
     assert body["ok"] is False
     state = json.loads((prefix / ".verl-bootstrap" / "state.json").read_text(encoding="utf-8"))
-    assert state["protected"]["six"]["version"] == "1.16.0"
-    assert state["protected"]["six"]["stage"] == "first"
-    assert installed(prefix)["six"].version == "1.17.0"  # what stage 'second' left behind
+    assert state["protected"]["six"] == {**state["protected"]["six"], "version": "1.16.0",
+                                         "stage": "first"}  # fmt: skip
+    assert installed(prefix)["six"].version == "1.16.0"  # the protected version is still there
+    pins = prefix / ".verl-bootstrap" / "protected" / "second.txt"
+    assert pins.read_text(encoding="utf-8") == "six==1.16.0\n"
+
+
+def test_the_stage_that_owns_a_protected_package_is_not_constrained_by_it() -> None:
+    recorded = {"torch": {"version": "2.13.0+cpu", "record": "r1", "stage": "torch"}}
+    assert protected_pins(recorded, stage="torch") == []
+    assert protected_pins(recorded, stage="verl-deps") == ["torch==2.13.0+cpu"]
+    # a failure that does not name a pin is not blamed on it
+    assert refused_by_pins(recorded, ["error: network unreachable"], stage="verl-deps") is None

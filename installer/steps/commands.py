@@ -46,6 +46,11 @@ def overrides_path(plan: Plan, stage_id: str) -> Path:
     return state_dir(plan.prefix) / "overrides" / f"{stage_id}.txt"
 
 
+def protected_pins_path(plan: Plan, stage_id: str) -> Path:
+    """Where the protected packages' pins are written before a stage runs (constraints)."""
+    return state_dir(plan.prefix) / "protected" / f"{stage_id}.txt"
+
+
 def stage_request(plan: Plan, stage: StageSpec) -> InstallRequest:
     """The install a packages/verl-deps stage performs."""
     if plan.locked is not None:  # the lockfile's hashed requirements, nothing resolved
@@ -69,6 +74,7 @@ def stage_request(plan: Plan, stage: StageSpec) -> InstallRequest:
         no_deps=stage.no_deps,
         no_build_isolation=stage.no_build_isolation,
         overrides_file=overrides_path(plan, stage.id) if stage.overrides else None,
+        constraints_file=protected_pins_path(plan, stage.id) if stage.protect else None,
         offline=plan.options.offline,
     )
 

@@ -13,7 +13,7 @@ from packaging.specifiers import SpecifierSet
 from installer import proc
 from installer.envs.base import env_python
 from installer.envs.registry import get_backend
-from installer.errors import StepFailed
+from installer.errors import CommandFailed, StepFailed
 from installer.installers import InstallRequest, install_command
 from installer.inventory import canonical, installed
 from installer.lockinstall import (
@@ -24,10 +24,15 @@ from installer.lockinstall import (
     record_locked_env,
 )
 from installer.plan import Plan, Step
-from installer.protect import check_protected
+from installer.protect import check_protected, protected_pins, refused_by_pins
 from installer.source import SourceResult, fetch_source, pip_launcher
+from installer.stagespec import StageSpec
 from installer.state import atomic_write
-from installer.steps.commands import env_request, overrides_path, stage_request
+from installer.steps.commands import (
+    env_request,
+    overrides_path,
+    stage_request,
+)
 
 __all__ = ["STEP_KINDS", "StepContext", "activation_env", "execute_step"]
 
@@ -109,14 +114,26 @@ def _stage(ctx: StepContext) -> dict[str, Any]:
         argv = ["bash", "-eE", "-o", "pipefail", str(script)]
         _run(ctx, argv, env=dict(stage.env), cwd=ctx.plan.source.checkout)
     else:
-        argv = install_command(
-            ctx.plan.options.installer, stage_request(ctx.plan, stage), ctx.plan.settings
-        )
-        _run(ctx, argv, env=dict(stage.env))
+        _install_stage(ctx, stage)
     now = installed(ctx.plan.prefix)
     _check_expect(stage.id, stage.expect, now)
     ctx.protected.update(check_protected(ctx.protected, now, stage=stage.id, names=stage.protect))
     return {"installed": {n: d.version for n, d in sorted(now.items())}}
+
+
+def _install_stage(ctx: StepContext, stage: StageSpec) -> None:
+    request = stage_request(ctx.plan, stage)
+    if request.constraints_file:
+        pins = protected_pins(ctx.protected, stage=stage.id)
+        atomic_write(request.constraints_file, "".join(f"{pin}\n" for pin in pins))
+    argv = install_command(ctx.plan.options.installer, request, ctx.plan.settings)
+    try:
+        _run(ctx, argv, env=dict(stage.env))
+    except CommandFailed as failed:
+        refused = refused_by_pins(ctx.protected, failed.tail, stage=stage.id)
+        if refused is None:
+            raise
+        raise refused from failed
 
 
 def _check_expect(stage_id: str, expect: Mapping[str, str], now: Mapping[str, Any]) -> None:
