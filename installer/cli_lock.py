@@ -22,7 +22,7 @@ def _path(value: str) -> Path:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `lock` and `export` to `sub`."""
-    from installer.export import FORMATS  # noqa: PLC0415
+    from installer.exportnames import FORMATS  # noqa: PLC0415
 
     lock = sub.add_parser("lock", help="resolve profiles into lockfiles; install nothing")
     lock.add_argument("--profile", help="a shipped profile name or a YAML file")

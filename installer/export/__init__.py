@@ -10,18 +10,13 @@ from installer.export.common import export_entries
 from installer.export.condalock import render_conda_lock
 from installer.export.pylock import render_pylock
 from installer.export.requirements import write_requirements
+from installer.exportnames import DEFAULT_OUTPUT, FORMATS
 from installer.indexes import IndexSettings
 from installer.lockfile.model import Lockfile
 from installer.state import atomic_write
 
 __all__ = ["DEFAULT_OUTPUT", "FORMATS", "export_lockfile"]
 
-FORMATS = ("conda-lock", "pylock", "requirements")
-DEFAULT_OUTPUT = {
-    "conda-lock": Path("conda-lock.yml"),
-    "pylock": Path("pylock.toml"),
-    "requirements": Path("requirements"),
-}
 
 
 def export_lockfile(
