@@ -18,7 +18,6 @@ from installer.state import atomic_write
 __all__ = ["DEFAULT_OUTPUT", "FORMATS", "export_lockfile"]
 
 
-
 def export_lockfile(
     lock: Lockfile,
     fmt: str,
