@@ -31,12 +31,13 @@ def render(results: dict[str, Any]) -> str:
         "(no GPU, no NVIDIA driver; `--backend venv --cuda VARIANT`; each install starts from an "
         "empty uv cache, so time and download include every download).",
         "",
-        "| profile | variant | verl | python | result | time | download | env size |",
-        "|---|---|---|---|---|---|---|---|",
+        "| date | profile | variant | verl | python | result | time | download | env size |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in results["rows"]:
         lines.append(
-            f"| {row['profile']} | {row['variant']} | {row.get('ref', '')} | "
+            f"| {row.get('date', results['date'])} | "
+            f"{row['profile']} | {row['variant']} | {row.get('ref', '')} | "
             f"{row['python'] or '—'} | "
             f"{_result(row)} | {_time(row['seconds'])} | {_gb(row['download_bytes'])} | "
             f"{_gb(row['env_bytes'])} |"

@@ -168,13 +168,30 @@ def table() -> Iterator[list[HeavyResult]]:
     body = {
         "date": date.today().isoformat(),
         "host": f"{platform.system()} {platform.machine()}, glibc {platform.libc_ver()[1]}",
-        "rows": [r.to_json() for r in rows],
+        "rows": _merged(rows),
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
     from bench.heavy_table import render  # noqa: PLC0415
 
     print("\n\n" + render(body) + "\n")
+
+
+def _merged(rows: list[HeavyResult]) -> list[dict[str, Any]]:
+    """This run's rows over the last results file's: a run of some cases (`-k`) updates those.
+
+    Each row carries its own date, so a table mixing runs says which row is from when.
+    """
+    today = date.today().isoformat()
+    fresh = [{**r.to_json(), "date": today} for r in rows]
+    if not RESULTS.is_file():
+        return fresh
+    old = json.loads(RESULTS.read_text(encoding="utf-8"))
+    key = lambda row: (row["profile"], row["variant"], row.get("ref", ""))  # noqa: E731
+    ran = {key(r) for r in fresh}
+    kept = [{"date": old["date"], **r} for r in old["rows"] if key(r) not in ran]
+    order = {key(r): n for n, r in enumerate(old["rows"])}
+    return sorted([*kept, *fresh], key=lambda r: order.get(key(r), len(order)))
 
 
 def _provable_profile(profile: Profile, blocked: dict[str, dict[str, str]], folder: Path) -> Path:

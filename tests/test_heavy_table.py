@@ -1,0 +1,38 @@
+"""The heavy tier's table renderer (bench/heavy_table.py), fed a results file of its own shape."""
+
+from __future__ import annotations
+
+from bench.heavy_table import render
+
+
+def _row(**fields: object) -> dict[str, object]:
+    base = {"profile": "megatron", "variant": "cu130", "ref": "v0.9.1", "python": "3.12",
+            "result": "passed, partly", "seconds": 90.8, "download_bytes": 4_400_000_000,
+            "env_bytes": 10_000_000_000, "not_provable": {}, "failures": []}  # fmt: skip
+    return {**base, **fields}
+
+
+def test_each_row_says_its_date_result_and_what_was_not_provable() -> None:
+    rows = [
+        _row(not_provable={"stage flash-attn (flash-attn)": "source build | sdist only"}),
+        _row(
+            profile="sglang",
+            date="2026-11-30",
+            result="FAILED",
+            failures=["uv pip check: x"],
+            seconds=None,
+            download_bytes=None,
+            env_bytes=None,
+        ),
+    ]
+    lines = render({"date": "2026-12-02", "host": "Linux x86_64", "rows": rows}).splitlines()
+    assert lines[2].startswith("| date | profile | variant | verl | python | result |")
+    assert lines[4] == (
+        "| 2026-12-02 | megatron | cu130 | v0.9.1 | 3.12 | passed, partly; not provable here: "
+        "stage flash-attn (flash-attn): source build \\| sdist only | "
+        "1 min 31 s | 4.4 GB | 10.0 GB |"
+    )
+    assert lines[5] == (
+        "| 2026-11-30 | sglang | cu130 | v0.9.1 | 3.12 | FAILED; failed: uv pip check: x | "
+        "— | — | — |"
+    )
