@@ -121,8 +121,13 @@ def stage_requirements(stage: StageSpec | Stage, release: str | None) -> list[st
 
 
 def source_builds(stage: StageSpec, *, python: str, workdir: Path) -> dict[str, str]:
-    """Distributions this stage can only get by building them from source here (name -> why)."""
-    if stage.kind != "packages" or not stage.packages:
+    """Distributions this stage can only get by building them from source here (name -> why).
+
+    Only stages that build CUDA code against the installed torch (`no_build_isolation`) are
+    asked: an sdist elsewhere (flashinfer-python 0.3.1, a JIT package) builds in seconds, as it
+    does for a user, and is installed for real.
+    """
+    if stage.kind != "packages" or not stage.packages or not stage.no_build_isolation:
         return {}
     done = compile_requirements(
         stage.packages, python=python, workdir=workdir, only_binary=True, env=stage.env

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,9 +19,12 @@ from installer.profile.models import Profile
 
 
 class _Index(BaseHTTPRequestHandler):
-    """/simple/ answers 200, /private/ 401, /head-refused/ refuses HEAD, anything else 404."""
+    """/simple/ 200, /private/ 401, /head-refused/ refuses HEAD, /slow/S/ waits S s, else 404."""
 
     def _answer(self, head: bool) -> None:
+        if self.path.startswith("/slow/"):  # /slow/SECONDS/: answers after that long
+            time.sleep(float(self.path.split("/")[2]))
+            self.path = "/simple/"
         if self.path.startswith("/head-refused/") and head:
             code = 405
         else:
@@ -131,3 +135,14 @@ def test_credentials_never_reach_the_report(closed_port: int) -> None:
 
 def test_no_urls_is_skipped() -> None:
     assert _network(()).status is Status.SKIPPED
+
+
+def test_a_url_that_only_timed_out_gets_a_second_longer_try(server: str) -> None:
+    # 0.5 s to answer: past the first 0.3 s try, within the second (3 x 0.3 s)
+    slow = _network((("index:slow", f"{server}/slow/0.5/"),), network_timeout=0.3)
+    assert slow.status is Status.OK
+    (url,) = slow.data["urls"]
+    assert url["detail"] == "HTTP 200 (slow: answered on the second try)"
+    stuck = _network((("index:stuck", f"{server}/slow/1.5/"),), network_timeout=0.3)
+    assert stuck.status is Status.FAIL
+    assert "no answer within 0.9 s" in stuck.finding

@@ -6,7 +6,7 @@ import re
 import subprocess
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -23,6 +23,10 @@ __all__ = ["NETWORK_CHECKS", "Reach", "probe_url"]
 _PROXY_KEYS = {"http": ("http_proxy", "HTTP_PROXY"), "https": ("https_proxy", "HTTPS_PROXY")}
 _NOT_ALLOWED = {405, 501}  # some indexes refuse HEAD; ask again with GET
 _WORKERS = 8
+# A URL that only timed out gets one more, longer try: a loaded host or a slow mirror is not an
+# unreachable one, and refusing an install for a slow first answer would be wrong.
+RETRY_FACTOR = 3.0
+_NO_ANSWER = "no answer within"
 _ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
 
 
@@ -162,6 +166,12 @@ def _fix(ctx: Context, bad: list[Reach]) -> str:
     return "; ".join(fixes)
 
 
+def _second_try(reach: Reach) -> Reach:
+    if reach.status == "ok":
+        return replace(reach, detail=f"{reach.detail} (slow: answered on the second try)")
+    return reach
+
+
 def check_network(ctx: Context) -> CheckResult:
     """Each index, channel and git URL the plan uses answers, with the user's proxy settings."""
     urls = ctx.inputs.urls
@@ -170,6 +180,10 @@ def check_network(ctx: Context) -> CheckResult:
     timeout, environ = ctx.inputs.network_timeout, ctx.environ
     with ThreadPoolExecutor(max_workers=min(_WORKERS, len(urls))) as pool:
         reaches = list(pool.map(lambda lu: probe_url(lu[0], lu[1], environ, timeout), urls))
+        slow = [n for n, r in enumerate(reaches) if r.detail.startswith(_NO_ANSWER)]
+        again = pool.map(lambda n: probe_url(*urls[n], environ, timeout * RETRY_FACTOR), slow)
+        for number, reach in zip(slow, again, strict=True):
+            reaches[number] = _second_try(reach)
     data = {"urls": [asdict(r) for r in reaches]}
     bad = [r for r in reaches if r.status != "ok"]
     required = [r for r in bad if r.status == "fail" and not _optional(ctx, r.label)]
