@@ -49,7 +49,7 @@ def _result(row: dict[str, Any]) -> str:
     parts = [row["result"]]
     parts += [f"not provable here: {what}: {why}" for what, why in row["not_provable"].items()]
     parts += [f"failed: {failure}" for failure in row["failures"]]
-    return "; ".join(parts).replace("|", "\\|")
+    return "; ".join(parts).replace("\n", " ").replace("|", "\\|")
 
 
 def main(argv: list[str]) -> int:
