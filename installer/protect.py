@@ -60,17 +60,20 @@ def _message(name: str, before: Mapping[str, str], dist: Dist | None, stage: str
     return f"stage {stage!r} changed protected package {was} to {dist.version}"
 
 
+def _held_elsewhere(
+    recorded: Mapping[str, Mapping[str, str]], stage: str
+) -> dict[str, Mapping[str, str]]:
+    """The protected packages another stage installed (the owner may still change its own)."""
+    return {n: e for n, e in sorted(recorded.items()) if e.get("stage") != stage}
+
+
 def protected_pins(recorded: Mapping[str, Mapping[str, str]], *, stage: str) -> list[str]:
     """`name==version` for each protected package another stage installed: the stage's constraints.
 
     Passed to the resolver, they keep a stage from replacing torch at all, rather than catching
-    the replacement afterwards; the stage that owns a package may still change it.
+    the replacement afterwards.
     """
-    return [
-        f"{name}=={entry['version']}"
-        for name, entry in sorted(recorded.items())
-        if entry.get("stage") != stage
-    ]
+    return [f"{n}=={e['version']}" for n, e in _held_elsewhere(recorded, stage).items()]
 
 
 def refused_by_pins(
@@ -78,18 +81,15 @@ def refused_by_pins(
 ) -> StepFailed | None:
     """The error to give when the resolver refused a stage because of protected pins, if it did."""
     text = "\n".join(output).lower()
-    names = [
-        name
-        for name, entry in sorted(recorded.items())
-        if entry.get("stage") != stage and f"{name}=={entry['version']}".lower() in text
-    ]
+    held = _held_elsewhere(recorded, stage)
+    names = [n for n, e in held.items() if f"{n}=={e['version']}".lower() in text]
     if not names:
         return None
-    held = ", ".join(
-        f"{n} {recorded[n]['version']} (installed by stage {recorded[n]['stage']!r})" for n in names
+    what = ", ".join(
+        f"{n} {held[n]['version']} (installed by stage {held[n]['stage']!r})" for n in names
     )
     return StepFailed(
-        f"stage {stage!r} needs another version of protected package {held}; "
+        f"stage {stage!r} needs another version of protected package {what}; "
         "the resolver refused it, so nothing in the env was changed",
         hint=_HINT,
     )

@@ -177,6 +177,10 @@ def table() -> Iterator[list[HeavyResult]]:
     print("\n\n" + render(body) + "\n")
 
 
+def _row_key(row: dict[str, Any]) -> tuple[str, str, str]:
+    return (row["profile"], row["variant"], row.get("ref", ""))
+
+
 def _merged(rows: list[HeavyResult]) -> list[dict[str, Any]]:
     """This run's rows over the last results file's: a run of some cases (`-k`) updates those.
 
@@ -187,7 +191,7 @@ def _merged(rows: list[HeavyResult]) -> list[dict[str, Any]]:
     if not RESULTS.is_file():
         return fresh
     old = json.loads(RESULTS.read_text(encoding="utf-8"))
-    key = lambda row: (row["profile"], row["variant"], row.get("ref", ""))  # noqa: E731
+    key = _row_key
     ran = {key(r) for r in fresh}
     kept = [{"date": old["date"], **r} for r in old["rows"] if key(r) not in ran]
     order = {key(r): n for n, r in enumerate(old["rows"])}

@@ -81,16 +81,19 @@ def _caches(ctx: Context) -> list[Cache]:
 def _disk_needs(ctx: Context) -> dict[int, tuple[list[Path], float, Path]]:
     """Per filesystem: the paths on it, the GB they need, and a folder on it that exists."""
     size = ctx.profile.disk_gb if ctx.profile else 0.0
-    prefix_dev = _existing(ctx.inputs.prefix).stat().st_dev if ctx.inputs.prefix else None
-    wanted = [(ctx.inputs.prefix, size)] if ctx.inputs.prefix is not None else []
-    for cache in _caches(ctx):
-        linked_here = cache.linked and _existing(cache.path).stat().st_dev == prefix_dev
-        wanted.append((cache.path, 0.0 if linked_here else size * cache.share))
+    wanted = [(ctx.inputs.prefix, size, False)] if ctx.inputs.prefix is not None else []
+    wanted += [(c.path, size * c.share, c.linked) for c in _caches(ctx)]
+    prefix_dev = None
     filesystems: dict[int, tuple[list[Path], float, Path]] = {}
-    for path, need in wanted:
+    for number, (path, need, linked) in enumerate(wanted):
         existing = _existing(path)
-        paths, total, _ = filesystems.get(existing.stat().st_dev, ([], 0.0, existing))
-        filesystems[existing.stat().st_dev] = ([*paths, path], total + need, existing)
+        dev = existing.stat().st_dev
+        if number == 0 and ctx.inputs.prefix is not None:
+            prefix_dev = dev
+        # a cache hardlinked into the env on its own filesystem needs no room beyond the env's
+        counted = 0.0 if linked and dev == prefix_dev else need
+        paths, total, _ = filesystems.get(dev, ([], 0.0, existing))
+        filesystems[dev] = ([*paths, path], total + counted, existing)
     return filesystems
 
 

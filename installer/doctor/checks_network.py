@@ -84,7 +84,7 @@ def _git(label: str, url: str, environ: Mapping[str, str], timeout: float) -> Re
     try:
         done = proc.capture(args, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return Reach(label, redact(url), "fail", f"no answer within {timeout:g} s")
+        return Reach(label, redact(url), "fail", f"{_NO_ANSWER} {timeout:g} s")
     except OSError as exc:
         return Reach(label, redact(url), "fail", f"git does not run: {exc}")
     if done.returncode == 0:
@@ -117,7 +117,7 @@ def _http(label: str, url: str, environ: Mapping[str, str], timeout: float) -> R
     try:
         code = _http_status(url, environ, timeout)
     except requests.Timeout:
-        return Reach(label, shown, "fail", f"no answer within {timeout:g} s", proxy)
+        return Reach(label, shown, "fail", f"{_NO_ANSWER} {timeout:g} s", proxy)
     except requests.RequestException as exc:
         return Reach(label, shown, "fail", _reason(exc), proxy)
     if code < 400:
@@ -127,14 +127,22 @@ def _http(label: str, url: str, environ: Mapping[str, str], timeout: float) -> R
     return Reach(label, shown, "fail", f"HTTP {code}", proxy)
 
 
+def _second_try(reach: Reach) -> Reach:
+    if reach.status == "ok":
+        return replace(reach, detail=f"{reach.detail} (slow: answered on the second try)")
+    return reach
+
+
 def probe_url(label: str, url: str, environ: Mapping[str, str], timeout: float) -> Reach:
     """Probe one URL: a local path, a git remote (`git ls-remote`), or an HTTP(S) endpoint."""
     local = _local(label, url)
     if local is not None:
         return local
-    if _is_git(label, url):
-        return _git(label, url, environ, timeout)
-    return _http(label, url, environ, timeout)
+    probe = _git if _is_git(label, url) else _http
+    reach = probe(label, url, environ, timeout)
+    if reach.detail.startswith(_NO_ANSWER):
+        reach = _second_try(probe(label, url, environ, timeout * RETRY_FACTOR))
+    return reach
 
 
 def _optional(ctx: Context, label: str) -> bool:
@@ -166,12 +174,6 @@ def _fix(ctx: Context, bad: list[Reach]) -> str:
     return "; ".join(fixes)
 
 
-def _second_try(reach: Reach) -> Reach:
-    if reach.status == "ok":
-        return replace(reach, detail=f"{reach.detail} (slow: answered on the second try)")
-    return reach
-
-
 def check_network(ctx: Context) -> CheckResult:
     """Each index, channel and git URL the plan uses answers, with the user's proxy settings."""
     urls = ctx.inputs.urls
@@ -180,10 +182,6 @@ def check_network(ctx: Context) -> CheckResult:
     timeout, environ = ctx.inputs.network_timeout, ctx.environ
     with ThreadPoolExecutor(max_workers=min(_WORKERS, len(urls))) as pool:
         reaches = list(pool.map(lambda lu: probe_url(lu[0], lu[1], environ, timeout), urls))
-        slow = [n for n, r in enumerate(reaches) if r.detail.startswith(_NO_ANSWER)]
-        again = pool.map(lambda n: probe_url(*urls[n], environ, timeout * RETRY_FACTOR), slow)
-        for number, reach in zip(slow, again, strict=True):
-            reaches[number] = _second_try(reach)
     data = {"urls": [asdict(r) for r in reaches]}
     bad = [r for r in reaches if r.status != "ok"]
     required = [r for r in bad if r.status == "fail" and not _optional(ctx, r.label)]

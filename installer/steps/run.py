@@ -28,11 +28,7 @@ from installer.protect import check_protected, protected_pins, refused_by_pins
 from installer.source import SourceResult, fetch_source, pip_launcher
 from installer.stagespec import StageSpec
 from installer.state import atomic_write
-from installer.steps.commands import (
-    env_request,
-    overrides_path,
-    stage_request,
-)
+from installer.steps.commands import env_request, overrides_path, stage_request
 
 __all__ = ["STEP_KINDS", "StepContext", "activation_env", "execute_step"]
 
