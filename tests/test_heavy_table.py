@@ -36,3 +36,10 @@ def test_each_row_says_its_date_result_and_what_was_not_provable() -> None:
         "| 2026-11-30 | sglang | cu130 | v0.9.1 | 3.12 | FAILED; failed: uv pip check: x | "
         "— | — | — |"
     )
+
+
+def test_an_index_url_quoted_in_a_failure_is_not_written_into_the_table() -> None:
+    failure = "refused (exit 3): index:default (https://mirror.example.invalid/simple): no answer"
+    table = render({"date": "2026-12-03", "host": "h", "rows": [_row(failures=[failure])]})
+    assert "mirror.example.invalid" not in table
+    assert "index:default (<configured index>): no answer" in table
