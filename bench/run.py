@@ -7,6 +7,7 @@ made from verl's real sdist (as the tests do) so the figures do not depend on Gi
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -61,6 +62,10 @@ def startup(args: list[str], runs: int = 5) -> float:
 
 
 def main() -> None:
+    # Measure what a user's shell gets: Python caches compiled modules (.pyc) after the first
+    # run. Hosts that set PYTHONDONTWRITEBYTECODE (CI images, this project's dev machines)
+    # would otherwise recompile the tool on every start.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     work = Path(tempfile.mkdtemp(prefix="vb-bench-"))
     try:
         repo = make_verl_repo(work / "verl")

@@ -100,7 +100,7 @@ CASES = [
     Case("invalid-script-without-script", "profile.yaml:4", "stages.0",
          "a 'script' stage needs 'script'", "a path inside verl's checkout"),
     Case("invalid-yaml-syntax", "profile.yaml:6", "invalid YAML",
-         "expected ',' or ']', but got '-'", "fix the syntax"),
+         "expected ',' or ']'", "fix the syntax"),
     Case("invalid-not-a-mapping", "profile.yaml:1", "a profile must be a YAML mapping",
          "of keys to values", ""),
     Case("invalid-empty-file", "profile.yaml:1", "a profile must be a YAML mapping",

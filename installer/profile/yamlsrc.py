@@ -13,6 +13,8 @@ from installer.errors import InputError
 __all__ = ["Located", "load_located"]
 
 Key = tuple[str | int, ...]
+# libyaml's safe loader parses profiles about 10x faster; its nodes carry the same line marks.
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -30,8 +32,7 @@ def load_located(path: Path) -> Located:
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node, data = _parse(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -41,6 +42,16 @@ def load_located(path: Path) -> Located:
     if node is not None:
         _walk(node, (), path, lines)
     return Located(data=data, lines=lines)
+
+
+def _parse(text: str) -> tuple[yaml.Node | None, Any]:
+    """One pass of the safe loader (libyaml's when present) gives both the nodes and the data."""
+    loader = _SAFE_LOADER(text)
+    try:
+        node = loader.get_single_node()
+        return node, None if node is None else loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def _walk(node: yaml.Node, key: Key, path: Path, lines: dict[Key, tuple[Path, int]]) -> None:
