@@ -9,7 +9,7 @@ from pathlib import Path
 
 from installer.indexes import IndexSettings
 
-__all__ = ["InstallRequest", "install_command", "uv_binary"]
+__all__ = ["InstallRequest", "build_command", "install_command", "uv_binary"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,25 @@ def _uv_command(request: InstallRequest, settings: IndexSettings) -> list[str]:
     return cmd + _targets(request)
 
 
+def build_command(
+    request: InstallRequest, settings: IndexSettings, sdist: Path, out_dir: Path
+) -> list[str]:
+    """uv's argv that builds `sdist` into a wheel in `out_dir`, as `request`'s stage would build it
+    (its indexes for the build requirements, its build isolation, the env's interpreter)."""
+    cmd = [uv_binary(), "build", "--wheel", "--out-dir", str(out_dir)]
+    cmd += ["--python", str(request.python)]
+    cmd += ["--index-strategy", "unsafe-best-match", "--no-sources"]
+    cmd += _index_args(
+        request, settings, extra_flag="--extra-index-url", default_flag="--default-index",
+        constraint_flag="--build-constraints",
+    )  # fmt: skip
+    if request.no_build_isolation:
+        cmd.append("--no-build-isolation")
+    if request.offline:
+        cmd.append("--offline")
+    return [*cmd, str(sdist)]
+
+
 def _pip_command(request: InstallRequest, settings: IndexSettings) -> list[str]:
     cmd = [str(request.python), "-m", "pip", "install", "--disable-pip-version-check"]
     cmd += _index_args(
@@ -74,7 +93,12 @@ def _pip_command(request: InstallRequest, settings: IndexSettings) -> list[str]:
 
 
 def _index_args(
-    request: InstallRequest, settings: IndexSettings, *, extra_flag: str, default_flag: str
+    request: InstallRequest,
+    settings: IndexSettings,
+    *,
+    extra_flag: str,
+    default_flag: str,
+    constraint_flag: str = "--constraint",
 ) -> list[str]:
     args: list[str] = []
     if settings.index_url:
@@ -87,7 +111,7 @@ def _index_args(
     for link in settings.find_links:
         args += ["--find-links", link]
     for constraint in settings.constraints:
-        args += ["--constraint", constraint]
+        args += [constraint_flag, constraint]
     return args
 
 

@@ -43,7 +43,9 @@ from installer.stagespec import StageSpec
 
 __all__ = [
     "LockedInstall",
+    "cached_archive",
     "check_source",
+    "fetch_checked",
     "fetch_locked_sdist",
     "host_platform",
     "locked_requirements",
@@ -149,12 +151,18 @@ def locked_stage_specs(lock: Lockfile) -> tuple[StageSpec, ...]:
     )
 
 
-def locked_requirements(stage: LockedStage, artifacts: Mapping[str, Artifact] | None = None) -> str:
+def locked_requirements(
+    stage: LockedStage,
+    artifacts: Mapping[str, Artifact] | None = None,
+    built: Mapping[str, Artifact] | None = None,
+) -> str:
     """The hashed requirements file a locked stage installs with `--require-hashes --no-deps`.
 
     With `artifacts` (from `precheck`), each line names the checked file by URL and sha256:
-    nothing is looked up again at install time.
+    nothing is looked up again at install time. `built` holds the wheels this run built from
+    the stage's locked sdists; those install in place of the sdists.
     """
+    artifacts = {**(artifacts or {}), **(built or {})}
     lines = [f"# stage {stage.id}, from the lockfile; installed with --no-deps --require-hashes"]
     for dist in stage.distributions:
         if dist.source == "git":
@@ -163,7 +171,7 @@ def locked_requirements(stage: LockedStage, artifacts: Mapping[str, Artifact] | 
                 hint="publish the built wheel to an index and lock it from there",
             )
         if dist.source != "editable":
-            lines.append(_requirement(dist, (artifacts or {}).get(dist.name)))
+            lines.append(_requirement(dist, artifacts.get(dist.name)))
     return "\n".join(lines) + "\n"
 
 
@@ -202,14 +210,10 @@ def fetch_locked_sdist(
         from installer.envs.conda import default_cache_root  # noqa: PLC0415
 
         cache = default_cache_root()
-    archive = cache / "sdists" / want.sdist_sha256 / (want.sdist or "verl.tar.gz")
-    if not archive.is_file():
-        if artifact is None:
-            return None
-        _download(artifact, archive)
-    if hashlib.sha256(archive.read_bytes()).hexdigest() != want.sdist_sha256:
-        archive.unlink()
-        raise StepFailed(f"{archive} does not have the locked sha256 {want.sdist_sha256}")
+    archive = cached_archive(cache, want.sdist_sha256, want.sdist or "verl.tar.gz")
+    if not archive.is_file() and artifact is None:
+        return None
+    fetch_checked(artifact, archive, want.sdist_sha256)
     from installer import source  # noqa: PLC0415 - its sdist layout is reused as it is
 
     # the same checkout and mark fetch_source makes, so a resumed run reuses it
@@ -223,6 +227,22 @@ def fetch_locked_sdist(
         sdist_sha256=want.sdist_sha256, sdist_name=archive.name,
         note="verl's locked release sdist",
     )  # fmt: skip
+
+
+def cached_archive(cache: Path, sha256: str, filename: str) -> Path:
+    """Where the tool's cache keeps a checked archive: by its sha256, so any env can reuse it."""
+    return cache / "sdists" / sha256 / filename
+
+
+def fetch_checked(artifact: Artifact | None, dest: Path, sha256: str) -> None:
+    """`dest` holds the file with `sha256`: kept from an earlier run, else downloaded now."""
+    if not dest.is_file():
+        if artifact is None:
+            raise StepFailed(f"{dest.name} is not cached and the lockfile run found no URL for it")
+        _download(artifact, dest)
+    if hashlib.sha256(dest.read_bytes()).hexdigest() != sha256:
+        dest.unlink()  # the tool's own cache entry: a corrupt one must not be used again
+        raise StepFailed(f"{dest} does not have the locked sha256 {sha256}")
 
 
 def _download(artifact: Artifact, dest: Path) -> None:
@@ -260,27 +280,30 @@ def check_source(lock: Lockfile, source: SourceResult) -> None:
         )
 
 
-def record_locked_env(prefix: Path, lock: Lockfile) -> Path:
-    """The env's record after a locked install: the lockfile, plus each installed RECORD's digest.
+def record_locked_env(prefix: Path, lock: Lockfile, built: Mapping[str, str] | None = None) -> Path:
+    """The env's record after a locked install: the lockfile, plus each installed RECORD's digest
+    and, for each distribution built here from its locked sdist, the built wheel's sha256.
 
     `verify --against` compares those digests with the env later, to tell a replaced build.
     """
     from installer.envlock import env_lock_path  # noqa: PLC0415 - envlock imports the plan
 
-    now = installed(prefix)
+    now, built = installed(prefix), built or {}
     stages = tuple(
         stage.model_copy(
-            update={"distributions": tuple(_with_record(d, now) for d in stage.distributions)}
+            update={
+                "distributions": tuple(_with_record(d, now, built) for d in stage.distributions)
+            }
         )
         for stage in lock.stages
     )
     return write_lockfile(lock.model_copy(update={"stages": stages}), env_lock_path(prefix))
 
 
-def _with_record(dist: LockedDist, now: Mapping[str, Dist]) -> LockedDist:
+def _with_record(dist: LockedDist, now: Mapping[str, Dist], built: Mapping[str, str]) -> LockedDist:
     found = now.get(dist.name)
     digest = found.record_sha256 if found is not None else None
-    return dist.model_copy(update={"record_sha256": digest})
+    return dist.model_copy(update={"record_sha256": digest, "built_sha256": built.get(dist.name)})
 
 
 def _cached_lookup(lock: Lockfile, settings: IndexSettings, work: Path) -> Served | None:

@@ -7,6 +7,8 @@ The conda env's python comes from a real local conda channel made from this inte
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -146,6 +148,36 @@ def test_locked_installs_match_their_lockfiles_in_venv_and_conda(
         assert git(prefix / "src" / "verl", "rev-parse", "HEAD") == head
     assert (installed["conda"] / "conda-meta").is_dir()
     assert (installed["venv"] / "pyvenv.cfg").is_file()
+
+
+def test_a_locked_sdist_is_built_into_a_wheel_whose_sha256_the_env_records(
+    installed: dict[str, Path], cpu_lock: Path
+) -> None:
+    sdists = [
+        d for s in read_lockfile(cpu_lock).stages for d in s.distributions if d.source == "sdist"
+    ]
+    assert sdists, "the cpu lock has a source build (antlr4-python3-runtime has no wheel)"
+    for prefix in installed.values():
+        record = read_lockfile(prefix / ".verl-bootstrap" / "verl-bootstrap.lock.yaml")
+        for locked in sdists:
+            stage = next(
+                s for s in record.stages if any(d.name == locked.name for d in s.distributions)
+            )
+            (wheel,) = (prefix / ".verl-bootstrap" / "wheels" / stage.id / locked.name).glob(
+                "*.whl"
+            )
+            recorded = next(d for d in stage.distributions if d.name == locked.name)
+            assert recorded.built_sha256 == hashlib.sha256(wheel.read_bytes()).hexdigest()
+            assert recorded.hashes == locked.hashes  # the sdist's own hashes stay the lock's
+            info = next(_site(prefix).glob(f"{locked.name.replace('-', '_')}-*.dist-info"))
+            origin = json.loads((info / "direct_url.json").read_text())
+            assert origin["url"] == wheel.as_uri()  # what was installed is that very wheel
+        others = [d for s in record.stages for d in s.distributions if d.source != "sdist"]
+        assert others and all(d.built_sha256 is None for d in others)
+
+
+def _site(prefix: Path) -> Path:
+    return next(prefix.glob("lib/python3*/site-packages"))
 
 
 def _tampered(lock: Path, dest: Path, name: str = "filelock") -> tuple[Path, str]:

@@ -42,7 +42,8 @@ class LockedDist(_Strict):
 
     `source` says what the hashes are: "wheel" (the wheels for the lock's platform and Python),
     "sdist" (no wheel exists: the source archive is hashed and built at install time with the
-    stage's `build_env`; `built_sha256` is filled in once a build is recorded), "git" (`url` at
+    stage's `build_env`; a `--locked` install builds it into a wheel first and its env record
+    gives that wheel's `built_sha256`), "git" (`url` at
     `commit`, no index), or "editable" (verl's own checkout, recorded under `verl`).
     """
 
@@ -54,7 +55,10 @@ class LockedDist(_Strict):
     url: str | None = Field(default=None, description="For git-sourced builds: the repository")
     commit: str | None = Field(default=None, description="For git-sourced builds: the commit")
     build_env: dict[str, str] = Field(default_factory=dict)
-    built_sha256: str | None = None
+    built_sha256: str | None = Field(
+        default=None,
+        description="Env records of --locked installs: sha256 of the wheel built from the sdist",
+    )
     record_sha256: str | None = Field(
         default=None, description="Env records only: digest of the installed RECORD file"
     )

@@ -16,6 +16,8 @@ from installer.envs.registry import get_backend
 from installer.errors import CommandFailed, StepFailed
 from installer.installers import InstallRequest, install_command
 from installer.inventory import canonical, installed
+from installer.lockfile.lookup import Artifact
+from installer.lockfile.model import LockedStage
 from installer.lockinstall import (
     check_source,
     fetch_locked_sdist,
@@ -99,11 +101,14 @@ def _stage(ctx: StepContext) -> dict[str, Any]:
     stage = next(s for s in ctx.plan.stages if s.id == ctx.step.id)
     if stage.overrides:
         atomic_write(overrides_path(ctx.plan, stage.id), "\n".join(stage.overrides) + "\n")
+    built: dict[str, Artifact] = {}
     if ctx.plan.locked is not None:
         locked = next(s for s in ctx.plan.locked.lock.stages if s.id == stage.id)
+        if stage.kind != "script":
+            built = _build_locked_sdists(ctx, stage, locked)
         atomic_write(
             locked_requirements_path(ctx.plan.prefix, stage.id),
-            locked_requirements(locked, ctx.plan.locked.artifacts),
+            locked_requirements(locked, ctx.plan.locked.artifacts, built),
         )
     if stage.kind == "script":
         script = ctx.plan.source.checkout / (stage.script or "")
@@ -114,7 +119,26 @@ def _stage(ctx: StepContext) -> dict[str, Any]:
     now = installed(ctx.plan.prefix)
     _check_expect(stage.id, stage.expect, now)
     ctx.protected.update(check_protected(ctx.protected, now, stage=stage.id, names=stage.protect))
-    return {"installed": {n: d.version for n, d in sorted(now.items())}}
+    return {
+        "installed": {n: d.version for n, d in sorted(now.items())},
+        "built": {n: wheel.sha256 for n, wheel in sorted(built.items())},
+    }
+
+
+def _build_locked_sdists(
+    ctx: StepContext, stage: StageSpec, locked: LockedStage
+) -> dict[str, Artifact]:
+    """The stage's locked sdists, built here into wheels that the stage then installs."""
+    from installer.envs.conda import default_cache_root  # noqa: PLC0415
+    from installer.srcbuild import build_locked_sdists  # noqa: PLC0415
+
+    assert ctx.plan.locked is not None
+    return build_locked_sdists(
+        locked, ctx.plan.locked.artifacts,
+        prefix=ctx.plan.prefix, request=stage_request(ctx.plan, stage),
+        settings=ctx.plan.settings, cache=default_cache_root(),
+        run=lambda argv: _run(ctx, argv, env=dict(stage.env)),
+    )  # fmt: skip
 
 
 def _install_stage(ctx: StepContext, stage: StageSpec) -> None:
@@ -153,7 +177,13 @@ def _record_lock(ctx: StepContext) -> dict[str, Any]:
     from installer.envlock import write_env_lock  # noqa: PLC0415
 
     if ctx.plan.locked is not None:  # the env's record is the lockfile it was installed from
-        return {"lockfile": str(record_locked_env(ctx.plan.prefix, ctx.plan.locked.lock))}
+        built = {
+            name: digest
+            for outputs in ctx.prior.values()
+            for name, digest in dict(outputs.get("built") or {}).items()
+        }
+        path = record_locked_env(ctx.plan.prefix, ctx.plan.locked.lock, built)
+        return {"lockfile": str(path)}
     source = SourceResult(
         **{**ctx.prior["fetch-source"], "path": Path(ctx.prior["fetch-source"]["path"])}
     )
