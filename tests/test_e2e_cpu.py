@@ -29,12 +29,14 @@ from installer import cli
 from installer.envlock import write_env_lock
 from installer.envs.venv import VenvBackend
 from installer.errors import EXIT_INTERRUPTED, EXIT_OK, StepFailed
+from installer.events import Event, listening
 from installer.indexes import IndexSettings
 from installer.install import prepare_plan
 from installer.lockfile import read_lockfile
 from installer.options import RunOptions
 from installer.source import SourceSpec, fetch_source, pip_launcher
 from installer.steps.commands import env_request
+from installer.steps.run import StepContext, execute_step
 
 DATA = Path(__file__).parent / "data" / "profiles"
 STEPS = [
@@ -191,6 +193,20 @@ def test_an_unreachable_git_url_falls_back_to_the_release_sdist(tmp_path: Path) 
     again = fetch_source(plan.source, plan.settings, pip=pip_launcher(), log_path=log)
     assert (again.kind, again.sdist_sha256) == ("sdist", expected_sha)
     assert "reused" in again.note
+
+
+def test_the_run_tells_the_user_when_the_release_sdist_stands_in_for_git(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{closed_port()}/verl.git"
+    options = RunOptions(profile="cpu", prefix=tmp_path / "env", verl_source=url)
+    plan = prepare_plan(options, driver=None, detect=False, check_optional=False)
+    events: list[Event] = []
+    context = StepContext(plan, plan.step("fetch-source"), tmp_path / "fetch.log", prior={})
+    with listening(events.append):
+        outputs = execute_step(context)
+    notes = [e.message for e in events if e.kind == ("note",)]
+    assert notes == [outputs["note"]]  # the renderer prints it as "note: ..." on the terminal
+    assert f"git repository {url} unreachable" in notes[0]
+    assert "release sdist from the configured index" in notes[0]
 
 
 def test_an_unreachable_git_url_at_a_branch_fails_saying_what_to_pass(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from installer import proc
 from installer.envs.base import env_python
 from installer.envs.registry import get_backend
 from installer.errors import CommandFailed, StepFailed
+from installer.events import emit
 from installer.installers import InstallRequest, install_command
 from installer.inventory import canonical, installed
 from installer.lockfile.lookup import Artifact
@@ -79,6 +80,8 @@ def _fetch_source(ctx: StepContext) -> dict[str, Any]:
         )
     if locked is not None:  # verl itself is checked before anything is installed
         check_source(locked.lock, result)
+    if result.note:  # e.g. git was unreachable and verl's release sdist stands in: say so
+        emit(result.note, kind=("note",), step=ctx.step.id)
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in result.__dict__.items()}
 
 
