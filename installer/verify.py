@@ -17,11 +17,17 @@ from installer.installers import uv_binary
 from installer.inventory import canonical
 from installer.profile.models import VerifySpec
 
-__all__ = ["Check", "VerifyReport", "verify_env"]
+__all__ = ["Check", "VerifyReport", "needs_driver", "verify_env"]
 
 PROBE = Path(__file__).parent / "probes" / "verify_env.py"
 _REQUIRES = re.compile(r" requires `([A-Za-z0-9][A-Za-z0-9._-]*)")
 _MARK = "@@VERIFY@@"
+# Import errors that come from a missing NVIDIA driver, not from the env (the CUDA wheels install
+# and import on a host with no GPU until something opens the driver).
+_NEEDS_DRIVER = re.compile(
+    r"libcuda|libnvidia|CUDA driver|NVIDIA driver|cuInit|no CUDA-capable device|Found no NVIDIA",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,7 @@ def verify_env(
     if not python.exists():
         raise InputError(f"{prefix} is not an env (no {python})")
     answer = _probe(python, spec, gpu_present=gpu_present, log_path=log_path)
-    checks = [*_import_checks(answer), *_version_checks(answer, spec)]
+    checks = [*_import_checks(answer, gpu_present=gpu_present), *_version_checks(answer, spec)]
     checks.append(_pip_check(python, log_path, spec.overridden))
     checks.append(_gpu_check(answer["gpu"], require_gpu=require_gpu))
     return VerifyReport(prefix=str(prefix), checks=tuple(checks))
@@ -101,15 +107,26 @@ def _probe(
     raise InputError(f"the verify probe did not answer in {python} (exit {done.returncode})")
 
 
-def _import_checks(answer: dict[str, Any]) -> list[Check]:
-    return [
-        Check(
-            name=f"import {item['module']}",
-            status="ok" if item["ok"] else "fail",
-            detail=item.get("file") or "" if item["ok"] else item["error"],
-        )
-        for item in answer["imports"]
-    ]
+def needs_driver(error: str, *, triton_stub: bool = False) -> bool:
+    """An import error that comes from the missing NVIDIA driver, not from a broken env."""
+    return bool(_NEEDS_DRIVER.search(error)) or (triton_stub and "triton" in error)
+
+
+def _import_checks(answer: dict[str, Any], *, gpu_present: bool) -> list[Check]:
+    return [_import_check(item, gpu_present=gpu_present) for item in answer["imports"]]
+
+
+def _import_check(item: dict[str, Any], *, gpu_present: bool) -> Check:
+    name = f"import {item['module']}"
+    if item["ok"]:
+        return Check(name=name, status="ok", detail=item.get("file") or "")
+    error = item["error"]
+    if not gpu_present and needs_driver(error, triton_stub=item.get("triton_stub", False)):
+        # an env prepared for a GPU host (`--cuda cuXYZ` here): this import can only run there
+        last = error.strip().splitlines()[-1] if error.strip() else error
+        detail = f"skipped: needs the NVIDIA driver ({last})"
+        return Check(name=name, status="skipped", detail=detail)
+    return Check(name=name, status="fail", detail=error)
 
 
 def _version_checks(answer: dict[str, Any], spec: VerifySpec) -> list[Check]:

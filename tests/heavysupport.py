@@ -31,12 +31,6 @@ else:  # pragma: no cover - Python 3.10
 PLATFORMS = ("x86_64-manylinux_2_28", "x86_64-manylinux_2_34")
 _NO_WHEEL = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+) has no usable wheels")
 _WRONG_PLATFORM = "has no wheels with a matching platform tag"
-# Import errors that mean "the NVIDIA driver is missing", not "the env is broken".
-_NEEDS_DRIVER = re.compile(
-    r"libcuda|libnvidia|CUDA driver|NVIDIA driver|cuInit|no CUDA-capable device|"
-    r"Found no NVIDIA",
-    re.IGNORECASE,
-)
 
 
 def index_args() -> list[str]:
@@ -145,11 +139,6 @@ def source_builds(stage: StageSpec, *, python: str, workdir: Path) -> dict[str, 
 def sdists_blamed(error: str) -> dict[str, str]:
     """The distributions a `--only-binary :all:` resolution failed on (name -> version)."""
     return {m.group(1).lower(): m.group(2) for m in _NO_WHEEL.finditer(error)}
-
-
-def needs_driver(detail: str) -> bool:
-    """An import error that comes from the missing NVIDIA driver, not from the env."""
-    return bool(_NEEDS_DRIVER.search(detail))
 
 
 def host_python(profile: Profile) -> tuple[Path, str]:

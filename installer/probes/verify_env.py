@@ -19,9 +19,17 @@ def _import(name):
     try:
         module = importlib.import_module(name)
     except BaseException as exc:  # an import can raise anything, even SystemExit
-        return {"module": name, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        error = f"{type(exc).__name__}: {exc}"
+        return {"module": name, "ok": False, "error": error, "triton_stub": _triton_stub()}
     took = round(time.monotonic() - started, 2)
     return {"module": name, "ok": True, "file": getattr(module, "__file__", None), "seconds": took}
+
+
+def _triton_stub():
+    """True when vLLM swapped Triton for its stand-in: it does so when no GPU driver is active,
+    and code that uses Triton at import time then fails for that reason alone."""
+    language = sys.modules.get("triton.language")
+    return language is not None and type(language).__name__ == "TritonLanguagePlaceholder"
 
 
 def _versions(names):
