@@ -134,11 +134,22 @@ def _clone(spec: SourceSpec, log_path: Path) -> SourceResult:
         stderr = redact(str(exc.stderr or exc)).strip()
         _log(log_path, f"git clone --depth 1 --branch {spec.ref} failed: {stderr}")
         if any(marker in stderr.lower() for marker in _UNREACHABLE):
-            raise _Unreachable(stderr.splitlines()[-1] if stderr else "unreachable") from None
+            raise _Unreachable(_git_reason(stderr)) from None
         repo = _clone_full_at(spec, env, stderr)
     commit = repo.head.commit.hexsha
     _log(log_path, f"checked out {spec.ref} at {commit}")
     return SourceResult(kind="git", repo=spec.repo, ref=spec.ref, path=spec.checkout, commit=commit)
+
+
+def _git_reason(stderr: str) -> str:
+    """git's own reason, e.g. "fatal: unable to access …: Could not resolve host: …".
+
+    GitPython wraps stderr as `stderr: '…'`, so the last line alone may be just a quote.
+    """
+    lines = [ln.strip().strip("'").strip() for ln in stderr.splitlines()]
+    lines = [ln for ln in lines if ln]
+    fatal = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
+    return (fatal or lines or ["unreachable"])[-1]
 
 
 def _clone_full_at(spec: SourceSpec, env: dict[str, str], first_error: str) -> Any:

@@ -207,6 +207,9 @@ def test_the_run_tells_the_user_when_the_release_sdist_stands_in_for_git(tmp_pat
     assert notes == [outputs["note"]]  # the renderer prints it as "note: ..." on the terminal
     assert f"git repository {url} unreachable" in notes[0]
     assert "release sdist from the configured index" in notes[0]
+    reason = notes[0].split(" unreachable (", 1)[1].split("); using verl", 1)[0]
+    assert reason.startswith("fatal: unable to access"), reason  # git's own words, not a quote
+    assert "Failed to connect" in reason or "Connection refused" in reason, reason
 
 
 def test_an_unreachable_git_url_at_a_branch_fails_saying_what_to_pass(tmp_path: Path) -> None:
