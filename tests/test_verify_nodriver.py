@@ -22,19 +22,24 @@ MODULES = {
     ),
     # what a CUDA extension does when it loads: open the driver's library
     "opens_libcuda": "import ctypes\nctypes.CDLL('libcuda.so.1')\n",
-    # vLLM's behaviour with no active driver: Triton is swapped for a stand-in module named
-    # "triton.language" (class TritonLanguagePlaceholder), and import-time use of it fails
-    "uses_stubbed_triton": (
-        "import sys, types\n"
-        "class TritonLanguagePlaceholder(types.ModuleType):\n"
-        "    pass\n"
-        "sys.modules['triton.language'] = TritonLanguagePlaceholder('triton.language')\n"
-        "tl = sys.modules['triton.language']  # as vllm.triton_utils hands it out\n"
-        "exp = tl.exp\n"
-    ),
+    # vLLM's behaviour with no active driver: vllm.triton_utils hands out a stand-in for
+    # triton.language (a module named so, of class TritonLanguagePlaceholder), and code that uses
+    # it at import time fails; the stand-in vllm package below has that module's shape
+    "uses_stubbed_triton": "from vllm.triton_utils import tl\nexp = tl.exp\n",
     # a broken env: a dependency is missing
     "misses_a_dependency": "import zmq_is_not_installed_here\n",
 }
+
+
+# vllm/triton_utils as vLLM ships it when Triton has no active driver (HAS_TRITON false)
+TRITON_UTILS = """import types
+HAS_TRITON = False
+class TritonLanguagePlaceholder(types.ModuleType):
+    def __init__(self):
+        super().__init__("triton.language")
+        self.constexpr = None
+tl = TritonLanguagePlaceholder()
+"""
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +49,9 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (site,) = prefix.glob("lib/python3*/site-packages")
     for name, body in MODULES.items():
         (site / f"{name}.py").write_text(body, encoding="utf-8")
+    (site / "vllm").mkdir()
+    (site / "vllm" / "__init__.py").write_text("", encoding="utf-8")
+    (site / "vllm" / "triton_utils.py").write_text(TRITON_UTILS, encoding="utf-8")
     return prefix
 
 

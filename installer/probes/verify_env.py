@@ -26,10 +26,10 @@ def _import(name):
 
 
 def _triton_stub():
-    """True when vLLM swapped Triton for its stand-in: it does so when no GPU driver is active,
-    and code that uses Triton at import time then fails for that reason alone."""
-    language = sys.modules.get("triton.language")
-    return language is not None and type(language).__name__ == "TritonLanguagePlaceholder"
+    """True when vLLM handed out its stand-in for Triton (vllm.triton_utils.tl): it does so when
+    no GPU driver is active, and code that uses Triton at import time then fails for that alone."""
+    utils = sys.modules.get("vllm.triton_utils")
+    return type(getattr(utils, "tl", None)).__name__ == "TritonLanguagePlaceholder"
 
 
 def _versions(names):
