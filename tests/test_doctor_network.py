@@ -146,3 +146,39 @@ def test_a_url_that_only_timed_out_gets_a_second_longer_try(server: str) -> None
     stuck = _network((("index:stuck", f"{server}/slow/1.5/"),), network_timeout=0.3)
     assert stuck.status is Status.FAIL
     assert "no answer within 0.9 s" in stuck.finding
+
+
+# --- the plan's probe of optional indexes (installer.reach) ------------------------------------
+
+
+def test_the_plans_probe_takes_any_answer_below_500_as_reachable(
+    server: str, closed_port: int, tmp_path: Path
+) -> None:
+    from installer.reach import reachable  # noqa: PLC0415
+
+    assert reachable(f"{server}/simple/")
+    assert reachable(f"{server}/private/")  # 401: the index is there, it wants credentials
+    assert reachable(f"{server}/nothing-here/")  # 404 is an answer too
+    assert not reachable(f"http://127.0.0.1:{closed_port}/simple/")
+    assert not reachable(f"{server}/slow/2/", timeout=0.5)
+    assert reachable(tmp_path.as_uri()) and reachable(str(tmp_path))
+    assert not reachable((tmp_path / "missing").as_uri())
+
+
+def test_the_plans_probe_goes_through_the_users_proxy(
+    server: str, closed_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from installer.reach import reachable  # noqa: PLC0415
+
+    # the loopback server stands in as the proxy: an unresolvable host answers through it
+    target = "http://index.invalid/simple/"
+    monkeypatch.setenv("HTTP_PROXY", server)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("http_proxy", raising=False)
+    assert reachable(target)
+    monkeypatch.setenv("NO_PROXY", "index.invalid")  # the user says: go there directly
+    assert not reachable(target)
+    monkeypatch.delenv("NO_PROXY")
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{closed_port}")  # a dead proxy
+    assert not reachable(target)
