@@ -26,15 +26,14 @@ def reachable(url: str, *, timeout: float = TIMEOUT_SECONDS) -> bool:
     import urllib.request  # noqa: PLC0415
 
     bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE") or None
-    opener = urllib.request.build_opener(
-        urllib.request.ProxyHandler(),  # the environment's proxies, NO_PROXY included
-        urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=bundle)),
-    )
-    request = urllib.request.Request(url, method="HEAD")
     try:
-        with opener.open(request, timeout=timeout) as answer:
+        opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler(),  # the environment's proxies, NO_PROXY included
+            urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=bundle)),
+        )
+        with opener.open(urllib.request.Request(url, method="HEAD"), timeout=timeout) as answer:
             return int(answer.status) < 500
     except urllib.error.HTTPError as answer:  # an HTTP status is an answer
         return answer.code < 500
-    except (OSError, ValueError):  # no route, refused, timed out, TLS refused, malformed URL
+    except (OSError, ValueError):  # no route, refused, timed out, TLS refused, unreadable CA file
         return False

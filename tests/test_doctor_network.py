@@ -165,6 +165,15 @@ def test_the_plans_probe_takes_any_answer_below_500_as_reachable(
     assert not reachable((tmp_path / "missing").as_uri())
 
 
+def test_an_unreadable_ca_bundle_makes_an_https_index_unreachable_not_a_crash(
+    tmp_path: Path, closed_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from installer.reach import reachable  # noqa: PLC0415
+
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tmp_path / "no-such-bundle.pem"))
+    assert not reachable(f"https://127.0.0.1:{closed_port}/simple/")
+
+
 def test_the_plans_probe_goes_through_the_users_proxy(
     server: str, closed_port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -108,7 +108,7 @@ def _stage(ctx: StepContext) -> dict[str, Any]:
     if ctx.plan.locked is not None:
         locked = next(s for s in ctx.plan.locked.lock.stages if s.id == stage.id)
         if stage.kind != "script":
-            built = _build_locked_sdists(ctx, stage, locked)
+            built = _build_locked_sdists(ctx, stage, locked, ctx.plan.locked.artifacts)
         atomic_write(
             locked_requirements_path(ctx.plan.prefix, stage.id),
             locked_requirements(locked, ctx.plan.locked.artifacts, built),
@@ -129,15 +129,14 @@ def _stage(ctx: StepContext) -> dict[str, Any]:
 
 
 def _build_locked_sdists(
-    ctx: StepContext, stage: StageSpec, locked: LockedStage
+    ctx: StepContext, stage: StageSpec, locked: LockedStage, artifacts: Mapping[str, Artifact]
 ) -> dict[str, Artifact]:
     """The stage's locked sdists, built here into wheels that the stage then installs."""
     from installer.envs.conda import default_cache_root  # noqa: PLC0415
     from installer.srcbuild import build_locked_sdists  # noqa: PLC0415
 
-    assert ctx.plan.locked is not None
     return build_locked_sdists(
-        locked, ctx.plan.locked.artifacts,
+        locked, artifacts,
         prefix=ctx.plan.prefix, request=stage_request(ctx.plan, stage),
         settings=ctx.plan.settings, cache=default_cache_root(),
         run=lambda argv: _run(ctx, argv, env=dict(stage.env)),
