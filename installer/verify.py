@@ -17,7 +17,7 @@ from installer.installers import uv_binary
 from installer.inventory import canonical
 from installer.profile.models import VerifySpec
 
-__all__ = ["Check", "VerifyReport", "needs_driver", "verify_env"]
+__all__ = ["Check", "VerifyReport", "verify_env"]
 
 PROBE = Path(__file__).parent / "probes" / "verify_env.py"
 _REQUIRES = re.compile(r" requires `([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -107,7 +107,7 @@ def _probe(
     raise InputError(f"the verify probe did not answer in {python} (exit {done.returncode})")
 
 
-def needs_driver(error: str, *, triton_stub: bool = False) -> bool:
+def _needs_driver(error: str, *, triton_stub: bool = False) -> bool:
     """An import error that comes from the missing NVIDIA driver, not from a broken env."""
     return bool(_NEEDS_DRIVER.search(error)) or (triton_stub and "triton" in error)
 
@@ -121,7 +121,7 @@ def _import_check(item: dict[str, Any], *, gpu_present: bool) -> Check:
     if item["ok"]:
         return Check(name=name, status="ok", detail=item.get("file") or "")
     error = item["error"]
-    if not gpu_present and needs_driver(error, triton_stub=item.get("triton_stub", False)):
+    if not gpu_present and _needs_driver(error, triton_stub=item.get("triton_stub", False)):
         # an env prepared for a GPU host (`--cuda cuXYZ` here): this import can only run there
         last = error.strip().splitlines()[-1] if error.strip() else error
         detail = f"skipped: needs the NVIDIA driver ({last})"

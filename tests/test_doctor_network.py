@@ -191,3 +191,6 @@ def test_the_plans_probe_goes_through_the_users_proxy(
     monkeypatch.delenv("NO_PROXY")
     monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{closed_port}")  # a dead proxy
     assert not reachable(target)
+    monkeypatch.delenv("HTTP_PROXY")
+    monkeypatch.setenv("ALL_PROXY", server)  # the fallback for every scheme, as doctor reads it
+    assert reachable(target)
