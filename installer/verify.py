@@ -17,7 +17,7 @@ from installer.installers import uv_binary
 from installer.inventory import canonical
 from installer.profile.models import VerifySpec
 
-__all__ = ["Check", "VerifyReport", "verify_env"]
+__all__ = ["Check", "VerifyReport", "import_needs_driver", "verify_env"]
 
 PROBE = Path(__file__).parent / "probes" / "verify_env.py"
 _REQUIRES = re.compile(r" requires `([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -105,6 +105,11 @@ def _probe(
             result: dict[str, Any] = json.loads(line[len(_MARK) :])
             return result
     raise InputError(f"the verify probe did not answer in {python} (exit {done.returncode})")
+
+
+def import_needs_driver(error: str) -> bool:
+    """An import error that only the missing NVIDIA driver explains (kernel stages load modules)."""
+    return _needs_driver(error)
 
 
 def _needs_driver(error: str, *, triton_stub: bool = False) -> bool:

@@ -15,6 +15,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from installer.profile.kernel import KernelSpec
+
 __all__ = [
     "SCHEMA_VERSION",
     "CudaVariant",
@@ -166,6 +168,11 @@ class Stage(Strict):
     )
     needs: tuple[str, ...] = Field(default=(), description="Earlier stage ids this one needs.")
     variants: dict[str, StageVariant] = Field(default_factory=dict)
+    kernel: KernelSpec | None = Field(
+        default=None,
+        description="A stage that compiles native code against torch: where its "
+        "prebuilt wheel may come from and how its source build is sized.",
+    )
 
     @field_validator("id")
     @classmethod
@@ -322,6 +329,10 @@ def _check_stages(
                     "declare it under 'cuda_variants' or remove it from the stage"
                 )
                 raise FieldError(msg, (*at, "variants", name))
+        prebuilt = stage.kernel.prebuilt_index if stage.kernel else None
+        if prebuilt and prebuilt.index not in profile.indexes:
+            msg = f"stage {stage.id!r}: index {prebuilt.index!r} is not declared under 'indexes'"
+            raise FieldError(msg, (*at, "kernel", "prebuilt_index", "index"))
         if stage.index and stage.index not in profile.indexes:
             msg = f"stage {stage.id!r}: index {stage.index!r} is not declared under 'indexes'"
             raise FieldError(msg, (*at, "index"))

@@ -1,0 +1,47 @@
+"""Ask an env's interpreter for its build key, and load its compiled modules (probe scripts)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from installer import proc
+from installer.errors import StepFailed
+from installer.kernels.key import BuildKey
+
+__all__ = ["load_failures", "probe_key", "undefined_symbol"]
+
+_PROBES = Path(__file__).resolve().parent.parent / "probes"
+_UNDEFINED = re.compile(r"undefined symbol:?\s*(\S+)")
+
+
+def _ask(python: Path, script: str, *args: str) -> dict[str, object]:
+    done = proc.capture([str(python), "-I", str(_PROBES / script), *args], timeout=300)
+    lines = done.stdout.strip().splitlines()
+    try:
+        answer = json.loads(lines[-1])
+        assert isinstance(answer, dict)
+    except (IndexError, ValueError, AssertionError):
+        tail = (done.stderr or done.stdout).strip()[-400:]
+        raise StepFailed(f"the {script} probe did not answer in {python}: {tail}") from None
+    return answer
+
+
+def probe_key(python: Path) -> BuildKey:
+    """The env's key: torch (if installed), its CUDA and ABI, the Python tag, the platform."""
+    return BuildKey.from_mapping(_ask(python, "build_key.py"))
+
+
+def load_failures(python: Path, modules: tuple[str, ...]) -> dict[str, str]:
+    """module -> error, for each module that does not load in the env."""
+    if not modules:
+        return {}
+    answer = _ask(python, "load_modules.py", *modules)
+    return {name: str(error) for name, error in answer.items() if error is not None}
+
+
+def undefined_symbol(error: str) -> str | None:
+    """The symbol an `undefined symbol` import error names, if that is what it is."""
+    match = _UNDEFINED.search(error)
+    return match.group(1) if match else None

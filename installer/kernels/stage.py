@@ -1,0 +1,169 @@
+"""A kernel stage at run time: the env's real key, the first matching source, the install of one
+wheel, the wheel published when it was built here, and the compiled modules loaded afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from installer.errors import StepFailed
+from installer.indexes import IndexSettings
+from installer.installers import InstallRequest, install_command
+from installer.kernels.key import BuildKey
+from installer.kernels.probe import load_failures, probe_key, undefined_symbol
+from installer.kernels.sources import KernelChoice, choose_source, pinned_version
+from installer.kernels.wheelhouse import Wheelhouse, sha256_of
+from installer.profile.kernel import KernelSpec
+
+__all__ = ["KernelRun", "run_kernel_stage"]
+
+
+@dataclass(frozen=True)
+class KernelRun:
+    """What a kernel stage needs from its step."""
+
+    kernel: KernelSpec
+    packages: tuple[str, ...]
+    request: InstallRequest
+    settings: IndexSettings
+    installer: str
+    wheelhouse: Path | None
+    work: Path  # the env's state folder for this stage (built wheels, downloads)
+    env: Mapping[str, str]
+    run: Callable[[list[str]], None]
+    note: Callable[[str], None]  # a line for the step's log
+    gpu_present: bool
+    available_gb: float
+
+
+def run_kernel_stage(job: KernelRun) -> dict[str, Any]:
+    """Install the kernel from its first matching source; the step's outputs."""
+    python = job.request.python
+    key = probe_key(python)
+    version = pinned_version(job.packages, job.kernel.distribution)
+    house = Wheelhouse(job.wheelhouse) if job.wheelhouse else None
+    entries = house.entries() if house else ()
+    root = str(house.root) if house else None
+    choice = choose_source(job.kernel, version, key, entries, root)
+    job.note(f"kernel {job.kernel.distribution}: env is {key.describe()}; {choice.reason}")
+    wheel, source = _wheel(job, choice, house, key)
+    _install(job, wheel)
+    _check_loads(job, python, choice.built_for if source != "build" else key, key)
+    digest = sha256_of(wheel)
+    return {
+        "kernel": {"source": source, "wheel": wheel.name, "sha256": digest, "key": key.to_json()}
+    }
+
+
+def _wheel(
+    job: KernelRun, choice: KernelChoice, house: Wheelhouse | None, key: BuildKey
+) -> tuple[Path, str]:
+    """The wheel to install and the source it came from (a failed download falls to a build)."""
+    name = job.kernel.distribution
+    if choice.source == "wheelhouse" and choice.wheel:
+        wheel = Path(choice.wheel)
+        if sha256_of(wheel) != choice.sha256:
+            raise StepFailed(
+                f"{wheel} does not have the sha256 the wheelhouse lists",
+                hint="run `verl-bootstrap wheelhouse check` and replace the file",
+            )
+        job.note(f"kernel {name}: no compiler ran (installing {wheel})")
+        return wheel, "wheelhouse"
+    if choice.source == "release" and choice.wheel:
+        fetched = _download(choice.wheel, job.work / "release", job.note)
+        if fetched is not None:
+            job.note(f"kernel {name}: no compiler ran (installing {fetched})")
+            return fetched, "release"
+    return _build_and_publish(job, key, house), "build"
+
+
+def _build_and_publish(job: KernelRun, key: BuildKey, house: Wheelhouse | None) -> Path:
+    from installer.kernels.build import build_wheel  # noqa: PLC0415
+
+    spec = _kernel_spec(job)
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(job.env.items()))
+    job.note(f"kernel {job.kernel.distribution}: building from source ({shown})")
+    wheel = build_wheel(
+        spec, job.kernel, request=job.request, settings=job.settings, out=job.work / "built",
+        env=job.env, run=job.run, available_gb=job.available_gb,
+    )  # fmt: skip
+    if house is None:
+        return wheel
+    if not house.writable():
+        job.note(
+            f"kernel {job.kernel.distribution}: wheelhouse {house.root} is read-only; not published"
+        )
+        return wheel
+    entry = house.publish(wheel, key)
+    job.note(
+        f"kernel {job.kernel.distribution}: published {entry.file} to {house.root} "
+        f"(sha256 {entry.sha256[:12]}…, {key.describe()})"
+    )
+    return wheel
+
+
+def _kernel_spec(job: KernelRun) -> str:
+    wanted = canonicalize_name(job.kernel.distribution)
+    for spec in job.packages:
+        if canonicalize_name(spec.split("=")[0].split("[")[0].strip("<>!~ ")) == wanted:
+            return spec
+    raise StepFailed(f"the stage installs no {job.kernel.distribution}, which its kernel names")
+
+
+def _install(job: KernelRun, wheel: Path) -> None:
+    spec = _kernel_spec(job)
+    others = tuple(p for p in job.packages if p != spec)
+    request = replace(job.request, packages=(str(wheel), *others))
+    job.run(install_command(job.installer, request, job.settings))
+
+
+def _check_loads(job: KernelRun, python: Path, built_for: BuildKey | None, key: BuildKey) -> None:
+    from installer.verify import import_needs_driver  # noqa: PLC0415
+
+    for module, error in load_failures(python, job.kernel.modules).items():
+        if not job.gpu_present and import_needs_driver(error):
+            job.note(f"kernel {module}: not loaded here, it needs the NVIDIA driver ({error})")
+            continue
+        symbol = undefined_symbol(error)
+        if symbol is not None:
+            raise StepFailed(
+                f"{module} does not load: undefined symbol {symbol}. The wheel was built for "
+                f"{(built_for or key).describe()}; this env has {key.describe()}",
+                hint="remove that wheel from the wheelhouse (or state its real key) and re-run",
+            )
+        raise StepFailed(f"{module} does not load after the stage: {error}")
+
+
+def _download(url: str, folder: Path, note: Callable[[str], None]) -> Path | None:
+    """The release wheel at `url`, or None (said in the log) when it cannot be fetched."""
+    import shutil  # noqa: PLC0415
+    from urllib.parse import unquote, urlparse  # noqa: PLC0415
+
+    import requests  # noqa: PLC0415 - only this download needs it
+
+    from installer.redact import redact  # noqa: PLC0415
+
+    filename = unquote(urlparse(url).path.rsplit("/", 1)[-1])
+    if not filename.endswith(".whl") or filename.startswith("."):
+        note(f"release URL {redact(url)} does not name a wheel file; building from source")
+        return None
+    dest = folder / filename
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f".{filename}.part"
+    try:
+        if url.startswith("file://"):
+            shutil.copyfile(unquote(urlparse(url).path), partial)
+        else:
+            answer = requests.get(url, timeout=120)
+            answer.raise_for_status()
+            partial.write_bytes(answer.content)
+    except (OSError, requests.RequestException) as exc:
+        note(f"release wheel {redact(url)} not available ({exc}); building from source")
+        return None
+    partial.replace(dest)
+    return dest

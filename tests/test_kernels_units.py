@@ -1,0 +1,238 @@
+"""The kernel parts that need no env: build keys, the wheelhouse folder, sizing, source choice."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from installer.errors import InputError
+from installer.gpu.model import DriverInfo
+from installer.gpu.table import parse_query_gpus
+from installer.kernels.key import BuildKey, parse_wheel_name, render_template
+from installer.kernels.sizing import (
+    HostResources,
+    arch_variables,
+    choose_archs,
+    choose_max_jobs,
+    oom_message,
+    read_resources,
+)
+from installer.kernels.sources import choose_source, pinned_version
+from installer.kernels.wheelhouse import Wheelhouse, sha256_of
+from installer.profile.kernel import KernelSpec
+
+NVIDIA = Path(__file__).parent / "data" / "nvidia"
+FLASH = (
+    "https://releases.example/v{version}/flash_attn-{version}+cu{cuda_major}torch{torch_minor}"
+    "cxx11abi{cxx11abi}-{python}-{python}-{platform}.whl"
+)
+ENV = BuildKey(torch="2.8.0", cuda="12.8", cxx11abi=False, python="cp312", platform="linux_x86_64")
+
+
+def wheel(folder: Path, name: str = "standin_kernel-0.1.0-cp311-cp311-linux_x86_64.whl") -> Path:
+    """A real (tiny) wheel file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("standin_kernel/__init__.py", f"# {name}\n")
+    return path
+
+
+def driver(*fixtures: str) -> DriverInfo:
+    gpus = tuple(
+        g for f in fixtures for g in parse_query_gpus((NVIDIA / f).read_text(encoding="utf-8"))
+    )
+    return DriverInfo(version="590.48.01", cuda="13.1", source="test", gpus=gpus)
+
+
+def test_a_flash_attn_release_name_gives_its_key() -> None:
+    name = "flash_attn-2.8.1+cu12torch2.8cxx11abiFALSE-cp312-cp312-linux_x86_64.whl"
+    version, key = parse_wheel_name(FLASH, name) or ("", BuildKey())
+    assert version == "2.8.1"
+    assert (key.torch, key.cuda, key.cxx11abi, key.python) == ("2.8", "12", False, "cp312")
+    assert key.mismatches(ENV) == []  # torch 2.8 covers 2.8.0, CUDA 12 covers 12.8
+    assert key.mismatches(BuildKey(**{**ENV.to_json(), "cxx11abi": True})) == [
+        "cxx11abi FALSE (env: TRUE)"
+    ]
+    assert parse_wheel_name(FLASH, "flash_attn-2.8.1-cp312-cp312-linux_x86_64.whl") is None
+
+
+def test_the_release_url_is_rendered_for_the_envs_key_and_not_for_a_partial_one() -> None:
+    url = render_template(FLASH, "2.8.1", ENV)
+    assert url is not None and url.endswith(
+        "/v2.8.1/flash_attn-2.8.1+cu12torch2.8cxx11abiFALSE-cp312-cp312-linux_x86_64.whl"
+    )
+    assert render_template(FLASH, "2.8.1", BuildKey(torch="2.8.0")) is None
+
+
+def test_a_bad_pattern_is_refused_at_the_profile() -> None:
+    with pytest.raises(ValueError, match=r"unknown placeholder \{torchh\}"):
+        KernelSpec(distribution="flash-attn", release_wheels=("x-{torchh}.whl",))
+
+
+def test_an_unstated_field_never_matches() -> None:
+    assert BuildKey(torch="2.8.0").mismatches(ENV) == [
+        "cuda not stated", "cxx11abi not stated", "python not stated", "platform not stated",
+    ]  # fmt: skip
+
+
+def test_publish_lookup_and_check(tmp_path: Path) -> None:
+    house = Wheelhouse(tmp_path / "house")
+    built = wheel(tmp_path / "build")
+    entry = house.publish(built, ENV)
+    assert (house.root / built.name).read_bytes() == built.read_bytes()
+    assert entry.sha256 == sha256_of(built)
+    assert house.lookup("standin-kernel", "0.1.0", ENV) == entry
+    assert (
+        house.lookup("standin_kernel", "0.1.0", BuildKey(**{**ENV.to_json(), "torch": "2.9.0"}))
+        is None
+    )
+    assert house.lookup("standin-kernel", "0.2.0", ENV) is None
+    assert house.check() == []
+    (house.root / built.name).write_bytes(b"changed")
+    assert house.check() == [f"{built.name}: sha256 differs from the index (the file changed)"]
+
+
+def _publish_one(root: str, folder: str, number: int) -> None:
+    name = f"standin_kernel-0.{number}.0-cp311-cp311-linux_x86_64.whl"
+    Wheelhouse(Path(root)).publish(wheel(Path(folder), name), ENV)
+
+
+def test_two_processes_publishing_at_once_both_land(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("fork")
+    workers = [
+        ctx.Process(target=_publish_one, args=(str(tmp_path / "house"), str(tmp_path / f"b{n}"), n))
+        for n in range(1, 7)
+    ]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+        assert w.exitcode == 0
+    house = Wheelhouse(tmp_path / "house")
+    assert sorted(e.version for e in house.entries()) == [f"0.{n}.0" for n in range(1, 7)]
+    assert house.check() == []
+    assert not [p for p in house.root.iterdir() if p.name.startswith(".") and p.name != ".lock"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write a read-only folder")
+def test_a_read_only_wheelhouse_is_read_never_written(tmp_path: Path) -> None:
+    house = Wheelhouse(tmp_path / "house")
+    house.publish(wheel(tmp_path / "b"), ENV)
+    house.root.chmod(0o555)
+    try:
+        assert not house.writable()
+        assert house.lookup("standin-kernel", "0.1.0", ENV) is not None
+        with pytest.raises(InputError, match="read-only"):
+            house.publish(wheel(tmp_path / "c", "other-1.0-py3-none-any.whl"), ENV)
+    finally:
+        house.root.chmod(0o755)
+
+
+def test_an_index_entry_that_leaves_the_folder_is_refused(tmp_path: Path) -> None:
+    house = Wheelhouse(tmp_path)
+    row = {"file": "../evil-1.0-py3-none-any.whl", "sha256": "0" * 64, "key": {}}
+    house.index_path.write_text(json.dumps({"wheels": [row]}))
+    with pytest.raises(InputError, match=r"wheels\[0\]: '../evil"):
+        house.entries()
+    house.index_path.write_text("not json")
+    with pytest.raises(InputError, match="not a wheelhouse index"):
+        house.entries()
+
+
+@pytest.mark.parametrize(
+    ("fixtures", "archs", "variables"),
+    [
+        (("590.48.01-H100-MIG-csv.txt",), ("9.0",), {"FLASH_ATTN_CUDA_ARCHS": "90"}),
+        (
+            ("595.80-L40S-csv.txt", "590.48.01-H100-MIG-csv.txt", "610.57.04-RTX2080S-csv.txt"),
+            ("7.5", "8.9", "9.0"),
+            {"FLASH_ATTN_CUDA_ARCHS": "75;89;90"},
+        ),
+    ],
+)
+def test_the_arch_list_follows_the_recorded_gpus(
+    fixtures: tuple[str, ...], archs: tuple[str, ...], variables: dict[str, str]
+) -> None:
+    chosen, why = choose_archs(driver(*fixtures), (), ("8.0",))
+    assert chosen == archs and "this host's GPUs" in why
+    assert arch_variables(("FLASH_ATTN_CUDA_ARCHS",), chosen) == variables
+    assert arch_variables(("TORCH_CUDA_ARCH_LIST", "NVTE_CUDA_ARCHS"), chosen) == {
+        "TORCH_CUDA_ARCH_LIST": ";".join(archs),
+        "NVTE_CUDA_ARCHS": variables["FLASH_ATTN_CUDA_ARCHS"],
+    }
+
+
+def test_the_flag_beats_the_gpus_and_the_site_default_serves_a_login_node() -> None:
+    assert choose_archs(driver("595.80-L40S-csv.txt"), ("9.0",), ())[0] == ("9.0",)
+    assert choose_archs(None, (), ("9.0", "10.0")) == (
+        ("9.0", "10.0"), "the site config's default (no GPU seen here)"
+    )  # fmt: skip
+    assert choose_archs(None, (), ())[0] == ()
+
+
+@pytest.mark.parametrize(
+    ("cores", "ram", "per_job", "jobs"),
+    [(16, 64.0, 4.0, 16), (16, 24.0, 4.0, 6), (64, 500.0, 8.0, 62), (2, 1.0, 4.0, 1)],
+)
+def test_max_jobs_follows_ram_and_cores(cores: int, ram: float, per_job: float, jobs: int) -> None:
+    assert choose_max_jobs(HostResources(cores, ram), per_job)[0] == jobs
+
+
+def test_this_hosts_resources_are_read(tmp_path: Path) -> None:
+    here = read_resources()
+    assert here.cores >= 1 and here.available_gb > 0
+    (tmp_path / "meminfo").write_text("MemTotal: 100 kB\nMemAvailable: 8388608 kB\n")
+    assert read_resources(tmp_path / "meminfo").available_gb == 8.0
+
+
+def test_an_oom_kill_names_a_max_jobs_that_fits() -> None:
+    said = oom_message(-9, 16, 4.0, 24.0)
+    assert said is not None and "OOM killer" in said and "MAX_JOBS=4" in said
+    assert oom_message(137, 2, 4.0, 0.0) is not None
+    assert oom_message(1, 16, 4.0, 24.0) is None
+
+
+def test_the_wheelhouse_wins_then_release_wheels_then_a_build(tmp_path: Path) -> None:
+    kernel = KernelSpec(distribution="flash-attn", release_wheels=(FLASH,))
+    house = Wheelhouse(tmp_path)
+    house.publish(wheel(tmp_path / "b", "flash_attn-2.8.1-cp312-cp312-linux_x86_64.whl"), ENV)
+    first = choose_source(kernel, "2.8.1", ENV, house.entries(), str(tmp_path))
+    assert (
+        first.source == "wheelhouse"
+        and "lab wheelhouse, built for torch 2.8.0+cu128" in first.reason
+    )
+    other = BuildKey(**{**ENV.to_json(), "torch": "2.9.0"})
+    second = choose_source(kernel, "2.8.1", other, house.entries(), None)
+    assert second.source == "release" and second.wheel and "torch2.9cxx11abiFALSE" in second.wheel
+    third = choose_source(
+        KernelSpec(distribution="flash-attn"), "2.8.1", other, house.entries(), None
+    )
+    assert third.source == "build"
+    assert "only for other builds: torch 2.8.0+cu128" in third.reason
+    assert "torch 2.8.0 (env: 2.9.0)" in third.reason
+
+
+def test_an_index_is_used_only_for_the_key_the_profile_states() -> None:
+    stated = {"torch": "2.11.0", "cuda": "13.0", "cxx11abi": "TRUE", "python": "cp312",
+              "platform": "linux_x86_64"}  # fmt: skip
+    kernel = KernelSpec.model_validate(
+        {"distribution": "flash-attn", "prebuilt_index": {"index": "lab", "key": stated}}
+    )
+    env = BuildKey.from_mapping(stated)
+    assert choose_source(kernel, "2.8.3", env, (), None).source == "index"
+    older = BuildKey(**{**env.to_json(), "torch": "2.10.0", "cuda": "12.8"})
+    chosen = choose_source(kernel, "2.8.3", older, (), None)
+    assert (
+        chosen.source == "build" and "index 'lab' is built for torch 2.11.0+cu130" in chosen.reason
+    )
+
+
+def test_the_pinned_version_is_read_from_the_stage() -> None:
+    assert pinned_version(("torch", "flash_attn==2.8.3"), "flash-attn") == "2.8.3"
+    assert pinned_version(("flash-attn>=2",), "flash-attn") is None
