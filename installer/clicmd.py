@@ -64,7 +64,19 @@ def run_options(ns: argparse.Namespace) -> RunOptions:
         locked=getattr(ns, "locked", False),
         frozen=getattr(ns, "frozen", False),
         lockfile=lockfile,
+        cuda_arch=_cuda_archs(getattr(ns, "cuda_arch", [])),
     )
+
+
+def _cuda_archs(values: list[str]) -> tuple[str, ...]:
+    """--cuda-arch 9.0 --cuda-arch 10.0, or --cuda-arch 9.0,10.0."""
+    from installer.siteconfig.model import check_cuda_arch  # noqa: PLC0415
+
+    archs = [v.strip() for value in values for v in value.split(",") if v.strip()]
+    try:
+        return tuple(check_cuda_arch(a) for a in archs)
+    except ValueError as exc:
+        raise InputError(f"--cuda-arch: {exc}") from None
 
 
 def cmd_plan(ns: argparse.Namespace) -> int:

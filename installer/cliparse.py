@@ -14,6 +14,7 @@ FEATURE_MODULES = (
     "installer.cli_lock",
     "installer.cli_site",
     "installer.cli_cluster",
+    "installer.cli_wheelhouse",
 )
 
 
@@ -72,6 +73,14 @@ def _install_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--offline", action="store_true", help="install only from caches and local paths"
+    )
+    p.add_argument(
+        "--cuda-arch",
+        action="append",
+        default=[],
+        metavar="CC",
+        help="GPU architecture a kernel source build compiles for, e.g. 9.0 (repeatable; "
+        "default: the GPUs seen here, else the site config's)",
     )
     _lock_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON document")

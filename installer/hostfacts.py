@@ -11,6 +11,7 @@ from installer.cluster.sharedfs import storage_notes
 from installer.gpu.model import DriverInfo
 from installer.indexes import IndexSettings, read_pip_settings
 from installer.interpreters import find_interpreter
+from installer.kernels.host import KernelHost, gather_kernel_host
 from installer.options import RunOptions
 from installer.profile.models import Profile
 from installer.reach import reachable
@@ -31,6 +32,7 @@ class HostFacts:
     settings: IndexSettings
     driver: DriverInfo | None = None
     notes: tuple[str, ...] = ()
+    kernels: KernelHost | None = None  # only when a stage compiles a kernel
 
 
 def gather_host(
@@ -52,6 +54,15 @@ def gather_host(
         interpreter = options.python or find_interpreter(
             profile.python.requires, profile.python.prefer
         )
+    kernels = None
+    if any(stage.kernel for stage in profile.stages):
+        kernels = gather_kernel_host(
+            configured=options.site.wheelhouse,
+            site_archs=options.site.cuda_arch,
+            interpreter=interpreter,
+            python_prefer=profile.python.prefer,
+            environ=current_environ() if environ is None else environ,
+        )
     return HostFacts(
         variant=variant,
         variant_reason=reason,
@@ -59,6 +70,7 @@ def gather_host(
         settings=settings,
         driver=driver,
         notes=(*options.site.notes, *notes, *storage_notes(options.prefix, environ)),
+        kernels=kernels,
     )
 
 

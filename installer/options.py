@@ -36,6 +36,8 @@ class SiteOptions:
     environment: tuple[tuple[str, str | None], ...] = ()  # for every backend; None unsets
     notes: tuple[str, ...] = ()
     origin: str = ""  # the config file(s) these came from
+    wheelhouse: str | None = None  # the lab wheelhouse folder (None: the tool home's)
+    cuda_arch: tuple[str, ...] = ()  # archs a source build uses when no GPU is seen
 
 
 @dataclass(frozen=True)
@@ -62,3 +64,4 @@ class RunOptions:
     locked: bool = False  # install exactly a lockfile whose profile hash matches the profile
     frozen: bool = False  # install a lockfile as it is (no profile-hash check)
     lockfile: Path | None = None  # the lockfile (default: lockfiles/PROFILE/VARIANT-PLATFORM)
+    cuda_arch: tuple[str, ...] = ()  # --cuda-arch: the archs a kernel source build compiles for

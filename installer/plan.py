@@ -18,6 +18,7 @@ from installer.errors import InputError
 from installer.gpu.model import DriverInfo
 from installer.hostfacts import HostFacts
 from installer.indexes import IndexSettings
+from installer.kernels.planning import KernelDecision, plan_kernels
 from installer.lockinstall import LockedInstall, locked_source_spec, locked_stage_specs
 from installer.options import RunOptions, state_dir
 from installer.profile.models import Profile
@@ -37,6 +38,8 @@ class Step:
     description: str
     commands: tuple[tuple[str, ...], ...] = ()
     inputs: Mapping[str, Any] = field(default_factory=dict)
+    # the variables its commands run with (shown by `plan`; sizing is not part of the fingerprint)
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class Plan:
     notes: tuple[str, ...] = ()
     driver: DriverInfo | None = None
     locked: LockedInstall | None = None  # --locked/--frozen: the lockfile the stages install
+    kernels: Mapping[str, KernelDecision] = field(default_factory=dict)  # stage id -> decision
 
     @property
     def prefix(self) -> Path:
@@ -115,9 +119,22 @@ def compile_plan(
         notes=host.notes,
         driver=host.driver,
         locked=locked,
+        kernels=_kernels(profile, options, host, stages) if locked is None else {},
     )
     steps = _order(step_commands(draft))
     return Plan(**{**draft.__dict__, "steps": steps})
+
+
+def _kernels(
+    profile: Profile, options: RunOptions, host: HostFacts, stages: tuple[StageSpec, ...]
+) -> dict[str, KernelDecision]:
+    if host.kernels is None:
+        return {}
+    listed = tuple((s.id, s.packages, s.kernel) for s in stages)
+    return plan_kernels(
+        listed, profile=profile, variant=host.variant, host=host.kernels,
+        driver=host.driver, flag_archs=options.cuda_arch,
+    )  # fmt: skip
 
 
 def _order(steps: list[Step]) -> tuple[Step, ...]:

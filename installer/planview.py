@@ -36,11 +36,31 @@ def plan_json(plan: Plan) -> dict[str, Any]:
                 "deps": list(s.deps),
                 "description": s.description,
                 "commands": [list(c) for c in s.commands],
+                "env": dict(s.env),
+                **_kernel_json(plan, s.id),
                 "fingerprint": fingerprints[s.id],
             }
             for s in plan.steps
         ],
     }
+
+
+def _kernel_json(plan: Plan, step_id: str) -> dict[str, Any]:
+    decision = plan.kernels.get(step_id)
+    if decision is None:
+        return {}
+    sizing = decision.sizing
+    kernel = {
+        "source": decision.choice.source,
+        "reason": decision.choice.reason,
+        "wheel": decision.choice.wheel,
+        "expected_key": decision.key.to_json(),
+        "cuda_archs": list(sizing.archs),
+        "cuda_archs_reason": sizing.arch_reason,
+        "max_jobs": sizing.max_jobs,
+        "max_jobs_reason": sizing.jobs_reason,
+    }
+    return {"kernel": kernel}
 
 
 def plan_text(plan: Plan) -> str:
@@ -54,7 +74,10 @@ def plan_text(plan: Plan) -> str:
     for number, step in enumerate(plan.steps, 1):
         after = f"  (after {', '.join(step.deps)})" if step.deps else "  (no dependencies)"
         lines.append(f"{number}. {step.id} [{step.kind}]{after}")
-        lines.append(f"   {step.description}")
+        lines += [f"   {line}" for line in step.description.splitlines()]
+        if step.env:
+            shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(step.env.items()))
+            lines.append(f"   env: {redact(shown)}")
         lines += [f"   $ {shlex.join(c)}" for c in step.commands]
     return "\n".join(lines)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from installer.profile.kernel import KernelSpec
 from installer.profile.models import Profile, Stage
 
 __all__ = ["StageSpec", "stage_specs"]
@@ -27,6 +28,7 @@ class StageSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     expect: Mapping[str, str] = field(default_factory=dict)
     protect: tuple[str, ...] = ()  # protected packages this stage may install
+    kernel: KernelSpec | None = None  # a stage that compiles native code against torch
 
 
 def stage_specs(profile: Profile, variant: str) -> tuple[StageSpec, ...]:
@@ -61,4 +63,5 @@ def _resolve(stage: Stage, variant: str, protected: tuple[str, ...]) -> StageSpe
         env=dict(stage.env),
         expect=expect,
         protect=protected,
+        kernel=stage.kernel,
     )

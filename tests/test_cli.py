@@ -17,7 +17,7 @@ from installer.profile import PROFILES_DIR, list_profiles
 # removing one breaks every consumer, so this contract test must fail first.
 PLAN_KEYS = {"schema", "profile", "prefix", "backend", "variant", "variant_reason", "verl",
              "notes", "steps"}  # fmt: skip
-PLAN_STEP_KEYS = {"id", "kind", "deps", "description", "commands", "fingerprint"}
+PLAN_STEP_KEYS = {"id", "kind", "deps", "description", "commands", "env", "fingerprint"}
 INSTALL_KEYS = {"schema", "ok", "profile", "prefix", "variant", "activate", "log_dir", "steps",
                 "verify"}  # fmt: skip
 INSTALL_STEP_KEYS = {"id", "status", "seconds", "reason", "log"}

@@ -1,4 +1,4 @@
-"""A kernel's source build: its sdist (or local source) built into a wheel with the env's torch.
+"""A kernel's source build: its sdist (or local source) built into a wheel against the env's torch.
 
 The wheel, not an install, is the product: it is published to the lab wheelhouse so the next env
 takes it without a compiler. A build the kernel's OOM killer stops says so and names a MAX_JOBS
@@ -8,15 +8,12 @@ that fits.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from packaging.requirements import Requirement
-
 from installer.errors import CommandFailed, StepFailed
 from installer.indexes import IndexSettings
-from installer.installers import InstallRequest, build_command
+from installer.installers import InstallRequest
 from installer.kernels.sizing import oom_message
 from installer.profile.kernel import KernelSpec
 
@@ -34,46 +31,43 @@ def build_wheel(
     run: Callable[[list[str]], None],
     available_gb: float,
 ) -> Path:
-    """Build `spec` (a requirement or a local source folder) into one wheel under `out`."""
+    """Build `spec` (a requirement or a local source folder) into one wheel under `out`.
+
+    pip runs under the env's interpreter (`pip --python`), so the build sees the env's torch
+    (the stage's --no-build-isolation) and pip itself need not be in the env.
+    """
     shutil.rmtree(out, ignore_errors=True)  # the tool's own folder: what an unfinished try left
     out.mkdir(parents=True)
-    with tempfile.TemporaryDirectory(prefix="verl-kernel-sdist-") as tmp:
-        source = _local_source(spec) or _download_sdist(spec, kernel, settings, Path(tmp), run)
-        try:
-            run(build_command(request, settings, source, out))
-        except CommandFailed as failed:
-            jobs = int(env.get("MAX_JOBS", "0") or 0)
-            oom = oom_message(failed.returncode, jobs or 1, kernel.job_ram_gb, available_gb)
-            if oom is None:
-                raise
-            raise StepFailed(oom, hint=f"the build's log: {failed.log_path}") from failed
+    try:
+        run(_wheel_command(spec, kernel, request, settings, out))
+    except CommandFailed as failed:
+        jobs = int(env.get("MAX_JOBS", "0") or 0)
+        oom = oom_message(failed.returncode, jobs or 1, kernel.job_ram_gb, available_gb)
+        if oom is None:
+            raise
+        raise StepFailed(oom, hint=f"the build's log: {failed.log_path}") from failed
     wheels = sorted(out.glob("*.whl"))
     if len(wheels) != 1:
         raise StepFailed(f"building {kernel.distribution} left {len(wheels)} wheels in {out}")
     return wheels[0]
 
 
-def _local_source(spec: str) -> Path | None:
-    path = Path(spec)
-    return path if spec.startswith(("/", "./")) and path.exists() else None
-
-
-def _download_sdist(
-    spec: str, kernel: KernelSpec, settings: IndexSettings, dest: Path,
-    run: Callable[[list[str]], None],
-) -> Path:  # fmt: skip
+def _wheel_command(
+    spec: str, kernel: KernelSpec, request: InstallRequest, settings: IndexSettings, out: Path
+) -> list[str]:
     from installer.source import pip_launcher  # noqa: PLC0415
 
-    name = Requirement(spec).name
-    cmd = [*pip_launcher(), "download", "--no-deps", "--no-binary", name, spec, "--dest", str(dest)]
+    cmd = [*pip_launcher(), "--python", str(request.python), "wheel", "-v", "--no-deps"]
+    cmd += ["--no-binary", kernel.distribution, "--wheel-dir", str(out)]
+    if request.no_build_isolation:
+        cmd.append("--no-build-isolation")
     if settings.index_url:
         cmd += ["--index-url", settings.index_url]
     for url in settings.extra_index_urls:
         cmd += ["--extra-index-url", url]
     for link in settings.find_links:
         cmd += ["--find-links", link]
-    run(cmd)
-    found = sorted(dest.iterdir())
-    if len(found) != 1:
-        raise StepFailed(f"the index gave no single sdist of {kernel.distribution} for {spec!r}")
-    return found[0]
+    named = settings.named.get(request.index) if request.index else None
+    if named:
+        cmd += ["--extra-index-url", named]
+    return [*cmd, spec]

@@ -54,7 +54,8 @@ def choose_source(
     """The first source with a wheel for (distribution, version, key), else a source build."""
     name = kernel.distribution
     if version is None:
-        return KernelChoice("build", f"source build: the stage pins no exact version of {name}")
+        reason = f"as the stage installs it (it pins no exact version of {name}), sized build"
+        return KernelChoice("stage", reason)
     why_not: list[str] = []
     entry = _from_wheelhouse(kernel, version, key, wheelhouse, why_not)
     if entry is not None:

@@ -141,8 +141,9 @@ def profile_hash(profile: Profile, variant: str) -> str:
     the variant's definition; and its stages as resolved for the variant (after `extends` and the
     stack of the profile's verl ref): packages, overrides, kinds, flags, env, indexes and
     expectations. Left out, because no lockfile records them: stacks of other verl refs, other
-    variants, verify checks, disk size and descriptions. Changing this recipe makes every
-    committed lockfile stale, so it is versioned with the lock schema.
+    variants, verify checks, disk size, descriptions and a stage's `kernel:` block (where its
+    wheel may come from and how a build is sized, not what resolves). Changing this recipe makes
+    every committed lockfile stale, so it is versioned with the lock schema.
     """
     from installer.stagespec import stage_specs  # noqa: PLC0415 - stagespec needs the profile
 
@@ -158,7 +159,7 @@ def profile_hash(profile: Profile, variant: str) -> str:
         "indexes": {k: v.model_dump(mode="json") for k, v in profile.indexes.items()},
         "protected": list(profile.protected),
         "stages": [
-            {k: v for k, v in asdict(stage).items() if k != "description"}
+            {k: v for k, v in asdict(stage).items() if k not in {"description", "kernel"}}
             for stage in stage_specs(profile, variant)
         ],
     }

@@ -25,6 +25,17 @@ __all__ = [
 ]
 
 SITE_SCHEMA_VERSION = 1
+_CUDA_ARCH = re.compile(r"^[0-9]{1,2}\.[0-9][af]?$")
+
+
+def check_cuda_arch(value: str) -> str:
+    """A compute capability as builds read it: '9.0', '10.0', '9.0a'."""
+    if not _CUDA_ARCH.match(value):
+        msg = f"{value!r} is not a CUDA architecture (write it like '9.0' or '10.0')"
+        raise ValueError(msg)
+    return value
+
+
 _VARIANT = re.compile(r"^(cpu|cu1[0-9]{2})$")
 _INDEX_SCHEMES = ("http", "https", "file")
 _PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
@@ -156,6 +167,16 @@ class Defaults(_Strict):
     )
     lockfile: str | None = Field(default=None, description="A lockfile path or URL.")
     envs_dir: str | None = Field(default=None, description="Where envs go without --prefix.")
+    cuda_arch: tuple[str, ...] | None = Field(
+        default=None,
+        description="GPU architectures a kernel source build compiles for when the host shows "
+        "no GPU (a login node), e.g. ['9.0']; --cuda-arch overrides it.",
+    )
+
+    @field_validator("cuda_arch")
+    @classmethod
+    def _archs(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None if value is None else tuple(check_cuda_arch(v) for v in value)
 
 
 class SiteConfig(_Strict):
@@ -166,3 +187,17 @@ class SiteConfig(_Strict):
     network: Network = Network()
     caches: Caches = Caches()
     defaults: Defaults = Defaults()
+    wheelhouse: str | None = Field(
+        default=None,
+        description="The lab wheelhouse: a folder (on a shared filesystem) where every kernel "
+        "wheel the tool builds is published and looked up (default: "
+        "$VERL_BOOTSTRAP_HOME/wheelhouse).",
+    )
+
+    @field_validator("wheelhouse")
+    @classmethod
+    def _wheelhouse(cls, value: str | None) -> str | None:
+        if value is not None and "://" in value and not value.startswith("file://"):
+            msg = f"{value!r}: the wheelhouse must be a folder (an index URL is not supported yet)"
+            raise ValueError(msg)
+        return value

@@ -75,6 +75,8 @@ def site_options(
         environment=tuple(sorted(backend_environment(config, env, condarc=condarc).items())),
         notes=tuple(_notes(config)),
         origin=", ".join(f"{s.label} {redact(s.location)}" for s in site.used),
+        wheelhouse=config.wheelhouse,
+        cuda_arch=config.defaults.cuda_arch or (),
     )
 
 

@@ -177,11 +177,14 @@ def _stage(plan: Plan, stage: StageSpec, previous: str, step: type[Step]) -> Ste
         command: list[str] = ["bash", "-eE", "-o", "pipefail", str(script)]
     else:
         command = install_command(plan.options.installer, stage_request(plan, stage), plan.settings)
+    decision = plan.kernels.get(stage.id)
+    description = stage.description or f"install {', '.join(stage.packages)}"
     return step(
         id=stage.id,
         kind="script" if stage.kind == "script" else "stage",
         deps=(previous,),
-        description=stage.description or f"install {', '.join(stage.packages)}",
+        description=description + (f"\n{decision.line()}" if decision else ""),
+        env={**stage.env, **(decision.env if decision else {})},
         commands=(tuple(redact(a) for a in command),),
         inputs={
             "env": dict(stage.env),

@@ -26,6 +26,7 @@ from installer.lockinstall import (
     locked_requirements_path,
     record_locked_env,
 )
+from installer.options import state_dir
 from installer.plan import Plan, Step
 from installer.protect import check_protected, protected_pins, refused_by_pins
 from installer.source import SourceResult, fetch_source, pip_launcher
@@ -117,14 +118,16 @@ def _stage(ctx: StepContext) -> dict[str, Any]:
         script = ctx.plan.source.checkout / (stage.script or "")
         argv = ["bash", "-eE", "-o", "pipefail", str(script)]
         _run(ctx, argv, env=dict(stage.env), cwd=ctx.plan.source.checkout)
-    else:
-        _install_stage(ctx, stage)
+    kernel: dict[str, Any] = {}
+    if stage.kind != "script":
+        kernel = _install_stage(ctx, stage)
     now = installed(ctx.plan.prefix)
     _check_expect(stage.id, stage.expect, now)
     ctx.protected.update(check_protected(ctx.protected, now, stage=stage.id, names=stage.protect))
     return {
         "installed": {n: d.version for n, d in sorted(now.items())},
         "built": {n: wheel.sha256 for n, wheel in sorted(built.items())},
+        **kernel,
     }
 
 
@@ -143,19 +146,54 @@ def _build_locked_sdists(
     )  # fmt: skip
 
 
-def _install_stage(ctx: StepContext, stage: StageSpec) -> None:
+def _install_stage(ctx: StepContext, stage: StageSpec) -> dict[str, Any]:
+    """The stage's install; a kernel stage's outputs say which source its wheel came from."""
     request = stage_request(ctx.plan, stage)
     if request.constraints_file:
         pins = protected_pins(ctx.protected, stage=stage.id)
         atomic_write(request.constraints_file, "".join(f"{pin}\n" for pin in pins))
-    argv = install_command(ctx.plan.options.installer, request, ctx.plan.settings)
+    env = dict(ctx.step.env or stage.env)
     try:
-        _run(ctx, argv, env=dict(stage.env))
+        if stage.kernel is not None and ctx.plan.locked is None:
+            return _install_kernel(ctx, stage, request, env)
+        _run(ctx, install_command(ctx.plan.options.installer, request, ctx.plan.settings), env=env)
     except CommandFailed as failed:
         refused = refused_by_pins(ctx.protected, failed.tail, stage=stage.id)
         if refused is None:
             raise
         raise refused from failed
+    return {}
+
+
+def _install_kernel(
+    ctx: StepContext, stage: StageSpec, request: InstallRequest, env: dict[str, str]
+) -> dict[str, Any]:
+    from installer.kernels.sizing import read_resources  # noqa: PLC0415
+    from installer.kernels.stage import KernelRun, run_kernel_stage  # noqa: PLC0415
+
+    assert stage.kernel is not None
+    job = KernelRun(
+        kernel=stage.kernel, packages=stage.packages, request=request,
+        settings=ctx.plan.settings, installer=ctx.plan.options.installer,
+        wheelhouse=_wheelhouse(ctx), work=state_dir(ctx.plan.prefix) / "kernels" / stage.id,
+        env=env, run=lambda argv: _run(ctx, argv, env=env),
+        note=lambda line: _note(ctx, line), gpu_present=ctx.plan.driver is not None,
+        available_gb=read_resources().available_gb,
+    )  # fmt: skip
+    return run_kernel_stage(job)
+
+
+def _wheelhouse(ctx: StepContext) -> Path:
+    from installer.kernels.host import wheelhouse_root  # noqa: PLC0415
+
+    return wheelhouse_root(ctx.plan.options.site.wheelhouse, os.environ)
+
+
+def _note(ctx: StepContext, line: str) -> None:
+    """A line in the step's log and on the terminal."""
+    with ctx.log_path.open("a", encoding="utf-8") as log:
+        log.write(line + "\n")
+    emit(line, kind=("note",), step=ctx.step.id)
 
 
 def _check_expect(stage_id: str, expect: Mapping[str, str], now: Mapping[str, Any]) -> None:

@@ -1,0 +1,78 @@
+"""The stand-in kernel for the wheelhouse tests: its sdist on a find-links folder, and envs
+installed from the kernel-stage profile through the real CLI."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+import subprocess
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from installer import cli
+
+DATA = Path(__file__).parent / "data"
+PROFILE = DATA / "profiles" / "kernel-stage" / "profile.yaml"
+STANDIN = DATA / "kernels" / "standin"
+BROKEN = DATA / "kernels" / "broken"
+PKG_INFO = "Metadata-Version: 2.1\nName: standin-kernel\nVersion: 0.1.0\n"
+
+
+def make_sdist(source: Path, links: Path) -> Path:
+    """standin-kernel-0.1.0.tar.gz of `source` in `links` (no build backend needed to make it)."""
+    links.mkdir(parents=True, exist_ok=True)
+    archive = links / "standin-kernel-0.1.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in sorted(source.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                tar.add(path, f"standin-kernel-0.1.0/{path.relative_to(source)}")
+        info = tarfile.TarInfo("standin-kernel-0.1.0/PKG-INFO")
+        info.size = len(PKG_INFO)
+        tar.addfile(info, io.BytesIO(PKG_INFO.encode()))
+    return archive
+
+
+def build_broken_wheel(uv: str, python: Path, work: Path) -> Path:
+    """The stand-in as a wheel built for another torch: its module needs a missing c10 symbol."""
+    source = Path(shutil.copytree(BROKEN, work / "broken-src"))
+    out = work / "broken-wheel"
+    subprocess.run(
+        [uv, "build", "-q", "--wheel", "--python", str(python), "--out-dir", str(out), str(source)],
+        check=True,
+    )
+    return next(out.glob("*.whl"))
+
+
+@dataclass(frozen=True)
+class Run:
+    """One CLI run: exit code, its JSON body, stderr."""
+
+    code: int
+    body: dict[str, Any]
+    stderr: str
+
+    def step(self, step_id: str) -> dict[str, Any]:
+        """The report's entry for one step."""
+        return next(s for s in self.body["steps"] if s["id"] == step_id)
+
+    def log(self, step_id: str) -> str:
+        """The step's log."""
+        return Path(self.step(step_id)["log"]).read_text(encoding="utf-8")
+
+
+def run_cli(argv: list[str]) -> Run:
+    """`verl-bootstrap ARGV --json` in this process."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main([*argv, "--json"])
+    return Run(code=code, body=json.loads(out.getvalue()), stderr=err.getvalue())
+
+
+def install_argv(prefix: Path, repo: Path, *extra: str) -> list[str]:
+    """The kernel-stage profile into `prefix`, verl from the test repo."""
+    return ["install", "--profile", str(PROFILE), "--prefix", str(prefix),
+            "--verl-source", str(repo), *extra]  # fmt: skip

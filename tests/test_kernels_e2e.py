@@ -1,0 +1,120 @@
+"""The wheelhouse loop with a real compiled torch extension (the stand-in kernel, built with the
+CPU torch's cpp_extension): built from source once and published, taken by the next env with no
+compiler, refused for an env with another key, and an `undefined symbol` caught after install."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kernellab import STANDIN, Run, build_broken_wheel, install_argv, make_sdist, run_cli
+
+from installer.doctor.checks_env import find_uv
+from installer.errors import EXIT_OK, EXIT_STEP_FAILED
+from installer.kernels.wheelhouse import Wheelhouse
+
+BUILD_COMMAND = " wheel -v --no-deps --no-binary standin-kernel"
+
+
+def assert_kernel_installed(run: Run, prefix: Path) -> None:
+    """The kernel stage is done and its compiled module answers; verify fails only on `uv pip
+    check`, because this profile installs verl without its dependencies (not what is tested)."""
+    assert run.step("standin")["status"] == "done", run.step("standin")
+    assert run.step("record-lock")["status"] == "done"
+    code = "import standin_kernel; print(standin_kernel.device_name())"
+    python = prefix / "bin" / "python"
+    answer = subprocess.run([python, "-c", code], check=False, capture_output=True, text=True)
+    assert answer.stdout.strip() == "CPU", answer.stderr
+    reason = run.step("verify")["reason"]
+    assert reason.startswith("verification failed: uv pip check"), reason
+    assert "import" not in reason
+
+
+@dataclass(frozen=True)
+class Lab:
+    """A lab's home (and so its default wheelhouse), the verl repo, and the first two envs."""
+
+    root: Path
+    repo: Path
+    wheelhouse: Path
+    first: Run
+    second: Run
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path) -> Iterator[Lab]:
+    root = tmp_path_factory.mktemp("kernel-lab")
+    links = root / "links"
+    make_sdist(STANDIN, links)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("VERL_BOOTSTRAP_HOME", str(root / "home"))
+        patch.setenv("PIP_FIND_LINKS", f"{os.environ.get('PIP_FIND_LINKS', '')} {links}".strip())
+        first = run_cli(install_argv(root / "env-a", verl_repo_session))
+        second = run_cli(install_argv(root / "env-b", verl_repo_session))
+        yield Lab(root, verl_repo_session, root / "home" / "wheelhouse", first, second)
+
+
+def test_the_first_env_builds_the_kernel_and_publishes_it(lab: Lab) -> None:
+    assert_kernel_installed(lab.first, lab.root / "env-a")
+    log = lab.first.log("standin")
+    assert BUILD_COMMAND in log
+    assert "c++" in log or "g++" in log  # the compiler really ran
+    [entry] = Wheelhouse(lab.wheelhouse).entries()
+    assert entry.file == "standin_kernel-0.1.0-cp311-cp311-linux_x86_64.whl"
+    assert entry.key.describe() == "torch 2.13.0+cpu, cp311, cxx11abi, linux_x86_64"
+    assert f"published {entry.file} to {lab.wheelhouse}" in log
+
+
+def test_the_second_env_takes_the_wheel_without_a_compiler(lab: Lab) -> None:
+    assert_kernel_installed(lab.second, lab.root / "env-b")
+    log = lab.second.log("standin")
+    assert BUILD_COMMAND not in log and "g++" not in log
+    assert "prebuilt from the lab wheelhouse, built for torch 2.13.0+cpu" in log
+    assert "no compiler ran" in log
+
+
+def test_a_wheel_for_another_torch_is_refused(lab: Lab, tmp_path: Path) -> None:
+    wheel = next(lab.wheelhouse.glob("*.whl"))
+    other = tmp_path / "other-house"
+    key = "torch=2.12.0,cuda=cpu,cxx11abi=TRUE,python=cp311,platform=linux_x86_64"
+    added = run_cli(["wheelhouse", "add", str(wheel), "--key", key, "--wheelhouse", str(other)])
+    assert added.code == EXIT_OK, added.stderr
+    site = tmp_path / "site.yaml"
+    site.write_text(f"schema_version: 1\nwheelhouse: {other}\n")
+    plan = run_cli(["plan", *install_argv(tmp_path / "env-c", lab.repo)[1:], "--config", str(site)])
+    assert plan.code == EXIT_OK, plan.stderr
+    kernel = next(s for s in plan.body["steps"] if s["id"] == "standin")["kernel"]
+    assert kernel["source"] == "build"
+    assert (
+        "only for other builds: torch 2.12.0+cpu, cp311, cxx11abi, linux_x86_64"
+        in (kernel["reason"])
+    )
+    assert "torch 2.12.0 (env: 2.13.0)" in kernel["reason"]
+
+
+def test_a_mismatched_wheel_forced_in_fails_with_undefined_symbol(lab: Lab, tmp_path: Path) -> None:
+    """Last in this file: it re-runs env-b's kernel stage with a wheel whose key is a lie."""
+    uv = find_uv()
+    assert uv is not None
+    env = lab.root / "env-b"
+    broken = build_broken_wheel(uv, env / "bin" / "python", tmp_path)
+    forced = tmp_path / "forced-house"
+    added = run_cli(["wheelhouse", "add", str(broken), "--key-of", str(env),
+                     "--wheelhouse", str(forced)])  # fmt: skip
+    assert added.code == EXIT_OK, added.stderr
+    site = tmp_path / "site.yaml"
+    site.write_text(f"schema_version: 1\nwheelhouse: {forced}\n")
+    argv = [*install_argv(env, lab.repo), "--config", str(site), "--force", "standin"]
+    run = run_cli(argv)
+    assert run.code == EXIT_STEP_FAILED
+    step = run.step("standin")
+    assert step["status"] == "failed"
+    assert step["reason"].startswith(
+        "standin_kernel._C does not load: undefined symbol _ZN3c1023symbol_of_another_torchEi. "
+        "The wheel was built for torch 2.13.0+cpu, cp311, cxx11abi, linux_x86_64; "
+        "this env has torch 2.13.0+cpu"
+    ), step["reason"]
