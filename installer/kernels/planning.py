@@ -104,7 +104,7 @@ def _decide(
     sizing = BuildSizing(archs, arch_why, jobs, jobs_why)
     env = {"MAX_JOBS": str(jobs), **arch_variables(kernel.arch_variables, archs)}
     env = {k: v for k, v in env.items() if k not in preset or k == "MAX_JOBS"}
-    estimate = _estimate(kernel, sizing, host) if choice.source == "build" else ""
+    estimate = _estimate(kernel, sizing, host) if choice.source in {"build", "release"} else ""
     return KernelDecision(key, choice, sizing, env, estimate)
 
 
@@ -114,4 +114,4 @@ def _estimate(kernel: KernelSpec, sizing: BuildSizing, host: KernelHost) -> str:
         return ""
     archs = len(sizing.archs) or 4  # a project's default list is about four architectures
     minutes = kernel.build_minutes * archs * 16 / max(1, min(sizing.max_jobs, host.resources.cores))
-    return f"; about {minutes:.0f} min on this host"
+    return f"; a source build takes about {minutes:.0f} min on this host"

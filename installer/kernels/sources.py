@@ -68,7 +68,7 @@ def choose_source(
     for template in kernel.release_wheels:
         url = render_template(template, version, key)
         if url is not None:
-            reason = f"prebuilt release wheel for {key.describe()} (a source build if it is absent)"
+            reason = f"prebuilt release wheel for {key.describe()} if the release has one ({url})"
             return KernelChoice("release", reason, url, built_for=key)
     index = _from_index(kernel, key, why_not)
     if index is not None:
