@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -236,3 +238,23 @@ def test_an_index_is_used_only_for_the_key_the_profile_states() -> None:
 def test_the_pinned_version_is_read_from_the_stage() -> None:
     assert pinned_version(("torch", "flash_attn==2.8.3"), "flash-attn") == "2.8.3"
     assert pinned_version(("flash-attn>=2",), "flash-attn") is None
+
+
+@pytest.mark.parametrize(("marked", "abi"), [(True, True), (False, False)])
+def test_the_key_probe_reads_torch_without_importing_it(
+    tmp_path: Path, marked: bool, abi: bool
+) -> None:
+    torch = tmp_path / "torch"
+    (torch / "lib").mkdir(parents=True)
+    (torch / "__init__.py").write_text("raise ImportError('the probe must not import torch')\n")
+    (torch / "version.py").write_text("__version__ = '2.9.1+cu128'\ncuda = '12.8'\n")
+    symbol = b"_ZN3c104Type3strB5cxx11Ev NSt7__cxx1112basic_string" if marked else b"_ZN3c10Ss"
+    (torch / "lib" / "libc10.so").write_bytes(b"\x7fELF" + symbol)
+    probe = Path(__file__).parents[1] / "installer" / "probes" / "build_key.py"
+    done = subprocess.run(
+        [sys.executable, str(probe)], env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    key = BuildKey.from_mapping(json.loads(done.stdout))
+    assert (key.torch, key.cuda, key.cxx11abi) == ("2.9.1", "12.8", abi)
+    assert key.python == f"cp{sys.version_info[0]}{sys.version_info[1]}"
