@@ -14,7 +14,7 @@ import pytest
 from kernellab import STANDIN, Run, build_broken_wheel, install_argv, make_sdist, run_cli
 
 from installer.doctor.checks_env import find_uv
-from installer.errors import EXIT_OK, EXIT_STEP_FAILED
+from installer.errors import EXIT_OK, EXIT_STEP_FAILED, CommandFailed
 from installer.kernels.wheelhouse import Wheelhouse
 
 BUILD_COMMAND = " wheel -v --no-deps --no-binary standin-kernel"
@@ -118,3 +118,31 @@ def test_a_mismatched_wheel_forced_in_fails_with_undefined_symbol(lab: Lab, tmp_
         "The wheel was built for torch 2.13.0+cpu, cp311, cxx11abi, linux_x86_64; "
         "this env has torch 2.13.0+cpu"
     ), step["reason"]
+
+
+def test_a_prebuilt_index_gives_a_wheel_and_never_builds(lab: Lab, tmp_path: Path) -> None:
+    from installer import proc  # noqa: PLC0415
+    from installer.kernels.build import download_wheel  # noqa: PLC0415
+
+    wheel = next(lab.wheelhouse.glob("*.whl"))
+    project = tmp_path / "simple" / "standin-kernel"
+    project.mkdir(parents=True)
+    (project / wheel.name).write_bytes(wheel.read_bytes())
+    (project / "index.html").write_text(f'<a href="{wheel.name}">{wheel.name}</a>\n')
+    log = tmp_path / "download.log"
+    got = download_wheel(
+        "standin-kernel==0.1.0", (tmp_path / "simple").as_uri(),
+        python=lab.root / "env-a" / "bin" / "python", dest=tmp_path / "got",
+        run=lambda argv: proc.run(argv, log_path=log),
+    )  # fmt: skip
+    assert got.read_bytes() == wheel.read_bytes()
+    (project / wheel.name).unlink()  # only the sdist is left: refused, never built
+    sdist = lab.root / "links" / "standin-kernel-0.1.0.tar.gz"
+    (project / sdist.name).write_bytes(sdist.read_bytes())
+    (project / "index.html").write_text(f'<a href="{sdist.name}">{sdist.name}</a>\n')
+    with pytest.raises(CommandFailed):
+        download_wheel(
+            "standin-kernel==0.1.0", (tmp_path / "simple").as_uri(),
+            python=lab.root / "env-a" / "bin" / "python", dest=tmp_path / "none",
+            run=lambda argv: proc.run(argv, log_path=log),
+        )  # fmt: skip

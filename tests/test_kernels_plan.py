@@ -173,3 +173,11 @@ def test_the_expected_abi_follows_the_torch_the_stages_pin(tmp_path: Path) -> No
     assert (new.torch, new.cuda, new.cxx11abi) == ("2.11.0", "13.0", True)
     unknown = expected_key(["vllm"], profile, "cu130", facts.kernels)
     assert unknown.torch is None and unknown.cxx11abi is None
+
+
+def test_a_host_without_ninja_is_told_the_build_will_be_slow(tmp_path: Path) -> None:
+    options, facts = host("fsdp", tmp_path, driver(H100), cores=16, ram=64.0)
+    assert facts.kernels is not None
+    facts = replace(facts, kernels=replace(facts.kernels, ninja=False))
+    step = plan_for("fsdp", options, facts).step("flash-attn")
+    assert "ninja is not on PATH, so the build runs one file at a time" in step.description

@@ -71,3 +71,19 @@ def _wheel_command(
     if named:
         cmd += ["--extra-index-url", named]
     return [*cmd, spec]
+
+
+def download_wheel(
+    spec: str, index_url: str, *, python: Path, dest: Path, run: Callable[[list[str]], None]
+) -> Path:
+    """A wheel (never an sdist: nothing is compiled) of `spec` from `index_url`, for the env's
+    interpreter and platform (`pip --python`)."""
+    from installer.source import pip_launcher  # noqa: PLC0415
+
+    shutil.rmtree(dest, ignore_errors=True)
+    cmd = [*pip_launcher(), "--python", str(python), "download", "--no-deps", "--only-binary"]
+    run([*cmd, ":all:", "--dest", str(dest), "--index-url", index_url, spec])
+    wheels = sorted(dest.glob("*.whl"))
+    if len(wheels) != 1:
+        raise StepFailed(f"the index gave {len(wheels)} wheels for {spec!r}")
+    return wheels[0]

@@ -5,6 +5,7 @@ sizing variables the user already set (which are kept)."""
 from __future__ import annotations
 
 import os
+import shutil
 import sysconfig
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ class KernelHost:
     platform: str  # "linux_x86_64"
     site_archs: tuple[str, ...] = ()
     preset: Mapping[str, str] | None = None  # MAX_JOBS / arch variables already in the environment
+    ninja: bool = True  # ninja is on PATH (torch's extension builds run serially without it)
 
 
 def wheelhouse_root(configured: str | None, environ: Mapping[str, str]) -> Path:
@@ -59,6 +61,7 @@ def gather_kernel_host(
         platform=sysconfig.get_platform().replace("-", "_").replace(".", "_"),
         site_archs=site_archs,
         preset={k: environ[k] for k in watched if environ.get(k)},
+        ninja=shutil.which("ninja", path=environ.get("PATH")) is not None,
     )
 
 

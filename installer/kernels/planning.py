@@ -110,8 +110,9 @@ def _decide(
 
 def _estimate(kernel: KernelSpec, sizing: BuildSizing, host: KernelHost) -> str:
     """'; about N min on this host' from the profile's per-architecture figure on 16 cores."""
+    slow = "" if host.ninja else "; ninja is not on PATH, so the build runs one file at a time"
     if kernel.build_minutes is None:
-        return ""
+        return slow
     archs = len(sizing.archs) or 4  # a project's default list is about four architectures
     minutes = kernel.build_minutes * archs * 16 / max(1, min(sizing.max_jobs, host.resources.cores))
-    return f"; a source build takes about {minutes:.0f} min on this host"
+    return f"; a source build takes about {minutes:.0f} min on this host{slow}"

@@ -11,7 +11,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from installer.errors import StepFailed
+from installer.errors import CommandFailed, StepFailed
 from installer.indexes import IndexSettings
 from installer.installers import InstallRequest, install_command
 from installer.kernels.key import BuildKey
@@ -87,7 +87,30 @@ def _wheel(
         if fetched is not None:
             job.note(f"kernel {name}: no compiler ran (installing {fetched})")
             return fetched, "release"
+    if choice.source == "index":
+        fetched = _from_index(job)
+        if fetched is not None:
+            job.note(f"kernel {name}: no compiler ran (installing {fetched})")
+            return fetched, "index"
     return _build_and_publish(job, key, house), "build"
+
+
+def _from_index(job: KernelRun) -> Path | None:
+    """The prebuilt wheel from the index the profile states a key for; None falls to a build."""
+    from installer.kernels.build import download_wheel  # noqa: PLC0415
+
+    prebuilt = job.kernel.prebuilt_index
+    url = job.settings.named.get(prebuilt.index) if prebuilt else None
+    spec = _kernel_spec(job)
+    if url is None or spec is None:
+        job.note(f"kernel {job.kernel.distribution}: its prebuilt index is not reachable")
+        return None
+    try:
+        return download_wheel(spec, url, python=job.request.python, dest=job.work / "index",
+                              run=job.run)  # fmt: skip
+    except (CommandFailed, StepFailed) as failed:
+        job.note(f"kernel {job.kernel.distribution}: no wheel from the index ({failed})")
+        return None
 
 
 def _build_and_publish(job: KernelRun, key: BuildKey, house: Wheelhouse | None) -> Path:
