@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from installer.indexes import IndexSettings
+from installer.host.indexes import IndexSettings
 
 __all__ = ["InstallRequest", "build_command", "install_command", "uv_binary"]
 

@@ -15,8 +15,9 @@ import pytest
 
 from installer import cli
 from installer.errors import EXIT_OK, EXIT_REFUSED, InputError, PrefixBusy
-from installer.prefixlock import holding
-from installer.state import State, StepRecord, atomic_write
+from installer.paths import atomic_write
+from installer.run.guard import holding
+from installer.run.state import State, StepRecord
 
 DATA = Path(__file__).parent / "data" / "profiles"
 
@@ -120,7 +121,7 @@ HOLDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from installer.prefixlock import holding
+    from installer.run.guard import holding
 
     with holding(Path(sys.argv[1])):
         print("held", flush=True)

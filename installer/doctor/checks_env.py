@@ -17,7 +17,7 @@ from packaging.version import InvalidVersion, Version
 from installer import proc
 from installer.doctor.inputs import Context, EnvFacts, exact_env
 from installer.doctor.model import CheckResult, fail, ok, skipped, warn
-from installer.source import SDIST_MARK
+from installer.steps.source import SDIST_MARK
 
 __all__ = ["ENV_CHECKS", "find_uv", "installed_versions", "site_packages", "version_matches"]
 

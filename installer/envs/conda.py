@@ -44,6 +44,7 @@ from installer.envs.base import EnvBackend, EnvRequest, env_python
 from installer.envs.condarc import CondaSettings, channel_urls, load_condarc
 from installer.errors import CommandFailed, InputError, StepFailed
 from installer.events import emit
+from installer.paths import STATE_DIRNAME
 from installer.redact import redact
 
 __all__ = [
@@ -58,7 +59,6 @@ __all__ = [
     "validate_request",
 ]
 
-_STATE_DIR = ".verl-bootstrap"  # our own bookkeeping may sit in a prefix before the env does
 _REASON_LINES = 15  # of the solver's explanation shown in the error; the rest is elided
 # What py-rattler raises while fetching, extracting and linking packages into a prefix.
 _INSTALL_ERRORS = (
@@ -210,7 +210,9 @@ def check_target(prefix: Path) -> None:
         return
     if not prefix.is_dir():
         raise InputError(f"env prefix {prefix} exists and is not a folder")
-    foreign = sorted(p.name for p in prefix.iterdir() if p.name != _STATE_DIR)
+    foreign = sorted(
+        p.name for p in prefix.iterdir() if p.name != STATE_DIRNAME
+    )  # our bookkeeping may come first
     if foreign:
         what = "a venv" if "pyvenv.cfg" in foreign else f"not a conda prefix ({foreign[0]}, …)"
         raise InputError(

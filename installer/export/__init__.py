@@ -8,12 +8,12 @@ from pathlib import Path
 from installer.errors import InputError
 from installer.export.common import export_entries
 from installer.export.condalock import render_conda_lock
+from installer.export.names import DEFAULT_OUTPUT, FORMATS
 from installer.export.pylock import render_pylock
 from installer.export.requirements import write_requirements
-from installer.exportnames import DEFAULT_OUTPUT, FORMATS
-from installer.indexes import IndexSettings
+from installer.host.indexes import IndexSettings
 from installer.lockfile.model import Lockfile
-from installer.state import atomic_write
+from installer.paths import atomic_write
 
 __all__ = ["DEFAULT_OUTPUT", "FORMATS", "export_lockfile"]
 

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from installer import proc
+from installer.envs.inventory import canonical
 from installer.errors import CommandFailed, Refused
-from installer.indexes import DEFAULT, IndexSettings
+from installer.host.indexes import DEFAULT, IndexSettings
 from installer.installers import uv_binary
-from installer.inventory import canonical
 from installer.lockfile.model import LockedDist, LockedStage, Lockfile
 from installer.lockfile.resolve import DEFAULT_GLIBC, FIND_LINKS, Target, index_args, load_toml
-from installer.state import atomic_write
+from installer.paths import atomic_write
 
 __all__ = [
     "Artifact",

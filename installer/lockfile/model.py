@@ -144,7 +144,7 @@ def profile_hash(profile: Profile, variant: str) -> str:
     variants, verify checks, disk size and descriptions. Changing this recipe makes every
     committed lockfile stale, so it is versioned with the lock schema.
     """
-    from installer.stagespec import stage_specs  # noqa: PLC0415 - stagespec needs the profile
+    from installer.profile.stagespec import stage_specs  # noqa: PLC0415 - stagespec needs the profile
 
     cuda = profile.cuda_variants.get(variant)
     body = {

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from installer import proc
+from installer.envs.inventory import canonical
 from installer.errors import CommandFailed, InputError, StepFailed
-from installer.indexes import DEFAULT, IndexSettings
+from installer.host.indexes import DEFAULT, IndexSettings
 from installer.installers import uv_binary
-from installer.inventory import canonical
 from installer.lockfile.model import DistSource
 
 if sys.version_info >= (3, 11):

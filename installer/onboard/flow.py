@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from installer.errors import InputError
-from installer.install import InstallResult, prepare_plan, run_install
 from installer.onboard.shellrc import rc_file, user_activation, write_rc_block
 from installer.options import RunOptions
-from installer.plan import Plan
+from installer.paths import tool_home
+from installer.plan.compile import Plan
 from installer.redact import redact
+from installer.run.install import InstallResult, prepare_plan, run_install
 from installer.siteconfig import LoadedSite
 from installer.siteconfig.files import fetch_file, local_profile
 
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OnboardResult",
-    "bootstrap_home",
     "describe",
     "fetch_file",
     "fetch_lockfile",
@@ -51,12 +51,6 @@ class OnboardResult:
     def ok(self) -> bool:
         """The install succeeded and doctor found nothing failing."""
         return self.install.report.ok and (self.doctor is None or self.doctor.ok)
-
-
-def bootstrap_home(environ: Mapping[str, str]) -> Path:
-    """verl-bootstrap's own folder for this user ($VERL_BOOTSTRAP_HOME, else ~/.verl-bootstrap)."""
-    home = Path(environ.get("HOME") or Path.home())
-    return Path(environ.get("VERL_BOOTSTRAP_HOME") or home / ".verl-bootstrap")
 
 
 def lab_defaults(
@@ -91,7 +85,7 @@ def onboard(
     result = run_install(plan, preflight=True)
     if not result.report.ok:
         return OnboardResult(result, {}, (), None, lockfile)
-    files = user_activation(plan.prefix, bootstrap_home(env))
+    files = user_activation(plan.prefix, tool_home(env))
     rcs = _shell_init(shells, files, env) if shell_init else ()
     return OnboardResult(result, files, rcs, _doctor(plan, env), lockfile)
 

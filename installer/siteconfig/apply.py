@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 
-from installer.indexes import IndexSettings
+from installer.host.indexes import IndexSettings
 from installer.options import SiteOptions
 
 __all__ = ["PYTORCH_INDEX", "applied_environment", "apply_site_indexes", "pytorch_mirrors"]

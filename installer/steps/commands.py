@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING
 from installer.envs.base import EnvRequest, env_python
 from installer.envs.registry import get_backend
 from installer.installers import InstallRequest, install_command
-from installer.lockinstall import locked_requirements, locked_requirements_path
-from installer.options import state_dir
+from installer.paths import env_lockfile, override_file, protected_file
+from installer.plan.locked import locked_requirements, locked_requirements_path
+from installer.profile.stagespec import StageSpec
 from installer.redact import redact
-from installer.stagespec import StageSpec
 
 if TYPE_CHECKING:
-    from installer.plan import Plan, Step
+    from installer.plan.compile import Plan, Step
 
-__all__ = ["env_request", "overrides_path", "stage_request", "step_commands"]
+__all__ = ["env_request", "stage_request", "step_commands"]
 
 
 def env_request(plan: Plan, log_path: Path | None = None) -> EnvRequest:
@@ -41,16 +41,6 @@ def _locked_conda(plan: Plan) -> tuple[str, ...]:
     return tuple(f"{p.name} =={p.version} {p.build}" for p in plan.locked.lock.conda)
 
 
-def overrides_path(plan: Plan, stage_id: str) -> Path:
-    """Where a stage's override requirements are written before it runs."""
-    return state_dir(plan.prefix) / "overrides" / f"{stage_id}.txt"
-
-
-def protected_pins_path(plan: Plan, stage_id: str) -> Path:
-    """Where the protected packages' pins are written before a stage runs (constraints)."""
-    return state_dir(plan.prefix) / "protected" / f"{stage_id}.txt"
-
-
 def stage_request(plan: Plan, stage: StageSpec) -> InstallRequest:
     """The install a packages/verl-deps stage performs."""
     if plan.locked is not None:  # the lockfile's hashed requirements, nothing resolved
@@ -73,15 +63,15 @@ def stage_request(plan: Plan, stage: StageSpec) -> InstallRequest:
         index=stage.index,
         no_deps=stage.no_deps,
         no_build_isolation=stage.no_build_isolation,
-        overrides_file=overrides_path(plan, stage.id) if stage.overrides else None,
-        constraints_file=protected_pins_path(plan, stage.id) if stage.protect else None,
+        overrides_file=override_file(plan.prefix, stage.id) if stage.overrides else None,
+        constraints_file=protected_file(plan.prefix, stage.id) if stage.protect else None,
         offline=plan.options.offline,
     )
 
 
 def step_commands(plan: Plan) -> list[Step]:
     """The steps in profile order; `compile_plan` sorts them topologically."""
-    from installer.plan import Step  # noqa: PLC0415
+    from installer.plan.compile import Step  # noqa: PLC0415
 
     steps = [
         _create_env(plan, Step),
@@ -98,7 +88,7 @@ def step_commands(plan: Plan) -> list[Step]:
             kind="record-lock",
             deps=(previous,),
             description="record what was installed into the env's lockfile",
-            commands=((f"write {state_dir(plan.prefix) / 'verl-bootstrap.lock.yaml'}",),),
+            commands=((f"write {env_lockfile(plan.prefix)}",),),
             inputs={"variant": plan.variant, "profile": plan.profile.name},
         )
     )

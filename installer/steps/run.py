@@ -12,26 +12,26 @@ from packaging.specifiers import SpecifierSet
 
 from installer import proc
 from installer.envs.base import env_python
+from installer.envs.inventory import canonical, installed
 from installer.envs.registry import get_backend
 from installer.errors import CommandFailed, StepFailed
 from installer.events import emit
 from installer.installers import InstallRequest, install_command
-from installer.inventory import canonical, installed
 from installer.lockfile.lookup import Artifact
 from installer.lockfile.model import LockedStage
-from installer.lockinstall import (
+from installer.paths import atomic_write, override_file
+from installer.plan.compile import Plan, Step
+from installer.plan.locked import (
     check_source,
     fetch_locked_sdist,
     locked_requirements,
     locked_requirements_path,
     record_locked_env,
 )
-from installer.plan import Plan, Step
-from installer.protect import check_protected, protected_pins, refused_by_pins
-from installer.source import SourceResult, fetch_source, pip_launcher
-from installer.stagespec import StageSpec
-from installer.state import atomic_write
-from installer.steps.commands import env_request, overrides_path, stage_request
+from installer.profile.stagespec import StageSpec
+from installer.steps.commands import env_request, stage_request
+from installer.steps.protect import check_protected, protected_pins, refused_by_pins
+from installer.steps.source import SourceResult, fetch_source, pip_launcher
 
 __all__ = ["STEP_KINDS", "StepContext", "activation_env", "execute_step"]
 
@@ -103,7 +103,7 @@ def _install_verl_argv(ctx: StepContext) -> list[str]:
 def _stage(ctx: StepContext) -> dict[str, Any]:
     stage = next(s for s in ctx.plan.stages if s.id == ctx.step.id)
     if stage.overrides:
-        atomic_write(overrides_path(ctx.plan, stage.id), "\n".join(stage.overrides) + "\n")
+        atomic_write(override_file(ctx.plan.prefix, stage.id), "\n".join(stage.overrides) + "\n")
     built: dict[str, Artifact] = {}
     if ctx.plan.locked is not None:
         locked = next(s for s in ctx.plan.locked.lock.stages if s.id == stage.id)
@@ -133,7 +133,7 @@ def _build_locked_sdists(
 ) -> dict[str, Artifact]:
     """The stage's locked sdists, built here into wheels that the stage then installs."""
     from installer.envs.conda import default_cache_root  # noqa: PLC0415
-    from installer.srcbuild import build_locked_sdists  # noqa: PLC0415
+    from installer.steps.srcbuild import build_locked_sdists  # noqa: PLC0415
 
     return build_locked_sdists(
         locked, artifacts,
@@ -176,7 +176,7 @@ def _check_expect(stage_id: str, expect: Mapping[str, str], now: Mapping[str, An
 
 
 def _record_lock(ctx: StepContext) -> dict[str, Any]:
-    from installer.envlock import write_env_lock  # noqa: PLC0415
+    from installer.steps.record_lock import write_env_lock  # noqa: PLC0415
 
     if ctx.plan.locked is not None:  # the env's record is the lockfile it was installed from
         built = {
@@ -194,7 +194,7 @@ def _record_lock(ctx: StepContext) -> dict[str, Any]:
 
 
 def _verify(ctx: StepContext) -> dict[str, Any]:
-    from installer.verify import verify_env  # noqa: PLC0415
+    from installer.steps.verify import verify_env  # noqa: PLC0415
 
     report = verify_env(
         ctx.plan.prefix,

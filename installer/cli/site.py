@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from installer.cli import emit_json, err, out, path_arg
+from installer.cli.output import emit_json, err, out, path_arg
 from installer.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 
 __all__ = ["register"]
@@ -85,7 +85,7 @@ def _register_activate(sub: argparse._SubParsersAction[argparse.ArgumentParser])
 
 def cmd_config_show(ns: argparse.Namespace) -> int:
     """`config show`: every effective setting and its source, secrets redacted."""
-    from installer.indexes import read_pip_settings  # noqa: PLC0415
+    from installer.host.indexes import read_pip_settings  # noqa: PLC0415
     from installer.siteconfig import load_site, site_options  # noqa: PLC0415
     from installer.siteconfig.apply import apply_site_indexes  # noqa: PLC0415
     from installer.siteconfig.show import show_json, show_text  # noqa: PLC0415
@@ -101,8 +101,8 @@ def cmd_config_show(ns: argparse.Namespace) -> int:
 
 def _storage_notes(envs_dir: str | None, site_env: dict[str, str | None]) -> list[str]:
     """Where envs and caches would go, and whether that is a network filesystem."""
-    from installer.cluster.sharedfs import storage_notes  # noqa: PLC0415
-    from installer.options import default_prefix  # noqa: PLC0415
+    from installer.host.filesystems import storage_notes  # noqa: PLC0415
+    from installer.paths import default_prefix  # noqa: PLC0415
 
     environ = {k: v for k, v in {**os.environ, **site_env}.items() if v is not None}
     envs = Path(envs_dir) if envs_dir else default_prefix("x").parent
@@ -111,7 +111,7 @@ def _storage_notes(envs_dir: str | None, site_env: dict[str, str | None]) -> lis
 
 def cmd_activate(ns: argparse.Namespace) -> int:
     """`activate --prefix P`: the shell code that enters the env."""
-    from installer.activation import activation_script  # noqa: PLC0415
+    from installer.envs.activation import activation_script  # noqa: PLC0415
     from installer.envs.base import env_python  # noqa: PLC0415
     from installer.onboard import default_shell  # noqa: PLC0415
 
@@ -147,7 +147,7 @@ def cmd_onboard(ns: argparse.Namespace) -> int:
 def _install_options(ns: argparse.Namespace, profile: str, lockfile: Path | None) -> Any:
     """The install's options, parsed by the real `install` parser so every default applies."""
     from installer.cli import build_parser  # noqa: PLC0415
-    from installer.clicmd import run_options  # noqa: PLC0415
+    from installer.cli.install import run_options  # noqa: PLC0415
 
     parser = build_parser()
     argv = ["install", "--profile", profile, "--config", ns.config]
@@ -177,10 +177,10 @@ def _install_accepts(parser: argparse.ArgumentParser, flag: str) -> bool:
 def _run_onboard(
     ns: argparse.Namespace, options: Any, shells: tuple[str, ...], lockfile: Path | None
 ) -> int:
+    from installer.cli.planview import report_json, summary_text  # noqa: PLC0415
+    from installer.cli.render import Console  # noqa: PLC0415
     from installer.events import listening  # noqa: PLC0415
     from installer.onboard import describe, onboard  # noqa: PLC0415
-    from installer.planview import report_json, summary_text  # noqa: PLC0415
-    from installer.render import Console  # noqa: PLC0415
 
     with listening(Console(quiet=ns.json)):
         result = onboard(options, shells=shells, shell_init=ns.shell_init, lockfile=lockfile)
@@ -198,7 +198,7 @@ def _run_onboard(
 def _print_onboard(result: Any) -> None:
     if not result.install.report.ok:
         return
-    from installer.activation import activation_line  # noqa: PLC0415
+    from installer.envs.activation import activation_line  # noqa: PLC0415
 
     prefix = result.install.plan.prefix
     out(f"env ready: {prefix} (profile {result.install.plan.profile.name})")
@@ -218,8 +218,8 @@ def _print_onboard(result: Any) -> None:
 
 def _emit_script(ns: argparse.Namespace) -> int:
     from installer.onboard import onboarding_script  # noqa: PLC0415
+    from installer.paths import atomic_write  # noqa: PLC0415
     from installer.siteconfig import load_site  # noqa: PLC0415
-    from installer.state import atomic_write  # noqa: PLC0415
 
     site = load_site(ns.config)
     location = ns.publish_config or _absolute(ns.config)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from installer.errors import InputError, StepFailed
-from installer.indexes import IndexSettings
+from installer.host.indexes import IndexSettings
 from installer.options import RunOptions
 from installer.profile.models import Profile
 from installer.redact import redact

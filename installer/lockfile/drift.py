@@ -10,8 +10,8 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from installer.envs.inventory import Dist, installed
 from installer.errors import BootstrapError
-from installer.inventory import Dist, installed
 from installer.lockfile.io import read_lockfile
 from installer.lockfile.model import CondaPackage, LockedDist, Lockfile, profile_hash
 
@@ -132,9 +132,9 @@ def _same_version(a: str, b: str) -> bool:
 
 def _env_record(prefix: Path) -> dict[str, LockedDist]:
     """The env's own record (written when it was installed), by distribution name."""
-    from installer.envlock import env_lock_path  # noqa: PLC0415
+    from installer.paths import env_lockfile  # noqa: PLC0415
 
-    path = env_lock_path(prefix)
+    path = env_lockfile(prefix)
     if not path.is_file():
         return {}
     try:

@@ -13,19 +13,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from installer.errors import StepFailed
-from installer.indexes import IndexSettings
+from installer.host.indexes import IndexSettings
 from installer.installers import InstallRequest, build_command
 from installer.lockfile.lookup import Artifact
 from installer.lockfile.model import LockedStage
-from installer.lockinstall import cached_archive, fetch_checked
-from installer.options import state_dir
+from installer.paths import built_wheels_dir
+from installer.plan.locked import cached_archive, fetch_checked
 
-__all__ = ["build_locked_sdists", "wheels_dir"]
-
-
-def wheels_dir(prefix: Path, stage_id: str) -> Path:
-    """Where the wheels built for one stage are kept, inside the env's state folder."""
-    return state_dir(prefix) / "wheels" / stage_id
+__all__ = ["build_locked_sdists"]
 
 
 def build_locked_sdists(
@@ -47,7 +42,7 @@ def build_locked_sdists(
         d for d in stage.distributions
         if d.source == "sdist" and d.name in artifacts and artifacts[d.name].kind == "sdist"
     ]  # fmt: skip
-    out = wheels_dir(prefix, stage.id)
+    out = built_wheels_dir(prefix, stage.id)
     shutil.rmtree(out, ignore_errors=True)  # the tool's own folder: wheels of an unfinished try
     built = {}
     for dist in sdists:

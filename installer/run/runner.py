@@ -20,9 +20,9 @@ from typing import Any
 from installer import proc
 from installer.errors import BootstrapError, CommandFailed, Interrupted
 from installer.events import emit
-from installer.options import state_dir
-from installer.plan import Plan, Step
-from installer.state import State, StepRecord
+from installer.paths import state_dir
+from installer.plan.compile import Plan, Step
+from installer.run.state import State, StepRecord
 from installer.steps.run import StepContext, execute_step
 
 __all__ = ["RunReport", "Status", "StepOutcome", "run_plan"]

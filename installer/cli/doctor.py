@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from installer.doctor import DoctorInputs, DoctorReport
-    from installer.plan import Plan
+    from installer.plan.compile import Plan
 
 __all__ = ["doctor_inputs", "register"]
 
@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_doctor(ns: argparse.Namespace) -> int:
     """Run every check and print the verdict; exit 3 when one fails."""
-    from installer.cli import emit_json, out  # noqa: PLC0415
+    from installer.cli.output import emit_json, out  # noqa: PLC0415
     from installer.doctor import run_doctor  # noqa: PLC0415
 
     report = run_doctor(doctor_inputs(ns))
@@ -68,8 +68,9 @@ def doctor_inputs(ns: argparse.Namespace) -> DoctorInputs:
 
 
 def _plan(ns: argparse.Namespace) -> Plan:
-    from installer.install import prepare_plan  # noqa: PLC0415
-    from installer.options import RunOptions, default_prefix  # noqa: PLC0415
+    from installer.options import RunOptions  # noqa: PLC0415
+    from installer.paths import default_prefix  # noqa: PLC0415
+    from installer.run.install import prepare_plan  # noqa: PLC0415
 
     name = Path(ns.profile).stem
     options = RunOptions(

@@ -19,10 +19,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from installer import __version__
+from installer.envs.inventory import canonical
 from installer.errors import InputError
-from installer.hostfacts import index_settings
-from installer.indexes import IndexSettings
-from installer.inventory import canonical
+from installer.host.facts import index_settings
+from installer.host.indexes import IndexSettings
 from installer.lockfile.io import dump_lockfile, read_lockfile
 from installer.lockfile.model import (
     CondaPackage,
@@ -34,12 +34,12 @@ from installer.lockfile.model import (
 from installer.lockfile.resolve import DEFAULT_GLIBC, PLATFORMS, Resolved, Target
 from installer.lockfile.stages import StageInputs, lock_stages, torch_cuda, verl_version
 from installer.options import RunOptions
+from installer.paths import atomic_write
 from installer.profile.load import PROFILES_DIR, load_profile
 from installer.profile.models import Profile
 from installer.profile.stacks import apply_stack
-from installer.source import SourceResult, SourceSpec, fetch_source, pip_launcher
-from installer.stagespec import stage_specs
-from installer.state import atomic_write
+from installer.profile.stagespec import stage_specs
+from installer.steps.source import SourceResult, SourceSpec, fetch_source, pip_launcher
 
 __all__ = [
     "LOCKFILES_DIR",

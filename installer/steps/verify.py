@@ -12,14 +12,15 @@ from packaging.specifiers import SpecifierSet
 
 from installer import proc
 from installer.envs.base import env_python
+from installer.envs.inventory import canonical
 from installer.errors import InputError
 from installer.installers import uv_binary
-from installer.inventory import canonical
+from installer.paths import PROBES
 from installer.profile.models import VerifySpec
 
 __all__ = ["Check", "VerifyReport", "verify_env"]
 
-PROBE = Path(__file__).parent / "probes" / "verify_env.py"
+PROBE = PROBES / "verify_env.py"
 _REQUIRES = re.compile(r" requires `([A-Za-z0-9][A-Za-z0-9._-]*)")
 _MARK = "@@VERIFY@@"
 # Import errors that come from a missing NVIDIA driver, not from the env (the CUDA wheels install

@@ -7,16 +7,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from installer.activation import activation_line, write_activation
+from installer.envs.activation import activation_line, write_activation
 from installer.errors import InputError, Refused
 from installer.gpu.model import DriverInfo
-from installer.hostfacts import gather_host
-from installer.options import STATE_DIRNAME, RunOptions, state_dir
-from installer.plan import Plan, compile_plan
-from installer.prefixlock import holding
+from installer.host.facts import gather_host
+from installer.options import RunOptions
+from installer.paths import STATE_DIRNAME, state_dir
+from installer.plan.compile import Plan, compile_plan
 from installer.profile import load_profile
 from installer.profile.stacks import apply_stack
-from installer.runner import RunReport, run_plan
+from installer.run.guard import holding
+from installer.run.runner import RunReport, run_plan
 
 __all__ = ["InstallResult", "detect_host_driver", "prepare_plan", "run_install"]
 
@@ -53,12 +54,12 @@ def prepare_plan(
         driver = detect_host_driver()
     locked = None
     if options.locked or options.frozen or options.lockfile is not None:
-        from installer.lockinstall import prepare_locked  # noqa: PLC0415
+        from installer.plan.locked import prepare_locked  # noqa: PLC0415
 
         profile, locked = prepare_locked(profile, options, driver)
     host = gather_host(profile, options, driver=driver, check_optional=check_optional)
     if locked is not None:  # every artifact is looked up and hash-checked before anything runs
-        from installer.lockinstall import precheck  # noqa: PLC0415
+        from installer.plan.locked import precheck  # noqa: PLC0415
 
         locked = precheck(locked, host.settings, offline=options.offline)
         note = f"installing lockfile {locked.path} exactly; its artifacts' sha256 match the index"

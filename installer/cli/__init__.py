@@ -1,7 +1,7 @@
 """The command line: argparse, one small adapter per subcommand, and the one error boundary.
 
-This is the only module that prints or exits. Heavy imports happen inside the adapters, so that
-`--help` and `plan` start fast.
+Only this package prints (through `output`) or exits. Each command family has its adapter module;
+heavy imports happen inside the adapters, so that `--help` and `plan` start fast.
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ import json
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
 
 from installer import __version__
-from installer.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, BootstrapError
+from installer.cli.output import err, out
+from installer.errors import EXIT_INTERRUPTED, BootstrapError
 
 __all__ = ["main", "main_entry"]
 
@@ -45,7 +44,7 @@ def main(argv: Sequence[str]) -> int:
     except BootstrapError as exc:
         return _report_error(exc, json_mode=getattr(ns, "json", False))
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        err("interrupted")
         return EXIT_INTERRUPTED
 
 
@@ -59,16 +58,16 @@ def _report_error(exc: BootstrapError, *, json_mode: bool) -> int:
             "ok": False,
             "error": {"message": exc.message, "hint": exc.hint, "exit_code": exc.exit_code},
         }
-        print(json.dumps(body, indent=2))
-    print(f"error: {exc.message}", file=sys.stderr)
+        out(json.dumps(body, indent=2))
+    err(f"error: {exc.message}")
     if exc.hint:
-        print(f"hint: {exc.hint}", file=sys.stderr)
+        err(f"hint: {exc.hint}")
     return exc.exit_code
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Every subcommand and flag."""
-    from installer.cliparse import add_commands  # noqa: PLC0415
+    from installer.cli.parse import add_commands  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(
         prog="verl-bootstrap",
@@ -79,26 +78,3 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"verl-bootstrap {__version__}")
     add_commands(parser)
     return parser
-
-
-def emit_json(body: dict[str, Any]) -> None:
-    """Print one JSON document."""
-    print(json.dumps(body, indent=2, sort_keys=True, default=str))
-
-
-def out(text: str = "") -> None:
-    """Print a line to stdout."""
-    print(text)
-
-
-def err(text: str) -> None:
-    """Print a line to stderr."""
-    print(text, file=sys.stderr)
-
-
-def path_arg(value: str) -> Path:
-    """An argparse type for paths (expands ~)."""
-    return Path(value).expanduser()
-
-
-__all__ += ["EXIT_BAD_INPUT", "EXIT_OK", "emit_json", "err", "out", "path_arg"]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from installer.indexes import IndexSettings
+    from installer.host.indexes import IndexSettings
     from installer.lockfile.model import Lockfile
     from installer.options import RunOptions
 
@@ -22,7 +22,7 @@ def _path(value: str) -> Path:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `lock` and `export` to `sub`."""
-    from installer.exportnames import FORMATS  # noqa: PLC0415
+    from installer.export.names import FORMATS  # noqa: PLC0415
 
     lock = sub.add_parser("lock", help="resolve profiles into lockfiles; install nothing")
     lock.add_argument("--profile", help="a shipped profile name or a YAML file")
@@ -70,7 +70,7 @@ def _source_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _options(ns: argparse.Namespace, profile: str, cuda: str) -> RunOptions:
-    from installer.indexes import parse_index_flags  # noqa: PLC0415
+    from installer.host.indexes import parse_index_flags  # noqa: PLC0415
     from installer.options import RunOptions  # noqa: PLC0415
     from installer.siteconfig import load_site, named_indexes, site_options  # noqa: PLC0415
 
@@ -93,7 +93,7 @@ def _options(ns: argparse.Namespace, profile: str, cuda: str) -> RunOptions:
 
 def cmd_lock(ns: argparse.Namespace) -> int:
     """`lock`: write lockfiles, or with --check say which committed ones are stale."""
-    from installer.cli import emit_json  # noqa: PLC0415
+    from installer.cli.output import emit_json  # noqa: PLC0415
     from installer.errors import EXIT_OK, EXIT_STEP_FAILED  # noqa: PLC0415
 
     if ns.check:
@@ -112,9 +112,9 @@ def _lock_one(
     """Lock one profile variant; a failure is reported and the others still run."""
     from dataclasses import replace  # noqa: PLC0415
 
-    from installer.cli import err, out  # noqa: PLC0415
+    from installer.cli.output import err, out  # noqa: PLC0415
     from installer.errors import BootstrapError  # noqa: PLC0415
-    from installer.locking import LockRequest, default_lockfile, lock_profile  # noqa: PLC0415
+    from installer.lockfile.create import LockRequest, default_lockfile, lock_profile  # noqa: PLC0415
 
     request = LockRequest(
         options=_options(ns, profile, variant),
@@ -142,7 +142,7 @@ def _lock_one(
 
 def _targets(ns: argparse.Namespace) -> list[tuple[str, str]]:
     """(profile, variant) pairs to lock; with --all, profiles that run a script are skipped."""
-    from installer.cli import err  # noqa: PLC0415
+    from installer.cli.output import err  # noqa: PLC0415
     from installer.errors import InputError  # noqa: PLC0415
     from installer.profile import list_profiles, load_profile  # noqa: PLC0415
 
@@ -167,10 +167,10 @@ def _targets(ns: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def _check(ns: argparse.Namespace) -> int:
-    from installer.cli import emit_json, out  # noqa: PLC0415
-    from installer.drift import committed_lockfiles, stale_lockfile  # noqa: PLC0415
+    from installer.cli.output import emit_json, out  # noqa: PLC0415
     from installer.errors import EXIT_OK, EXIT_STEP_FAILED  # noqa: PLC0415
-    from installer.locking import LOCKFILES_DIR  # noqa: PLC0415
+    from installer.lockfile.create import LOCKFILES_DIR  # noqa: PLC0415
+    from installer.lockfile.drift import committed_lockfiles, stale_lockfile  # noqa: PLC0415
 
     paths = committed_lockfiles(ns.dir or LOCKFILES_DIR, ns.profile)
     verdicts = [stale_lockfile(p) for p in paths]
@@ -198,7 +198,7 @@ def _check(ns: argparse.Namespace) -> int:
 
 def cmd_export(ns: argparse.Namespace) -> int:
     """`export --format F`: the lockfile in conda-lock, PEP 751 or hashed-requirements form."""
-    from installer.cli import emit_json, out  # noqa: PLC0415
+    from installer.cli.output import emit_json, out  # noqa: PLC0415
     from installer.errors import EXIT_OK  # noqa: PLC0415
     from installer.export import DEFAULT_OUTPUT, export_lockfile  # noqa: PLC0415
 
@@ -229,7 +229,7 @@ def cmd_export(ns: argparse.Namespace) -> int:
 def _export_lock(ns: argparse.Namespace) -> tuple[Lockfile, Path]:
     from installer.errors import InputError  # noqa: PLC0415
     from installer.lockfile import read_lockfile  # noqa: PLC0415
-    from installer.locking import default_lockfile  # noqa: PLC0415
+    from installer.lockfile.create import default_lockfile  # noqa: PLC0415
 
     if ns.lockfile is not None:
         return read_lockfile(ns.lockfile), ns.lockfile
@@ -247,8 +247,8 @@ def _export_lock(ns: argparse.Namespace) -> tuple[Lockfile, Path]:
 def _settings(lock: Lockfile, options: RunOptions) -> IndexSettings:
     """The user's index settings, with the lock's profile's named indexes when it is known."""
     from installer.errors import InputError  # noqa: PLC0415
-    from installer.hostfacts import index_settings  # noqa: PLC0415
-    from installer.indexes import read_pip_settings  # noqa: PLC0415
+    from installer.host.facts import index_settings  # noqa: PLC0415
+    from installer.host.indexes import read_pip_settings  # noqa: PLC0415
     from installer.profile import load_profile  # noqa: PLC0415
 
     try:
@@ -271,10 +271,10 @@ def _channels(lock: Lockfile, options: RunOptions) -> dict[str, str]:
 
 def cmd_verify_against(ns: argparse.Namespace) -> int:
     """`verify --prefix P --against LOCKFILE`: every difference; non-zero on any."""
-    from installer.cli import emit_json, out  # noqa: PLC0415
-    from installer.drift import env_differences, hashes_unknown  # noqa: PLC0415
+    from installer.cli.output import emit_json, out  # noqa: PLC0415
     from installer.errors import EXIT_OK, EXIT_STEP_FAILED, InputError  # noqa: PLC0415
     from installer.lockfile import read_lockfile  # noqa: PLC0415
+    from installer.lockfile.drift import env_differences, hashes_unknown  # noqa: PLC0415
 
     if not (ns.prefix / "bin" / "python").exists():
         raise InputError(f"{ns.prefix} is not an env (it has no bin/python)")

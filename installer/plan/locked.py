@@ -21,10 +21,10 @@ from urllib.parse import unquote, urlparse
 
 from packaging.version import Version
 
+from installer.envs.inventory import Dist, installed
 from installer.errors import InputError, Refused, StepFailed
 from installer.gpu.model import DriverInfo
-from installer.indexes import IndexSettings
-from installer.inventory import Dist, installed
+from installer.host.indexes import IndexSettings
 from installer.lockfile.io import read_lockfile, write_lockfile
 from installer.lockfile.lookup import (
     Artifact,
@@ -35,11 +35,12 @@ from installer.lockfile.lookup import (
     stage_index,
 )
 from installer.lockfile.model import LockedDist, LockedStage, Lockfile, profile_hash
-from installer.options import RunOptions, state_dir
+from installer.options import RunOptions
+from installer.paths import env_lockfile, locked_requirements_file
 from installer.profile.models import Profile, PythonSpec
+from installer.profile.stagespec import StageSpec
 from installer.redact import redact
-from installer.source import SourceResult, SourceSpec
-from installer.stagespec import StageSpec
+from installer.steps.source import SourceResult, SourceSpec
 
 __all__ = [
     "LockedInstall",
@@ -79,8 +80,8 @@ def prepare_locked(
     profile: Profile, options: RunOptions, driver: DriverInfo | None
 ) -> tuple[Profile, LockedInstall]:
     """Find and check the lockfile; return the profile narrowed to the lock's Python."""
-    from installer.locking import default_lockfile  # noqa: PLC0415
-    from installer.variants import choose_variant  # noqa: PLC0415
+    from installer.host.variants import choose_variant  # noqa: PLC0415
+    from installer.lockfile.create import default_lockfile  # noqa: PLC0415
 
     variant, _ = choose_variant(profile, driver, options.cuda)
     path = options.lockfile or default_lockfile(profile.name, variant, host_platform())
@@ -184,7 +185,7 @@ def _requirement(dist: LockedDist, artifact: Artifact | None) -> str:
 
 def locked_requirements_path(prefix: Path, stage_id: str) -> Path:
     """Where a locked stage's hashed requirements file is written before it runs."""
-    return state_dir(prefix) / "locked" / f"{stage_id}.txt"
+    return locked_requirements_file(prefix, stage_id)
 
 
 def locked_source_spec(spec: SourceSpec, lock: Lockfile) -> SourceSpec:
@@ -214,7 +215,7 @@ def fetch_locked_sdist(
     if not archive.is_file() and artifact is None:
         return None
     fetch_checked(artifact, archive, want.sdist_sha256)
-    from installer import source  # noqa: PLC0415 - its sdist layout is reused as it is
+    from installer.steps import source  # noqa: PLC0415 - its sdist layout is reused as it is
 
     # the same checkout and mark fetch_source makes, so a resumed run reuses it
     source.unpack_sdist(archive, spec.checkout)
@@ -286,7 +287,6 @@ def record_locked_env(prefix: Path, lock: Lockfile, built: Mapping[str, str] | N
 
     `verify --against` compares those digests with the env later, to tell a replaced build.
     """
-    from installer.envlock import env_lock_path  # noqa: PLC0415 - envlock imports the plan
 
     now, built = installed(prefix), built or {}
     stages = tuple(
@@ -297,7 +297,7 @@ def record_locked_env(prefix: Path, lock: Lockfile, built: Mapping[str, str] | N
         )
         for stage in lock.stages
     )
-    return write_lockfile(lock.model_copy(update={"stages": stages}), env_lock_path(prefix))
+    return write_lockfile(lock.model_copy(update={"stages": stages}), env_lockfile(prefix))
 
 
 def _with_record(dist: LockedDist, now: Mapping[str, Dist], built: Mapping[str, str]) -> LockedDist:

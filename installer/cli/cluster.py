@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from installer.cli import emit_json, err, out, path_arg
+from installer.cli.output import emit_json, err, out, path_arg
 from installer.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 
 __all__ = ["register"]
@@ -62,9 +61,9 @@ def _install_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _log_path() -> Path:
-    from installer.onboard import bootstrap_home  # noqa: PLC0415
+    from installer.paths import tool_home  # noqa: PLC0415
 
-    folder = bootstrap_home(os.environ) / "logs"
+    folder = tool_home() / "logs"
     folder.mkdir(parents=True, exist_ok=True)
     return folder / f"cluster-{time.strftime('%Y%m%d-%H%M%S')}.log"
 
@@ -139,7 +138,7 @@ def cmd_cluster_install(ns: argparse.Namespace) -> int:
 def cmd_cluster_script(ns: argparse.Namespace) -> int:
     """`cluster script --slurm`: the sbatch script."""
     from installer.cluster.script import sbatch_script  # noqa: PLC0415
-    from installer.state import atomic_write  # noqa: PLC0415
+    from installer.paths import atomic_write  # noqa: PLC0415
 
     args = ["--prefix", ns.prefix]
     if ns.action == "install":

@@ -3,32 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from installer.errors import InputError
+from installer.paths import atomic_write
 
-__all__ = ["State", "StepRecord", "atomic_write"]
+__all__ = ["State", "StepRecord"]
 
 STATE_VERSION = 1
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write through a temp file in the same folder, then rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @dataclass

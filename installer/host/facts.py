@@ -7,16 +7,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from installer.cluster.sharedfs import storage_notes
 from installer.gpu.model import DriverInfo
-from installer.indexes import IndexSettings, read_pip_settings
-from installer.interpreters import find_interpreter
+from installer.host.filesystems import storage_notes
+from installer.host.indexes import IndexSettings, read_pip_settings
+from installer.host.interpreters import find_interpreter
+from installer.host.variants import choose_variant
+from installer.httpclient import reachable
 from installer.options import RunOptions
 from installer.profile.models import Profile
-from installer.reach import reachable
 from installer.redact import redact
 from installer.siteconfig.apply import apply_site_indexes, pytorch_mirrors
-from installer.variants import choose_variant
 
 __all__ = ["HostFacts", "find_interpreter", "gather_host", "index_settings"]
 

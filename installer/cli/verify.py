@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from installer.envlock import env_lock_path
+from installer.paths import env_lockfile
 from installer.profile import VerifySpec, load_profile
-from installer.verify import VerifyReport, verify_env
+from installer.steps.verify import VerifyReport, verify_env
 
 __all__ = ["verify_prefix"]
 
@@ -21,7 +21,7 @@ def verify_prefix(prefix: Path, *, profile: str | None, require_gpu: bool) -> Ve
 def _spec(prefix: Path, profile: str | None) -> VerifySpec:
     if profile:
         return load_profile(profile).verify
-    lock = env_lock_path(prefix)
+    lock = env_lockfile(prefix)
     if lock.exists():
         from installer.lockfile import read_lockfile  # noqa: PLC0415
 
@@ -33,6 +33,6 @@ def _spec(prefix: Path, profile: str | None) -> VerifySpec:
 
 
 def _has_driver() -> bool:
-    from installer.install import detect_host_driver  # noqa: PLC0415
+    from installer.run.install import detect_host_driver  # noqa: PLC0415
 
     return detect_host_driver() is not None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from installer.envs.inventory import Dist, canonical
 from installer.errors import StepFailed
-from installer.inventory import Dist, canonical
 
 __all__ = ["check_protected", "protected_pins", "refused_by_pins"]
 

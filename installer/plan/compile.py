@@ -16,13 +16,14 @@ from typing import Any
 
 from installer.errors import InputError
 from installer.gpu.model import DriverInfo
-from installer.hostfacts import HostFacts
-from installer.indexes import IndexSettings
-from installer.lockinstall import LockedInstall, locked_source_spec, locked_stage_specs
-from installer.options import RunOptions, state_dir
+from installer.host.facts import HostFacts
+from installer.host.indexes import IndexSettings
+from installer.options import RunOptions
+from installer.paths import state_dir
+from installer.plan.locked import LockedInstall, locked_source_spec, locked_stage_specs
 from installer.profile.models import Profile
-from installer.source import SourceSpec
-from installer.stagespec import StageSpec, stage_specs
+from installer.profile.stagespec import StageSpec, stage_specs
+from installer.steps.source import SourceSpec
 
 __all__ = ["Plan", "Step", "compile_plan"]
 

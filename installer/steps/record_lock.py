@@ -9,7 +9,7 @@ from pathlib import Path
 
 from installer import __version__, proc
 from installer.envs.base import env_python
-from installer.inventory import canonical, installed
+from installer.envs.inventory import canonical, installed
 from installer.lockfile import (
     CondaPackage,
     LockedDist,
@@ -20,18 +20,11 @@ from installer.lockfile import (
     write_lockfile,
 )
 from installer.lockfile.model import CudaTarget
-from installer.options import state_dir
-from installer.plan import Plan
-from installer.source import SourceResult
+from installer.paths import env_lockfile
+from installer.plan.compile import Plan
+from installer.steps.source import SourceResult
 
-__all__ = ["ENV_LOCK_NAME", "env_lock_path", "locked_source", "write_env_lock"]
-
-ENV_LOCK_NAME = "verl-bootstrap.lock.yaml"
-
-
-def env_lock_path(prefix: Path) -> Path:
-    """Where an env keeps the record of what it holds."""
-    return state_dir(prefix) / ENV_LOCK_NAME
+__all__ = ["locked_source", "write_env_lock"]
 
 
 def locked_source(source: SourceResult) -> LockedSource:
@@ -79,7 +72,7 @@ def write_env_lock(
         skipped_checks=plan.options.skip_checks,
         allow_unsupported_ref=plan.options.allow_unsupported_ref,
     )
-    return write_lockfile(lock, env_lock_path(plan.prefix))
+    return write_lockfile(lock, env_lockfile(plan.prefix))
 
 
 def _verl_stage(now: Mapping[str, object]) -> LockedStage:

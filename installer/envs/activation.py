@@ -12,13 +12,11 @@ import os
 import shlex
 from pathlib import Path
 
-from installer.options import state_dir
-from installer.state import atomic_write
+from installer.paths import activation_file, atomic_write
 
 __all__ = [
     "SHELLS",
     "activation_line",
-    "activation_path",
     "activation_script",
     "clean_library_path",
     "write_activation",
@@ -181,15 +179,10 @@ def _fish(prefix: Path, variables: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def activation_path(prefix: Path, shell: str = "bash") -> Path:
-    """Where the env keeps its activation file for `shell`."""
-    return state_dir(prefix) / ("activate.fish" if shell == "fish" else "activate")
-
-
 def write_activation(prefix: Path) -> Path:
     """Write the env's activation files (POSIX and fish); return the POSIX one's path."""
-    atomic_write(activation_path(prefix, "fish"), activation_script(prefix, "fish"))
-    path = activation_path(prefix, "bash")
+    atomic_write(activation_file(prefix, "fish"), activation_script(prefix, "fish"))
+    path = activation_file(prefix, "bash")
     atomic_write(path, activation_script(prefix, "bash"))
     return path
 
@@ -197,4 +190,4 @@ def write_activation(prefix: Path) -> Path:
 def activation_line(prefix: Path, shell: str = "bash") -> str:
     """The one line that enters the env."""
     command = "source" if shell == "fish" else "."
-    return f"{command} {shlex.quote(str(activation_path(prefix, shell)))}"
+    return f"{command} {shlex.quote(str(activation_file(prefix, shell)))}"

@@ -7,10 +7,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from installer.cli import emit_json, err, out
+from installer.cli.output import emit_json, err, out
 from installer.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 from installer.events import listening
-from installer.options import RunOptions, default_prefix
+from installer.options import RunOptions
+from installer.paths import default_prefix
 
 __all__ = [
     "cmd_install",
@@ -25,7 +26,7 @@ __all__ = [
 
 def run_options(ns: argparse.Namespace) -> RunOptions:
     """RunOptions from the install/plan flags, over the site config's settings (flags win)."""
-    from installer.indexes import parse_index_flags  # noqa: PLC0415
+    from installer.host.indexes import parse_index_flags  # noqa: PLC0415
     from installer.siteconfig import load_site, named_indexes, site_options  # noqa: PLC0415
     from installer.siteconfig.files import local_profile, site_lockfile  # noqa: PLC0415
 
@@ -69,8 +70,8 @@ def run_options(ns: argparse.Namespace) -> RunOptions:
 
 def cmd_plan(ns: argparse.Namespace) -> int:
     """`plan`: print the graph, run nothing."""
-    from installer.install import prepare_plan  # noqa: PLC0415
-    from installer.planview import plan_json, plan_text  # noqa: PLC0415
+    from installer.cli.planview import plan_json, plan_text  # noqa: PLC0415
+    from installer.run.install import prepare_plan  # noqa: PLC0415
     from installer.siteconfig.apply import applied_environment  # noqa: PLC0415
 
     options = run_options(ns)
@@ -85,9 +86,9 @@ def cmd_plan(ns: argparse.Namespace) -> int:
 
 def cmd_install(ns: argparse.Namespace) -> int:
     """The main job."""
-    from installer.install import prepare_plan, run_install  # noqa: PLC0415
-    from installer.planview import plan_json, plan_text, report_json, summary_text  # noqa: PLC0415
-    from installer.render import Console  # noqa: PLC0415
+    from installer.cli.planview import plan_json, plan_text, report_json, summary_text  # noqa: PLC0415
+    from installer.cli.render import Console  # noqa: PLC0415
+    from installer.run.install import prepare_plan, run_install  # noqa: PLC0415
     from installer.siteconfig.apply import applied_environment  # noqa: PLC0415
 
     options = run_options(ns)
@@ -109,10 +110,10 @@ def cmd_install(ns: argparse.Namespace) -> int:
 
 def cmd_verify(ns: argparse.Namespace) -> int:
     """`verify --prefix P`: the verification checks on any env."""
-    from installer.verifycmd import verify_prefix  # noqa: PLC0415
+    from installer.cli.verify import verify_prefix  # noqa: PLC0415
 
     if getattr(ns, "against", None) is not None:  # `--against LOCKFILE`: the drift report
-        from installer.cli_lock import cmd_verify_against  # noqa: PLC0415
+        from installer.cli.lock import cmd_verify_against  # noqa: PLC0415
 
         return cmd_verify_against(ns)
 

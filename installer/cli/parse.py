@@ -10,10 +10,10 @@ __all__ = ["FEATURE_MODULES", "add_commands"]
 
 # Each feature's subcommands live in their own module with a `register(subparsers)` function.
 FEATURE_MODULES = (
-    "installer.cli_doctor",
-    "installer.cli_lock",
-    "installer.cli_site",
-    "installer.cli_cluster",
+    "installer.cli.doctor",
+    "installer.cli.lock",
+    "installer.cli.site",
+    "installer.cli.cluster",
 )
 
 
@@ -97,7 +97,7 @@ def _lock_flags(p: argparse.ArgumentParser) -> None:
 
 def add_commands(parser: argparse.ArgumentParser) -> None:
     """Register the subcommands on `parser`."""
-    from installer import clicmd  # noqa: PLC0415
+    from installer.cli import install as clicmd  # noqa: PLC0415
 
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     install = sub.add_parser("install", help="build and verify an env (the default command)")
