@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from installer.doctor import DoctorInputs, Status, run_doctor
-from installer.doctor.checks_network import probe_url, proxies_for
+from installer.doctor.checks_network import probe_url
 from installer.doctor.model import CheckResult
+from installer.httpclient import proxies_for
 from installer.profile.models import Profile
 
 

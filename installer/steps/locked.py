@@ -8,13 +8,12 @@ prefix is touched) is `installer.plan.locked`.
 from __future__ import annotations
 
 import hashlib
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 from installer.envs.inventory import Dist, installed
 from installer.errors import InputError, StepFailed
+from installer.httpclient import HttpError, download
 from installer.lockfile.io import write_lockfile
 from installer.lockfile.lookup import Artifact
 from installer.lockfile.model import LockedDist, LockedStage, Lockfile
@@ -114,20 +113,10 @@ def fetch_checked(artifact: Artifact | None, dest: Path, sha256: str) -> None:
 
 def _download(artifact: Artifact, dest: Path) -> None:
     """Fetch one checked file into `dest` (atomically)."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    partial = dest.with_suffix(".part")
-    if artifact.url.startswith("file://"):
-        shutil.copyfile(Path(unquote(urlparse(artifact.url).path)), partial)
-    else:
-        import requests  # noqa: PLC0415 - only this download needs it
-
-        try:
-            answer = requests.get(artifact.url, timeout=60)
-            answer.raise_for_status()
-        except requests.RequestException as exc:
-            raise StepFailed(f"could not download {redact(artifact.url)}: {exc}") from None
-        partial.write_bytes(answer.content)
-    partial.replace(dest)
+    try:
+        download(artifact.url, dest)
+    except HttpError as exc:
+        raise StepFailed(f"could not download {redact(artifact.url)}: {exc.reason}") from None
 
 
 def check_source(lock: Lockfile, source: SourceResult) -> None:
