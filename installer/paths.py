@@ -17,6 +17,7 @@ __all__ = [
     "activation_file",
     "atomic_write",
     "built_wheels_dir",
+    "cache_root",
     "checkout_dir",
     "default_prefix",
     "env_lockfile",
@@ -40,6 +41,15 @@ def tool_home(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     home = Path(env.get("HOME") or Path.home())  # onboarding acts for the user in `environ`
     return Path(env.get("VERL_BOOTSTRAP_HOME") or home / STATE_DIRNAME)
+
+
+def cache_root(environ: Mapping[str, str] | None = None) -> Path:
+    """The tool's download cache (conda packages, checked sdists): $VERL_BOOTSTRAP_CACHE, else the
+    user cache folder."""
+    env = os.environ if environ is None else environ
+    if env.get("VERL_BOOTSTRAP_CACHE"):
+        return Path(env["VERL_BOOTSTRAP_CACHE"]).expanduser()
+    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "verl-bootstrap"
 
 
 def default_prefix(profile: str) -> Path:

@@ -33,9 +33,10 @@ from installer.host.indexes import IndexSettings
 from installer.lockfile import read_lockfile
 from installer.options import RunOptions
 from installer.run.install import prepare_plan
-from installer.steps.commands import env_request
+from installer.steps.base import StepContext
+from installer.steps.create_env import env_request
+from installer.steps.kinds import execute_step
 from installer.steps.record_lock import write_env_lock
-from installer.steps.run import StepContext, execute_step
 from installer.steps.source import SourceSpec, fetch_source, pip_launcher
 
 DATA = Path(__file__).parent / "data" / "profiles"

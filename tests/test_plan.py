@@ -20,7 +20,8 @@ from installer.gpu.parse import parse_smi_xml
 from installer.gpu.table import parse_smi_table
 from installer.host.facts import gather_host
 from installer.options import RunOptions
-from installer.plan.compile import Plan, compile_plan
+from installer.plan.compile import compile_plan
+from installer.plan.model import Plan
 from installer.profile import list_profiles, load_profile
 from installer.profile.models import Stage
 from installer.run import install

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from installer.doctor import DoctorInputs, DoctorReport
-    from installer.plan.compile import Plan
+    from installer.plan.model import Plan
 
 __all__ = ["doctor_inputs", "register"]
 

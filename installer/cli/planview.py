@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from installer.redact import redact
 
 if TYPE_CHECKING:
-    from installer.plan.compile import Plan
+    from installer.plan.model import Plan
     from installer.run.install import InstallResult
 
 __all__ = ["PLAN_SCHEMA", "REPORT_SCHEMA", "plan_json", "plan_text", "report_json", "summary_text"]

@@ -7,9 +7,8 @@ A prefix is created or reused, never clobbered: a folder that holds anything but
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -39,7 +38,7 @@ from rattler.exceptions import (
     TransactionError,
 )
 
-from installer import proc
+from installer import paths, proc
 from installer.envs.base import EnvBackend, EnvRequest, env_python
 from installer.envs.condarc import CondaSettings, channel_urls, load_condarc
 from installer.errors import CommandFailed, InputError, StepFailed
@@ -51,7 +50,6 @@ __all__ = [
     "CondaBackend",
     "ExternalCondaBackend",
     "check_target",
-    "default_cache_root",
     "prefix_matches",
     "python_spec",
     "read_prefix",
@@ -70,14 +68,6 @@ _INSTALL_ERRORS = (
     LinkError,
     TransactionError,
 )
-
-
-def default_cache_root(env: Mapping[str, str] | None = None) -> Path:
-    """Where conda packages and repodata are cached: $VERL_BOOTSTRAP_CACHE or the user cache."""
-    env = os.environ if env is None else env
-    if env.get("VERL_BOOTSTRAP_CACHE"):
-        return Path(env["VERL_BOOTSTRAP_CACHE"]).expanduser()
-    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "verl-bootstrap"
 
 
 def python_spec(requires: str) -> str:
@@ -116,7 +106,7 @@ class CondaBackend(EnvBackend):
         self, *, cache_root: Path | None = None, settings: CondaSettings | None = None
     ) -> None:
         """`cache_root` holds conda-pkgs/ and conda-repodata/; `settings` default to .condarc."""
-        self._cache_root = cache_root or default_cache_root()
+        self._cache_root = cache_root or paths.cache_root()
         self._settings = settings
 
     def describe(self, request: EnvRequest) -> list[str]:

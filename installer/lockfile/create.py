@@ -34,7 +34,7 @@ from installer.lockfile.model import (
 from installer.lockfile.resolve import DEFAULT_GLIBC, PLATFORMS, Resolved, Target
 from installer.lockfile.stages import StageInputs, lock_stages, torch_cuda, verl_version
 from installer.options import RunOptions
-from installer.paths import atomic_write
+from installer.paths import atomic_write, cache_root
 from installer.profile.load import PROFILES_DIR, load_profile
 from installer.profile.models import Profile
 from installer.profile.stacks import apply_stack
@@ -259,11 +259,10 @@ def _fetch_verl(
     profile: Profile, options: RunOptions, settings: IndexSettings, work: Path
 ) -> SourceResult:
     """verl's checkout in the tool's cache (git at the ref, else the release sdist)."""
-    from installer.envs.conda import default_cache_root  # noqa: PLC0415
 
     spec = SourceSpec.from_profile(profile, options, work)
     key = hashlib.sha256(f"{spec.repo}@{spec.ref}".encode()).hexdigest()[:16]
-    checkout = default_cache_root() / "lock-sources" / key / "verl"
+    checkout = cache_root() / "lock-sources" / key / "verl"
     spec = replace(spec, checkout=checkout)
     return fetch_source(spec, settings, pip=pip_launcher(), log_path=work / "fetch-source.log")
 
@@ -318,7 +317,6 @@ def _cuda_xy(cuda: str | None) -> str | None:
 def _conda(
     profile: Profile, options: RunOptions, target: Target, cuda: CudaTarget
 ) -> tuple[CondaPackage, ...]:
-    from installer.envs.conda import default_cache_root  # noqa: PLC0415
     from installer.envs.condarc import channel_urls, load_condarc  # noqa: PLC0415
     from installer.lockfile.condasolve import solve_conda  # noqa: PLC0415
 
@@ -330,7 +328,7 @@ def _conda(
         platform=target.platform,
         virtual={**cuda.virtual_packages, "__unix": "0", "__linux": "4.18"},
         exclude_newer=target.exclude_newer,
-        cache=default_cache_root(),
+        cache=cache_root(),
     )
 
 

@@ -17,7 +17,7 @@ from installer.errors import InputError
 from installer.onboard.shellrc import rc_file, user_activation, write_rc_block
 from installer.options import RunOptions
 from installer.paths import tool_home
-from installer.plan.compile import Plan
+from installer.plan.model import Plan
 from installer.redact import redact
 from installer.run.install import InstallResult, prepare_plan, run_install
 from installer.siteconfig import LoadedSite

@@ -6,81 +6,21 @@ Whatever order a profile lists, verl's editable install precedes every accelerat
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from graphlib import CycleError, TopologicalSorter
-from pathlib import Path
-from typing import Any
 
 from installer.errors import InputError
-from installer.gpu.model import DriverInfo
 from installer.host.facts import HostFacts
-from installer.host.indexes import IndexSettings
 from installer.options import RunOptions
 from installer.paths import state_dir
 from installer.plan.locked import LockedInstall, locked_source_spec, locked_stage_specs
+from installer.plan.model import Plan, Step
 from installer.profile.models import Profile
-from installer.profile.stagespec import StageSpec, stage_specs
+from installer.profile.stagespec import stage_specs
+from installer.steps.kinds import plan_steps
 from installer.steps.source import SourceSpec
 
-__all__ = ["Plan", "Step", "compile_plan"]
-
-
-@dataclass(frozen=True)
-class Step:
-    """One node of the graph. `commands` are what it runs (shown by `plan`, fingerprinted)."""
-
-    id: str
-    kind: str
-    deps: tuple[str, ...]
-    description: str
-    commands: tuple[tuple[str, ...], ...] = ()
-    inputs: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The compiled graph and every decision that shaped it."""
-
-    profile: Profile
-    options: RunOptions
-    variant: str
-    variant_reason: str
-    backend: str
-    interpreter: Path | None
-    source: SourceSpec
-    settings: IndexSettings
-    stages: tuple[StageSpec, ...]
-    steps: tuple[Step, ...]
-    notes: tuple[str, ...] = ()
-    driver: DriverInfo | None = None
-    locked: LockedInstall | None = None  # --locked/--frozen: the lockfile the stages install
-
-    @property
-    def prefix(self) -> Path:
-        """Where the env lives."""
-        return self.options.prefix
-
-    def step(self, step_id: str) -> Step:
-        """The step with this id."""
-        return next(s for s in self.steps if s.id == step_id)
-
-    def fingerprints(self) -> dict[str, str]:
-        """Each step's fingerprint: its own inputs chained with its dependencies' fingerprints."""
-        out: dict[str, str] = {}
-        for step in self.steps:  # steps are in dependency order
-            body = {
-                "kind": step.kind,
-                # the installer's own path changes when the tool is reinstalled; its name does not
-                "commands": [(Path(c[0]).name, *c[1:]) for c in step.commands if c],
-                "inputs": step.inputs,
-                "deps": [out[d] for d in step.deps],
-            }
-            blob = json.dumps(body, sort_keys=True, default=str).encode()
-            out[step.id] = hashlib.sha256(blob).hexdigest()[:16]
-        return out
+__all__ = ["compile_plan"]
 
 
 def compile_plan(
@@ -90,8 +30,6 @@ def compile_plan(
 
     With `locked`, the stages are the lockfile's and verl's source is the locked one.
     """
-    from installer.steps.commands import step_commands  # noqa: PLC0415 - avoids an import cycle
-
     stages = stage_specs(profile, host.variant)
     source = SourceSpec.from_profile(profile, options, state_dir(options.prefix))
     settings = host.settings
@@ -117,7 +55,7 @@ def compile_plan(
         driver=host.driver,
         locked=locked,
     )
-    steps = _order(step_commands(draft))
+    steps = _order(plan_steps(draft))
     return Plan(**{**draft.__dict__, "steps": steps})
 
 

@@ -13,7 +13,8 @@ from installer.gpu.model import DriverInfo
 from installer.host.facts import gather_host
 from installer.options import RunOptions
 from installer.paths import STATE_DIRNAME, state_dir
-from installer.plan.compile import Plan, compile_plan
+from installer.plan.compile import compile_plan
+from installer.plan.model import Plan
 from installer.profile import load_profile
 from installer.profile.stacks import apply_stack
 from installer.run.guard import holding

@@ -21,9 +21,10 @@ from installer import proc
 from installer.errors import BootstrapError, CommandFailed, Interrupted
 from installer.events import emit
 from installer.paths import state_dir
-from installer.plan.compile import Plan, Step
+from installer.plan.model import Plan, Step
 from installer.run.state import State, StepRecord
-from installer.steps.run import StepContext, execute_step
+from installer.steps.base import StepContext
+from installer.steps.kinds import execute_step
 
 __all__ = ["RunReport", "Status", "StepOutcome", "run_plan"]
 

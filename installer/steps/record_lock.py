@@ -1,4 +1,4 @@
-"""The record-lock step: write what each stage installed into the env's own lockfile."""
+"""Step `record-lock`: write what each stage installed into the env's own lockfile."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import platform as _platform
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from installer import __version__, proc
 from installer.envs.base import env_python
@@ -21,10 +22,12 @@ from installer.lockfile import (
 )
 from installer.lockfile.model import CudaTarget
 from installer.paths import env_lockfile
-from installer.plan.compile import Plan
+from installer.plan.model import Plan, Step
+from installer.steps.base import StepContext
+from installer.steps.locked import record_locked_env
 from installer.steps.source import SourceResult
 
-__all__ = ["locked_source", "write_env_lock"]
+__all__ = ["describe", "execute", "locked_source", "write_env_lock"]
 
 
 def locked_source(source: SourceResult) -> LockedSource:
@@ -127,3 +130,30 @@ def _python_version(prefix: Path) -> str:
 def _platform_name() -> str:
     machine = _platform.machine()
     return {"x86_64": "linux-64", "aarch64": "linux-aarch64"}.get(machine, f"linux-{machine}")
+
+
+def describe(plan: Plan, previous: str) -> Step:
+    return Step(
+        id="record-lock",
+        kind="record-lock",
+        deps=(previous,),
+        description="record what was installed into the env's lockfile",
+        commands=((f"write {env_lockfile(plan.prefix)}",),),
+        inputs={"variant": plan.variant, "profile": plan.profile.name},
+    )
+
+
+def execute(ctx: StepContext) -> dict[str, Any]:
+    if ctx.plan.locked is not None:  # the env's record is the lockfile it was installed from
+        built = {
+            name: digest
+            for outputs in ctx.prior.values()
+            for name, digest in dict(outputs.get("built") or {}).items()
+        }
+        path = record_locked_env(ctx.plan.prefix, ctx.plan.locked.lock, built)
+        return {"lockfile": str(path)}
+    source = SourceResult(
+        **{**ctx.prior["fetch-source"], "path": Path(ctx.prior["fetch-source"]["path"])}
+    )
+    path = write_env_lock(ctx.plan, source, snapshots=ctx.prior)
+    return {"lockfile": str(path)}

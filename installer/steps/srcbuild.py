@@ -18,7 +18,7 @@ from installer.installers import InstallRequest, build_command
 from installer.lockfile.lookup import Artifact
 from installer.lockfile.model import LockedStage
 from installer.paths import built_wheels_dir
-from installer.plan.locked import cached_archive, fetch_checked
+from installer.steps.locked import cached_archive, fetch_checked
 
 __all__ = ["build_locked_sdists"]
 

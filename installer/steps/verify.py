@@ -13,12 +13,14 @@ from packaging.specifiers import SpecifierSet
 from installer import proc
 from installer.envs.base import env_python
 from installer.envs.inventory import canonical
-from installer.errors import InputError
+from installer.errors import InputError, StepFailed
 from installer.installers import uv_binary
 from installer.paths import PROBES
+from installer.plan.model import Plan, Step
 from installer.profile.models import VerifySpec
+from installer.steps.base import StepContext
 
-__all__ = ["Check", "VerifyReport", "verify_env"]
+__all__ = ["Check", "VerifyReport", "describe", "execute", "verify_env"]
 
 PROBE = PROBES / "verify_env.py"
 _REQUIRES = re.compile(r" requires `([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -165,3 +167,28 @@ def _gpu_check(gpu: dict[str, Any], *, require_gpu: bool) -> Check:
     detail = gpu["detail"] if isinstance(gpu["detail"], str) else json.dumps(gpu["detail"])
     data = {k: v for k, v in gpu.items() if k not in ("status", "detail")}
     return Check(name="gpu smoke test", status=status, detail=detail, data=data)
+
+
+def describe(plan: Plan) -> Step:
+    """Step `verify`: the checks above, in the env's own interpreter, after the lockfile."""
+    return Step(
+        id="verify",
+        kind="verify",
+        deps=("record-lock",),
+        description="imports, versions, `uv pip check`, and the GPU smoke test",
+        commands=((str(env_python(plan.prefix)), "<verify probe>"),),
+        inputs={"verify": plan.profile.verify.model_dump(mode="json")},
+    )
+
+
+def execute(ctx: StepContext) -> dict[str, Any]:
+    report = verify_env(
+        ctx.plan.prefix,
+        ctx.plan.profile.verify,
+        log_path=ctx.log_path,
+        require_gpu=ctx.plan.options.require_gpu,
+        gpu_present=ctx.plan.driver is not None,
+    )
+    if not report.ok:
+        raise StepFailed("verification failed: " + "; ".join(report.failures()))
+    return {"verify": report.to_json()}
