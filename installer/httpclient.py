@@ -87,13 +87,36 @@ def _bypassed(host: str, no_proxy: str) -> bool:
     return False
 
 
-def _target(url: str) -> _Target:
+def _target(url: str, environ: Mapping[str, str]) -> _Target:
+    """The URL to ask, and its credentials: from its userinfo, else from the user's netrc."""
     parsed = urlparse(url)
     if parsed.username is None:
-        return _Target(url, None)
+        return _Target(url, _netrc_auth(parsed.hostname or "", environ))
     pair = f"{unquote(parsed.username)}:{unquote(parsed.password or '')}"
     bare = parsed._replace(netloc=parsed.netloc.rpartition("@")[2])
-    return _Target(urlunparse(bare), "Basic " + base64.b64encode(pair.encode()).decode())
+    return _Target(urlunparse(bare), _basic(pair))
+
+
+def _basic(pair: str) -> str:
+    return "Basic " + base64.b64encode(pair.encode()).decode()
+
+
+def _netrc_auth(host: str, environ: Mapping[str, str]) -> str | None:
+    """Credentials for `host` in $NETRC or ~/.netrc, as pip, uv and git read them."""
+    import netrc  # noqa: PLC0415
+
+    home = environ.get("HOME") or str(Path.home())
+    path = Path(environ.get("NETRC") or Path(home) / ".netrc")
+    if not host or not path.is_file():
+        return None
+    try:
+        found = netrc.netrc(str(path)).authenticators(host)
+    except (OSError, netrc.NetrcParseError):
+        return None  # an unreadable netrc is no credentials, as for pip
+    if found is None:
+        return None
+    login, _, password = found
+    return _basic(f"{login}:{password or ''}")
 
 
 def _opener(url: str, environ: Mapping[str, str]) -> urllib.request.OpenerDirector:
@@ -136,7 +159,7 @@ def _request(
     import urllib.error  # noqa: PLC0415
     import urllib.request  # noqa: PLC0415
 
-    target = _target(url)
+    target = _target(url, environ)
     request = urllib.request.Request(target.url, method=method)
     if target.auth:
         request.add_header("Authorization", target.auth)

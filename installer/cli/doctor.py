@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TYPE_CHECKING
+
+from installer.cli.output import path_arg
 
 if TYPE_CHECKING:
     from installer.doctor import DoctorInputs, DoctorReport
@@ -20,8 +21,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("doctor", help="check this machine (and an env) for the classic verl traps")
     p.add_argument("--profile", help="judge the machine against this profile's plan")
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--prefix", type=lambda v: Path(v).expanduser(), help="an env to check")
-    where.add_argument("--python", type=lambda v: Path(v).expanduser(), help="an env's interpreter")
+    where.add_argument("--prefix", type=path_arg, help="an env to check")
+    where.add_argument("--python", type=path_arg, help="an env's interpreter")
     p.add_argument("--cuda", default="auto", help="auto | cpu | cuXYZ")
     p.add_argument("--verl-ref", help="the verl ref the env is for")
     p.add_argument("--skip-check", action="append", default=[], metavar="NAME")
@@ -68,19 +69,10 @@ def doctor_inputs(ns: argparse.Namespace) -> DoctorInputs:
 
 
 def _plan(ns: argparse.Namespace) -> Plan:
-    from installer.options import RunOptions  # noqa: PLC0415
-    from installer.paths import default_prefix  # noqa: PLC0415
+    from installer.cli.options import run_options  # noqa: PLC0415
     from installer.run.install import prepare_plan  # noqa: PLC0415
 
-    name = Path(ns.profile).stem
-    options = RunOptions(
-        profile=ns.profile,
-        prefix=(ns.prefix or default_prefix(name)).absolute(),
-        cuda=ns.cuda,
-        verl_ref=ns.verl_ref,
-        skip_checks=tuple(ns.skip_check),
-    )
-    return prepare_plan(options)
+    return prepare_plan(run_options(ns, python=None))  # --python names an env here, not a base
 
 
 def render(report: DoctorReport) -> str:

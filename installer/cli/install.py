@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 from typing import Any
 
+from installer.cli.options import run_options
 from installer.cli.output import emit_json, err, out
 from installer.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 from installer.events import listening
-from installer.options import RunOptions
-from installer.paths import default_prefix
 
 __all__ = [
     "cmd_install",
@@ -20,52 +17,7 @@ __all__ = [
     "cmd_profiles_show",
     "cmd_profiles_validate",
     "cmd_verify",
-    "run_options",
 ]
-
-
-def run_options(ns: argparse.Namespace) -> RunOptions:
-    """RunOptions from the install/plan flags, over the site config's settings (flags win)."""
-    from installer.host.indexes import parse_index_flags  # noqa: PLC0415
-    from installer.siteconfig import load_site, named_indexes, site_options  # noqa: PLC0415
-    from installer.siteconfig.files import local_profile, site_lockfile  # noqa: PLC0415
-
-    site = load_site(getattr(ns, "config", None))
-    profile = ns.profile or local_profile(site.config.defaults.profile or "", os.environ)
-    if not profile:
-        raise InputError(
-            "no --profile given, and no site config names a default profile",
-            hint="pass --profile NAME (see `verl-bootstrap profiles list`)",
-        )
-    name = profile.rsplit("/", 1)[-1].removesuffix(".yaml").removesuffix(".yml")
-    envs_dir = site.config.defaults.envs_dir
-    prefix = ns.prefix or (Path(envs_dir) / name if envs_dir else default_prefix(name))
-    indexes = {**named_indexes(site.config), **parse_index_flags(tuple(ns.index))}
-    lockfile = getattr(ns, "lockfile", None)
-    if lockfile is None and (getattr(ns, "locked", False) or getattr(ns, "frozen", False)):
-        lockfile = site_lockfile(site, os.environ)  # the lab's lockfile, when it names one
-    return RunOptions(
-        profile=profile,
-        prefix=prefix.absolute(),
-        backend=ns.backend,
-        verl_source=ns.verl_source,
-        verl_ref=ns.verl_ref,
-        cuda=ns.cuda,
-        indexes=tuple(indexes.items()),
-        channels=tuple(ns.channel),
-        installer=ns.installer,
-        python=ns.python,
-        conda_exe=ns.conda_exe,
-        skip_checks=tuple(ns.skip_check),
-        require_gpu=ns.require_gpu,
-        allow_unsupported_ref=ns.allow_unsupported_ref,
-        lock_wait=getattr(ns, "wait", 0.0),
-        offline=ns.offline,
-        site=site_options(site),
-        locked=getattr(ns, "locked", False),
-        frozen=getattr(ns, "frozen", False),
-        lockfile=lockfile,
-    )
 
 
 def cmd_plan(ns: argparse.Namespace) -> int:

@@ -8,16 +8,15 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from installer.cli.flags import index_flags, json_flag, source_flags
+from installer.cli.output import path_arg
+
 if TYPE_CHECKING:
     from installer.host.indexes import IndexSettings
     from installer.lockfile.model import Lockfile
     from installer.options import RunOptions
 
 __all__ = ["cmd_export", "cmd_lock", "cmd_verify_against", "register"]
-
-
-def _path(value: str) -> Path:
-    return Path(value).expanduser()
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,53 +41,33 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     lock.add_argument(
         "--glibc", help="the oldest glibc of the machines (default 2.28; SGLang needs 2.34)"
     )
-    lock.add_argument("--output", type=_path, help="where to write (one lockfile only)")
-    lock.add_argument("--dir", type=_path, help="the lockfiles folder (default: lockfiles/)")
+    lock.add_argument("--output", type=path_arg, help="where to write (one lockfile only)")
+    lock.add_argument("--dir", type=path_arg, help="the lockfiles folder (default: lockfiles/)")
     _source_flags(lock)
     lock.set_defaults(handler=cmd_lock)
 
     export = sub.add_parser("export", help="write a lockfile in another tool's format")
     export.add_argument("--format", required=True, choices=FORMATS)
-    export.add_argument("--lockfile", type=_path, help="the lockfile (default: the profile's)")
+    export.add_argument("--lockfile", type=path_arg, help="the lockfile (default: the profile's)")
     export.add_argument("--profile", help="the profile whose committed lockfile to export")
     export.add_argument("--cuda", default="cpu", help="the variant's lockfile (default cpu)")
     export.add_argument("--platform", default="linux-64")
-    export.add_argument("--output", type=_path, help="file (a folder for requirements)")
+    export.add_argument("--output", type=path_arg, help="file (a folder for requirements)")
     _source_flags(export)
     export.set_defaults(handler=cmd_export)
 
 
 def _source_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", choices=["conda", "venv"], help="lock the conda part (conda)")
-    p.add_argument("--channel", action="append", default=[], metavar="URL_OR_PATH")
-    p.add_argument("--index", action="append", default=[], metavar="NAME=URL")
-    p.add_argument("--verl-source", help="verl git URL or local repo (a mirror)")
-    p.add_argument("--verl-ref", help="verl tag, branch or commit (default: the profile's)")
-    p.add_argument("--allow-unsupported-ref", action="store_true")
-    p.add_argument("--offline", action="store_true", help="resolve from uv's cache only")
-    p.add_argument("--json", action="store_true", help="print one JSON document")
+    index_flags(p, offline_help="resolve from uv's cache only")
+    source_flags(p)
+    json_flag(p)
 
 
 def _options(ns: argparse.Namespace, profile: str, cuda: str) -> RunOptions:
-    from installer.host.indexes import parse_index_flags  # noqa: PLC0415
-    from installer.options import RunOptions  # noqa: PLC0415
-    from installer.siteconfig import load_site, named_indexes, site_options  # noqa: PLC0415
+    from installer.cli.options import run_options  # noqa: PLC0415
 
-    site = load_site(None)
-    indexes = {**named_indexes(site.config), **parse_index_flags(tuple(ns.index))}
-    return RunOptions(
-        profile=profile,
-        prefix=Path(tempfile.gettempdir()) / "verl-bootstrap-lock",  # nothing is installed
-        backend=ns.backend,
-        verl_source=ns.verl_source,
-        verl_ref=ns.verl_ref,
-        cuda=cuda,
-        indexes=tuple(indexes.items()),
-        channels=tuple(ns.channel),
-        allow_unsupported_ref=ns.allow_unsupported_ref,
-        offline=ns.offline,
-        site=site_options(site),
-    )
+    scratch = Path(tempfile.gettempdir()) / "verl-bootstrap-lock"  # nothing is installed there
+    return run_options(ns, profile=profile, cuda=cuda, prefix=scratch)
 
 
 def cmd_lock(ns: argparse.Namespace) -> int:
@@ -261,7 +240,7 @@ def _settings(lock: Lockfile, options: RunOptions) -> IndexSettings:
 def _channels(lock: Lockfile, options: RunOptions) -> dict[str, str]:
     """The lock's channel names -> URLs from --channel, else the user's .condarc."""
     from installer.envs.condarc import channel_url, channel_urls, load_condarc  # noqa: PLC0415
-    from installer.lockfile.condasolve import channel_name  # noqa: PLC0415
+    from installer.lockfile.model import channel_name  # noqa: PLC0415
 
     settings = load_condarc()
     configured = {channel_name(u): u for u in channel_urls(options.channels, settings)}

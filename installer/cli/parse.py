@@ -1,10 +1,13 @@
-"""The argparse declarations of every subcommand (no logic: handlers live in clicmd)."""
+"""The argparse declarations of the core subcommands (no logic: handlers live in cli.install);
+each feature module registers its own."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
-from pathlib import Path
+
+from installer.cli.flags import index_flags, json_flag, lock_flags, source_flags
+from installer.cli.output import path_arg
 
 __all__ = ["FEATURE_MODULES", "add_commands"]
 
@@ -17,47 +20,23 @@ FEATURE_MODULES = (
 )
 
 
-def _path(value: str) -> Path:
-    return Path(value).expanduser()
-
-
 def _install_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", required=True, help="a shipped profile name or a YAML file")
     p.add_argument(
-        "--prefix", type=_path, help="where the env goes (default ~/.verl-bootstrap/envs/PROFILE)"
-    )
-    p.add_argument(
-        "--backend", choices=["conda", "venv"], help="env backend (default: the profile's)"
+        "--prefix",
+        type=path_arg,
+        help="where the env goes (default ~/.verl-bootstrap/envs/PROFILE)",
     )
     p.add_argument("--conda-exe", help="use this conda/mamba/micromamba instead of py-rattler")
-    p.add_argument("--verl-source", help="verl git URL or local repo (a mirror)")
-    p.add_argument("--verl-ref", help="verl tag, branch or commit (default: the profile's)")
-    p.add_argument(
-        "--allow-unsupported-ref",
-        action="store_true",
-        help="use today's stack at a ref no stack covers",
-    )
+    source_flags(p)
     p.add_argument(
         "--cuda", default="auto", help="auto | cpu | cuXYZ (default auto: from the driver)"
     )
-    p.add_argument(
-        "--index",
-        action="append",
-        default=[],
-        metavar="NAME=URL",
-        help="point a named index elsewhere (repeatable; 'default' is the default index)",
-    )
-    p.add_argument(
-        "--channel",
-        action="append",
-        default=[],
-        metavar="URL_OR_PATH",
-        help="conda channel (repeatable)",
-    )
+    index_flags(p, offline_help="install only from caches and local paths")
     p.add_argument(
         "--installer", choices=["uv", "pip"], default="uv", help="package installer (default uv)"
     )
-    p.add_argument("--python", type=_path, help="base interpreter for the venv backend")
+    p.add_argument("--python", type=path_arg, help="base interpreter for the venv backend")
     p.add_argument(
         "--skip-check",
         action="append",
@@ -70,29 +49,8 @@ def _install_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="fail verification when no GPU smoke test can run",
     )
-    p.add_argument(
-        "--offline", action="store_true", help="install only from caches and local paths"
-    )
-    _lock_flags(p)
-    p.add_argument("--json", action="store_true", help="print one JSON document")
-
-
-def _lock_flags(p: argparse.ArgumentParser) -> None:
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument(
-        "--locked",
-        action="store_true",
-        help="install exactly the profile's lockfile (refused when the profile changed since)",
-    )
-    mode.add_argument(
-        "--frozen", action="store_true", help="install the lockfile as it is, even if stale"
-    )
-    p.add_argument(
-        "--lockfile",
-        type=_path,
-        metavar="PATH",
-        help="the lockfile to install (implies --locked; default lockfiles/PROFILE/...)",
-    )
+    lock_flags(p)
+    json_flag(p)
 
 
 def add_commands(parser: argparse.ArgumentParser) -> None:
@@ -130,12 +88,12 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     plan.set_defaults(handler=clicmd.cmd_plan)
 
     verify = sub.add_parser("verify", help="check an existing env")
-    verify.add_argument("--prefix", type=_path, required=True)
+    verify.add_argument("--prefix", type=path_arg, required=True)
     verify.add_argument("--profile", help="profile whose checks to run (default: the env's own)")
     verify.add_argument("--require-gpu", action="store_true")
     verify.add_argument(
         "--against",
-        type=_path,
+        type=path_arg,
         metavar="LOCKFILE",
         help="list every difference between the env and this lockfile (non-zero on any)",
     )
@@ -151,7 +109,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     show.add_argument("--json", action="store_true")
     show.set_defaults(handler=clicmd.cmd_profiles_show)
     validate = psub.add_parser("validate", help="check a profile file")
-    validate.add_argument("file", type=_path)
+    validate.add_argument("file", type=path_arg)
     validate.set_defaults(handler=clicmd.cmd_profiles_validate)
 
     for name in FEATURE_MODULES:

@@ -147,7 +147,7 @@ def cmd_onboard(ns: argparse.Namespace) -> int:
 def _install_options(ns: argparse.Namespace, profile: str, lockfile: Path | None) -> Any:
     """The install's options, parsed by the real `install` parser so every default applies."""
     from installer.cli import build_parser  # noqa: PLC0415
-    from installer.cli.install import run_options  # noqa: PLC0415
+    from installer.cli.options import run_options  # noqa: PLC0415
 
     parser = build_parser()
     argv = ["install", "--profile", profile, "--config", ns.config]

@@ -27,19 +27,25 @@ from installer.lockfile.io import dump_lockfile, read_lockfile
 from installer.lockfile.model import (
     CondaPackage,
     CudaTarget,
-    LockedSource,
     Lockfile,
     profile_hash,
 )
-from installer.lockfile.resolve import DEFAULT_GLIBC, PLATFORMS, Resolved, Target
+from installer.lockfile.resolve import Resolved, Target
 from installer.lockfile.stages import StageInputs, lock_stages, torch_cuda, verl_version
 from installer.options import RunOptions
 from installer.paths import atomic_write, cache_root
+from installer.platforms import DEFAULT_GLIBC, MACHINES
 from installer.profile.load import PROFILES_DIR, load_profile
 from installer.profile.models import Profile
 from installer.profile.stacks import apply_stack
 from installer.profile.stagespec import stage_specs
-from installer.steps.source import SourceResult, SourceSpec, fetch_source, pip_launcher
+from installer.steps.source import (
+    SourceResult,
+    SourceSpec,
+    fetch_source,
+    locked_source,
+    pip_launcher,
+)
 
 __all__ = [
     "LOCKFILES_DIR",
@@ -159,7 +165,7 @@ def _resolve(
         regenerate=_regenerate(profile, variant, target, request),
         profile=profile.name,
         profile_hash=profile_hash(profile, variant),
-        verl=_locked_source(source),
+        verl=locked_source(source),
         python=target.python,
         platform=target.platform,
         cuda=cuda,
@@ -207,9 +213,9 @@ def _variant(profile: Profile, requested: str) -> str:
 
 
 def _check_platform(platform: str) -> None:
-    if platform not in PLATFORMS:
+    if platform not in MACHINES:
         raise InputError(
-            f"--platform {platform}: lockfiles are made for {', '.join(sorted(PLATFORMS))}"
+            f"--platform {platform}: lockfiles are made for {', '.join(sorted(MACHINES))}"
         )
 
 
@@ -272,17 +278,6 @@ def _scratch_copy(checkout: Path, work: Path) -> Path:
     copy = work / "verl-src"
     shutil.copytree(checkout, copy, ignore=shutil.ignore_patterns(".git"), dirs_exist_ok=True)
     return copy
-
-
-def _locked_source(source: SourceResult) -> LockedSource:
-    return LockedSource(
-        repo=source.repo,
-        ref=source.ref,
-        kind="sdist" if source.kind == "sdist" else "git",
-        commit=source.commit,
-        sdist=source.sdist_name,
-        sdist_sha256=source.sdist_sha256,
-    )
 
 
 def _cuda_target(

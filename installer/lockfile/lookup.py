@@ -18,8 +18,9 @@ from installer.errors import CommandFailed, Refused
 from installer.host.indexes import DEFAULT, IndexSettings
 from installer.installers import uv_binary
 from installer.lockfile.model import LockedDist, LockedStage, Lockfile
-from installer.lockfile.resolve import DEFAULT_GLIBC, FIND_LINKS, Target, index_args, load_toml
+from installer.lockfile.resolve import FIND_LINKS, Target, index_args, load_toml
 from installer.paths import atomic_write
+from installer.platforms import DEFAULT_GLIBC
 
 __all__ = [
     "Artifact",

@@ -26,6 +26,7 @@ __all__ = [
     "LockedSource",
     "LockedStage",
     "Lockfile",
+    "channel_name",
     "profile_hash",
 ]
 
@@ -132,6 +133,11 @@ class Lockfile(_Strict):
     def distributions(self) -> dict[str, LockedDist]:
         """Every locked distribution by name (the last stage to install one wins)."""
         return {d.name: d for stage in self.stages for d in stage.distributions}
+
+
+def channel_name(channel: str) -> str:
+    """Channels are recorded by name, like indexes, so a mirror can serve them."""
+    return channel.rstrip("/").rsplit("/", 1)[-1] if channel else ""
 
 
 def profile_hash(profile: Profile, variant: str) -> str:

@@ -32,13 +32,13 @@ from installer.lockfile.lookup import (
 )
 from installer.lockfile.model import Lockfile, profile_hash
 from installer.options import RunOptions
+from installer.platforms import host_platform
 from installer.profile.models import Profile, PythonSpec
 from installer.profile.stagespec import StageSpec
 from installer.steps.source import SourceSpec
 
 __all__ = [
     "LockedInstall",
-    "host_platform",
     "locked_source_spec",
     "locked_stage_specs",
     "precheck",
@@ -55,12 +55,6 @@ class LockedInstall:
     path: Path
     frozen: bool
     artifacts: Mapping[str, Artifact] = field(default_factory=dict)  # name -> the checked file
-
-
-def host_platform() -> str:
-    """This machine's platform in lockfile terms."""
-    machine = _platform.machine()
-    return {"x86_64": "linux-64", "aarch64": "linux-aarch64"}.get(machine, f"linux-{machine}")
 
 
 def prepare_locked(

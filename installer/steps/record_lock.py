@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import platform as _platform
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -14,32 +13,20 @@ from installer.envs.inventory import canonical, installed
 from installer.lockfile import (
     CondaPackage,
     LockedDist,
-    LockedSource,
     LockedStage,
     Lockfile,
     profile_hash,
     write_lockfile,
 )
-from installer.lockfile.model import CudaTarget
+from installer.lockfile.model import CudaTarget, channel_name
 from installer.paths import env_lockfile
 from installer.plan.model import Plan, Step
+from installer.platforms import host_platform
 from installer.steps.base import StepContext
 from installer.steps.locked import record_locked_env
-from installer.steps.source import SourceResult
+from installer.steps.source import SourceResult, locked_source
 
-__all__ = ["describe", "execute", "locked_source", "write_env_lock"]
-
-
-def locked_source(source: SourceResult) -> LockedSource:
-    """The lockfile's view of verl's source."""
-    return LockedSource(
-        repo=source.repo,
-        ref=source.ref,
-        kind="sdist" if source.kind == "sdist" else "git",
-        commit=source.commit,
-        sdist=source.sdist_name,
-        sdist_sha256=source.sdist_sha256,
-    )
+__all__ = ["describe", "execute", "write_env_lock"]
 
 
 def write_env_lock(
@@ -67,7 +54,7 @@ def write_env_lock(
         profile_hash=profile_hash(plan.profile, plan.variant),
         verl=locked_source(source),
         python=_python_version(plan.prefix),
-        platform=_platform_name(),
+        platform=host_platform(),
         cuda=CudaTarget(variant=plan.variant, cuda=plan.profile.cuda_variants[plan.variant].cuda),
         backend=plan.backend,
         conda=conda_packages(plan.prefix),
@@ -104,7 +91,7 @@ def conda_packages(prefix: Path) -> tuple[CondaPackage, ...]:
                 name=data["name"],
                 version=data["version"],
                 build=data.get("build", ""),
-                channel=_channel_name(data.get("channel", "")),
+                channel=channel_name(data.get("channel", "")),
                 subdir=data.get("subdir", ""),
                 filename=data.get("fn", ""),
                 md5=data.get("md5"),
@@ -114,22 +101,12 @@ def conda_packages(prefix: Path) -> tuple[CondaPackage, ...]:
     return tuple(records)
 
 
-def _channel_name(channel: str) -> str:
-    """Channels are recorded by name, like indexes, so a mirror can serve them."""
-    return channel.rstrip("/").rsplit("/", 1)[-1] if channel else ""
-
-
 def _python_version(prefix: Path) -> str:
     out = proc.capture(
         [str(env_python(prefix)), "-c", "import platform; print(platform.python_version())"],
         timeout=60,
     )
     return out.stdout.strip()
-
-
-def _platform_name() -> str:
-    machine = _platform.machine()
-    return {"x86_64": "linux-64", "aarch64": "linux-aarch64"}.get(machine, f"linux-{machine}")
 
 
 def describe(plan: Plan, previous: str) -> Step:

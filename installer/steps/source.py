@@ -18,11 +18,12 @@ from typing import Any
 
 from installer.errors import InputError, StepFailed
 from installer.host.indexes import IndexSettings
+from installer.lockfile.model import LockedSource
 from installer.options import RunOptions
 from installer.profile.models import Profile
 from installer.redact import redact
 
-__all__ = ["SourceResult", "SourceSpec", "fetch_source"]
+__all__ = ["SourceResult", "SourceSpec", "fetch_source", "locked_source"]
 
 _RELEASE_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+)?)$")
 _UNREACHABLE = (
@@ -278,3 +279,15 @@ def pip_launcher() -> list[str]:
 def _log(path: Path, line: str) -> None:
     with path.open("a", encoding="utf-8") as fh:
         fh.write(redact(line) + "\n")
+
+
+def locked_source(source: SourceResult) -> LockedSource:
+    """The lockfile's view of verl's source."""
+    return LockedSource(
+        repo=source.repo,
+        ref=source.ref,
+        kind="sdist" if source.kind == "sdist" else "git",
+        commit=source.commit,
+        sdist=source.sdist_name,
+        sdist_sha256=source.sdist_sha256,
+    )
