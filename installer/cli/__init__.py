@@ -67,7 +67,7 @@ def _report_error(exc: BootstrapError, *, json_mode: bool) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """Every subcommand and flag."""
-    from installer.cli.parse import add_commands  # noqa: PLC0415
+    from installer.cli.parse import add_commands
 
     parser = argparse.ArgumentParser(
         prog="verl-bootstrap",

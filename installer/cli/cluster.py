@@ -11,6 +11,7 @@ from typing import Any
 
 from installer.cli.output import emit_json, err, out, path_arg
 from installer.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
+from installer.paths import atomic_write, tool_home
 
 __all__ = ["register"]
 
@@ -61,7 +62,6 @@ def _install_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _log_path() -> Path:
-    from installer.paths import tool_home  # noqa: PLC0415
 
     folder = tool_home() / "logs"
     folder.mkdir(parents=True, exist_ok=True)
@@ -69,15 +69,15 @@ def _log_path() -> Path:
 
 
 def _target(ns: argparse.Namespace) -> Any:
-    from installer.cluster.run import Target  # noqa: PLC0415
+    from installer.cluster.run import Target
 
     return Target(ray_address=ns.ray_address, slurm=ns.slurm, ray_python=ns.ray_python)
 
 
 def cmd_cluster_verify(ns: argparse.Namespace) -> int:
     """`cluster verify`: the node table; any difference or failed check exits non-zero."""
-    from installer.cluster.run import verify_cluster  # noqa: PLC0415
-    from installer.cluster.table import table_text  # noqa: PLC0415
+    from installer.cluster.run import verify_cluster
+    from installer.cluster.table import table_text
 
     log = _log_path()
     report = verify_cluster(
@@ -113,8 +113,8 @@ def _install_args(ns: argparse.Namespace) -> list[str]:
 
 def cmd_cluster_install(ns: argparse.Namespace) -> int:
     """`cluster install`: install on every node (once on a shared filesystem), then verify."""
-    from installer.cluster.run import install_cluster  # noqa: PLC0415
-    from installer.cluster.table import table_text  # noqa: PLC0415
+    from installer.cluster.run import install_cluster
+    from installer.cluster.table import table_text
 
     command = [_tool(ns), "install", *_install_args(ns)]
     result = install_cluster(_target(ns), ns.prefix, command, log_path=_log_path())
@@ -137,8 +137,7 @@ def cmd_cluster_install(ns: argparse.Namespace) -> int:
 
 def cmd_cluster_script(ns: argparse.Namespace) -> int:
     """`cluster script --slurm`: the sbatch script."""
-    from installer.cluster.script import sbatch_script  # noqa: PLC0415
-    from installer.paths import atomic_write  # noqa: PLC0415
+    from installer.cluster.script import sbatch_script
 
     args = ["--prefix", ns.prefix]
     if ns.action == "install":

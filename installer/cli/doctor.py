@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from installer.cli.output import path_arg
+from installer.cli.options import run_options
+from installer.cli.output import emit_json, out, path_arg
+from installer.errors import Refused
 
 if TYPE_CHECKING:
     from installer.doctor import DoctorInputs, DoctorReport
@@ -32,8 +34,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_doctor(ns: argparse.Namespace) -> int:
     """Run every check and print the verdict; exit 3 when one fails."""
-    from installer.cli.output import emit_json, out  # noqa: PLC0415
-    from installer.doctor import run_doctor  # noqa: PLC0415
+    from installer.doctor import run_doctor
 
     report = run_doctor(doctor_inputs(ns))
     if ns.json:
@@ -45,8 +46,7 @@ def cmd_doctor(ns: argparse.Namespace) -> int:
 
 def doctor_inputs(ns: argparse.Namespace) -> DoctorInputs:
     """Doctor's inputs: from the profile's plan when one is named, else the machine (and env)."""
-    from installer.doctor import DoctorInputs, inputs_from_plan  # noqa: PLC0415
-    from installer.errors import Refused  # noqa: PLC0415
+    from installer.doctor import DoctorInputs, inputs_from_plan
 
     skip = frozenset(ns.skip_check)
     if not ns.profile:
@@ -56,12 +56,12 @@ def doctor_inputs(ns: argparse.Namespace) -> DoctorInputs:
     except Refused:
         # No variant this host can run (no driver, or too old): check the profile anyway, so the
         # driver checks say why and what to do.
-        from installer.profile import load_profile  # noqa: PLC0415
+        from installer.profile import load_profile
 
         profile = load_profile(ns.profile)
         return DoctorInputs(profile=profile, prefix=ns.prefix, python=ns.python, skip=skip)
     inputs = inputs_from_plan(plan)
-    from dataclasses import replace  # noqa: PLC0415
+    from dataclasses import replace
 
     return replace(
         inputs, prefix=ns.prefix or inputs.prefix, python=ns.python, skip=skip | inputs.skip
@@ -69,8 +69,7 @@ def doctor_inputs(ns: argparse.Namespace) -> DoctorInputs:
 
 
 def _plan(ns: argparse.Namespace) -> Plan:
-    from installer.cli.options import run_options  # noqa: PLC0415
-    from installer.run.install import prepare_plan  # noqa: PLC0415
+    from installer.run.install import prepare_plan
 
     return prepare_plan(run_options(ns, python=None))  # --python names an env here, not a base
 

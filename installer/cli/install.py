@@ -22,9 +22,9 @@ __all__ = [
 
 def cmd_plan(ns: argparse.Namespace) -> int:
     """`plan`: print the graph, run nothing."""
-    from installer.cli.planview import plan_json, plan_text  # noqa: PLC0415
-    from installer.run.install import prepare_plan  # noqa: PLC0415
-    from installer.siteconfig.apply import applied_environment  # noqa: PLC0415
+    from installer.cli.planview import plan_json, plan_text
+    from installer.run.install import prepare_plan
+    from installer.siteconfig.apply import applied_environment
 
     options = run_options(ns)
     with applied_environment(dict(options.site.environment)):
@@ -38,10 +38,10 @@ def cmd_plan(ns: argparse.Namespace) -> int:
 
 def cmd_install(ns: argparse.Namespace) -> int:
     """The main job."""
-    from installer.cli.planview import plan_json, plan_text, report_json, summary_text  # noqa: PLC0415
-    from installer.cli.render import Console  # noqa: PLC0415
-    from installer.run.install import prepare_plan, run_install  # noqa: PLC0415
-    from installer.siteconfig.apply import applied_environment  # noqa: PLC0415
+    from installer.cli.planview import plan_json, plan_text, report_json, summary_text
+    from installer.cli.render import Console
+    from installer.run.install import prepare_plan, run_install
+    from installer.siteconfig.apply import applied_environment
 
     options = run_options(ns)
     with applied_environment(dict(options.site.environment)):
@@ -62,10 +62,10 @@ def cmd_install(ns: argparse.Namespace) -> int:
 
 def cmd_verify(ns: argparse.Namespace) -> int:
     """`verify --prefix P`: the verification checks on any env."""
-    from installer.cli.verify import verify_prefix  # noqa: PLC0415
+    from installer.cli.verify import verify_prefix
 
     if getattr(ns, "against", None) is not None:  # `--against LOCKFILE`: the drift report
-        from installer.cli.lock import cmd_verify_against  # noqa: PLC0415
+        from installer.cli.lock import cmd_verify_against
 
         return cmd_verify_against(ns)
 
@@ -85,7 +85,7 @@ def _mark(status: str) -> str:
 
 def cmd_profiles_list(ns: argparse.Namespace) -> int:
     """`profiles list`."""
-    from installer.profile import list_profiles, load_profile  # noqa: PLC0415
+    from installer.profile import list_profiles, load_profile
 
     names = list_profiles()
     width = max((len(n) for n in names), default=0)
@@ -98,8 +98,8 @@ def cmd_profiles_list(ns: argparse.Namespace) -> int:
 
 def cmd_profiles_show(ns: argparse.Namespace) -> int:
     """`profiles show NAME [--verl-ref REF]`: the profile with inheritance and stack applied."""
-    from installer.profile import load_profile  # noqa: PLC0415
-    from installer.profile.stacks import apply_stack, stack_for, supported_refs  # noqa: PLC0415
+    from installer.profile import load_profile
+    from installer.profile.stacks import apply_stack, stack_for, supported_refs
 
     base = load_profile(ns.name)
     profile = apply_stack(base, ns.verl_ref)
@@ -107,7 +107,7 @@ def cmd_profiles_show(ns: argparse.Namespace) -> int:
     if ns.json:
         emit_json(body)
     else:
-        import yaml  # noqa: PLC0415
+        import yaml
 
         stack = stack_for(base, profile.verl.ref)
         if stack is not None and stack.note:
@@ -119,7 +119,7 @@ def cmd_profiles_show(ns: argparse.Namespace) -> int:
 
 def cmd_profiles_validate(ns: argparse.Namespace) -> int:
     """`profiles validate FILE`."""
-    from installer.profile import load_profile  # noqa: PLC0415
+    from installer.profile import load_profile
 
     if not ns.file.is_file():
         raise InputError(f"{ns.file} does not exist")

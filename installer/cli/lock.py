@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from installer.cli.flags import index_flags, json_flag, source_flags
-from installer.cli.output import path_arg
+from installer.cli.options import run_options
+from installer.cli.output import emit_json, err, out, path_arg
+from installer.errors import EXIT_OK, EXIT_STEP_FAILED, BootstrapError, InputError
 
 if TYPE_CHECKING:
     from installer.host.indexes import IndexSettings
@@ -21,7 +23,7 @@ __all__ = ["cmd_export", "cmd_lock", "cmd_verify_against", "register"]
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `lock` and `export` to `sub`."""
-    from installer.export.names import FORMATS  # noqa: PLC0415
+    from installer.export.names import FORMATS
 
     lock = sub.add_parser("lock", help="resolve profiles into lockfiles; install nothing")
     lock.add_argument("--profile", help="a shipped profile name or a YAML file")
@@ -64,7 +66,6 @@ def _source_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _options(ns: argparse.Namespace, profile: str, cuda: str) -> RunOptions:
-    from installer.cli.options import run_options  # noqa: PLC0415
 
     scratch = Path(tempfile.gettempdir()) / "verl-bootstrap-lock"  # nothing is installed there
     return run_options(ns, profile=profile, cuda=cuda, prefix=scratch)
@@ -72,8 +73,6 @@ def _options(ns: argparse.Namespace, profile: str, cuda: str) -> RunOptions:
 
 def cmd_lock(ns: argparse.Namespace) -> int:
     """`lock`: write lockfiles, or with --check say which committed ones are stale."""
-    from installer.cli.output import emit_json  # noqa: PLC0415
-    from installer.errors import EXIT_OK, EXIT_STEP_FAILED  # noqa: PLC0415
 
     if ns.check:
         return _check(ns)
@@ -89,11 +88,9 @@ def _lock_one(
     ns: argparse.Namespace, profile: str, variant: str, *, single: bool
 ) -> dict[str, Any]:
     """Lock one profile variant; a failure is reported and the others still run."""
-    from dataclasses import replace  # noqa: PLC0415
+    from dataclasses import replace
 
-    from installer.cli.output import err, out  # noqa: PLC0415
-    from installer.errors import BootstrapError  # noqa: PLC0415
-    from installer.lockfile.create import LockRequest, default_lockfile, lock_profile  # noqa: PLC0415
+    from installer.lockfile.create import LockRequest, default_lockfile, lock_profile
 
     request = LockRequest(
         options=_options(ns, profile, variant),
@@ -121,9 +118,7 @@ def _lock_one(
 
 def _targets(ns: argparse.Namespace) -> list[tuple[str, str]]:
     """(profile, variant) pairs to lock; with --all, profiles that run a script are skipped."""
-    from installer.cli.output import err  # noqa: PLC0415
-    from installer.errors import InputError  # noqa: PLC0415
-    from installer.profile import list_profiles, load_profile  # noqa: PLC0415
+    from installer.profile import list_profiles, load_profile
 
     if ns.all:
         names = list_profiles()
@@ -146,10 +141,8 @@ def _targets(ns: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def _check(ns: argparse.Namespace) -> int:
-    from installer.cli.output import emit_json, out  # noqa: PLC0415
-    from installer.errors import EXIT_OK, EXIT_STEP_FAILED  # noqa: PLC0415
-    from installer.lockfile.create import LOCKFILES_DIR  # noqa: PLC0415
-    from installer.lockfile.drift import committed_lockfiles, stale_lockfile  # noqa: PLC0415
+    from installer.lockfile.create import LOCKFILES_DIR
+    from installer.lockfile.drift import committed_lockfiles, stale_lockfile
 
     paths = committed_lockfiles(ns.dir or LOCKFILES_DIR, ns.profile)
     verdicts = [stale_lockfile(p) for p in paths]
@@ -177,9 +170,7 @@ def _check(ns: argparse.Namespace) -> int:
 
 def cmd_export(ns: argparse.Namespace) -> int:
     """`export --format F`: the lockfile in conda-lock, PEP 751 or hashed-requirements form."""
-    from installer.cli.output import emit_json, out  # noqa: PLC0415
-    from installer.errors import EXIT_OK  # noqa: PLC0415
-    from installer.export import DEFAULT_OUTPUT, export_lockfile  # noqa: PLC0415
+    from installer.export.write import DEFAULT_OUTPUT, export_lockfile
 
     lock, path = _export_lock(ns)
     options = _options(ns, lock.profile, lock.cuda.variant)
@@ -206,9 +197,8 @@ def cmd_export(ns: argparse.Namespace) -> int:
 
 
 def _export_lock(ns: argparse.Namespace) -> tuple[Lockfile, Path]:
-    from installer.errors import InputError  # noqa: PLC0415
-    from installer.lockfile import read_lockfile  # noqa: PLC0415
-    from installer.lockfile.create import default_lockfile  # noqa: PLC0415
+    from installer.lockfile import read_lockfile
+    from installer.lockfile.create import default_lockfile
 
     if ns.lockfile is not None:
         return read_lockfile(ns.lockfile), ns.lockfile
@@ -225,10 +215,9 @@ def _export_lock(ns: argparse.Namespace) -> tuple[Lockfile, Path]:
 
 def _settings(lock: Lockfile, options: RunOptions) -> IndexSettings:
     """The user's index settings, with the lock's profile's named indexes when it is known."""
-    from installer.errors import InputError  # noqa: PLC0415
-    from installer.host.facts import index_settings  # noqa: PLC0415
-    from installer.host.indexes import read_pip_settings  # noqa: PLC0415
-    from installer.profile import load_profile  # noqa: PLC0415
+    from installer.host.facts import index_settings
+    from installer.host.indexes import read_pip_settings
+    from installer.profile import load_profile
 
     try:
         profile = load_profile(lock.profile)
@@ -239,8 +228,8 @@ def _settings(lock: Lockfile, options: RunOptions) -> IndexSettings:
 
 def _channels(lock: Lockfile, options: RunOptions) -> dict[str, str]:
     """The lock's channel names -> URLs from --channel, else the user's .condarc."""
-    from installer.envs.condarc import channel_url, channel_urls, load_condarc  # noqa: PLC0415
-    from installer.lockfile.model import channel_name  # noqa: PLC0415
+    from installer.envs.condarc import channel_url, channel_urls, load_condarc
+    from installer.lockfile.model import channel_name
 
     settings = load_condarc()
     configured = {channel_name(u): u for u in channel_urls(options.channels, settings)}
@@ -250,10 +239,8 @@ def _channels(lock: Lockfile, options: RunOptions) -> dict[str, str]:
 
 def cmd_verify_against(ns: argparse.Namespace) -> int:
     """`verify --prefix P --against LOCKFILE`: every difference; non-zero on any."""
-    from installer.cli.output import emit_json, out  # noqa: PLC0415
-    from installer.errors import EXIT_OK, EXIT_STEP_FAILED, InputError  # noqa: PLC0415
-    from installer.lockfile import read_lockfile  # noqa: PLC0415
-    from installer.lockfile.drift import env_differences, hashes_unknown  # noqa: PLC0415
+    from installer.lockfile import read_lockfile
+    from installer.lockfile.drift import env_differences, hashes_unknown
 
     if not (ns.prefix / "bin" / "python").exists():
         raise InputError(f"{ns.prefix} is not an env (it has no bin/python)")

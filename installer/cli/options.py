@@ -25,9 +25,9 @@ def profile_stem(profile: str) -> str:
 def run_options(ns: argparse.Namespace, **fixed: Any) -> RunOptions:
     """RunOptions from `ns` over the site config's settings; `fixed` fields are the command's own
     (lock resolves into a scratch prefix, for one variant)."""
-    from installer.host.indexes import parse_index_flags  # noqa: PLC0415
-    from installer.siteconfig import load_site, named_indexes, site_options  # noqa: PLC0415
-    from installer.siteconfig.files import local_profile, site_lockfile  # noqa: PLC0415
+    from installer.host.indexes import parse_index_flags
+    from installer.siteconfig import load_site, named_indexes, site_options
+    from installer.siteconfig.files import local_profile, site_lockfile
 
     flag = vars(ns).get
     site = load_site(flag("config"))

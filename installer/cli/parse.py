@@ -55,7 +55,7 @@ def _install_flags(p: argparse.ArgumentParser) -> None:
 
 def add_commands(parser: argparse.ArgumentParser) -> None:
     """Register the subcommands on `parser`."""
-    from installer.cli import install as clicmd  # noqa: PLC0415
+    from installer.cli import install as clicmd
 
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     install = sub.add_parser("install", help="build and verify an env (the default command)")

@@ -11,8 +11,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from installer.cli.options import run_options
 from installer.cli.output import emit_json, err, out, path_arg
 from installer.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
+from installer.events import listening
+from installer.paths import atomic_write, default_prefix
 
 __all__ = ["register"]
 
@@ -85,10 +88,10 @@ def _register_activate(sub: argparse._SubParsersAction[argparse.ArgumentParser])
 
 def cmd_config_show(ns: argparse.Namespace) -> int:
     """`config show`: every effective setting and its source, secrets redacted."""
-    from installer.host.indexes import read_pip_settings  # noqa: PLC0415
-    from installer.siteconfig import load_site, site_options  # noqa: PLC0415
-    from installer.siteconfig.apply import apply_site_indexes  # noqa: PLC0415
-    from installer.siteconfig.show import show_json, show_text  # noqa: PLC0415
+    from installer.host.indexes import read_pip_settings
+    from installer.siteconfig import load_site, site_options
+    from installer.siteconfig.apply import apply_site_indexes
+    from installer.siteconfig.show import show_json, show_text
 
     site = load_site(ns.config)
     options = site_options(site, write=False)
@@ -101,8 +104,7 @@ def cmd_config_show(ns: argparse.Namespace) -> int:
 
 def _storage_notes(envs_dir: str | None, site_env: dict[str, str | None]) -> list[str]:
     """Where envs and caches would go, and whether that is a network filesystem."""
-    from installer.host.filesystems import storage_notes  # noqa: PLC0415
-    from installer.paths import default_prefix  # noqa: PLC0415
+    from installer.host.filesystems import storage_notes
 
     environ = {k: v for k, v in {**os.environ, **site_env}.items() if v is not None}
     envs = Path(envs_dir) if envs_dir else default_prefix("x").parent
@@ -111,9 +113,9 @@ def _storage_notes(envs_dir: str | None, site_env: dict[str, str | None]) -> lis
 
 def cmd_activate(ns: argparse.Namespace) -> int:
     """`activate --prefix P`: the shell code that enters the env."""
-    from installer.envs.activation import activation_script  # noqa: PLC0415
-    from installer.envs.base import env_python  # noqa: PLC0415
-    from installer.onboard import default_shell  # noqa: PLC0415
+    from installer.envs.activation import activation_script
+    from installer.envs.base import env_python
+    from installer.onboard import default_shell
 
     prefix = ns.prefix.absolute()
     if not env_python(prefix).exists():
@@ -124,14 +126,14 @@ def cmd_activate(ns: argparse.Namespace) -> int:
 
 def cmd_onboard(ns: argparse.Namespace) -> int:
     """`onboard --config LAB`: the lab's env, locked, activated, checked by doctor."""
-    from installer.onboard import (  # noqa: PLC0415
+    from installer.onboard import (
         default_shell,
         fetch_lockfile,
         lab_defaults,
         local_profile,
     )
-    from installer.siteconfig import load_site, site_options  # noqa: PLC0415
-    from installer.siteconfig.apply import applied_environment  # noqa: PLC0415
+    from installer.siteconfig import load_site, site_options
+    from installer.siteconfig.apply import applied_environment
 
     if ns.emit_script is not None:
         return _emit_script(ns)
@@ -146,8 +148,7 @@ def cmd_onboard(ns: argparse.Namespace) -> int:
 
 def _install_options(ns: argparse.Namespace, profile: str, lockfile: Path | None) -> Any:
     """The install's options, parsed by the real `install` parser so every default applies."""
-    from installer.cli import build_parser  # noqa: PLC0415
-    from installer.cli.options import run_options  # noqa: PLC0415
+    from installer.cli import build_parser
 
     parser = build_parser()
     argv = ["install", "--profile", profile, "--config", ns.config]
@@ -177,10 +178,9 @@ def _install_accepts(parser: argparse.ArgumentParser, flag: str) -> bool:
 def _run_onboard(
     ns: argparse.Namespace, options: Any, shells: tuple[str, ...], lockfile: Path | None
 ) -> int:
-    from installer.cli.planview import report_json, summary_text  # noqa: PLC0415
-    from installer.cli.render import Console  # noqa: PLC0415
-    from installer.events import listening  # noqa: PLC0415
-    from installer.onboard import describe, onboard  # noqa: PLC0415
+    from installer.cli.planview import report_json, summary_text
+    from installer.cli.render import Console
+    from installer.onboard import describe, onboard
 
     with listening(Console(quiet=ns.json)):
         result = onboard(options, shells=shells, shell_init=ns.shell_init, lockfile=lockfile)
@@ -198,7 +198,7 @@ def _run_onboard(
 def _print_onboard(result: Any) -> None:
     if not result.install.report.ok:
         return
-    from installer.envs.activation import activation_line  # noqa: PLC0415
+    from installer.envs.activation import activation_line
 
     prefix = result.install.plan.prefix
     out(f"env ready: {prefix} (profile {result.install.plan.profile.name})")
@@ -217,9 +217,8 @@ def _print_onboard(result: Any) -> None:
 
 
 def _emit_script(ns: argparse.Namespace) -> int:
-    from installer.onboard import onboarding_script  # noqa: PLC0415
-    from installer.paths import atomic_write  # noqa: PLC0415
-    from installer.siteconfig import load_site  # noqa: PLC0415
+    from installer.onboard import onboarding_script
+    from installer.siteconfig import load_site
 
     site = load_site(ns.config)
     location = ns.publish_config or _absolute(ns.config)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from installer.errors import InputError
+from installer.lockfile import read_lockfile
 from installer.paths import env_lockfile
 from installer.profile import VerifySpec, load_profile
+from installer.run.install import detect_host_driver
 from installer.steps.verify import VerifyReport, verify_env
 
 __all__ = ["verify_prefix"]
@@ -23,16 +26,18 @@ def _spec(prefix: Path, profile: str | None) -> VerifySpec:
         return load_profile(profile).verify
     lock = env_lockfile(prefix)
     if lock.exists():
-        from installer.lockfile import read_lockfile  # noqa: PLC0415
-
+        name = read_lockfile(lock).profile
         try:
-            return load_profile(read_lockfile(lock).profile).verify
-        except Exception:
-            return VerifySpec()
+            return load_profile(name).verify
+        except InputError as exc:  # the env was built from a profile file that is gone
+            raise InputError(
+                f"{prefix} was built from profile {name!r}, which cannot be loaded here: "
+                f"{exc.message}",
+                hint="pass --profile NAME_OR_FILE to say whose checks to run",
+            ) from None
     return VerifySpec()
 
 
 def _has_driver() -> bool:
-    from installer.run.install import detect_host_driver  # noqa: PLC0415
 
     return detect_host_driver() is not None

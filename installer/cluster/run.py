@@ -19,6 +19,9 @@ from installer.cluster.compare import ClusterReport, compare
 from installer.cluster.nodes import NodeJob, ray_answers, slurm_answers
 from installer.errors import InputError
 from installer.host.filesystems import LockScope, lock_scope, mount_of, read_mounts
+from installer.lockfile import read_lockfile
+from installer.paths import env_lockfile
+from installer.profile import load_profile
 from installer.profile.models import VerifySpec
 
 __all__ = ["ClusterInstall", "Target", "install_cluster", "local_prefix", "verify_cluster"]
@@ -54,9 +57,6 @@ def _expand(text: str, environ: Mapping[str, str]) -> str:
 
 def _spec(prefix: Path, profile: str | None) -> VerifySpec:
     """The checks of --profile, else of the profile that built the env, else the defaults."""
-    from installer.lockfile import read_lockfile  # noqa: PLC0415
-    from installer.paths import env_lockfile  # noqa: PLC0415
-    from installer.profile import load_profile  # noqa: PLC0415
 
     if profile:
         return load_profile(profile).verify

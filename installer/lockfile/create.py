@@ -19,6 +19,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from installer import __version__
+from installer.envs.condarc import channel_urls, load_condarc
 from installer.envs.inventory import canonical
 from installer.errors import InputError
 from installer.host.facts import index_settings
@@ -312,8 +313,7 @@ def _cuda_xy(cuda: str | None) -> str | None:
 def _conda(
     profile: Profile, options: RunOptions, target: Target, cuda: CudaTarget
 ) -> tuple[CondaPackage, ...]:
-    from installer.envs.condarc import channel_urls, load_condarc  # noqa: PLC0415
-    from installer.lockfile.condasolve import solve_conda  # noqa: PLC0415
+    from installer.lockfile.condasolve import solve_conda  # noqa: PLC0415 - py-rattler
 
     channels = channel_urls(options.channels or profile.env.channels, load_condarc())
     specs = [f"python {target.python}.*", *profile.env.conda_packages]

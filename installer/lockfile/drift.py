@@ -14,6 +14,9 @@ from installer.envs.inventory import Dist, installed
 from installer.errors import BootstrapError
 from installer.lockfile.io import read_lockfile
 from installer.lockfile.model import CondaPackage, LockedDist, Lockfile, profile_hash
+from installer.paths import env_lockfile
+from installer.profile.load import load_profile
+from installer.profile.stacks import apply_stack
 
 __all__ = ["Difference", "Staleness", "committed_lockfiles", "env_differences", "stale_lockfile"]
 
@@ -53,8 +56,6 @@ def committed_lockfiles(root: Path, profile: str | None = None) -> list[Path]:
 
 def stale_lockfile(path: Path) -> Staleness:
     """Whether `path` is stale: unreadable, its profile gone or changed, or its variant gone."""
-    from installer.profile.load import load_profile  # noqa: PLC0415
-    from installer.profile.stacks import apply_stack  # noqa: PLC0415
 
     try:
         lock = read_lockfile(path)
@@ -132,7 +133,6 @@ def _same_version(a: str, b: str) -> bool:
 
 def _env_record(prefix: Path) -> dict[str, LockedDist]:
     """The env's own record (written when it was installed), by distribution name."""
-    from installer.paths import env_lockfile  # noqa: PLC0415
 
     path = env_lockfile(prefix)
     if not path.is_file():

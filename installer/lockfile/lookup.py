@@ -14,7 +14,7 @@ from typing import Any
 
 from installer import proc
 from installer.envs.inventory import canonical
-from installer.errors import CommandFailed, Refused
+from installer.errors import CommandFailed, InputError, Refused
 from installer.host.indexes import DEFAULT, IndexSettings
 from installer.installers import uv_binary
 from installer.lockfile.model import LockedDist, LockedStage, Lockfile
@@ -56,8 +56,6 @@ def stage_index(stage: LockedStage) -> str | None:
     """The one named index a stage's distributions come from (besides default and find-links)."""
     names = sorted({d.index for d in stage.distributions if d.index} - {DEFAULT, FIND_LINKS})
     if len(names) > 1:
-        from installer.errors import InputError  # noqa: PLC0415
-
         raise InputError(f"locked stage {stage.id!r} names several indexes: {', '.join(names)}")
     return names[0] if names else None
 

@@ -16,6 +16,7 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from installer.profile.models import Profile
+from installer.profile.stagespec import stage_specs
 
 __all__ = [
     "LOCK_SCHEMA_VERSION",
@@ -150,7 +151,6 @@ def profile_hash(profile: Profile, variant: str) -> str:
     variants, verify checks, disk size and descriptions. Changing this recipe makes every
     committed lockfile stale, so it is versioned with the lock schema.
     """
-    from installer.profile.stagespec import stage_specs  # noqa: PLC0415 - stagespec needs the profile
 
     cuda = profile.cuda_variants.get(variant)
     body = {

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from installer.doctor import DoctorInputs, run_doctor
 from installer.errors import InputError
 from installer.onboard.shellrc import rc_file, user_activation, write_rc_block
 from installer.options import RunOptions
@@ -103,11 +104,7 @@ def _shell_init(
 
 
 def _doctor(plan: Plan, environ: Mapping[str, str]) -> DoctorReport | None:
-    """Doctor's verdict on the new env (None where this build has no doctor)."""
-    try:
-        from installer.doctor import DoctorInputs, run_doctor  # noqa: PLC0415
-    except ImportError:
-        return None
+    """Doctor's verdict on the new env."""
     inputs = DoctorInputs(
         profile=plan.profile,
         variant=plan.variant,

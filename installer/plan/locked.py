@@ -21,6 +21,8 @@ from packaging.version import Version
 from installer.errors import InputError, Refused
 from installer.gpu.model import DriverInfo
 from installer.host.indexes import IndexSettings
+from installer.host.variants import choose_variant
+from installer.lockfile.create import default_lockfile
 from installer.lockfile.io import read_lockfile
 from installer.lockfile.lookup import (
     Artifact,
@@ -61,8 +63,6 @@ def prepare_locked(
     profile: Profile, options: RunOptions, driver: DriverInfo | None
 ) -> tuple[Profile, LockedInstall]:
     """Find and check the lockfile; return the profile narrowed to the lock's Python."""
-    from installer.host.variants import choose_variant  # noqa: PLC0415
-    from installer.lockfile.create import default_lockfile  # noqa: PLC0415
 
     variant, _ = choose_variant(profile, driver, options.cuda)
     path = options.lockfile or default_lockfile(profile.name, variant, host_platform())

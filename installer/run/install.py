@@ -7,13 +7,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from installer.doctor import preflight_failures
 from installer.envs.activation import activation_line, write_activation
 from installer.errors import InputError, Refused
+from installer.gpu.detect import detect_driver
 from installer.gpu.model import DriverInfo
 from installer.host.facts import gather_host
 from installer.options import RunOptions
 from installer.paths import STATE_DIRNAME, state_dir
 from installer.plan.compile import compile_plan
+from installer.plan.locked import precheck, prepare_locked
 from installer.plan.model import Plan
 from installer.profile import load_profile
 from installer.profile.stacks import apply_stack
@@ -34,7 +37,6 @@ class InstallResult:
 
 def detect_host_driver(environ: Mapping[str, str] | None = None) -> DriverInfo | None:
     """The NVIDIA driver of this host (None when there is none)."""
-    from installer.gpu.detect import detect_driver  # noqa: PLC0415
 
     return detect_driver(environ=dict(os.environ if environ is None else environ))
 
@@ -55,13 +57,9 @@ def prepare_plan(
         driver = detect_host_driver()
     locked = None
     if options.locked or options.frozen or options.lockfile is not None:
-        from installer.plan.locked import prepare_locked  # noqa: PLC0415
-
         profile, locked = prepare_locked(profile, options, driver)
     host = gather_host(profile, options, driver=driver, check_optional=check_optional)
     if locked is not None:  # every artifact is looked up and hash-checked before anything runs
-        from installer.plan.locked import precheck  # noqa: PLC0415
-
         locked = precheck(locked, host.settings, offline=options.offline)
         note = f"installing lockfile {locked.path} exactly; its artifacts' sha256 match the index"
         host = replace(host, notes=(*host.notes, note))
@@ -86,10 +84,6 @@ def run_install(
 
 def run_preflight(plan: Plan) -> None:
     """Doctor's preflight subset; any failure refuses the run before a download."""
-    try:
-        from installer.doctor import preflight_failures  # noqa: PLC0415
-    except ImportError:  # doctor is optional at this layer; the variant check already ran
-        return
     failures = preflight_failures(plan)
     if failures:
         lines = "\n  ".join(

@@ -16,8 +16,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from installer import proc
 from installer.errors import InputError, StepFailed
 from installer.host.indexes import IndexSettings
+from installer.installers import uv_binary
 from installer.lockfile.model import LockedSource
 from installer.options import RunOptions
 from installer.profile.models import Profile
@@ -218,7 +220,6 @@ def _local_commit(repo: object, ref: str) -> str | None:
 def _from_sdist(
     spec: SourceSpec, settings: IndexSettings, *, pip: list[str], log_path: Path, why: str
 ) -> SourceResult:
-    from installer import proc  # noqa: PLC0415
 
     version = spec.release
     with tempfile.TemporaryDirectory(prefix="verl-sdist-") as tmp:
@@ -271,7 +272,6 @@ def pip_launcher() -> list[str]:
     """How to run pip on the host for downloads: our interpreter's pip, else uv's pip."""
     if importlib.util.find_spec("pip") is not None:
         return [sys.executable, "-m", "pip"]
-    from installer.installers import uv_binary  # noqa: PLC0415
 
     return [uv_binary(), "tool", "run", "pip"]
 

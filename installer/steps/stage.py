@@ -31,6 +31,7 @@ from installer.redact import redact
 from installer.steps.base import StepContext, run_in_env
 from installer.steps.locked import locked_requirements
 from installer.steps.protect import check_protected, protected_pins, refused_by_pins
+from installer.steps.srcbuild import build_locked_sdists
 
 __all__ = ["describe", "execute", "stage_request"]
 
@@ -131,7 +132,6 @@ def _build_locked_sdists(
     ctx: StepContext, stage: StageSpec, locked: LockedStage, artifacts: Mapping[str, Artifact]
 ) -> dict[str, Artifact]:
     """The stage's locked sdists, built here into wheels that the stage then installs."""
-    from installer.steps.srcbuild import build_locked_sdists  # noqa: PLC0415
 
     return build_locked_sdists(
         locked, artifacts,
