@@ -42,7 +42,7 @@ class RunOptions:
     skip_checks: tuple[str, ...] = ()
     require_gpu: bool = False
     allow_unsupported_ref: bool = False
-    lock_wait: float = 0.0
+    guard_wait: float = 0.0
     offline: bool = False
     site: SiteOptions = SiteOptions()  # from the site config; CLI flags override it
     locked: bool = False  # install exactly a lockfile whose profile hash matches the profile

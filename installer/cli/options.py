@@ -61,7 +61,7 @@ def run_options(ns: argparse.Namespace, **fixed: Any) -> RunOptions:
         "skip_checks": tuple(flag("skip_check") or ()),
         "require_gpu": bool(flag("require_gpu")),
         "allow_unsupported_ref": bool(flag("allow_unsupported_ref")),
-        "lock_wait": flag("wait") or 0.0,
+        "guard_wait": flag("wait") or 0.0,
         "offline": bool(flag("offline")),
         "site": site_options(site),
         "locked": locked,

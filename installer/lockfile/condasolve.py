@@ -26,7 +26,7 @@ def solve_conda(
     cache: Path,
 ) -> tuple[CondaPackage, ...]:
     """Solve `specs` from `channels` (URLs) for `platform`; the records sorted by name."""
-    from rattler.exceptions import GatewayError, SolverError  # noqa: PLC0415
+    from rattler.exceptions import GatewayError, SolverError  # noqa: PLC0415 - py-rattler
 
     try:
         records = asyncio.run(

@@ -1,4 +1,5 @@
-"""An exclusive lock on a prefix, so two runs never install into one env at once."""
+"""The prefix guard: an exclusive flock on a file in the env, so two runs never install into one
+env at once."""
 
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ from pathlib import Path
 
 from installer.errors import PrefixBusy
 
-__all__ = ["holding"]
+__all__ = ["guarding"]
 
 _POLL_SECONDS = 0.5
 
 
 @contextmanager
-def holding(lock_path: Path, *, wait: float = 0.0) -> Iterator[None]:
+def guarding(lock_path: Path, *, wait: float = 0.0) -> Iterator[None]:
     """Hold the lock for the block; wait up to `wait` seconds for another holder, then refuse."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)

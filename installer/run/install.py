@@ -14,13 +14,13 @@ from installer.gpu.detect import detect_driver
 from installer.gpu.model import DriverInfo
 from installer.host.facts import gather_host
 from installer.options import RunOptions
-from installer.paths import STATE_DIRNAME, state_dir
+from installer.paths import STATE_DIRNAME, guard_file
 from installer.plan.compile import compile_plan
 from installer.plan.locked import precheck, prepare_locked
 from installer.plan.model import Plan
 from installer.profile import load_profile
 from installer.profile.stacks import apply_stack
-from installer.run.guard import holding
+from installer.run.guard import guarding
 from installer.run.runner import RunReport, run_plan
 
 __all__ = ["InstallResult", "detect_host_driver", "prepare_plan", "run_install"]
@@ -73,7 +73,7 @@ def run_install(
     if preflight:
         run_preflight(plan)
     _refuse_foreign_prefix(plan.prefix)
-    with holding(state_dir(plan.prefix) / "lock", wait=plan.options.lock_wait):
+    with guarding(guard_file(plan.prefix), wait=plan.options.guard_wait):
         report = run_plan(plan, force=force)
     activate = None
     if report.ok:

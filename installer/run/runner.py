@@ -11,6 +11,7 @@ import enum
 import functools
 import os
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -213,8 +214,6 @@ def _as_error(exc: Exception, log_path: Path) -> BootstrapError:
     """Keep domain errors; an unexpected one goes to the step's log with its traceback."""
     if isinstance(exc, BootstrapError):
         return exc
-    import traceback  # noqa: PLC0415
-
     with log_path.open("a", encoding="utf-8") as fh:
         fh.write("".join(traceback.format_exception(exc)))
     return BootstrapError(f"internal error: {exc!r} (traceback in the step's log)")

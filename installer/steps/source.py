@@ -157,7 +157,7 @@ def _git_reason(stderr: str) -> str:
 
 def _clone_full_at(spec: SourceSpec, env: dict[str, str], first_error: str) -> Any:
     """--branch takes tags and branches only; a commit SHA needs a full clone and a checkout."""
-    import git  # noqa: PLC0415
+    import git  # noqa: PLC0415 - GitPython is slow to import; only git sources need it
 
     try:
         repo = git.Repo.clone_from(spec.repo, spec.checkout, env=env)
@@ -182,7 +182,7 @@ def _reuse(spec: SourceSpec) -> SourceResult:
 
 
 def _reuse_git(spec: SourceSpec) -> SourceResult:
-    import git  # noqa: PLC0415
+    import git  # noqa: PLC0415 - GitPython is slow to import; only git sources need it
 
     try:
         repo = git.Repo(spec.checkout)
