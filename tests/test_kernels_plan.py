@@ -11,15 +11,16 @@ from pathlib import Path
 import pytest
 
 from installer import cli
+from installer.cli.planview import plan_json, plan_text
 from installer.errors import EXIT_BAD_INPUT, EXIT_OK
 from installer.gpu.model import DriverInfo
 from installer.gpu.table import parse_query_gpus
-from installer.hostfacts import HostFacts, gather_host
+from installer.host.facts import HostFacts, gather_host
 from installer.kernels.sizing import HostResources
 from installer.kernels.wheelhouse import Wheelhouse
 from installer.options import RunOptions
-from installer.plan import Plan, compile_plan
-from installer.planview import plan_json, plan_text
+from installer.plan.compile import compile_plan
+from installer.plan.model import Plan
 from installer.profile import load_profile
 
 NVIDIA = Path(__file__).parent / "data" / "nvidia"

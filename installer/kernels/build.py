@@ -12,10 +12,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from installer.errors import CommandFailed, StepFailed
-from installer.indexes import IndexSettings
+from installer.host.indexes import IndexSettings
 from installer.installers import InstallRequest
 from installer.kernels.sizing import oom_message
 from installer.profile.kernel import KernelSpec
+from installer.steps.source import pip_launcher
 
 __all__ = ["build_wheel"]
 
@@ -55,8 +56,6 @@ def build_wheel(
 def _wheel_command(
     spec: str, kernel: KernelSpec, request: InstallRequest, settings: IndexSettings, out: Path
 ) -> list[str]:
-    from installer.source import pip_launcher  # noqa: PLC0415
-
     cmd = [*pip_launcher(), "--python", str(request.python), "wheel", "-v", "--no-deps"]
     cmd += ["--no-binary", kernel.distribution, "--wheel-dir", str(out)]
     if request.no_build_isolation:
@@ -78,8 +77,6 @@ def download_wheel(
 ) -> Path:
     """A wheel (never an sdist: nothing is compiled) of `spec` from `index_url`, for the env's
     interpreter and platform (`pip --python`)."""
-    from installer.source import pip_launcher  # noqa: PLC0415
-
     shutil.rmtree(dest, ignore_errors=True)
     cmd = [*pip_launcher(), "--python", str(python), "download", "--no-deps", "--only-binary"]
     run([*cmd, ":all:", "--dest", str(dest), "--index-url", index_url, spec])

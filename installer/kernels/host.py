@@ -14,6 +14,7 @@ from pathlib import Path
 from installer import proc
 from installer.kernels.sizing import ARCH_VARIABLES, HostResources, read_resources
 from installer.kernels.wheelhouse import Entry, Wheelhouse
+from installer.paths import default_wheelhouse
 
 __all__ = ["KernelHost", "gather_kernel_host", "wheelhouse_root"]
 
@@ -37,8 +38,7 @@ def wheelhouse_root(configured: str | None, environ: Mapping[str, str]) -> Path:
     """The site config's wheelhouse, else $VERL_BOOTSTRAP_HOME/wheelhouse (~/.verl-bootstrap)."""
     if configured:
         return Path(os.path.expandvars(configured.removeprefix("file://"))).expanduser().absolute()
-    home = environ.get("VERL_BOOTSTRAP_HOME") or str(Path.home() / ".verl-bootstrap")
-    return Path(home) / "wheelhouse"
+    return default_wheelhouse(environ)
 
 
 def gather_kernel_host(

@@ -9,15 +9,15 @@ from pathlib import Path
 from installer import proc
 from installer.errors import StepFailed
 from installer.kernels.key import BuildKey
+from installer.paths import PROBES
 
 __all__ = ["load_failures", "probe_key", "undefined_symbol"]
 
-_PROBES = Path(__file__).resolve().parent.parent / "probes"
 _UNDEFINED = re.compile(r"undefined symbol:?\s*(\S+)")
 
 
 def _ask(python: Path, script: str, *args: str) -> dict[str, object]:
-    done = proc.capture([str(python), "-I", str(_PROBES / script), *args], timeout=300)
+    done = proc.capture([str(python), "-I", str(PROBES / script), *args], timeout=300)
     lines = done.stdout.strip().splitlines()
     try:
         answer = json.loads(lines[-1])

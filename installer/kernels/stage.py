@@ -8,17 +8,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from packaging.utils import canonicalize_name
 
 from installer.errors import CommandFailed, StepFailed
-from installer.indexes import IndexSettings
+from installer.host.indexes import IndexSettings
+from installer.httpclient import HttpError, download
 from installer.installers import InstallRequest, install_command
+from installer.kernels.build import build_wheel, download_wheel
 from installer.kernels.key import BuildKey
 from installer.kernels.probe import load_failures, probe_key, undefined_symbol
 from installer.kernels.sources import KernelChoice, choose_source, pinned_version
 from installer.kernels.wheelhouse import Wheelhouse, sha256_of
 from installer.profile.kernel import KernelSpec
+from installer.redact import redact
+from installer.steps.verify import import_needs_driver
 
 __all__ = ["KernelRun", "run_kernel_stage"]
 
@@ -97,8 +102,6 @@ def _wheel(
 
 def _from_index(job: KernelRun) -> Path | None:
     """The prebuilt wheel from the index the profile states a key for; None falls to a build."""
-    from installer.kernels.build import download_wheel  # noqa: PLC0415
-
     prebuilt = job.kernel.prebuilt_index
     url = job.settings.named.get(prebuilt.index) if prebuilt else None
     spec = _kernel_spec(job)
@@ -114,8 +117,6 @@ def _from_index(job: KernelRun) -> Path | None:
 
 
 def _build_and_publish(job: KernelRun, key: BuildKey, house: Wheelhouse | None) -> Path:
-    from installer.kernels.build import build_wheel  # noqa: PLC0415
-
     spec = _kernel_spec(job) or job.kernel.distribution
     shown = ", ".join(f"{k}={v}" for k, v in sorted(job.env.items()))
     job.note(f"kernel {job.kernel.distribution}: building from source ({shown})")
@@ -155,8 +156,6 @@ def _install(job: KernelRun, wheel: Path) -> None:
 
 
 def _check_loads(job: KernelRun, python: Path, built_for: BuildKey | None, key: BuildKey) -> None:
-    from installer.verify import import_needs_driver  # noqa: PLC0415
-
     for module, error in load_failures(python, job.kernel.modules).items():
         if not job.gpu_present and import_needs_driver(error):
             job.note(f"kernel {module}: not loaded here, it needs the NVIDIA driver ({error})")
@@ -173,29 +172,14 @@ def _check_loads(job: KernelRun, python: Path, built_for: BuildKey | None, key: 
 
 def _download(url: str, folder: Path, note: Callable[[str], None]) -> Path | None:
     """The release wheel at `url`, or None (said in the log) when it cannot be fetched."""
-    import shutil  # noqa: PLC0415
-    from urllib.parse import unquote, urlparse  # noqa: PLC0415
-
-    import requests  # noqa: PLC0415 - only this download needs it
-
-    from installer.redact import redact  # noqa: PLC0415
-
     filename = unquote(urlparse(url).path.rsplit("/", 1)[-1])
     if not filename.endswith(".whl") or filename.startswith("."):
         note(f"release URL {redact(url)} does not name a wheel file; building from source")
         return None
     dest = folder / filename
-    folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / f".{filename}.part"
     try:
-        if url.startswith("file://"):
-            shutil.copyfile(unquote(urlparse(url).path), partial)
-        else:
-            answer = requests.get(url, timeout=120)
-            answer.raise_for_status()
-            partial.write_bytes(answer.content)
-    except (OSError, requests.RequestException) as exc:
+        download(url, dest, timeout=600)
+    except (OSError, HttpError) as exc:
         note(f"release wheel {redact(url)} not available ({exc}); building from source")
         return None
-    partial.replace(dest)
     return dest

@@ -24,7 +24,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from installer.errors import InputError
 from installer.kernels.key import BuildKey
-from installer.state import atomic_write
+from installer.paths import atomic_write
 
 __all__ = ["INDEX_NAME", "Entry", "Wheelhouse", "sha256_of"]
 
