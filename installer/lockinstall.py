@@ -38,6 +38,7 @@ from installer.lockfile.model import LockedDist, LockedStage, Lockfile, profile_
 from installer.options import RunOptions, state_dir
 from installer.profile.models import Profile, PythonSpec
 from installer.redact import redact
+from installer.safepath import inside
 from installer.source import SourceResult, SourceSpec
 from installer.stagespec import StageSpec
 
@@ -110,6 +111,7 @@ def _check_matches(
             f"{path} is for CUDA variant {lock.cuda.variant}, this run chose {variant}",
             hint=f"pass --cuda {lock.cuda.variant}, or lock variant {variant}",
         )
+    _check_stage_ids(lock, path, profile, variant)
     if frozen:
         return
     if lock.profile != profile.name or lock.profile_hash != profile_hash(profile, variant):
@@ -117,6 +119,22 @@ def _check_matches(
             f"{path} is stale: profile {profile.name!r} changed since it was locked",
             hint=f"run `{lock.regenerate}` (or `verl-bootstrap lock --profile {profile.name}`) "
             "to update it, or pass --frozen to install it as it is",
+        )
+
+
+def _check_stage_ids(lock: Lockfile, path: Path, profile: Profile, variant: str) -> None:
+    """Every stage the lockfile names is a step this profile runs: a lockfile can add no stage,
+    and its stage ids (which name folders and files in the env) are ones the profile declared."""
+    from installer.profile.models import RESERVED_STEP_IDS  # noqa: PLC0415
+    from installer.stagespec import stage_specs  # noqa: PLC0415
+
+    known = RESERVED_STEP_IDS | {spec.id for spec in stage_specs(profile, variant)}
+    unknown = [stage.id for stage in lock.stages if stage.id not in known]
+    if unknown:
+        raise InputError(
+            f"{path} locks stage(s) {', '.join(unknown)}, which profile {profile.name!r} lacks",
+            hint=f"the lockfile was made for another profile; run `verl-bootstrap lock --profile "
+            f"{profile.name}`",
         )
 
 
@@ -231,7 +249,8 @@ def fetch_locked_sdist(
 
 def cached_archive(cache: Path, sha256: str, filename: str) -> Path:
     """Where the tool's cache keeps a checked archive: by its sha256, so any env can reuse it."""
-    return cache / "sdists" / sha256 / filename
+    # the file name comes from an index's answer, the digest from the lockfile: both untrusted
+    return inside(cache / "sdists", sha256, filename, what="sdist file name")
 
 
 def fetch_checked(artifact: Artifact | None, dest: Path, sha256: str) -> None:

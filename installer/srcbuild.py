@@ -19,13 +19,14 @@ from installer.lockfile.lookup import Artifact
 from installer.lockfile.model import LockedStage
 from installer.lockinstall import cached_archive, fetch_checked
 from installer.options import state_dir
+from installer.safepath import inside
 
 __all__ = ["build_locked_sdists", "wheels_dir"]
 
 
 def wheels_dir(prefix: Path, stage_id: str) -> Path:
     """Where the wheels built for one stage are kept, inside the env's state folder."""
-    return state_dir(prefix) / "wheels" / stage_id
+    return inside(state_dir(prefix) / "wheels", stage_id, what="stage id")  # it is rmtree'd
 
 
 def build_locked_sdists(
@@ -54,8 +55,9 @@ def build_locked_sdists(
         sdist = artifacts[dist.name]
         archive = cached_archive(cache, sdist.sha256, sdist.filename)
         fetch_checked(sdist, archive, sdist.sha256)
-        run(build_command(request, settings, archive, out / dist.name))
-        wheel = _the_wheel(out / dist.name, dist.name)
+        into = inside(out, dist.name, what="package name")
+        run(build_command(request, settings, archive, into))
+        wheel = _the_wheel(into, dist.name)
         digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
         built[dist.name] = Artifact(url=wheel.as_uri(), sha256=digest, kind="wheel")
     return built

@@ -15,6 +15,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from installer.safepath import PROFILE_NAME
+
 __all__ = [
     "SCHEMA_VERSION",
     "CudaVariant",
@@ -255,6 +257,16 @@ class Profile(Strict):
         "before this day (UTC).",
     )
     stacks: tuple[Stack, ...] = ()
+
+    @field_validator("name")
+    @classmethod
+    def _name_shape(cls, value: str) -> str:
+        # the name becomes the env's folder and the lockfile's folder: one safe file name
+        if not PROFILE_NAME.fullmatch(value):
+            msg = (f"{value!r} is not a profile name (letters, digits, '.', '_' and '-', starting "
+                   "with a letter or digit, at most 64)")  # fmt: skip
+            raise ValueError(msg)
+        return value
 
     @field_validator("cuda_variants")
     @classmethod
