@@ -39,6 +39,7 @@ def run_options(ns: argparse.Namespace) -> RunOptions:
     name = profile.rsplit("/", 1)[-1].removesuffix(".yaml").removesuffix(".yml")
     envs_dir = site.config.defaults.envs_dir
     prefix = ns.prefix or (Path(envs_dir) / name if envs_dir else default_prefix(name))
+    _check_prefix(prefix)
     indexes = {**named_indexes(site.config), **parse_index_flags(tuple(ns.index))}
     lockfile = getattr(ns, "lockfile", None)
     if lockfile is None and (getattr(ns, "locked", False) or getattr(ns, "frozen", False)):
@@ -65,6 +66,18 @@ def run_options(ns: argparse.Namespace) -> RunOptions:
         frozen=getattr(ns, "frozen", False),
         lockfile=lockfile,
     )
+
+
+def _check_prefix(prefix: Path) -> None:
+    """The env goes in a folder: a file (or a link to one) there is the user's, not ours."""
+    if prefix.exists() and not prefix.is_dir():
+        raise InputError(
+            f"--prefix {prefix} is a file, not a folder",
+            hint="name a new folder (or an env made by verl-bootstrap) for the env",
+        )
+    if "\n" in str(prefix) or "\r" in str(prefix):
+        raise InputError(f"--prefix {str(prefix)!r} holds a line break",
+                         hint="choose a folder name without control characters")  # fmt: skip
 
 
 def cmd_plan(ns: argparse.Namespace) -> int:
