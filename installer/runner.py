@@ -7,6 +7,7 @@ the first unfinished step. The loop and the state live in the main thread; steps
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import functools
 import os
@@ -159,7 +160,10 @@ class _Loop:
             protected=dict(self.state.protected),
             on_line=functools.partial(_emit_line, step.id),
         )  # fmt: skip
-        self.running[self.pool.submit(self.executor, ctx)] = (step, time.monotonic(), ctx)
+        # the worker runs in a copy of this thread's context, so that its events (a note, the
+        # live tail of its output) reach the listener the CLI installed, not the default log
+        job = self.pool.submit(contextvars.copy_context().run, self.executor, ctx)
+        self.running[job] = (step, time.monotonic(), ctx)
 
     def _finish(self, future: Future[dict[str, Any]]) -> None:
         step, started, ctx = self.running.pop(future)
