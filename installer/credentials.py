@@ -25,7 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-__all__ = ["Credential", "Lifted", "lift", "split_url"]
+__all__ = [
+    "Credential",
+    "Lifted",
+    "git_auth_settings",
+    "git_config_env",
+    "lift",
+    "split_url",
+]
 
 _URL_ARG = re.compile(
     r"^(?P<head>(?:--?[A-Za-z0-9-]+=|[A-Za-z0-9_.-]+=|[A-Za-z0-9_.\[\], -]+@ ?)?)"
@@ -130,13 +137,29 @@ def _write_private(path: Path, text: str) -> None:
         fh.write(text)
 
 
-def _git_env(found: list[Credential], environ: Mapping[str, str]) -> dict[str, str]:
-    """git's per-URL Authorization header, added after any GIT_CONFIG_* the user set."""
-    start = int(environ.get("GIT_CONFIG_COUNT") or 0)
-    env: dict[str, str] = {}
-    for offset, cred in enumerate({c.base: c for c in found}.values()):
+def git_auth_settings(found: Sequence[Credential]) -> list[tuple[str, str]]:
+    """git settings that send each credential as a Basic Authorization header to its host."""
+    settings = []
+    for cred in {c.base: c for c in found}.values():
         token = base64.b64encode(f"{cred.username}:{cred.password}".encode()).decode()
-        env[f"GIT_CONFIG_KEY_{start + offset}"] = f"http.{cred.base}.extraHeader"
-        env[f"GIT_CONFIG_VALUE_{start + offset}"] = f"Authorization: Basic {token}"
-    env["GIT_CONFIG_COUNT"] = str(start + len({c.base for c in found}))
+        settings.append((f"http.{cred.base}.extraHeader", f"Authorization: Basic {token}"))
+    return settings
+
+
+def git_config_env(
+    settings: Sequence[tuple[str, str]], environ: Mapping[str, str]
+) -> dict[str, str]:
+    """`settings` as GIT_CONFIG_COUNT/KEY/VALUE, after any GIT_CONFIG_* already in `environ`."""
+    try:
+        start = int(environ.get("GIT_CONFIG_COUNT") or 0)
+    except ValueError:
+        start = 0
+    env = {"GIT_CONFIG_COUNT": str(start + len(settings))}
+    for offset, (key, value) in enumerate(settings):
+        env[f"GIT_CONFIG_KEY_{start + offset}"] = key
+        env[f"GIT_CONFIG_VALUE_{start + offset}"] = value
     return env
+
+
+def _git_env(found: list[Credential], environ: Mapping[str, str]) -> dict[str, str]:
+    return git_config_env(git_auth_settings(found), environ)
