@@ -7,6 +7,7 @@ the first unfinished step. The loop and the state live in the main thread; steps
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import enum
 import functools
@@ -19,11 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from installer import proc
-from installer.errors import BootstrapError, CommandFailed, Interrupted
+from installer.errors import (
+    BootstrapError,
+    CannotWrite,
+    CommandFailed,
+    Interrupted,
+    StepFailed,
+)
 from installer.events import emit
 from installer.options import state_dir
 from installer.plan import Plan, Step
-from installer.state import State, StepRecord
+from installer.state import State, StepRecord, cannot_write
 from installer.steps.run import StepContext, execute_step
 
 __all__ = ["RunReport", "Status", "StepOutcome", "run_plan"]
@@ -83,7 +90,10 @@ def run_plan(
     proc.allow_new_children()
     # pid in the name: two runs in the same second never share a log folder
     log_dir = state_dir(plan.prefix) / "logs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-    log_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a read-only or full filesystem: say so before any step starts
+        raise cannot_write(log_dir, exc) from None
     loop = _Loop(plan, state, log_dir, executor, force)
     try:
         loop.run()
@@ -174,7 +184,10 @@ class _Loop:
             outputs = future.result()
         except Exception as exc:
             record.status = "failed"
-            self.state.save()
+            # the step's failure is the news: when the disk that failed it cannot take the state
+            # either, the saved state still says "running", which a re-run also resumes from
+            with contextlib.suppress(CannotWrite):
+                self.state.save()
             self._record(_failure(step, _as_error(exc, ctx.log_path), seconds, record.log))
             return
         record.status, record.outputs = "done", outputs
@@ -218,6 +231,12 @@ def _as_error(exc: Exception, log_path: Path) -> BootstrapError:
         return exc
     import traceback  # noqa: PLC0415
 
-    with log_path.open("a", encoding="utf-8") as fh:
+    with contextlib.suppress(OSError), log_path.open("a", encoding="utf-8") as fh:  # disk full?
         fh.write("".join(traceback.format_exception(exc)))
+    if isinstance(exc, OSError):  # the machine's fault, not the tool's: say what and where
+        where = f": {exc.filename}" if exc.filename else ""
+        return StepFailed(
+            f"{exc.strerror or exc}{where}",
+            hint="fix that, then re-run the same command: it resumes at this step",
+        )
     return BootstrapError(f"internal error: {exc!r} (traceback in the step's log)")

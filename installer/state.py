@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -9,15 +10,42 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from installer.errors import CannotWrite, InputError
 from installer.statefile import parse_state
 
-__all__ = ["State", "StepRecord", "atomic_write"]
+__all__ = ["State", "StepRecord", "atomic_write", "cannot_write"]
 
 STATE_VERSION = 1
 
 
 def atomic_write(path: Path, text: str) -> None:
-    """Write through a temp file in the same folder, then rename: readers never see half a file."""
+    """Write through a temp file in the same folder, then rename: readers never see half a file.
+
+    A full disk, a read-only folder or a missing permission is a CannotWrite naming the file;
+    the file it would have replaced is left as it was."""
+    try:
+        _write_then_rename(path, text)
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
+
+
+def cannot_write(path: Path, exc: OSError) -> CannotWrite:
+    """The error for a file or folder of the tool's that the machine would not let it write."""
+    return CannotWrite(
+        f"cannot write {path}: {exc.strerror or exc}",
+        hint=_WRITE_HINTS.get(exc.errno or 0, "check the folder's permissions")
+        + "; a re-run resumes where this one stopped",
+    )
+
+
+_WRITE_HINTS = {
+    errno.ENOSPC: "free space on that filesystem (or move the env with --prefix)",
+    errno.EDQUOT: "your disk quota is used up; free some space",
+    errno.EROFS: "that filesystem is mounted read-only; choose another --prefix",
+}
+
+
+def _write_then_rename(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -54,7 +82,12 @@ class State:
     @classmethod
     def load(cls, path: Path) -> State:
         """Read the state, or start an empty one."""
-        if not path.exists() and not path.is_symlink():
+        if path.is_symlink():  # the tool writes a plain file here; a link is not its own
+            raise InputError(
+                f"{path} is a symlink, not the env's state file",
+                hint="remove the link; the next run starts the steps over",
+            )
+        if not path.exists():
             return cls(path=path)
         raw = parse_state(path, STATE_VERSION)  # untrusted: bounded, typed, or an InputError
         steps = {k: StepRecord(**v) for k, v in raw["steps"].items()}

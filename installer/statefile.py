@@ -51,7 +51,10 @@ class _StateFile(BaseModel):
 
 def parse_state(path: Path, version: int) -> dict[str, Any]:
     """The state at `path` as plain data, checked; an InputError says what is wrong."""
-    text = read_untrusted(path, what="state file", max_bytes=MAX_STATE_BYTES)
+    try:
+        text = read_untrusted(path, what="state file", max_bytes=MAX_STATE_BYTES)
+    except InputError as exc:
+        raise InputError(exc.message, hint=_HINT) from None
     try:
         raw = json.loads(text, object_pairs_hook=_no_duplicates)
     except ValueError as exc:

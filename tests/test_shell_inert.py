@@ -63,7 +63,7 @@ def test_the_batch_script_quotes_its_arguments_and_checks_its_sbatch_lines(tmp_p
     assert not list(tmp_path.rglob("PWNED"))
     for bad in ({"partition": "gpu\ntouch PWNED"}, {"time": "1:00 $(id)"}):
         with pytest.raises(InputError, match="#SBATCH"):
-            sbatch_script(action="verify", tool="t", args=[], nodes=1, **bad)  # type: ignore[arg-type]
+            sbatch_script(action="verify", tool="t", args=[], nodes=1, **bad)
     with pytest.raises(InputError, match="line break"):
         sbatch_script(action="verify", tool="t", args=["a\nb"], nodes=1)
 
