@@ -277,7 +277,8 @@ def _download(artifact: Artifact, dest: Path) -> None:
             answer = requests.get(artifact.url, timeout=60)
             answer.raise_for_status()
         except requests.RequestException as exc:
-            raise StepFailed(f"could not download {redact(artifact.url)}: {exc}") from None
+            why = redact(str(exc))
+            raise StepFailed(f"could not download {redact(artifact.url)}: {why}") from None
         partial.write_bytes(answer.content)
     partial.replace(dest)
 
