@@ -43,6 +43,15 @@ def check(value: str, shape: re.Pattern[str], what: str) -> str:
     return value
 
 
+def relative_path(value: str, what: str) -> str:
+    """`value` when it is a relative path of plain file names (`scripts/install.sh`): no `..`,
+    no leading `/`, nothing a path could leave its folder by; else ValueError."""
+    parts = value.split("/")
+    if not value or any(not FILE_NAME.fullmatch(part) for part in parts):
+        raise ValueError(f"{value!r} is not a valid {what} (a relative path of plain names)")
+    return value
+
+
 def inside(folder: Path, *parts: str, what: str = "file name") -> Path:
     """`folder/part/...`, each part a plain file name, resolving inside `folder`."""
     for part in parts:

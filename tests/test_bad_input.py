@@ -124,6 +124,14 @@ CASES: dict[str, Case] = {
     "profile-stage-id-traversal": profile_case(
         PROFILE.replace("id: deps", "id: ../x"), "not a stage id"
     ),
+    "profile-script-traversal": profile_case(
+        PROFILE.replace("packages: [cachetools]", "kind: script\n    script: ../../../bin/sh"),
+        "not a valid script path",
+    ),
+    "profile-script-absolute": profile_case(
+        PROFILE.replace("packages: [cachetools]", "kind: script\n    script: /bin/sh"),
+        "not a valid script path",
+    ),
     "profile-unknown-key": profile_case(PROFILE + "colour: blue\n", "unknown key"),
     "profile-extends-cycle": profile_case(
         "schema_version: 1\nextends: q\nstages: []\n",

@@ -15,7 +15,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from installer.safepath import PROFILE_NAME
+from installer.safepath import PROFILE_NAME, relative_path
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -168,6 +168,12 @@ class Stage(Strict):
     )
     needs: tuple[str, ...] = Field(default=(), description="Earlier stage ids this one needs.")
     variants: dict[str, StageVariant] = Field(default_factory=dict)
+
+    @field_validator("script")
+    @classmethod
+    def _script_inside(cls, value: str | None) -> str | None:
+        # run from verl's checkout: a path that could leave it would run any file on the machine
+        return None if value is None else relative_path(value, "script path inside verl's checkout")
 
     @field_validator("id")
     @classmethod
