@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from installer.credentials import Lifted, lift
 from installer.errors import CommandFailed, Interrupted
 from installer.redact import redact, redact_args
+from installer.safety.credentials import Lifted, lift
 
 __all__ = ["Completed", "allow_new_children", "capture", "run", "terminate_all"]
 

@@ -404,7 +404,7 @@ def test_yaml_that_is_fine_still_loads(tmp_path: Path) -> None:
     """The bounds refuse abuse, not YAML features: anchors, merge keys, and every shipped file."""
     path = tmp_path / "p.yaml"
     path.write_text("schema_version: 1\nbase: &b {x: 1}\nc:\n  <<: *b\n  y: 2\nd: [*b, *b]\n")
-    from installer.safeyaml import load_yaml  # noqa: PLC0415
+    from installer.safety.yamlfile import load_yaml  # noqa: PLC0415
 
     located = load_yaml(path, what="profile")
     assert located.data["c"] == {"x": 1, "y": 2} and located.data["d"] == [{"x": 1}] * 2
@@ -417,7 +417,7 @@ def test_an_alias_bomb_is_refused_in_milliseconds(tmp_path: Path) -> None:
     """Not a performance assertion (bench/ measures it): a generous bound that only fails when
     the 9**12 values are actually expanded, which takes minutes and gigabytes."""
     from installer.errors import InputError  # noqa: PLC0415
-    from installer.safeyaml import load_yaml  # noqa: PLC0415
+    from installer.safety.yamlfile import load_yaml  # noqa: PLC0415
 
     path = tmp_path / "bomb.yaml"
     path.write_text(bomb(levels=12))

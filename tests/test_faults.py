@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 
 from installer.errors import CannotWrite, InputError
-from installer.install import prepare_plan
 from installer.options import RunOptions
-from installer.plan import Plan
-from installer.prefixlock import holding
-from installer.runner import Status, run_plan
-from installer.state import State
-from installer.steps.run import StepContext
+from installer.plan.model import Plan
+from installer.run.guard import guarding
+from installer.run.install import prepare_plan
+from installer.run.runner import Status, run_plan
+from installer.run.state import State
+from installer.steps.base import StepContext
 
 
 def make_plan(prefix: Path) -> Plan:
@@ -107,7 +107,7 @@ def test_a_read_only_prefix_is_refused_before_anything_runs(tmp_path: Path, moun
     mounted(["mount", "--bind", "-o", "ro", str(prefix), str(prefix)])
     try:
         lock = prefix / ".verl-bootstrap" / "lock"
-        with pytest.raises(InputError, match="Read-only file system"), holding(lock):
+        with pytest.raises(InputError, match="Read-only file system"), guarding(lock):
             pass
         with pytest.raises(CannotWrite, match="Read-only file system") as caught:
             run_plan(plan, executor=quiet_step, force=frozenset({"torch"}))
@@ -151,7 +151,7 @@ def test_a_symlinked_state_or_lock_file_is_not_followed(tmp_path: Path) -> None:
     folder = tmp_path / "env" / ".verl-bootstrap"
     folder.mkdir(parents=True)
     (folder / "lock").symlink_to(mine)
-    with pytest.raises(InputError, match="is a symlink"), holding(folder / "lock"):
+    with pytest.raises(InputError, match="is a symlink"), guarding(folder / "lock"):
         pass
     (folder / "state.json").symlink_to(mine)
     with pytest.raises(InputError, match="is a symlink"):
@@ -165,6 +165,6 @@ def test_a_stale_lock_from_a_dead_run_is_taken_over(tmp_path: Path) -> None:
     lock.parent.mkdir(parents=True)
     dead = subprocess.run(["true"], check=True)  # a pid that no longer runs
     lock.write_text(json.dumps({"pid": 999999, "host": "gone", "since": 0}) + str(dead))
-    with holding(lock):
+    with guarding(lock):
         holder = json.loads(lock.read_text())
         assert holder["pid"] == os.getpid()

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from labfixtures import TOKEN, TOOL, clean_environ, lab, lab_config, write_yaml
 
-from installer.credentials import lift, split_url
+from installer.safety.credentials import lift, split_url
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from installer.activation import activation_script, write_activation
 from installer.cluster.script import sbatch_script
+from installer.envs.activation import activation_script, write_activation
 from installer.errors import InputError
 from installer.onboard import write_rc_block
 

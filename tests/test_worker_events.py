@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 
 from installer import proc
+from installer.cli.render import Console
 from installer.events import Event, emit, listening
-from installer.install import prepare_plan
 from installer.options import RunOptions
-from installer.plan import Plan
-from installer.render import Console
-from installer.runner import run_plan
-from installer.steps.run import StepContext
+from installer.plan.model import Plan
+from installer.run.install import prepare_plan
+from installer.run.runner import run_plan
+from installer.steps.base import StepContext
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from installer.shellquote import one_line, sbatch_value
+from installer.safety.shellquote import one_line, sbatch_value
 
 __all__ = ["sbatch_script"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from installer.errors import InputError
-from installer.safeyaml import load_yaml
+from installer.safety.yamlfile import load_yaml
 
 __all__ = [
     "DEFAULT_CHANNEL_ALIAS",

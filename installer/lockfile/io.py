@@ -10,8 +10,8 @@ from pydantic import ValidationError
 
 from installer.errors import InputError
 from installer.lockfile.model import LOCK_SCHEMA_VERSION, Lockfile
-from installer.safeyaml import load_yaml
-from installer.state import atomic_write
+from installer.paths import atomic_write
+from installer.safety.yamlfile import load_yaml
 
 __all__ = ["dump_lockfile", "read_lockfile", "write_lockfile"]
 

@@ -17,7 +17,8 @@ from typing import Annotated, Final, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from installer.profile.models import Profile
-from installer.safepath import (
+from installer.profile.stagespec import stage_specs
+from installer.safety.shapes import (
     FILE_NAME,
     PACKAGE_NAME,
     PROFILE_NAME,
@@ -36,6 +37,7 @@ __all__ = [
     "LockedSource",
     "LockedStage",
     "Lockfile",
+    "channel_name",
     "profile_hash",
 ]
 
@@ -166,6 +168,11 @@ class Lockfile(_Strict):
         return {d.name: d for stage in self.stages for d in stage.distributions}
 
 
+def channel_name(channel: str) -> str:
+    """Channels are recorded by name, like indexes, so a mirror can serve them."""
+    return channel.rstrip("/").rsplit("/", 1)[-1] if channel else ""
+
+
 def profile_hash(profile: Profile, variant: str) -> str:
     """The hash a lockfile is checked against: what a lock of `variant` is resolved from.
 
@@ -176,7 +183,6 @@ def profile_hash(profile: Profile, variant: str) -> str:
     variants, verify checks, disk size and descriptions. Changing this recipe makes every
     committed lockfile stale, so it is versioned with the lock schema.
     """
-    from installer.stagespec import stage_specs  # noqa: PLC0415 - stagespec needs the profile
 
     cuda = profile.cuda_variants.get(variant)
     body = {

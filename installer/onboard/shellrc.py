@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from installer.activation import activation_script
+from installer.envs.activation import activation_script
 from installer.errors import InputError
-from installer.shellquote import quote
-from installer.state import atomic_write
+from installer.paths import atomic_write
+from installer.safety.shellquote import quote
 
 __all__ = ["BEGIN", "END", "default_shell", "rc_file", "user_activation", "write_rc_block"]
 

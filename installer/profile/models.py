@@ -15,7 +15,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from installer.safepath import PROFILE_NAME, relative_path
+from installer.safety.shapes import PROFILE_NAME, relative_path
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -1,10 +1,10 @@
-"""Profiles are read by the one bounded YAML reader (installer.safeyaml), as every input file is."""
+"""Profiles are read by the one bounded YAML reader, installer.safety.yamlfile."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from installer.safeyaml import Key, Located, load_yaml
+from installer.safety.yamlfile import Key, Located, load_yaml
 
 __all__ = ["Key", "Located", "load_located"]
 

@@ -20,8 +20,9 @@ from urllib.parse import unquote, urljoin, urlparse
 from pydantic import ValidationError
 
 from installer.errors import InputError
+from installer.httpclient import HttpError, fetch
 from installer.redact import redact
-from installer.safeyaml import decode_untrusted, parse_yaml, read_untrusted
+from installer.safety.yamlfile import decode_untrusted, parse_yaml, read_untrusted
 from installer.siteconfig.model import SITE_SCHEMA_VERSION, SiteConfig
 
 __all__ = [
@@ -140,14 +141,10 @@ def read_location(location: str) -> tuple[str, str]:
 
 
 def _fetch(url: str) -> str:
-    import requests  # noqa: PLC0415 - slow to import; only URL configs need it
-
     try:
-        with requests.get(url, timeout=30, stream=True) as answer:
-            answer.raise_for_status()
-            # read no more than a config may hold: a server cannot make us buffer gigabytes
-            body = answer.raw.read(MAX_CONFIG_BYTES + 1, decode_content=True)
-    except requests.RequestException as exc:
+        # read no more than a config may hold (one byte over says it is too large)
+        body = fetch(url, timeout=30, limit=MAX_CONFIG_BYTES + 1)
+    except HttpError as exc:
         raise InputError(
             f"cannot fetch site config {redact(url)}: {redact(str(exc))}",
             hint="check the URL, your proxy settings, and any credentials it needs",

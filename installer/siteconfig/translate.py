@@ -21,13 +21,13 @@ from pathlib import Path
 
 import yaml
 
-from installer.credentials import git_auth_settings, git_config_env, split_url
 from installer.errors import InputError
 from installer.options import SiteOptions
+from installer.paths import atomic_write
 from installer.redact import redact
+from installer.safety.credentials import git_auth_settings, git_config_env, split_url
 from installer.siteconfig.load import LoadedSite
 from installer.siteconfig.model import Caches, CondaMirror, Network, SiteConfig
-from installer.state import atomic_write
 
 __all__ = [
     "backend_environment",
