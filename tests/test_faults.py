@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -168,3 +171,39 @@ def test_a_stale_lock_from_a_dead_run_is_taken_over(tmp_path: Path) -> None:
     with guarding(lock):
         holder = json.loads(lock.read_text())
         assert holder["pid"] == os.getpid()
+
+
+KILLED_RUN = """
+import sys, time
+from pathlib import Path
+from installer.options import RunOptions
+from installer.run.install import prepare_plan
+from installer.run.runner import run_plan
+
+def step(ctx):
+    if ctx.step.id == "torch":
+        time.sleep(600)  # SIGKILL arrives here
+    return {"ran": ctx.step.id}
+
+plan = prepare_plan(RunOptions(profile="cpu", prefix=Path(sys.argv[1])), driver=None,
+                    detect=False, check_optional=False)
+run_plan(plan, executor=step)
+"""
+
+
+def test_sigkill_in_a_step_leaves_a_state_that_a_rerun_resumes(tmp_path: Path) -> None:
+    prefix = tmp_path / "env"
+    child = subprocess.Popen([sys.executable, "-c", KILLED_RUN, str(prefix)])
+    state = prefix / ".verl-bootstrap" / "state.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if state.is_file() and state_of(prefix).get("torch") == "running":
+            break
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert state_of(prefix)["torch"] == "running"  # as the killed run left it, still valid JSON
+    again = run_plan(make_plan(prefix), executor=quiet_step)
+    statuses = {o.id: o.status for o in again.outcomes}
+    assert again.ok and statuses["create-env"] is Status.SKIPPED
+    assert statuses["torch"] is Status.DONE
