@@ -9,8 +9,9 @@ of time and memory, and whatever is wrong with it is an InputError naming the fi
 - aliases: the document's size with every alias expanded is counted, from the sizes of the
   anchored nodes, without expanding anything: an alias bomb is refused in milliseconds;
 - duplicate keys are errors naming both lines (YAML's "last one wins" hides typos).
-The document is composed here from libyaml's event stream (fast, flat), then built into Python
-objects by PyYAML's safe constructor.
+libyaml's event stream is scanned first (flat and fast: no node is built), checking depth and
+counting sizes; only a document within the bounds is composed by libyaml and built into Python
+objects by PyYAML's safe constructor. Duplicate keys are found on the composed nodes.
 """
 
 from __future__ import annotations
@@ -23,11 +24,10 @@ from typing import Any, NoReturn
 import yaml
 from yaml.events import (
     AliasEvent,
-    MappingEndEvent,
-    MappingStartEvent,
+    CollectionEndEvent,
+    CollectionStartEvent,
+    DocumentStartEvent,
     ScalarEvent,
-    SequenceEndEvent,
-    SequenceStartEvent,
 )
 
 from installer.errors import InputError
@@ -97,138 +97,93 @@ def load_yaml(path: Path, *, what: str, max_bytes: int = MAX_BYTES) -> Located:
 
 def parse_yaml(text: str, path: Path, *, what: str) -> Located:
     """Parse `text` that came from `path` (a URL's text is given a Path of the URL)."""
-    loader = _LOADER(text)
     try:
-        node = _Composer(loader, path).document()
-        data = None if node is None else loader.construct_document(node)
+        _Scan(path).run(text)
+        loader = _LOADER(text)
+        try:
+            node = loader.get_single_node()
+            if node is not None:
+                _check_keys(node, path)  # before construction merges `<<` keys into mappings
+            data = None if node is None else loader.construct_document(node)
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         problem = getattr(exc, "problem", None) or str(exc)
         raise InputError(f"{where}: invalid YAML in {what}: {problem}",
                          hint="fix the syntax") from None  # fmt: skip
-    except RecursionError:  # a recursive merge key (`<<: *self`) slips past the composer
+    except RecursionError:  # a recursive merge key (`<<: *self`) slips past the scan
         raise InputError(f"{path}: {what} refers to itself through an alias") from None
-    finally:
-        loader.dispose()
     lines: dict[Key, tuple[Path, int]] = {}
     if node is not None:
         _walk(node, (), path, lines)
     return Located(data=data, lines=lines)
 
 
-class _Composer:
-    """Nodes from libyaml's events, as PyYAML's composer builds them, within the bounds."""
+class _Scan:
+    """One pass over libyaml's events: depth, anchors, and the size with aliases expanded."""
 
-    def __init__(self, loader: Any, path: Path) -> None:
-        self.loader, self.path = loader, path
-        self.anchors: dict[str, yaml.Node] = {}
-        self.sizes: dict[int, int] = {}  # id(node) -> size with aliases expanded
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sizes: dict[str, int] = {}  # closed anchors -> their expanded size
+        self.open: set[str] = set()  # anchors whose collection is still being read
+        self.stack: list[list[Any]] = [[0, None]]  # per open collection: [size, anchor]
         self.total = 0
 
-    def document(self) -> yaml.Node | None:
-        self._next()  # StreamStart
-        if self.loader.check_event(yaml.StreamEndEvent):
-            return None
-        self._next()  # DocumentStart
-        node = self._node(0)
-        self._next()  # DocumentEnd
-        if not self.loader.check_event(yaml.StreamEndEvent):
-            event = self.loader.peek_event()
-            raise InputError(f"{self.path}:{event.start_mark.line + 1}: more than one YAML "
-                             "document in the file", hint="remove the `---` line")  # fmt: skip
-        return node
+    def run(self, text: str) -> None:
+        loader = _LOADER(text)
+        try:
+            documents = 0
+            while loader.check_event():
+                event = loader.get_event()
+                if isinstance(event, DocumentStartEvent):
+                    documents += 1
+                    if documents > 1:
+                        mark: Any = event.start_mark
+                        raise InputError(f"{self.path}:{mark.line + 1}: more than "
+                                         "one YAML document in the file",
+                                         hint="remove the `---` line")  # fmt: skip
+                else:
+                    self._event(event)
+        finally:
+            loader.dispose()
 
-    def _next(self) -> Any:
-        return self.loader.get_event()
-
-    def _node(self, depth: int) -> yaml.Node:
-        event = self._next()
-        if isinstance(event, AliasEvent):
-            return self._alias(event)
-        if depth > MAX_DEPTH:
-            self._refuse(event, f"nested deeper than {MAX_DEPTH} levels")
-        if event.anchor is not None and event.anchor in self.anchors:
-            self._refuse(event, f"the anchor &{event.anchor} is defined twice")
-        node = self._build(event, depth)
-        self.sizes[id(node)] = self._count(node, event)
-        return node
-
-    def _build(self, event: Any, depth: int) -> yaml.Node:
-        resolve = self.loader.resolve
-        start: Any = event.start_mark  # libyaml's marks stand in for PyYAML's
-        end: Any = event.end_mark
+    def _event(self, event: Any) -> None:
         if isinstance(event, ScalarEvent):
-            tag = event.tag if event.tag not in (None, "!") else None
-            tag = tag or resolve(yaml.ScalarNode, event.value, event.implicit)
-            node: yaml.Node = yaml.ScalarNode(tag, event.value, start, end,
-                                              style=event.style)  # fmt: skip
-            self._anchor(event, node)
-        elif isinstance(event, SequenceStartEvent):
-            tag = event.tag if event.tag not in (None, "!") else None
-            tag = tag or resolve(yaml.SequenceNode, None, event.implicit)
-            node = yaml.SequenceNode(tag, [], start, None, flow_style=event.flow_style)
-            self._anchor(event, node)
-            while not self.loader.check_event(SequenceEndEvent):
-                node.value.append(self._node(depth + 1))
-            node.end_mark = self._next().end_mark
-        elif isinstance(event, MappingStartEvent):
-            tag = event.tag if event.tag not in (None, "!") else None
-            tag = tag or resolve(yaml.MappingNode, None, event.implicit)
-            node = yaml.MappingNode(tag, [], start, None, flow_style=event.flow_style)
-            self._anchor(event, node)
-            self._pairs(node, depth)
-            node.end_mark = self._next().end_mark
-        else:  # pragma: no cover - libyaml's grammar allows nothing else here
-            self._refuse(event, "unexpected YAML event")
-        return node
+            self._anchor(event)
+            self._add(1, event)
+            if event.anchor is not None:
+                self.sizes[event.anchor] = 1
+        elif isinstance(event, AliasEvent):
+            self._add(self._alias(event), event)
+        elif isinstance(event, CollectionStartEvent):
+            if len(self.stack) > MAX_DEPTH:
+                self._refuse(event, f"nested deeper than {MAX_DEPTH} levels")
+            self._anchor(event)
+            if event.anchor is not None:
+                self.open.add(event.anchor)
+            self.stack.append([1, event.anchor])
+        elif isinstance(event, CollectionEndEvent):
+            size, anchor = self.stack.pop()
+            if anchor is not None:
+                self.sizes[anchor] = size
+                self.open.discard(anchor)
+            self._add(size, event)
 
-    def _pairs(self, node: yaml.MappingNode, depth: int) -> None:
-        seen: dict[str, int] = {}
-        while not self.loader.check_event(MappingEndEvent):
-            key, value = self._node(depth + 1), self._node(depth + 1)
-            if key.tag != _MERGE:
-                self._unique(key, seen)
-            node.value.append((key, value))
+    def _anchor(self, event: Any) -> None:
+        if event.anchor is not None and (event.anchor in self.sizes or event.anchor in self.open):
+            self._refuse(event, f"the anchor &{event.anchor} is defined twice")
 
-    def _unique(self, key: yaml.Node, seen: dict[str, int]) -> None:
-        if not isinstance(key, yaml.ScalarNode):
-            raise InputError(f"{self.path}:{key.start_mark.line + 1}: a key must be a plain "
-                             "value, not a list or mapping")  # fmt: skip
-        line = key.start_mark.line + 1
-        if key.value in seen:
-            raise InputError(
-                f"{self.path}:{line}: duplicate key {key.value!r} "
-                f"(first at line {seen[key.value]})",
-                hint="keep one of them: YAML would silently use the last",
-            )
-        seen[key.value] = line
-
-    def _anchor(self, event: Any, node: yaml.Node) -> None:
-        if event.anchor is not None:
-            self.anchors[event.anchor] = node
-
-    def _alias(self, event: AliasEvent) -> yaml.Node:
-        node = self.anchors.get(str(event.anchor))
-        if node is None:
-            self._refuse(event, f"the alias *{event.anchor} names no anchor before it")
-        size = self.sizes.get(id(node))
-        if size is None:  # its anchor is still open: the alias is inside what it names
+    def _alias(self, event: Any) -> int:
+        if event.anchor in self.open:  # its collection is still open: the alias is inside it
             self._refuse(event, f"the alias *{event.anchor} refers to itself")
-        self._grow(size, event)
-        return node
+        if event.anchor not in self.sizes:
+            self._refuse(event, f"the alias *{event.anchor} names no anchor before it")
+        return self.sizes[event.anchor]
 
-    def _count(self, node: yaml.Node, event: Any) -> int:
-        if isinstance(node, yaml.ScalarNode):
-            size = 1
-        elif isinstance(node, yaml.SequenceNode):
-            size = 1 + sum(self.sizes[id(c)] for c in node.value)
-        else:
-            size = 1 + sum(self.sizes[id(k)] + self.sizes[id(v)] for k, v in node.value)
-        self._grow(1, event)
-        return size
-
-    def _grow(self, size: int, event: Any) -> None:
+    def _add(self, size: int, event: Any) -> None:
+        self.stack[-1][0] += size
         self.total += size
         if self.total > MAX_NODES:
             self._refuse(event, f"more than {MAX_NODES} values once its aliases are expanded "
@@ -242,6 +197,39 @@ class _Composer:
 def _walk(node: yaml.Node, key: Key, path: Path, lines: dict[Key, tuple[Path, int]]) -> None:
     for child, where in _located(node, key):
         lines[child] = (path, where)
+
+
+def _check_keys(root: yaml.Node, path: Path) -> None:
+    """Each mapping's keys are unique: every node once, aliases not followed again."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            _unique_keys(node, path)
+            stack.extend(v for _, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+
+
+def _unique_keys(node: yaml.MappingNode, path: Path) -> None:
+    """Every key of a mapping once (YAML would silently keep the last); merge keys aside."""
+    seen: dict[str, int] = {}
+    for key, _ in node.value:
+        if key.tag == _MERGE:
+            continue
+        line = key.start_mark.line + 1
+        if not isinstance(key, yaml.ScalarNode):
+            raise InputError(f"{path}:{line}: a key must be a plain value, not a list or mapping")
+        if key.value in seen:
+            raise InputError(
+                f"{path}:{line}: duplicate key {key.value!r} (first at line {seen[key.value]})",
+                hint="keep one of them: YAML would silently use the last",
+            )
+        seen[key.value] = line
 
 
 def _located(node: yaml.Node, key: Key) -> Iterator[tuple[Key, int]]:
