@@ -9,6 +9,7 @@ __all__ = [
     "EXIT_REFUSED",
     "EXIT_STEP_FAILED",
     "BootstrapError",
+    "CannotWrite",
     "CommandFailed",
     "InputError",
     "Interrupted",
@@ -53,6 +54,13 @@ class PrefixBusy(Refused):
 
 class StepFailed(BootstrapError):
     """A step of the plan failed; the state records it so a re-run resumes there."""
+
+    exit_code = EXIT_STEP_FAILED
+
+
+class CannotWrite(BootstrapError):
+    """A file of the tool's could not be written (disk full, read-only, no permission); the file
+    it would have replaced is intact, so a re-run resumes."""
 
     exit_code = EXIT_STEP_FAILED
 

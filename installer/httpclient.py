@@ -151,8 +151,10 @@ def _request(
     timeout: float,
     *,
     sink: BinaryIO | None = None,
+    limit: int = -1,
 ) -> tuple[int, bytes]:
-    """(status, body) of `url`; the body goes to `sink` instead when one is given.
+    """(status, body) of `url`; the body goes to `sink` instead when one is given. At most
+    `limit` bytes of it are read (-1: all), so a server cannot make us buffer gigabytes.
 
     An HTTP error status is an answer, not an exception; no answer at all is an HttpError.
     """
@@ -170,7 +172,7 @@ def _request(
             if sink is not None:
                 shutil.copyfileobj(answer, sink)
                 return int(answer.status), b""
-            return int(answer.status), bytes(answer.read())
+            return int(answer.status), bytes(answer.read(limit))
     except urllib.error.HTTPError as answer:
         return answer.code, b""
     except (OSError, ValueError) as exc:  # no route, refused, timed out, TLS, unreadable CA file
@@ -197,9 +199,12 @@ def reachable(url: str, *, timeout: float = PROBE_TIMEOUT) -> bool:
         return False
 
 
-def fetch(url: str, *, environ: Mapping[str, str] | None = None, timeout: float = 30) -> bytes:
-    """The body of `url`; an HTTP error status or no answer is an HttpError."""
-    code, body = _request(url, "GET", _env(environ), timeout)
+def fetch(
+    url: str, *, environ: Mapping[str, str] | None = None, timeout: float = 30, limit: int = -1
+) -> bytes:
+    """The body of `url` (at most `limit` bytes); an HTTP error status or no answer is an
+    HttpError."""
+    code, body = _request(url, "GET", _env(environ), timeout, limit=limit)
     if code >= 400:
         raise HttpError(f"HTTP {code}")
     return body

@@ -6,11 +6,15 @@ where things live. Also the one atomic write, since every file here is written t
 
 from __future__ import annotations
 
+import errno
 import os
 import sysconfig
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+
+from installer.errors import CannotWrite
+from installer.safety.shapes import inside
 
 __all__ = [
     "LOCKFILES_DIR",
@@ -21,6 +25,7 @@ __all__ = [
     "atomic_write",
     "built_wheels_dir",
     "cache_root",
+    "cannot_write",
     "checkout_dir",
     "default_lockfile",
     "default_prefix",
@@ -131,8 +136,9 @@ def locked_requirements_file(prefix: Path, stage_id: str) -> Path:
 
 
 def built_wheels_dir(prefix: Path, stage_id: str) -> Path:
-    """Wheels a --locked install built from locked sdists, kept for the record."""
-    return state_dir(prefix) / "wheels" / stage_id
+    """Wheels a --locked install built from locked sdists, kept for the record (it is removed
+    and made again: the stage id, from the lockfile, must name a folder inside)."""
+    return inside(state_dir(prefix) / "wheels", stage_id, what="stage id")
 
 
 def kernel_dir(prefix: Path, stage_id: str) -> Path:
@@ -146,7 +152,33 @@ def default_wheelhouse(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def atomic_write(path: Path, text: str) -> None:
-    """Write through a temp file in the same folder, then rename: readers never see half a file."""
+    """Write through a temp file in the same folder, then rename: readers never see half a file.
+
+    A full disk, a read-only folder or a missing permission is a CannotWrite naming the file;
+    the file it would have replaced is left as it was."""
+    try:
+        _write_then_rename(path, text)
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
+
+
+def cannot_write(path: Path, exc: OSError) -> CannotWrite:
+    """The error for a file or folder of the tool's that the machine would not let it write."""
+    return CannotWrite(
+        f"cannot write {path}: {exc.strerror or exc}",
+        hint=_WRITE_HINTS.get(exc.errno or 0, "check the folder's permissions")
+        + "; a re-run resumes where this one stopped",
+    )
+
+
+_WRITE_HINTS = {
+    errno.ENOSPC: "free space on that filesystem (or move the env with --prefix)",
+    errno.EDQUOT: "your disk quota is used up; free some space",
+    errno.EROFS: "that filesystem is mounted read-only; choose another --prefix",
+}
+
+
+def _write_then_rename(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:

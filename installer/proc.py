@@ -21,6 +21,7 @@ from pathlib import Path
 
 from installer.errors import CommandFailed, Interrupted
 from installer.redact import redact, redact_args
+from installer.safety.credentials import Lifted, lift
 
 __all__ = ["Completed", "allow_new_children", "capture", "run", "terminate_all"]
 
@@ -74,11 +75,12 @@ def run(
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     kept: list[str] = []
     log = log_path.open("a", encoding="utf-8") if log_path else None
+    lifted: Lifted | None = None
     try:
         if log:
             log.write(f"$ {shown}\n")
             log.flush()
-        proc = _start(args, env=env, cwd=cwd)
+        proc, lifted = _start(args, env=env, cwd=cwd)
         assert proc.stdout is not None
         for raw in proc.stdout:
             line = redact(raw.decode("utf-8", "replace").rstrip("\n"))
@@ -95,6 +97,8 @@ def run(
         if log:
             log.write(f"[exit {returncode}]\n")
     finally:
+        if lifted is not None:
+            lifted.cleanup()
         if log:
             log.close()
     done = Completed(returncode=returncode, tail=tuple(tail), output="\n".join(kept))
@@ -116,15 +120,20 @@ def capture(
     timeout: float | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a short command and return its stdout and stderr separately (no log file)."""
-    return subprocess.run(
-        list(args),
-        env=child_env(env),
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    full = child_env(env)
+    lifted = lift(args, full)  # no credential in any child's argv
+    try:
+        return subprocess.run(
+            lifted.argv,
+            env={**full, **lifted.env},
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    finally:
+        lifted.cleanup()
 
 
 def allow_new_children() -> None:
@@ -155,22 +164,29 @@ def _die_with_parent() -> None:
 
 def _start(
     args: Sequence[str], *, env: Mapping[str, str | None] | None, cwd: Path | None
-) -> subprocess.Popen[bytes]:
+) -> tuple[subprocess.Popen[bytes], Lifted]:
+    full = child_env(env)
+    lifted = lift(args, full)  # credentials go in the child's environment, never its argv
     with _children_lock:
         if _stopping.is_set():
+            lifted.cleanup()
             raise Interrupted("interrupted; not starting another command")
-        proc = subprocess.Popen(
-            list(args),
-            env=child_env(env),
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, so we can stop its whole tree
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only a prctl call before exec
-        )
+        try:
+            proc = subprocess.Popen(
+                lifted.argv,
+                env={**full, **lifted.env},
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, so we can stop its whole tree
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only a prctl call before exec
+            )
+        except BaseException:
+            lifted.cleanup()
+            raise
         _children.add(proc)
-    return proc
+    return proc, lifted
 
 
 def _forget(proc: subprocess.Popen[bytes]) -> None:

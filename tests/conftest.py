@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from verlrepo import make_verl_repo
+
+from installer import proc
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +33,10 @@ def python_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from condafixture import make_python_channel  # noqa: PLC0415
 
     return make_python_channel(tmp_path_factory.mktemp("conda-channel"))
+
+
+@pytest.fixture(autouse=True)
+def _children_allowed() -> Iterator[None]:
+    """A test that interrupts a run (terminate_all) must not stop the next test's children."""
+    yield
+    proc.allow_new_children()

@@ -51,10 +51,11 @@ def cmd_install(ns: argparse.Namespace) -> int:
             return EXIT_OK
         for note in plan.notes:
             err(f"note: {note}")
-        with listening(Console(quiet=ns.json)):
+        console = Console(quiet=ns.json)
+        with listening(console):
             result = run_install(plan, force=frozenset(ns.force), preflight=not ns.no_preflight)
     if ns.json:
-        emit_json(report_json(result))
+        emit_json({**report_json(result), "notes": [*plan.notes, *console.notes]})
     else:
         err(summary_text(result))
     return EXIT_OK if result.report.ok else EXIT_STEP_FAILED

@@ -42,6 +42,7 @@ def run_options(ns: argparse.Namespace, **fixed: Any) -> RunOptions:
     envs_dir = site.config.defaults.envs_dir
     name = profile_stem(profile)
     prefix = flag("prefix") or (Path(envs_dir) / name if envs_dir else default_prefix(name))
+    _check_prefix(Path(prefix))
     indexes = {**named_indexes(site.config), **parse_index_flags(tuple(flag("index") or ()))}
     locked, frozen = bool(flag("locked")), bool(flag("frozen"))
     lockfile = flag("lockfile")
@@ -82,3 +83,17 @@ def _cuda_archs(values: Sequence[str]) -> tuple[str, ...]:
         return tuple(check_cuda_arch(a) for a in archs)
     except ValueError as exc:
         raise InputError(f"--cuda-arch: {exc}") from None
+
+
+def _check_prefix(prefix: Path) -> None:
+    """The env goes in a folder: a file (or a link to one) there is the user's, not ours."""
+    if prefix.exists() and not prefix.is_dir():
+        raise InputError(
+            f"--prefix {prefix} is a file, not a folder",
+            hint="name a new folder (or an env made by verl-bootstrap) for the env",
+        )
+    if "\n" in str(prefix) or "\r" in str(prefix):
+        raise InputError(
+            f"--prefix {str(prefix)!r} holds a line break",
+            hint="choose a folder name without control characters",
+        )

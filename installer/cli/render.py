@@ -25,12 +25,14 @@ class Console:
         self.lock = threading.Lock()
         self.started: dict[str, float] = {}
         self.status_shown = False
+        self.notes: list[str] = []  # kept even when quiet: --json reports them
 
     def __call__(self, event: Event) -> None:
-        if self.quiet:
-            return
-        with self.lock:
-            self._show(event)
+        with self.lock:  # workers emit too: one event at a time, in the order they came
+            if event.kind[:1] == ("note",):
+                self.notes.append(event.message)
+            if not self.quiet:
+                self._show(event)
 
     def _show(self, event: Event) -> None:
         step = str(event.data.get("step", ""))

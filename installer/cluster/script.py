@@ -5,6 +5,8 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
+from installer.safety.shellquote import one_line, sbatch_value
+
 __all__ = ["sbatch_script"]
 
 
@@ -17,7 +19,15 @@ def sbatch_script(
     time: str = "01:00:00",
     partition: str | None = None,
 ) -> str:
-    """A batch script: one task per node, the tool run once on the batch host (it calls srun)."""
+    """A batch script: one task per node, the tool run once on the batch host (it calls srun).
+
+    Slurm reads #SBATCH lines unquoted, so their values are checked; the command is quoted."""
+    sbatch_value(action, "the action")
+    sbatch_value(time, "--time")
+    if partition:
+        sbatch_value(partition, "--partition")
+    for arg in (tool, *args):
+        one_line(arg, "an argument")
     lines = [
         "#!/bin/bash",
         f"#SBATCH --job-name=verl-bootstrap-{action}",

@@ -13,6 +13,7 @@ import shlex
 from pathlib import Path
 
 from installer.paths import activation_file, atomic_write
+from installer.safety.shellquote import one_line, quote
 
 __all__ = [
     "SHELLS",
@@ -72,14 +73,17 @@ def _hooks(prefix: Path, kind: str, suffix: str) -> list[str]:
     """Sourcing of the env's conda activate.d/deactivate.d scripts (conda packages ship them)."""
     if not (prefix / "conda-meta").is_dir():
         return []
-    folder = shlex.quote(str(prefix / "etc" / "conda" / f"{kind}.d"))
+    folder = quote(str(prefix / "etc" / "conda" / f"{kind}.d"), suffix)
     if suffix == "fish":
         return [f"for _vb_f in {folder}/*.fish; source $_vb_f; end"]
     return [f'for _vb_f in {folder}/*.sh; do [ -f "$_vb_f" ] && . "$_vb_f"; done']
 
 
 def activation_script(prefix: Path, shell: str = "bash") -> str:
-    """Shell code that enters the env at `prefix`; `deactivate` restores the previous values."""
+    """Shell code that enters the env at `prefix`; `deactivate` restores the previous values.
+
+    Every value in it is quoted for `shell`; a prefix with a line break is refused."""
+    one_line(str(prefix), "the env's prefix")
     if shell == "fish":
         return _fish(prefix, _variables(prefix))
     return _posix(prefix, _variables(prefix))
@@ -141,7 +145,7 @@ def _posix_cleaner(quoted_prefix: str) -> list[str]:
 
 def _fish(prefix: Path, variables: dict[str, str]) -> str:
     names = " ".join(["PATH", "LD_LIBRARY_PATH", *variables])
-    quoted = shlex.quote(str(prefix))
+    quoted = _fq(str(prefix))
     globs = " ".join(f"$_vb_d/{name}*" for name in _FOREIGN)
     lines = [
         f"# Enter the verl env {prefix}: source this file; `deactivate` leaves it.",
@@ -161,8 +165,8 @@ def _fish(prefix: Path, variables: dict[str, str]) -> str:
         "  if test (count $_vb_keep) -gt 0; set -gx LD_LIBRARY_PATH $_vb_keep; "
         "else; set -e LD_LIBRARY_PATH; end",
         "end",
-        f"set -gx PATH {shlex.quote(str(prefix / 'bin'))} $PATH",
-        *(f"set -gx {name} {shlex.quote(value)}" for name, value in variables.items()),
+        f"set -gx PATH {_fq(str(prefix / 'bin'))} $PATH",
+        *(f"set -gx {name} {_fq(value)}" for name, value in variables.items()),
         *_hooks(prefix, "activate", "fish"),
         "set -g _VB_ACTIVE 1",
         "function deactivate",
@@ -179,6 +183,10 @@ def _fish(prefix: Path, variables: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _fq(value: str) -> str:
+    return quote(value, "fish")
+
+
 def write_activation(prefix: Path) -> Path:
     """Write the env's activation files (POSIX and fish); return the POSIX one's path."""
     atomic_write(activation_file(prefix, "fish"), activation_script(prefix, "fish"))
@@ -190,4 +198,4 @@ def write_activation(prefix: Path) -> Path:
 def activation_line(prefix: Path, shell: str = "bash") -> str:
     """The one line that enters the env."""
     command = "source" if shell == "fish" else "."
-    return f"{command} {shlex.quote(str(activation_file(prefix, shell)))}"
+    return f"{command} {quote(str(activation_file(prefix, shell)), shell)}"

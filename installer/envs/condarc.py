@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from installer.errors import InputError
+from installer.safety.yamlfile import load_yaml
 
 __all__ = [
     "DEFAULT_CHANNEL_ALIAS",
@@ -109,10 +108,7 @@ def looks_like_path(channel: str) -> bool:
 
 
 def _parse(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise InputError(f"cannot read conda settings {path}: {exc}") from exc
+    data = load_yaml(path, what="conda settings file").data  # bounded, like every input file
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -11,11 +11,9 @@ from pydantic import ValidationError
 from installer.errors import InputError
 from installer.lockfile.model import LOCK_SCHEMA_VERSION, Lockfile
 from installer.paths import atomic_write
+from installer.safety.yamlfile import load_yaml
 
 __all__ = ["dump_lockfile", "read_lockfile", "write_lockfile"]
-
-# libyaml's safe loader when PyYAML has it: GPU lockfiles hold thousands of lines
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def dump_lockfile(lock: Lockfile) -> str:
@@ -45,12 +43,9 @@ def write_lockfile(lock: Lockfile, path: Path) -> Path:
 
 def read_lockfile(path: Path) -> Lockfile:
     """Parse and validate a lockfile; errors name the file and field."""
-    try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)  # the safe loader
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read lockfile: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not a lockfile (invalid YAML: {exc})") from exc
+    if path.is_dir():
+        raise InputError(f"{path} is a folder, not a lockfile")
+    data = load_yaml(path, what="lockfile").data  # bounded: a lockfile is untrusted input
     if not isinstance(data, dict):
         raise InputError(f"{path}: not a lockfile")
     version = data.get("schema_version")

@@ -10,13 +10,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import asdict
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from installer.profile.models import Profile
 from installer.profile.stagespec import stage_specs
+from installer.safety.shapes import (
+    FILE_NAME,
+    PACKAGE_NAME,
+    PROFILE_NAME,
+    PYTHON_VERSION,
+    SHA256,
+    STAGE_ID,
+    check,
+)
 
 __all__ = [
     "LOCK_SCHEMA_VERSION",
@@ -35,6 +45,28 @@ LOCK_SCHEMA_VERSION: Final = 1
 DistSource = Literal["wheel", "sdist", "git", "editable"]
 
 
+# A lockfile is untrusted input: every value that later names a file, a folder or a hash has the
+# shape of what it claims to be, so no path built from it can leave its folder.
+def _shaped(shape: re.Pattern[str], what: str) -> AfterValidator:
+    return AfterValidator(lambda value: check(value, shape, what))
+
+
+def _one_line(value: str) -> str:
+    """A value written on one line of a file (a comment header, a shell word) holds no newline."""
+    if any(ord(c) < 32 for c in value):
+        raise ValueError("must be one line with no control characters")
+    return value
+
+
+StageId = Annotated[str, _shaped(STAGE_ID, "stage id")]
+PackageName = Annotated[str, _shaped(PACKAGE_NAME, "package name")]
+FileName = Annotated[str, _shaped(FILE_NAME, "file name")]
+Sha256 = Annotated[str, _shaped(SHA256, "sha256 (64 hex digits)")]
+ProfileName = Annotated[str, _shaped(PROFILE_NAME, "profile name")]
+PythonVersion = Annotated[str, _shaped(PYTHON_VERSION, "Python version (3.X)")]
+OneLine = Annotated[str, AfterValidator(_one_line)]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -49,19 +81,19 @@ class LockedDist(_Strict):
     `commit`, no index), or "editable" (verl's own checkout, recorded under `verl`).
     """
 
-    name: str
-    version: str
+    name: PackageName
+    version: OneLine
     source: DistSource | None = None
-    hashes: tuple[str, ...] = Field(default=(), description="sha256 of each allowed artifact")
+    hashes: tuple[Sha256, ...] = Field(default=(), description="sha256 of each allowed artifact")
     index: str | None = Field(default=None, description="Index name; None: not from an index")
     url: str | None = Field(default=None, description="For git-sourced builds: the repository")
     commit: str | None = Field(default=None, description="For git-sourced builds: the commit")
     build_env: dict[str, str] = Field(default_factory=dict)
-    built_sha256: str | None = Field(
+    built_sha256: Sha256 | None = Field(
         default=None,
         description="Env records of --locked installs: sha256 of the wheel built from the sdist",
     )
-    record_sha256: str | None = Field(
+    record_sha256: Sha256 | None = Field(
         default=None, description="Env records only: digest of the installed RECORD file"
     )
 
@@ -69,8 +101,8 @@ class LockedDist(_Strict):
 class LockedStage(_Strict):
     """A stage and what it installs, in install order."""
 
-    id: str
-    kind: str
+    id: StageId
+    kind: StageId
     options: tuple[str, ...] = Field(default=(), description="installer flags the stage used")
     env: dict[str, str] = Field(default_factory=dict)
     distributions: tuple[LockedDist, ...] = ()
@@ -82,22 +114,22 @@ class LockedSource(_Strict):
     repo: str
     ref: str
     kind: Literal["git", "sdist"]
-    commit: str | None = None
-    sdist: str | None = None
-    sdist_sha256: str | None = None
+    commit: OneLine | None = None
+    sdist: FileName | None = None
+    sdist_sha256: Sha256 | None = None
 
 
 class CondaPackage(_Strict):
     """A conda package of the env (conda backend)."""
 
-    name: str
-    version: str
-    build: str
-    channel: str
-    subdir: str
-    filename: str
-    md5: str | None = None
-    sha256: str | None = None
+    name: PackageName
+    version: OneLine
+    build: OneLine
+    channel: OneLine
+    subdir: FileName
+    filename: FileName
+    md5: OneLine | None = None
+    sha256: Sha256 | None = None
 
 
 class CudaTarget(_Strict):
@@ -116,13 +148,13 @@ class Lockfile(_Strict):
     """A whole lockfile."""
 
     schema_version: Literal[1] = LOCK_SCHEMA_VERSION
-    generated_by: str
-    regenerate: str
-    profile: str
-    profile_hash: str
+    generated_by: OneLine
+    regenerate: OneLine
+    profile: ProfileName
+    profile_hash: OneLine
     verl: LockedSource
-    python: str
-    platform: str = "linux-64"
+    python: PythonVersion
+    platform: FileName = "linux-64"
     cuda: CudaTarget
     exclude_newer: str | None = None
     backend: str

@@ -6,12 +6,13 @@ remove it by hand.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
 from installer.envs.activation import activation_script
+from installer.errors import InputError
 from installer.paths import atomic_write
+from installer.safety.shellquote import quote
 
 __all__ = ["BEGIN", "END", "default_shell", "rc_file", "user_activation", "write_rc_block"]
 
@@ -46,7 +47,7 @@ def rc_file(shell: str, environ: Mapping[str, str], home: Path) -> Path:
 
 
 def _block(shell: str, activation: Path) -> str:
-    quoted = shlex.quote(str(activation))
+    quoted = quote(str(activation), shell, "the activation file's path")
     line = (
         f"if test -f {quoted}; source {quoted}; end"
         if shell == "fish"
@@ -56,8 +57,22 @@ def _block(shell: str, activation: Path) -> str:
     return f"{BEGIN}\n{why}\n{line}\n{END}\n"
 
 
+def _link_target(rc: Path) -> Path:
+    """The file a symlinked rc points at (followed to its end); `rc` itself otherwise."""
+    if not rc.is_symlink():
+        return rc
+    target = rc.resolve()  # strict=False: a dangling link's target is created, as a shell would
+    if target.exists() and not target.is_file():
+        raise InputError(f"{rc} links to {target}, which is not a file",
+                         hint=f"fix the link, or add the block to {target} yourself")  # fmt: skip
+    return target
+
+
 def write_rc_block(rc: Path, shell: str, activation: Path) -> bool:
-    """Put the block into `rc` (replacing an older one); False when it was already there."""
+    """Put the block into `rc` (replacing an older one); False when it was already there.
+
+    A symlinked rc file (dotfiles kept in a repository) stays a link: its target is edited."""
+    rc = _link_target(rc)
     text = rc.read_text(encoding="utf-8") if rc.exists() else ""
     block = _block(shell, activation)
     if BEGIN in text and END in text:

@@ -35,8 +35,8 @@ from installer.lockfile.model import Lockfile, profile_hash
 from installer.options import RunOptions
 from installer.paths import default_lockfile
 from installer.platforms import host_platform
-from installer.profile.models import Profile, PythonSpec
-from installer.profile.stagespec import StageSpec
+from installer.profile.models import RESERVED_STEP_IDS, Profile, PythonSpec
+from installer.profile.stagespec import StageSpec, stage_specs
 from installer.steps.source import SourceSpec
 
 __all__ = [
@@ -92,6 +92,7 @@ def _check_matches(
             f"{path} is for CUDA variant {lock.cuda.variant}, this run chose {variant}",
             hint=f"pass --cuda {lock.cuda.variant}, or lock variant {variant}",
         )
+    _check_stage_ids(lock, path, profile, variant)
     if frozen:
         return
     if lock.profile != profile.name or lock.profile_hash != profile_hash(profile, variant):
@@ -99,6 +100,19 @@ def _check_matches(
             f"{path} is stale: profile {profile.name!r} changed since it was locked",
             hint=f"run `{lock.regenerate}` (or `verl-bootstrap lock --profile {profile.name}`) "
             "to update it, or pass --frozen to install it as it is",
+        )
+
+
+def _check_stage_ids(lock: Lockfile, path: Path, profile: Profile, variant: str) -> None:
+    """Every stage the lockfile names is a step this profile runs: a lockfile can add no stage,
+    and its stage ids (which name folders and files in the env) are ones the profile declared."""
+    known = RESERVED_STEP_IDS | {spec.id for spec in stage_specs(profile, variant)}
+    unknown = [stage.id for stage in lock.stages if stage.id not in known]
+    if unknown:
+        raise InputError(
+            f"{path} locks stage(s) {', '.join(unknown)}, which profile {profile.name!r} lacks",
+            hint=f"the lockfile was made for another profile; run `verl-bootstrap lock --profile "
+            f"{profile.name}`",
         )
 
 

@@ -59,6 +59,11 @@ def _merged(path: Path, *, search: Path, chain: tuple[Path, ...]) -> Located:
     own = load_located(path)
     if not isinstance(own.data, dict):
         raise InputError(f"{path}:1: a profile must be a YAML mapping of keys to values")
+    if "schema_version" not in own.data:  # every file, not only the root of an `extends` chain
+        raise InputError(
+            f"{path}:1: schema_version: required key is missing",
+            hint=f"add `schema_version: {SCHEMA_VERSION}` at the top",
+        )
     parent_name = own.data.get("extends")
     if parent_name is None:
         return own

@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from installer.profile.kernel import KernelSpec
+from installer.safety.shapes import PROFILE_NAME, relative_path
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -174,6 +175,12 @@ class Stage(Strict):
         "prebuilt wheel may come from and how its source build is sized.",
     )
 
+    @field_validator("script")
+    @classmethod
+    def _script_inside(cls, value: str | None) -> str | None:
+        # run from verl's checkout: a path that could leave it would run any file on the machine
+        return None if value is None else relative_path(value, "script path inside verl's checkout")
+
     @field_validator("id")
     @classmethod
     def _id_shape(cls, value: str) -> str:
@@ -262,6 +269,16 @@ class Profile(Strict):
         "before this day (UTC).",
     )
     stacks: tuple[Stack, ...] = ()
+
+    @field_validator("name")
+    @classmethod
+    def _name_shape(cls, value: str) -> str:
+        # the name becomes the env's folder and the lockfile's folder: one safe file name
+        if not PROFILE_NAME.fullmatch(value):
+            msg = (f"{value!r} is not a profile name (letters, digits, '.', '_' and '-', starting "
+                   "with a letter or digit, at most 64)")  # fmt: skip
+            raise ValueError(msg)
+        return value
 
     @field_validator("cuda_variants")
     @classmethod

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from installer.errors import PrefixBusy
+from installer.errors import InputError, PrefixBusy
 
 __all__ = ["guarding"]
 
@@ -23,7 +23,7 @@ _POLL_SECONDS = 0.5
 def guarding(lock_path: Path, *, wait: float = 0.0) -> Iterator[None]:
     """Hold the lock for the block; wait up to `wait` seconds for another holder, then refuse."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open_own(lock_path)
     try:
         _acquire(fd, lock_path, wait)
         holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
@@ -32,6 +32,20 @@ def guarding(lock_path: Path, *, wait: float = 0.0) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing releases the flock
+
+
+def _open_own(lock_path: Path) -> int:
+    """The lock file itself, never what a symlink in its place points at (we truncate it)."""
+    try:
+        return os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        if lock_path.is_symlink():
+            raise InputError(
+                f"{lock_path} is a symlink; verl-bootstrap will not write through it",
+                hint=f"remove {lock_path} (it holds no state) and run again",
+            ) from None
+        raise InputError(f"cannot open the env's lock {lock_path}: {exc.strerror}",
+                         hint="check the permissions of the env's folder") from None  # fmt: skip
 
 
 def _acquire(fd: int, lock_path: Path, wait: float) -> None:
@@ -52,8 +66,10 @@ def _acquire(fd: int, lock_path: Path, wait: float) -> None:
 
 def _holder(lock_path: Path) -> str:
     try:
-        info = json.loads(lock_path.read_text() or "{}")
-    except (OSError, json.JSONDecodeError):
+        info = json.loads(lock_path.read_text()[:4096] or "{}")
+    except (OSError, ValueError):
+        return "holder unknown"
+    if not isinstance(info, dict) or not isinstance(info.get("since", 0), (int, float)):
         return "holder unknown"
     since = time.strftime("%H:%M:%S", time.localtime(info.get("since", 0)))
     return f"pid {info.get('pid')} on {info.get('host')}, since {since}"

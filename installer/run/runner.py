@@ -7,6 +7,8 @@ the first unfinished step. The loop and the state live in the main thread; steps
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import enum
 import functools
 import os
@@ -19,9 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from installer import proc
-from installer.errors import BootstrapError, CommandFailed, Interrupted
+from installer.errors import (
+    BootstrapError,
+    CannotWrite,
+    CommandFailed,
+    Interrupted,
+    StepFailed,
+)
 from installer.events import emit
-from installer.paths import state_dir
+from installer.paths import cannot_write, state_dir
 from installer.plan.model import Plan, Step
 from installer.run.state import State, StepRecord
 from installer.steps.base import StepContext
@@ -84,7 +92,10 @@ def run_plan(
     proc.allow_new_children()
     # pid in the name: two runs in the same second never share a log folder
     log_dir = state_dir(plan.prefix) / "logs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-    log_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a read-only or full filesystem: say so before any step starts
+        raise cannot_write(log_dir, exc) from None
     loop = _Loop(plan, state, log_dir, executor, force)
     try:
         loop.run()
@@ -161,7 +172,10 @@ class _Loop:
             protected=dict(self.state.protected),
             on_line=functools.partial(_emit_line, step.id),
         )  # fmt: skip
-        self.running[self.pool.submit(self.executor, ctx)] = (step, time.monotonic(), ctx)
+        # the worker runs in a copy of this thread's context, so that its events (a note, the
+        # live tail of its output) reach the listener the CLI installed, not the default log
+        job = self.pool.submit(contextvars.copy_context().run, self.executor, ctx)
+        self.running[job] = (step, time.monotonic(), ctx)
 
     def _finish(self, future: Future[dict[str, Any]]) -> None:
         step, started, ctx = self.running.pop(future)
@@ -172,7 +186,10 @@ class _Loop:
             outputs = future.result()
         except Exception as exc:
             record.status = "failed"
-            self.state.save()
+            # the step's failure is the news: when the disk that failed it cannot take the state
+            # either, the saved state still says "running", which a re-run also resumes from
+            with contextlib.suppress(CannotWrite):
+                self.state.save()
             self._record(_failure(step, _as_error(exc, ctx.log_path), seconds, record.log))
             return
         record.status, record.outputs = "done", outputs
@@ -214,6 +231,12 @@ def _as_error(exc: Exception, log_path: Path) -> BootstrapError:
     """Keep domain errors; an unexpected one goes to the step's log with its traceback."""
     if isinstance(exc, BootstrapError):
         return exc
-    with log_path.open("a", encoding="utf-8") as fh:
+    with contextlib.suppress(OSError), log_path.open("a", encoding="utf-8") as fh:  # disk full?
         fh.write("".join(traceback.format_exception(exc)))
+    if isinstance(exc, OSError):  # the machine's fault, not the tool's: say what and where
+        where = f": {exc.filename}" if exc.filename else ""
+        return StepFailed(
+            f"{exc.strerror or exc}{where}",
+            hint="fix that, then re-run the same command: it resumes at this step",
+        )
     return BootstrapError(f"internal error: {exc!r} (traceback in the step's log)")

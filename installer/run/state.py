@@ -9,6 +9,7 @@ from typing import Any
 
 from installer.errors import InputError
 from installer.paths import atomic_write
+from installer.run.statefile import parse_state
 
 __all__ = ["State", "StepRecord"]
 
@@ -38,19 +39,16 @@ class State:
     @classmethod
     def load(cls, path: Path) -> State:
         """Read the state, or start an empty one."""
+        if path.is_symlink():  # the tool writes a plain file here; a link is not its own
+            raise InputError(
+                f"{path} is a symlink, not the env's state file",
+                hint="remove the link; the next run starts the steps over",
+            )
         if not path.exists():
             return cls(path=path)
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InputError(
-                f"{path}: unreadable state ({exc})",
-                hint="delete that file to start the env's steps over",
-            ) from exc
-        if raw.get("version") != STATE_VERSION:
-            raise InputError(f"{path}: state version {raw.get('version')} is not supported")
-        steps = {k: StepRecord(**v) for k, v in raw.get("steps", {}).items()}
-        return cls(path=path, steps=steps, protected=raw.get("protected", {}))
+        raw = parse_state(path, STATE_VERSION)  # untrusted: bounded, typed, or an InputError
+        steps = {k: StepRecord(**v) for k, v in raw["steps"].items()}
+        return cls(path=path, steps=steps, protected=raw["protected"])
 
     def is_done(self, step_id: str, fingerprint: str) -> bool:
         """The step finished before with exactly these inputs."""

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urljoin, urlparse
 
-import yaml
 from pydantic import ValidationError
 
 from installer.errors import InputError
 from installer.httpclient import HttpError, fetch
 from installer.redact import redact
+from installer.safety.yamlfile import decode_untrusted, parse_yaml, read_untrusted
 from installer.siteconfig.model import SITE_SCHEMA_VERSION, SiteConfig
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
 
 ENV_VAR = "VERL_BOOTSTRAP_CONFIG"
 SYSTEM_CONFIG = Path("/etc/verl-bootstrap/config.yaml")
+MAX_CONFIG_BYTES = 1024 * 1024
 _VAR = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))")
 # Which settings hold locations, and how a relative one is resolved against its file.
 _KINDS: dict[tuple[str, ...], str] = {
@@ -132,23 +133,23 @@ def read_location(location: str) -> tuple[str, str]:
     if parsed.scheme in ("http", "https"):
         return _fetch(location), location
     path = Path(unquote(parsed.path)) if parsed.scheme == "file" else Path(location).expanduser()
-    try:
-        return path.read_text(encoding="utf-8"), str(path.resolve().parent)
-    except OSError as exc:
-        raise InputError(
-            f"cannot read site config {path}: {exc.strerror}",
-            hint="check the path given with --config or $VERL_BOOTSTRAP_CONFIG",
-        ) from None
+    if path.is_dir():
+        raise InputError(f"site config {path} is a folder",
+                         hint="name the config file itself with --config")  # fmt: skip
+    text = read_untrusted(path, what="site config", max_bytes=MAX_CONFIG_BYTES)
+    return text, str(path.resolve().parent)
 
 
 def _fetch(url: str) -> str:
     try:
-        return fetch(url, timeout=30).decode("utf-8")
-    except (HttpError, UnicodeDecodeError) as exc:
+        # read no more than a config may hold (one byte over says it is too large)
+        body = fetch(url, timeout=30, limit=MAX_CONFIG_BYTES + 1)
+    except HttpError as exc:
         raise InputError(
             f"cannot fetch site config {redact(url)}: {redact(str(exc))}",
             hint="check the URL, your proxy settings, and any credentials it needs",
         ) from None
+    return decode_untrusted(body, name=redact(url), what="site config", max_bytes=MAX_CONFIG_BYTES)
 
 
 def _read_file(
@@ -158,10 +159,7 @@ def _read_file(
     name = redact(source.location)
     # a location may name variables too (`https://u:${LAB_TOKEN}@lab/c.yaml`): no token in argv
     text, base = read_location(_expand(source.location, f"{source.label} {name}", environ))
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(f"{name}: not a site config (invalid YAML: {exc})") from None
+    raw = parse_yaml(text, Path(name), what="site config").data
     if not isinstance(raw, dict):
         raise InputError(f"{name}: a site config is a mapping with schema_version: 1")
     _check_version(raw, name)

@@ -25,6 +25,7 @@ from installer.errors import InputError
 from installer.options import SiteOptions
 from installer.paths import atomic_write
 from installer.redact import redact
+from installer.safety.credentials import git_auth_settings, git_config_env, split_url
 from installer.siteconfig.load import LoadedSite
 from installer.siteconfig.model import Caches, CondaMirror, Network, SiteConfig
 
@@ -142,18 +143,19 @@ def _cache_environment(caches: Caches) -> dict[str, str]:
 
 
 def git_environment(rewrites: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
-    """`url.<mirror>.insteadOf = <prefix>` for each rewrite, after any GIT_CONFIG_* already set."""
+    """`url.<mirror>.insteadOf = <prefix>` for each rewrite, after any GIT_CONFIG_* already set.
+
+    A mirror's credential is not part of the rewritten URL (git would pass that URL, token and
+    all, on the command line of its `git remote-http` helper): it goes in an Authorization
+    header for the mirror's host instead."""
     if not rewrites:
         return {}
-    try:
-        start = int(environ.get("GIT_CONFIG_COUNT", "0"))
-    except ValueError:
-        start = 0
-    env = {"GIT_CONFIG_COUNT": str(start + len(rewrites))}
-    for offset, (prefix, mirror) in enumerate(sorted(rewrites.items())):
-        env[f"GIT_CONFIG_KEY_{start + offset}"] = f"url.{mirror}.insteadOf"
-        env[f"GIT_CONFIG_VALUE_{start + offset}"] = prefix
-    return env
+    settings, found = [], []
+    for prefix, mirror in sorted(rewrites.items()):
+        clean, cred = split_url(mirror)
+        settings.append((f"url.{clean}.insteadOf", prefix))
+        found += [cred] if cred else []
+    return git_config_env([*settings, *git_auth_settings(found)], environ)
 
 
 def condarc_text(conda: CondaMirror) -> str | None:

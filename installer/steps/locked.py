@@ -20,6 +20,7 @@ from installer.lockfile.model import LockedDist, LockedStage, Lockfile
 from installer.paths import cache_root, env_lockfile
 from installer.plan.locked import LockedInstall
 from installer.redact import redact
+from installer.safety.shapes import inside
 from installer.steps import source
 from installer.steps.source import SourceResult, SourceSpec
 
@@ -97,7 +98,8 @@ def fetch_locked_sdist(
 
 def cached_archive(cache: Path, sha256: str, filename: str) -> Path:
     """Where the tool's cache keeps a checked archive: by its sha256, so any env can reuse it."""
-    return cache / "sdists" / sha256 / filename
+    # the file name comes from an index's answer, the digest from the lockfile: both untrusted
+    return inside(cache / "sdists", sha256, filename, what="sdist file name")
 
 
 def fetch_checked(artifact: Artifact | None, dest: Path, sha256: str) -> None:

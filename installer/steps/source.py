@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import re
 import sys
 import tarfile
@@ -24,6 +25,7 @@ from installer.lockfile.model import LockedSource
 from installer.options import RunOptions
 from installer.profile.models import Profile
 from installer.redact import redact
+from installer.safety.credentials import lift
 
 __all__ = ["SourceResult", "SourceSpec", "fetch_source", "locked_source"]
 
@@ -125,20 +127,31 @@ def _as_git_url(repo: str) -> str:
 
 
 def _clone(spec: SourceSpec, log_path: Path) -> SourceResult:
-    import git  # noqa: PLC0415 - GitPython is slow to import; only fetch-source needs it
-
-    env = {"GIT_TERMINAL_PROMPT": "0"}  # a prompt for credentials would hang a batch run
+    # a prompt for credentials would hang a batch run; a credential in the URL goes to git in its
+    # environment (an Authorization header), never in its argv or the checkout's .git/config
+    lifted = lift([spec.repo], os.environ)
+    env = {"GIT_TERMINAL_PROMPT": "0", **lifted.env}
+    url = lifted.argv[0]
     spec.checkout.parent.mkdir(parents=True, exist_ok=True)
     try:
+        return _clone_with(spec, url, env, log_path)
+    finally:
+        lifted.cleanup()
+
+
+def _clone_with(spec: SourceSpec, url: str, env: dict[str, str], log_path: Path) -> SourceResult:
+    import git  # noqa: PLC0415 - GitPython is slow to import; only fetch-source needs it
+
+    try:
         repo = git.Repo.clone_from(
-            spec.repo, spec.checkout, depth=1, branch=spec.ref, env=env, no_checkout=False
+            url, spec.checkout, depth=1, branch=spec.ref, env=env, no_checkout=False
         )
     except git.GitCommandError as exc:
         stderr = redact(str(exc.stderr or exc)).strip()
         _log(log_path, f"git clone --depth 1 --branch {spec.ref} failed: {stderr}")
         if any(marker in stderr.lower() for marker in _UNREACHABLE):
             raise _Unreachable(_git_reason(stderr)) from None
-        repo = _clone_full_at(spec, env, stderr)
+        repo = _clone_full_at(spec, url, env, stderr)
     commit = repo.head.commit.hexsha
     _log(log_path, f"checked out {spec.ref} at {commit}")
     return SourceResult(kind="git", repo=spec.repo, ref=spec.ref, path=spec.checkout, commit=commit)
@@ -155,12 +168,12 @@ def _git_reason(stderr: str) -> str:
     return (fatal or lines or ["unreachable"])[-1]
 
 
-def _clone_full_at(spec: SourceSpec, env: dict[str, str], first_error: str) -> Any:
+def _clone_full_at(spec: SourceSpec, url: str, env: dict[str, str], first_error: str) -> Any:
     """--branch takes tags and branches only; a commit SHA needs a full clone and a checkout."""
     import git  # noqa: PLC0415 - GitPython is slow to import; only git sources need it
 
     try:
-        repo = git.Repo.clone_from(spec.repo, spec.checkout, env=env)
+        repo = git.Repo.clone_from(url, spec.checkout, env=env)
         repo.git.checkout(spec.ref)
     except git.GitCommandError as exc:
         raise StepFailed(

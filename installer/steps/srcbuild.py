@@ -18,6 +18,7 @@ from installer.installers import InstallRequest, build_command
 from installer.lockfile.lookup import Artifact
 from installer.lockfile.model import LockedStage
 from installer.paths import built_wheels_dir
+from installer.safety.shapes import inside
 from installer.steps.locked import cached_archive, fetch_checked
 
 __all__ = ["build_locked_sdists"]
@@ -49,8 +50,9 @@ def build_locked_sdists(
         sdist = artifacts[dist.name]
         archive = cached_archive(cache, sdist.sha256, sdist.filename)
         fetch_checked(sdist, archive, sdist.sha256)
-        run(build_command(request, settings, archive, out / dist.name))
-        wheel = _the_wheel(out / dist.name, dist.name)
+        into = inside(out, dist.name, what="package name")
+        run(build_command(request, settings, archive, into))
+        wheel = _the_wheel(into, dist.name)
         digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
         built[dist.name] = Artifact(url=wheel.as_uri(), sha256=digest, kind="wheel")
     return built

@@ -1,0 +1,140 @@
+"""No credential in any child's command line, and none on disk or in output.
+
+A real install against the lab's mirror, whose index and git mirror require the token (basic
+auth): verl from the git mirror and one small package from the index. While it runs, every
+process the install started is sampled from /proc: no command line may hold the token (each
+tool gets it through its environment or a private netrc). Afterwards the logs, the state, the
+env's lockfile, every export format and all output are scanned for it too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from labfixtures import TOKEN, TOOL, clean_environ, lab, lab_config, write_yaml
+
+from installer.safety.credentials import lift, split_url
+
+pytestmark = pytest.mark.timeout(600)
+
+PROFILE = {
+    "schema_version": 1,
+    "name": "authed",
+    "description": "verl and one small package, from a mirror that needs a password",
+    "env": {"backend": "venv"},
+    "cuda_variants": {"cpu": {"description": "no CUDA"}},
+    "stages": [{"id": "small", "packages": ["cachetools"]}],
+    "verify": {"imports": ["cachetools"], "gpu_smoke": False},
+}
+
+
+def descendants(root: int) -> set[int]:
+    """`root` and every process below it, from /proc's parent links."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found = {root}
+    grew = True
+    while grew:
+        more = {pid for pid, ppid in parents.items() if ppid in found} - found
+        found |= more
+        grew = bool(more)
+    return found
+
+
+class ArgvWatch(threading.Thread):
+    """Samples the command line of every process under `root` until stopped."""
+
+    def __init__(self, root: int) -> None:
+        super().__init__(daemon=True)
+        self.root, self.stop = root, threading.Event()
+        self.seen: dict[int, str] = {}
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for pid in descendants(self.root):
+                try:
+                    argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+                except OSError:
+                    continue
+                self.seen.setdefault(pid, argv.decode("utf-8", "replace"))
+                if TOKEN in self.seen[pid] and pid != self.root:
+                    self.seen[pid] = argv.decode("utf-8", "replace")
+            time.sleep(0.01)
+
+
+def leaks(folder: Path) -> list[str]:
+    return [str(p) for p in folder.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()]
+
+
+def test_an_authenticated_install_keeps_the_token_off_every_command_line(tmp_path: Path) -> None:
+    the_lab = lab()
+    profile = write_yaml(tmp_path / "authed.yaml", PROFILE)
+    config = write_yaml(tmp_path / "lab.yaml", lab_config(the_lab))
+    prefix = tmp_path / "env"
+    argv = [str(TOOL), "install", "--config", str(config), "--profile", str(profile)]
+    argv += ["--prefix", str(prefix), "--json"]
+    env = clean_environ(VERL_BOOTSTRAP_HOME=str(tmp_path / "home"), HOME=str(tmp_path))
+    before = len(the_lab.server.requests)
+    child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)  # fmt: skip
+    watch = ArgvWatch(child.pid)
+    watch.start()
+    out, err = child.communicate(timeout=500)
+    watch.stop.set()
+    watch.join()
+    # verl alone fails `uv pip check` (its deps are not installed): every other step must pass
+    statuses = {s["id"]: s["status"] for s in json.loads(out)["steps"]}
+    assert {k: v for k, v in statuses.items() if k != "verify"} == dict.fromkeys(
+        ["create-env", "fetch-source", "install-verl", "small", "record-lock"], "done"
+    ), err[-3000:]
+    children = {pid: line for pid, line in watch.seen.items() if pid != child.pid}
+    assert any("pip install" in line for line in children.values()), children  # uv was seen
+    assert [line for line in children.values() if TOKEN in line] == []
+    served = the_lab.server.requests[before:]
+    assert any("cachetools" in path for path in served) and any("git" in p for p in served)
+    assert TOKEN not in out + err
+    assert leaks(prefix / ".verl-bootstrap") == [] and leaks(tmp_path / "home") == []
+    assert TOKEN not in (prefix / "src" / "verl" / ".git" / "config").read_text()
+    lock = prefix / ".verl-bootstrap" / "verl-bootstrap.lock.yaml"
+    outputs = {"requirements": "req", "pylock": "pylock.toml", "conda-lock": "conda-lock.yml"}
+    for kind, name in outputs.items():
+        done = subprocess.run(
+            [str(TOOL), "export", "--format", kind, "--lockfile", str(lock), "--output",
+             str(tmp_path / "exports" / name)],
+            env={**env, "VERL_BOOTSTRAP_CONFIG": str(config)},
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert TOKEN not in done.stdout + done.stderr
+    assert (tmp_path / "exports").exists() and leaks(tmp_path / "exports") == []
+
+
+def test_lifting_keeps_the_argv_clean_and_the_netrc_private(tmp_path: Path) -> None:
+    url = f"http://lab:{TOKEN}@127.0.0.1:1/simple"
+    lifted = lift(["uv", "pip", "install", "--default-index", url, f"x @ git+{url}"],
+                  {"HOME": str(tmp_path)})  # fmt: skip
+    try:
+        assert TOKEN not in " ".join(lifted.argv)
+        assert lifted.argv[4] == "http://127.0.0.1:1/simple"
+        netrc = Path(lifted.env["NETRC"])
+        assert oct(netrc.stat().st_mode & 0o777) == "0o600"
+        assert oct(netrc.parent.stat().st_mode & 0o777) == "0o700"
+        assert f"machine 127.0.0.1 login lab password {TOKEN}" in netrc.read_text()
+        assert lifted.env["GIT_CONFIG_KEY_0"] == "http.http://127.0.0.1:1/.extraHeader"
+    finally:
+        lifted.cleanup()
+    assert not netrc.exists()
+    assert split_url("https://h/x?a=1") == ("https://h/x?a=1", None)
+    assert os.environ.get("NETRC") != str(netrc)
