@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -21,7 +22,7 @@ __all__ = ["main", "main_entry"]
 
 Handler = Callable[[argparse.Namespace], int]
 _COMMANDS = {"install", "plan", "verify", "profiles", "doctor", "lock", "export", "config",
-             "onboard", "activate", "cluster"}  # fmt: skip
+             "onboard", "activate", "cluster", "envs", "info", "remove", "completion"}  # fmt: skip
 
 
 def main_entry() -> None:
@@ -35,6 +36,10 @@ def main(argv: Sequence[str]) -> int:
     if not args or (args[0] not in _COMMANDS and args[0] not in ("-h", "--help", "--version")):
         args.insert(0, "install")  # `verl-bootstrap --profile fsdp` is the main job
     parser = build_parser()
+    if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions: answer, then exit
+        from installer.lifecycle.completion import complete  # noqa: PLC0415
+
+        complete(parser, frozenset(_COMMANDS))
     try:
         ns = parser.parse_args(args)
     except SystemExit as exc:  # argparse exits 2 on bad flags; keep that code

@@ -24,13 +24,18 @@ __all__ = [
 
 
 def run_options(ns: argparse.Namespace) -> RunOptions:
-    """RunOptions from the install/plan flags, over the site config's settings (flags win)."""
+    """RunOptions from the flags, over the env's record, over the site config (flags win)."""
     from installer.indexes import parse_index_flags  # noqa: PLC0415
+    from installer.lifecycle.resume import merge_indexes, merge_options  # noqa: PLC0415
     from installer.siteconfig import load_site, named_indexes, site_options  # noqa: PLC0415
     from installer.siteconfig.files import local_profile, site_lockfile  # noqa: PLC0415
 
-    site = load_site(getattr(ns, "config", None))
-    profile = ns.profile or local_profile(site.config.defaults.profile or "", os.environ)
+    flags = parse_index_flags(tuple(ns.index))
+    recorded = _recorded_options(ns.prefix) if ns.prefix else None
+    given = {**_given_flags(ns), "indexes": flags}
+    values = merge_options(given, recorded)
+    site = load_site(values["config"])
+    profile = values["profile"] or local_profile(site.config.defaults.profile or "", os.environ)
     if not profile:
         raise InputError(
             "no --profile given, and no site config names a default profile",
@@ -39,32 +44,60 @@ def run_options(ns: argparse.Namespace) -> RunOptions:
     name = profile.rsplit("/", 1)[-1].removesuffix(".yaml").removesuffix(".yml")
     envs_dir = site.config.defaults.envs_dir
     prefix = ns.prefix or (Path(envs_dir) / name if envs_dir else default_prefix(name))
-    indexes = {**named_indexes(site.config), **parse_index_flags(tuple(ns.index))}
-    lockfile = getattr(ns, "lockfile", None)
-    if lockfile is None and (getattr(ns, "locked", False) or getattr(ns, "frozen", False)):
+    if recorded is None and not ns.prefix:  # the default prefix may hold an env made before
+        recorded = _recorded_options(prefix)
+        values = merge_options({**given, "profile": profile}, recorded)
+    indexes = merge_indexes(named_indexes(site.config), values["indexes"], flags)
+    lockfile = _opt_path(values["lockfile"])
+    if lockfile is None and (values["locked"] or values["frozen"]):
         lockfile = site_lockfile(site, os.environ)  # the lab's lockfile, when it names one
     return RunOptions(
         profile=profile,
         prefix=prefix.absolute(),
-        backend=ns.backend,
-        verl_source=ns.verl_source,
-        verl_ref=ns.verl_ref,
-        cuda=ns.cuda,
+        backend=values["backend"],
+        verl_source=values["verl_source"],
+        verl_ref=values["verl_ref"],
+        cuda=values["cuda"] or "auto",
         indexes=tuple(indexes.items()),
-        channels=tuple(ns.channel),
-        installer=ns.installer,
-        python=ns.python,
-        conda_exe=ns.conda_exe,
-        skip_checks=tuple(ns.skip_check),
-        require_gpu=ns.require_gpu,
-        allow_unsupported_ref=ns.allow_unsupported_ref,
+        channels=tuple(values["channels"] or ()),
+        installer=values["installer"] or "uv",
+        python=_opt_path(values["python"]),
+        conda_exe=values["conda_exe"],
+        skip_checks=tuple(values["skip_checks"] or ()),
+        require_gpu=bool(values["require_gpu"]),
+        allow_unsupported_ref=bool(values["allow_unsupported_ref"]),
         lock_wait=getattr(ns, "wait", 0.0),
-        offline=ns.offline,
+        offline=bool(values["offline"]),
         site=site_options(site),
-        locked=getattr(ns, "locked", False),
-        frozen=getattr(ns, "frozen", False),
+        locked=bool(values["locked"]),
+        frozen=bool(values["frozen"]),
         lockfile=lockfile,
+        config=values["config"],
     )
+
+
+def _given_flags(ns: argparse.Namespace) -> dict[str, Any]:
+    """The plan-shaping flags as parsed: None, [] or False where the user left one out."""
+    return {
+        "profile": ns.profile, "backend": ns.backend, "verl_source": ns.verl_source,
+        "verl_ref": ns.verl_ref, "cuda": ns.cuda, "channels": list(ns.channel),
+        "installer": ns.installer, "python": ns.python, "conda_exe": ns.conda_exe,
+        "skip_checks": list(ns.skip_check), "require_gpu": ns.require_gpu,
+        "allow_unsupported_ref": ns.allow_unsupported_ref, "offline": ns.offline,
+        "locked": getattr(ns, "locked", False), "frozen": getattr(ns, "frozen", False),
+        "lockfile": getattr(ns, "lockfile", None), "config": getattr(ns, "config", None),
+    }  # fmt: skip
+
+
+def _recorded_options(prefix: Path) -> dict[str, Any] | None:
+    from installer.lifecycle.record import read_record  # noqa: PLC0415
+
+    record = read_record(prefix.absolute())
+    return None if record is None else dict(record["options"])
+
+
+def _opt_path(value: str | Path | None) -> Path | None:
+    return None if value is None else Path(value)
 
 
 def cmd_plan(ns: argparse.Namespace) -> int:
@@ -98,6 +131,9 @@ def cmd_install(ns: argparse.Namespace) -> int:
             return EXIT_OK
         for note in plan.notes:
             err(f"note: {note}")
+        from installer.cli_envs import confirm_changes  # noqa: PLC0415
+
+        confirm_changes(plan, yes=ns.yes)
         with listening(Console(quiet=ns.json)):
             result = run_install(plan, force=frozenset(ns.force), preflight=not ns.no_preflight)
     if ns.json:

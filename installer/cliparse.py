@@ -14,6 +14,7 @@ FEATURE_MODULES = (
     "installer.cli_lock",
     "installer.cli_site",
     "installer.cli_cluster",
+    "installer.cli_envs",
 )
 
 
@@ -22,7 +23,10 @@ def _path(value: str) -> Path:
 
 
 def _install_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", required=True, help="a shipped profile name or a YAML file")
+    p.add_argument(
+        "--profile",
+        help="a shipped profile name or a YAML file (default: the one --prefix was made with)",
+    )
     p.add_argument(
         "--prefix", type=_path, help="where the env goes (default ~/.verl-bootstrap/envs/PROFILE)"
     )
@@ -37,9 +41,7 @@ def _install_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="use today's stack at a ref no stack covers",
     )
-    p.add_argument(
-        "--cuda", default="auto", help="auto | cpu | cuXYZ (default auto: from the driver)"
-    )
+    p.add_argument("--cuda", help="auto | cpu | cuXYZ (default auto: from the driver)")
     p.add_argument(
         "--index",
         action="append",
@@ -54,9 +56,7 @@ def _install_flags(p: argparse.ArgumentParser) -> None:
         metavar="URL_OR_PATH",
         help="conda channel (repeatable)",
     )
-    p.add_argument(
-        "--installer", choices=["uv", "pip"], default="uv", help="package installer (default uv)"
-    )
+    p.add_argument("--installer", choices=["uv", "pip"], help="package installer (default uv)")
     p.add_argument("--python", type=_path, help="base interpreter for the venv backend")
     p.add_argument(
         "--skip-check",
@@ -104,7 +104,10 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     _install_flags(install)
     install.add_argument("--dry-run", action="store_true", help="show the plan and stop")
     install.add_argument(
-        "--yes", "-y", action="store_true", help="never ask (runs are non-interactive anyway)"
+        "--yes",
+        "-y",
+        action="store_true",
+        help="apply a change to an existing env without asking (shown first either way)",
     )
     install.add_argument(
         "--force",

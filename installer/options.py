@@ -6,15 +6,19 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["RunOptions", "SiteOptions", "default_prefix", "state_dir"]
+__all__ = ["RunOptions", "SiteOptions", "default_prefix", "state_dir", "tool_home"]
 
 STATE_DIRNAME = ".verl-bootstrap"
 
 
+def tool_home() -> Path:
+    """The tool's own folder: $VERL_BOOTSTRAP_HOME, else ~/.verl-bootstrap."""
+    return Path(os.environ.get("VERL_BOOTSTRAP_HOME") or Path.home() / ".verl-bootstrap")
+
+
 def default_prefix(profile: str) -> Path:
     """Where envs go without --prefix: $VERL_BOOTSTRAP_HOME/envs/NAME (~/.verl-bootstrap)."""
-    home = Path(os.environ.get("VERL_BOOTSTRAP_HOME", Path.home() / ".verl-bootstrap"))
-    return home / "envs" / profile
+    return tool_home() / "envs" / profile
 
 
 def state_dir(prefix: Path) -> Path:
@@ -62,3 +66,4 @@ class RunOptions:
     locked: bool = False  # install exactly a lockfile whose profile hash matches the profile
     frozen: bool = False  # install a lockfile as it is (no profile-hash check)
     lockfile: Path | None = None  # the lockfile (default: lockfiles/PROFILE/VARIANT-PLATFORM)
+    config: str | None = None  # the site config passed with --config (a file or a URL)

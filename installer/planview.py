@@ -104,7 +104,6 @@ def summary_text(result: InstallResult) -> str:
 
 
 def _resume(result: InstallResult) -> str:
-    plan = result.plan
-    return (
-        f"verl-bootstrap --profile {plan.options.profile} --prefix {shlex.quote(str(plan.prefix))}"
-    )
+    from installer.lifecycle.hints import resume_command  # noqa: PLC0415
+
+    return resume_command(result.plan.prefix)

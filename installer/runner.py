@@ -90,7 +90,7 @@ def run_plan(
         loop.interrupt()
         raise Interrupted(
             "interrupted; the env's state is saved",
-            hint=f"re-run the same command to resume: {_resume_hint(plan)}",
+            hint=f"resume with: {_resume_hint(plan)}",
         ) from None
     order = {s.id: i for i, s in enumerate(plan.steps)}
     outcomes = tuple(sorted(loop.outcomes.values(), key=lambda o: order[o.id]))
@@ -98,8 +98,9 @@ def run_plan(
 
 
 def _resume_hint(plan: Plan) -> str:
-    # the profile as the user gave it: a YAML path stays a path (its name may not be shipped)
-    return f"verl-bootstrap --profile {plan.options.profile} --prefix {plan.prefix}"
+    from installer.lifecycle.hints import resume_command  # noqa: PLC0415
+
+    return resume_command(plan.prefix)
 
 
 class _Loop:
@@ -147,7 +148,6 @@ class _Loop:
         fingerprint = self.fingerprints[step.id]
         if step.id not in self.force and self.state.is_done(step.id, fingerprint):
             self.outputs[step.id] = self.state.outputs(step.id)
-            emit(f"{step.id}: up to date", kind=("step", "skipped"), step=step.id)
             self._record(StepOutcome(step.id, Status.SKIPPED, 0.0, "up to date"))
             return
         log = self.log_dir / f"{step.id}.log"

@@ -50,6 +50,11 @@ class State:
     path: Path
     steps: dict[str, StepRecord] = field(default_factory=dict)
     protected: dict[str, dict[str, str]] = field(default_factory=dict)
+    # how the env was made (installer.lifecycle.record), its last run, and the top-level names
+    # the tool created in the prefix (what `remove` may delete)
+    record: dict[str, Any] = field(default_factory=dict)
+    last_run: dict[str, Any] = field(default_factory=dict)
+    made: list[str] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: Path) -> State:
@@ -66,7 +71,11 @@ class State:
         if raw.get("version") != STATE_VERSION:
             raise InputError(f"{path}: state version {raw.get('version')} is not supported")
         steps = {k: StepRecord(**v) for k, v in raw.get("steps", {}).items()}
-        return cls(path=path, steps=steps, protected=raw.get("protected", {}))
+        return cls(
+            path=path, steps=steps, protected=raw.get("protected", {}),
+            record=raw.get("record", {}), last_run=raw.get("last_run", {}),
+            made=list(raw.get("made", [])),
+        )  # fmt: skip
 
     def is_done(self, step_id: str, fingerprint: str) -> bool:
         """The step finished before with exactly these inputs."""
@@ -84,5 +93,8 @@ class State:
             "version": STATE_VERSION,
             "steps": {k: v.__dict__ for k, v in sorted(self.steps.items())},
             "protected": self.protected,
+            "record": self.record,
+            "last_run": self.last_run,
+            "made": sorted(set(self.made)),
         }
         atomic_write(self.path, json.dumps(body, indent=2, sort_keys=True) + "\n")
