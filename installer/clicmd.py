@@ -47,7 +47,7 @@ def run_options(ns: argparse.Namespace) -> RunOptions:
     if recorded is None and not ns.prefix:  # the default prefix may hold an env made before
         recorded = _recorded_options(prefix)
         values = merge_options({**given, "profile": profile}, recorded)
-    indexes = merge_indexes(named_indexes(site.config), values["indexes"], flags)
+    indexes = merge_indexes(named_indexes(site.config), (recorded or {}).get("indexes"), flags)
     lockfile = _opt_path(values["lockfile"])
     if lockfile is None and (values["locked"] or values["frozen"]):
         lockfile = site_lockfile(site, os.environ)  # the lab's lockfile, when it names one

@@ -41,9 +41,10 @@ def merge_indexes(
     A recorded URL whose credentials were masked gives way to the site config's URL of that name
     (which holds them); with no such URL and no flag, the run cannot know them and says so.
     """
-    kept = {name: url for name, url in (recorded or []) if MASK not in url}
+    recorded = _pairs(recorded)
+    kept = {name: url for name, url in recorded if MASK not in url}
     merged = {**site, **kept, **flags}
-    missing = [name for name, url in (recorded or []) if MASK in url and name not in merged]
+    missing = [name for name, url in recorded if MASK in url and name not in merged]
     if missing:
         raise InputError(
             f"the env's recorded index(es) {', '.join(missing)} held credentials, which are "
@@ -51,6 +52,21 @@ def merge_indexes(
             hint=" ".join(f"--index {n}=URL" for n in missing) + ": pass them again",
         )
     return merged
+
+
+def _pairs(recorded: Any) -> list[list[str]]:
+    """The record's [name, url] pairs, checked: the state file is input like any other."""
+    if recorded is None:
+        return []
+    ok = isinstance(recorded, list) and all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(v, str) for v in p) for p in recorded
+    )
+    if not ok:
+        raise InputError(
+            "the env's state: field 'record.options.indexes' is not a list of [name, url] pairs",
+            hint="pass --index NAME=URL for each index, or --profile to start the record over",
+        )
+    return list(recorded)
 
 
 def _given(value: Any) -> bool:
