@@ -62,17 +62,18 @@ def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     return found
 
 
-def _profiles(**_: Any) -> list[str]:
+def _profiles(**_: Any) -> dict[str, str]:
     from installer.profile import list_profiles  # noqa: PLC0415
 
-    return list(list_profiles())
+    return dict.fromkeys(list_profiles(), "a shipped profile")  # zsh and fish show the words
 
 
-def _prefixes(prefix: str, **_: Any) -> list[str]:
+def _prefixes(prefix: str, **_: Any) -> dict[str, str]:
     """The envs the tool knows, then any folder (a new prefix may be anywhere)."""
     from argcomplete.completers import DirectoriesCompleter  # noqa: PLC0415
 
     from installer.lifecycle.registry import known_prefixes  # noqa: PLC0415
 
-    known = [str(p) for p in known_prefixes() if str(p).startswith(prefix)]
-    return known + [d for d in DirectoriesCompleter()(prefix) if d not in known]
+    known = dict.fromkeys((str(p) for p in known_prefixes() if str(p).startswith(prefix)), "env")
+    folders = DirectoriesCompleter()(prefix)
+    return {**known, **{d: "folder" for d in folders if d.rstrip("/") not in known}}
