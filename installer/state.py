@@ -71,6 +71,7 @@ class State:
         if raw.get("version") != STATE_VERSION:
             raise InputError(f"{path}: state version {raw.get('version')} is not supported")
         steps = {k: StepRecord(**v) for k, v in raw.get("steps", {}).items()}
+        _check_types(path, raw)
         return cls(
             path=path, steps=steps, protected=raw.get("protected", {}),
             record=raw.get("record", {}), last_run=raw.get("last_run", {}),
@@ -98,3 +99,20 @@ class State:
             "made": sorted(set(self.made)),
         }
         atomic_write(self.path, json.dumps(body, indent=2, sort_keys=True) + "\n")
+
+
+def _check_types(path: Path, raw: dict[str, Any]) -> None:
+    """The lifecycle fields are input like any other: a wrong type is named, not crashed on."""
+    for name, kind in (("record", dict), ("last_run", dict), ("made", list)):
+        value = raw.get(name, kind())
+        if not isinstance(value, kind) or (kind is list and not all(map(_plain_name, value))):
+            raise InputError(
+                f"{path}: field {name!r} must be a "
+                + ("mapping" if kind is dict else "list of names inside the prefix"),
+                hint="the state was edited by hand; restore it, or delete the field",
+            )
+
+
+def _plain_name(value: object) -> bool:
+    """A name directly inside the prefix (or "." for the prefix itself): never a path out of it."""
+    return isinstance(value, str) and value not in ("", "..") and "/" not in value

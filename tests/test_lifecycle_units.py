@@ -127,3 +127,15 @@ def test_help_does_not_import_the_completion_library() -> None:
     done = subprocess.run([str(BIN / "python"), "-c", code], capture_output=True, text=True,
                           check=True)  # fmt: skip
     assert done.stdout.strip().endswith("False")
+
+
+def test_a_state_with_a_wrong_record_type_is_named_not_crashed_on(tmp_path: Path) -> None:
+    from installer.state import State  # noqa: PLC0415
+
+    path = tmp_path / "state.json"
+    path.write_text('{"version": 1, "steps": {}, "made": "bin"}', encoding="utf-8")
+    with pytest.raises(InputError, match=r"field 'made' must be a list of names"):
+        State.load(path)
+    path.write_text('{"version": 1, "steps": {}, "made": ["bin", "../home"]}', encoding="utf-8")
+    with pytest.raises(InputError, match=r"list of names inside the prefix"):
+        State.load(path)  # `remove` would otherwise delete outside the prefix
