@@ -139,3 +139,10 @@ def test_a_state_with_a_wrong_record_type_is_named_not_crashed_on(tmp_path: Path
     path.write_text('{"version": 1, "steps": {}, "made": ["bin", "../home"]}', encoding="utf-8")
     with pytest.raises(InputError, match=r"list of names inside the prefix"):
         State.load(path)  # `remove` would otherwise delete outside the prefix
+
+
+def test_completion_offers_exactly_the_shipped_profiles() -> None:
+    from installer.lifecycle.completion import _profiles  # noqa: PLC0415
+    from installer.profile import list_profiles  # noqa: PLC0415
+
+    assert list(_profiles()) == list_profiles()
