@@ -13,6 +13,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,8 @@ from test_e2e_cpu import closed_port, start_install, wait_until_running
 from verlrepo import git
 
 from installer import cli
+from installer.envs.inventory import installed
 from installer.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, EXIT_STEP_FAILED
-from installer.inventory import installed
 from installer.lockfile import read_lockfile
 
 DATA = Path(__file__).parent / "data" / "profiles"
@@ -266,7 +267,7 @@ def test_remove_refuses_what_verl_bootstrap_did_not_make(tmp_path: Path) -> None
 
 
 def _completions(shell_line: str) -> subprocess.CompletedProcess[str]:
-    bindir = Path(cli.__file__).parents[1] / ".venv" / "bin"
+    bindir = Path(sys.executable).parent
     script = (
         "source <(verl-bootstrap completion bash)\n"
         f"COMP_LINE={shlex.quote(shell_line)}; COMP_POINT=${{#COMP_LINE}}\n"

@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from verlrepo import git
 
-from installer import cli
 from installer.errors import InputError, StepFailed
-from installer.indexes import IndexSettings
+from installer.host.indexes import IndexSettings
 from installer.lifecycle.resume import merge_indexes, merge_options
-from installer.source import SourceSpec, fetch_source, pip_launcher
+from installer.steps.source import SourceSpec, fetch_source, pip_launcher
 
-BIN = Path(cli.__file__).parents[1] / ".venv" / "bin"
+BIN = Path(sys.executable).parent  # the dev venv, where verl-bootstrap is installed
 
 
 def spec(repo: Path, ref: str, checkout: Path) -> SourceSpec:
@@ -130,7 +130,7 @@ def test_help_does_not_import_the_completion_library() -> None:
 
 
 def test_a_state_with_a_wrong_record_type_is_named_not_crashed_on(tmp_path: Path) -> None:
-    from installer.state import State  # noqa: PLC0415
+    from installer.run.state import State  # noqa: PLC0415
 
     path = tmp_path / "state.json"
     path.write_text('{"version": 1, "steps": {}, "made": "bin"}', encoding="utf-8")

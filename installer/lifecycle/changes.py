@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from installer.lifecycle.record import OPTION_FIELDS, plan_options
-from installer.options import state_dir
+from installer.lockfile.model import profile_hash
+from installer.paths import state_dir
+from installer.run.state import State
 
 if TYPE_CHECKING:
-    from installer.plan import Plan
-    from installer.state import State
+    from installer.plan.model import Plan
 
 __all__ = ["Change", "ChangeSet", "changes_for"]
 
@@ -63,8 +64,6 @@ _FIXED_STEPS = ("create-env", "fetch-source", "install-verl", "record-lock", "ve
 def changes_for(plan: Plan) -> ChangeSet | None:
     """The change set of running `plan` on its prefix; None when the env has no record or the run
     changes nothing that shaped it (resuming or re-verifying needs no confirmation)."""
-    from installer.state import State  # noqa: PLC0415
-
     state = State.load(state_dir(plan.prefix) / "state.json")
     if not state.record:
         return None
@@ -75,8 +74,6 @@ def changes_for(plan: Plan) -> ChangeSet | None:
 
 
 def _differences(record: dict[str, Any], plan: Plan) -> tuple[Change, ...]:
-    from installer.lockfile.model import profile_hash  # noqa: PLC0415
-
     old, new = record.get("options", {}), plan_options(plan)
     found = [
         Change(_LABELS.get(name, name.replace("_", " ")), _show(old.get(name)), _show(new[name]))

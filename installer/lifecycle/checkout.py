@@ -25,7 +25,7 @@ def mark_made(repo: Any) -> None:
 
 def commit_of(repo: Any, ref: str) -> str | None:
     """The commit `ref` names, fetched from the checkout's origin when the clone lacks it."""
-    import git  # noqa: PLC0415
+    import git  # noqa: PLC0415 - GitPython is slow to import; only git sources need it
 
     for rev in (f"{ref}^{{commit}}", f"origin/{ref}^{{commit}}"):
         try:

@@ -9,6 +9,13 @@ import argparse
 import os
 from typing import Any
 
+import argcomplete
+from argcomplete.completers import DirectoriesCompleter
+from argcomplete.shell_integration import shellcode
+
+from installer.lifecycle.registry import known_prefixes
+from installer.paths import PROFILES_DIR
+
 __all__ = ["SHELLS", "complete", "shell_script"]
 
 SHELLS = ("bash", "zsh", "fish")
@@ -17,15 +24,11 @@ PROG = "verl-bootstrap"
 
 def shell_script(shell: str) -> str:
     """The script that makes `shell` complete verl-bootstrap (source it, or install it)."""
-    from argcomplete.shell_integration import shellcode  # noqa: PLC0415
-
     return str(shellcode([PROG], shell=shell))
 
 
 def complete(parser: argparse.ArgumentParser, commands: frozenset[str]) -> None:
     """Answer the shell's completion request and exit (argcomplete's protocol)."""
-    import argcomplete  # noqa: PLC0415
-
     _default_command(commands)
     _attach_completers(parser)
     argcomplete.autocomplete(parser)
@@ -63,24 +66,13 @@ def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 
 
 def _profiles(**_: Any) -> dict[str, str]:
-    """The shipped profiles' names, found as installer.profile.load finds them, but without
-    importing it: its pydantic models take most of a second, too long for a Tab."""
-    import sysconfig  # noqa: PLC0415
-    from pathlib import Path  # noqa: PLC0415
-
-    folder = Path(__file__).resolve().parents[2] / "profiles"
-    if not folder.is_dir():
-        folder = Path(sysconfig.get_path("data")) / "share" / "verl-bootstrap" / "profiles"
-    names = sorted(p.stem for p in folder.glob("*.yaml"))
+    """The shipped profiles' names (read from the folder: loading them takes too long for a Tab)."""
+    names = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
     return dict.fromkeys(names, "a shipped profile")  # zsh and fish show the words
 
 
 def _prefixes(prefix: str, **_: Any) -> dict[str, str]:
     """The envs the tool knows, then any folder (a new prefix may be anywhere)."""
-    from argcomplete.completers import DirectoriesCompleter  # noqa: PLC0415
-
-    from installer.lifecycle.registry import known_prefixes  # noqa: PLC0415
-
     known = dict.fromkeys((str(p) for p in known_prefixes() if str(p).startswith(prefix)), "env")
     folders = DirectoriesCompleter()(prefix)
     return {**known, **{d: "folder" for d in folders if d.rstrip("/") not in known}}

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from installer.envs.activation import activation_line
 from installer.errors import InputError
-from installer.options import state_dir
-from installer.state import State
+from installer.paths import state_dir
+from installer.run.state import State
 
 __all__ = ["EnvSummary", "describe", "disk_usage", "env_status", "summarize"]
 
@@ -71,8 +72,6 @@ def summarize(prefix: Path, *, size: bool = True) -> EnvSummary:
 
 def describe(prefix: Path) -> dict[str, Any]:
     """Everything `info` shows: the record, the last run, each step, the lockfile, activation."""
-    from installer.activation import activation_line  # noqa: PLC0415
-
     state = load_state(prefix)
     lockfile = state_dir(prefix) / LOCKFILE_NAME
     return {

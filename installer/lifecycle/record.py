@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from installer import __version__
 from installer.errors import InputError
-from installer.options import state_dir
+from installer.lockfile.model import profile_hash
+from installer.paths import state_dir
 from installer.redact import redact
+from installer.run.state import State
 
 if TYPE_CHECKING:
-    from installer.plan import Plan
+    from installer.plan.model import Plan
 
 __all__ = [
     "MASK",
@@ -71,8 +73,6 @@ def plan_options(plan: Plan) -> dict[str, Any]:
 
 def record_of(plan: Plan) -> dict[str, Any]:
     """The record a run of `plan` leaves in the env's state."""
-    from installer.lockfile.model import profile_hash  # noqa: PLC0415
-
     return {
         "options": plan_options(plan),
         "profile_name": plan.profile.name,
@@ -90,8 +90,6 @@ def record_of(plan: Plan) -> dict[str, Any]:
 
 def read_record(prefix: Path) -> dict[str, Any] | None:
     """The record in the env at `prefix`, or None when it has none (not ours, or made before)."""
-    from installer.state import State  # noqa: PLC0415
-
     path = state_dir(prefix) / "state.json"
     if not path.is_file():
         return None

@@ -11,9 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from installer.errors import InputError
-from installer.options import STATE_DIRNAME, tool_home
-from installer.prefixlock import holding
-from installer.state import atomic_write
+from installer.paths import STATE_DIRNAME, atomic_write, tool_home
+from installer.run.guard import guarding as holding
 
 __all__ = ["forget", "known_prefixes", "register", "registry_path"]
 

@@ -13,12 +13,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from installer import proc
 from installer.errors import Refused
 from installer.lifecycle.inspect import disk_usage, load_state
 from installer.lifecycle.registry import forget
 from installer.lifecycle.runlog import PREFIX_ITSELF, top_level
-from installer.options import STATE_DIRNAME, state_dir
-from installer.prefixlock import holding
+from installer.paths import STATE_DIRNAME, state_dir
+from installer.run.guard import guarding as holding
 
 __all__ = ["Removal", "check_removal", "remove_env"]
 
@@ -78,8 +79,6 @@ def _refuse_checkout_work(checkout: Path) -> None:
     """Edits or new files in verl's git checkout are the user's work: never deleted."""
     if not (checkout / ".git").exists():
         return
-    from installer import proc  # noqa: PLC0415
-
     done = proc.capture(["git", "-C", str(checkout), "status", "--porcelain"])
     status = done.stdout if done.returncode == 0 else f"?? (git status failed: {done.stderr})"
     if status.strip():

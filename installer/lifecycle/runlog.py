@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 from installer.lifecycle.record import record_of
 from installer.lifecycle.registry import register
-from installer.options import STATE_DIRNAME, state_dir
-from installer.state import State
+from installer.paths import STATE_DIRNAME, state_dir
+from installer.run.state import State
 
 if TYPE_CHECKING:
-    from installer.plan import Plan
+    from installer.plan.model import Plan
 
 __all__ = ["PREFIX_ITSELF", "begin_run", "end_run", "top_level"]
 
