@@ -51,3 +51,4 @@ class RunOptions:
     frozen: bool = False  # install a lockfile as it is (no profile-hash check)
     lockfile: Path | None = None  # the lockfile (default: lockfiles/PROFILE/VARIANT-PLATFORM)
     cuda_arch: tuple[str, ...] = ()  # --cuda-arch: the archs a kernel source build compiles for
+    config: str | None = None  # the site config passed with --config (a file or a URL)

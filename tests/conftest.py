@@ -10,15 +10,30 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from verlrepo import make_verl_repo
+from verlrepo import make_two_release_repo, make_verl_repo
 
 from installer import proc
+
+
+@pytest.fixture(scope="session", autouse=True)
+def tool_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The tool's home for this session: runs register their prefixes there, never in the user's."""
+    home = tmp_path_factory.mktemp("tool-home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("VERL_BOOTSTRAP_HOME", str(home))
+        yield home
 
 
 @pytest.fixture(scope="session")
 def verl_repo_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One real verl repo (v0.9.1) for tests that only read it."""
     return make_verl_repo(tmp_path_factory.mktemp("verl-src") / "verl")
+
+
+@pytest.fixture(scope="session")
+def verl_two_releases(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real verl repo holding v0.9.0 then v0.9.1 (each commit made from its release sdist)."""
+    return make_two_release_repo(tmp_path_factory.mktemp("verl-two") / "verl")
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from verlrepo import CACHE, git
 
-MIRROR_VERSION = 1
+MIRROR_VERSION = 2  # 2: argcomplete, a dependency of the tool
 # What the cpu profile installs (torch, verl's deps, its extra packages), what an editable build
 # of verl needs, and what `pip install verl-bootstrap` needs.
 REQUIREMENTS = (
@@ -45,6 +45,7 @@ REQUIREMENTS = (
     "uv>=0.9",
     "packaging>=24",
     "requests>=2.31",
+    "argcomplete>=3.5",
 )
 _WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-")
 _JSON = "application/vnd.pypi.simple.v1+json"

@@ -316,7 +316,7 @@ def test_a_killed_then_interrupted_run_resumes_at_the_unfinished_stage(
     assert interrupted.wait(timeout=120) == EXIT_INTERRUPTED
     output = (tmp_path / "interrupted.log").read_text(encoding="utf-8")
     assert "error: interrupted; the env's state is saved" in output
-    assert f"re-run the same command to resume: verl-bootstrap --profile {profile}" in output
+    assert f"hint: resume with: verl-bootstrap --prefix {prefix}\n" in output
     after_int = read_steps(prefix)
     assert after_int["verl-deps"]["status"] == "interrupted"
     for step in finished:  # skipped, not re-run: their records are the first run's

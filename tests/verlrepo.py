@@ -58,3 +58,41 @@ def make_verl_repo(dest: Path, version: str = "0.9.1", tag: str | None = None) -
     git(dest, "commit", "-q", "-m", f"verl {version} from its release sdist")
     git(dest, "tag", tag or f"v{version}")
     return dest
+
+
+def make_two_release_repo(dest: Path, versions: tuple[str, ...] = ("0.9.0", "0.9.1")) -> Path:
+    """One repo with a commit per release, each made from that release's real sdist and tagged
+    v{version}, oldest first (main ends at the newest)."""
+    dest.mkdir(parents=True)
+    git(dest, "init", "-q", "-b", "main")
+    for version in versions:
+        for entry in dest.iterdir():  # the tree becomes exactly this release's
+            if entry.name != ".git":
+                _remove(entry)
+        _unpack(verl_sdist(version), dest)
+        # verl's own repository ignores what its sdist adds and what builds and imports leave
+        # (the sdist carries no .gitignore): the clone then shows the user's changes only
+        (dest / ".gitignore").write_text(_IGNORED, encoding="utf-8")
+        git(dest, "add", "-A")
+        git(dest, "commit", "-q", "-m", f"verl {version} from its release sdist")
+        git(dest, "tag", f"v{version}")
+    return dest
+
+
+_IGNORED = "PKG-INFO\n*.egg-info/\n__pycache__/\nbuild/\n"
+
+
+def _unpack(archive: Path, dest: Path) -> None:
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            member.name = member.name.split("/", 1)[1] if "/" in member.name else ""
+        tar.extractall(dest, members=[m for m in tar.getmembers() if m.name], filter="data")
+
+
+def _remove(entry: Path) -> None:
+    import shutil  # noqa: PLC0415
+
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry)
+    else:
+        entry.unlink()

@@ -22,7 +22,8 @@ __all__ = ["main", "main_entry"]
 
 Handler = Callable[[argparse.Namespace], int]
 _COMMANDS = {"install", "plan", "verify", "profiles", "doctor", "lock", "export", "config",
-             "onboard", "activate", "cluster", "wheelhouse"}  # fmt: skip
+             "onboard", "activate", "cluster", "wheelhouse", "envs", "info", "remove",
+             "completion"}  # fmt: skip
 
 
 EXIT_BROKEN_PIPE = 141  # as a shell reports a command that SIGPIPE stopped
@@ -55,6 +56,10 @@ def _main(args: list[str]) -> int:
     if not args or (args[0] not in _COMMANDS and args[0] not in ("-h", "--help", "--version")):
         args.insert(0, "install")  # `verl-bootstrap --profile fsdp` is the main job
     parser = build_parser()
+    if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions: answer, then exit
+        from installer.lifecycle.completion import complete
+
+        complete(parser, frozenset(_COMMANDS))
     try:
         ns = parser.parse_args(args)
     except SystemExit as exc:  # argparse exits 2 on bad flags; keep that code

@@ -51,6 +51,9 @@ def cmd_install(ns: argparse.Namespace) -> int:
             return EXIT_OK
         for note in plan.notes:
             err(f"note: {note}")
+        from installer.cli.envs import confirm_changes
+
+        confirm_changes(plan, yes=ns.yes)
         console = Console(quiet=ns.json)
         with listening(console):
             result = run_install(plan, force=frozenset(ns.force), preflight=not ns.no_preflight)

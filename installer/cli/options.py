@@ -24,16 +24,28 @@ def profile_stem(profile: str) -> str:
 
 
 def run_options(ns: argparse.Namespace, **fixed: Any) -> RunOptions:
-    """RunOptions from `ns` over the site config's settings; `fixed` fields are the command's own
-    (lock resolves into a scratch prefix, for one variant)."""
+    """RunOptions from `ns` over the env's record over the site config's settings; `fixed` fields
+    are the command's own (lock resolves into a scratch prefix, for one variant).
+
+    A flag left out takes the value recorded in the env at --prefix, so `--prefix P` alone
+    resumes P as it was made (installer.lifecycle.resume).
+    """
     from installer.host.indexes import parse_index_flags
+    from installer.lifecycle.resume import merge_indexes, merge_options
     from installer.siteconfig import load_site, named_indexes, site_options
     from installer.siteconfig.files import local_profile, site_lockfile
 
     flag = vars(ns).get
-    site = load_site(flag("config"))
-    profile = fixed.pop("profile", None) or flag("profile")
-    profile = profile or local_profile(site.config.defaults.profile or "", os.environ)
+    flags = parse_index_flags(tuple(flag("index") or ()))
+    given = {**_given_flags(ns), "indexes": flags}
+    if "profile" in fixed:
+        given["profile"] = fixed.pop("profile")
+    own_prefix = "prefix" not in fixed  # lock's scratch prefix has no record
+    given_prefix = flag("prefix")
+    recorded = _recorded(given_prefix) if own_prefix and given_prefix else None
+    values = merge_options(given, recorded)
+    site = load_site(values["config"])
+    profile = values["profile"] or local_profile(site.config.defaults.profile or "", os.environ)
     if not profile:
         raise InputError(
             "no --profile given, and no site config names a default profile",
@@ -41,35 +53,39 @@ def run_options(ns: argparse.Namespace, **fixed: Any) -> RunOptions:
         )
     envs_dir = site.config.defaults.envs_dir
     name = profile_stem(profile)
-    prefix = flag("prefix") or (Path(envs_dir) / name if envs_dir else default_prefix(name))
+    prefix = given_prefix or (Path(envs_dir) / name if envs_dir else default_prefix(name))
+    if recorded is None and own_prefix and not given_prefix:  # the default prefix's record
+        recorded = _recorded(Path(prefix))
+        values = merge_options({**given, "profile": profile}, recorded)
     _check_prefix(Path(prefix))
-    indexes = {**named_indexes(site.config), **parse_index_flags(tuple(flag("index") or ()))}
-    locked, frozen = bool(flag("locked")), bool(flag("frozen"))
-    lockfile = flag("lockfile")
+    indexes = merge_indexes(named_indexes(site.config), (recorded or {}).get("indexes"), flags)
+    locked, frozen = bool(values["locked"]), bool(values["frozen"])
+    lockfile = _path(values["lockfile"])
     if lockfile is None and (locked or frozen):
         lockfile = site_lockfile(site, os.environ)  # the lab's lockfile, when it names one
     chosen: dict[str, Any] = {
         "profile": profile,
         "prefix": Path(prefix).absolute(),
-        "backend": flag("backend"),
-        "verl_source": flag("verl_source"),
-        "verl_ref": flag("verl_ref"),
-        "cuda": flag("cuda") or "auto",
+        "backend": values["backend"],
+        "verl_source": values["verl_source"],
+        "verl_ref": values["verl_ref"],
+        "cuda": values["cuda"] or "auto",
         "indexes": tuple(indexes.items()),
-        "channels": tuple(flag("channel") or ()),
-        "installer": flag("installer") or "uv",
-        "python": flag("python"),
-        "conda_exe": flag("conda_exe"),
-        "skip_checks": tuple(flag("skip_check") or ()),
-        "require_gpu": bool(flag("require_gpu")),
-        "allow_unsupported_ref": bool(flag("allow_unsupported_ref")),
+        "channels": tuple(values["channels"] or ()),
+        "installer": values["installer"] or "uv",
+        "python": _path(values["python"]),
+        "conda_exe": values["conda_exe"],
+        "skip_checks": tuple(values["skip_checks"] or ()),
+        "require_gpu": bool(values["require_gpu"]),
+        "allow_unsupported_ref": bool(values["allow_unsupported_ref"]),
         "guard_wait": flag("wait") or 0.0,
-        "offline": bool(flag("offline")),
+        "offline": bool(values["offline"]),
         "site": site_options(site),
         "locked": locked,
         "frozen": frozen,
         "lockfile": lockfile,
         "cuda_arch": _cuda_archs(flag("cuda_arch") or ()),
+        "config": values["config"],
     }
     return RunOptions(**{**chosen, **fixed})
 
@@ -97,3 +113,30 @@ def _check_prefix(prefix: Path) -> None:
             f"--prefix {str(prefix)!r} holds a line break",
             hint="choose a folder name without control characters",
         )
+
+
+def _given_flags(ns: argparse.Namespace) -> dict[str, Any]:
+    """The plan-shaping flags as parsed: None, [] or False where the user left one out."""
+    flag = vars(ns).get
+    return {
+        "profile": flag("profile"), "backend": flag("backend"),
+        "verl_source": flag("verl_source"), "verl_ref": flag("verl_ref"), "cuda": flag("cuda"),
+        "channels": list(flag("channel") or ()), "installer": flag("installer"),
+        "python": flag("python"), "conda_exe": flag("conda_exe"),
+        "skip_checks": list(flag("skip_check") or ()), "require_gpu": bool(flag("require_gpu")),
+        "allow_unsupported_ref": bool(flag("allow_unsupported_ref")),
+        "offline": bool(flag("offline")), "locked": bool(flag("locked")),
+        "frozen": bool(flag("frozen")), "lockfile": flag("lockfile"), "config": flag("config"),
+    }  # fmt: skip
+
+
+def _recorded(prefix: Path) -> dict[str, Any] | None:
+    """The options recorded in the env at `prefix`, if it has a record."""
+    from installer.lifecycle.record import read_record
+
+    record = read_record(Path(prefix).absolute())
+    return None if record is None else dict(record["options"])
+
+
+def _path(value: str | Path | None) -> Path | None:
+    return None if value is None else Path(value)

@@ -18,11 +18,15 @@ FEATURE_MODULES = (
     "installer.cli.site",
     "installer.cli.cluster",
     "installer.cli.wheelhouse",
+    "installer.cli.envs",
 )
 
 
 def _install_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", required=True, help="a shipped profile name or a YAML file")
+    p.add_argument(
+        "--profile",
+        help="a shipped profile name or a YAML file (default: the one --prefix was made with)",
+    )
     p.add_argument(
         "--prefix",
         type=path_arg,
@@ -30,13 +34,9 @@ def _install_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--conda-exe", help="use this conda/mamba/micromamba instead of py-rattler")
     source_flags(p)
-    p.add_argument(
-        "--cuda", default="auto", help="auto | cpu | cuXYZ (default auto: from the driver)"
-    )
+    p.add_argument("--cuda", help="auto | cpu | cuXYZ (default auto: from the driver)")
     index_flags(p, offline_help="install only from caches and local paths")
-    p.add_argument(
-        "--installer", choices=["uv", "pip"], default="uv", help="package installer (default uv)"
-    )
+    p.add_argument("--installer", choices=["uv", "pip"], help="package installer (default uv)")
     p.add_argument("--python", type=path_arg, help="base interpreter for the venv backend")
     p.add_argument(
         "--skip-check",
@@ -71,7 +71,10 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     _install_flags(install)
     install.add_argument("--dry-run", action="store_true", help="show the plan and stop")
     install.add_argument(
-        "--yes", "-y", action="store_true", help="never ask (runs are non-interactive anyway)"
+        "--yes",
+        "-y",
+        action="store_true",
+        help="apply a change to an existing env without asking (shown first either way)",
     )
     install.add_argument(
         "--force",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from installer.lifecycle.hints import resume_command
 from installer.redact import redact
 
 if TYPE_CHECKING:
@@ -127,7 +128,4 @@ def summary_text(result: InstallResult) -> str:
 
 
 def _resume(result: InstallResult) -> str:
-    plan = result.plan
-    return (
-        f"verl-bootstrap --profile {plan.options.profile} --prefix {shlex.quote(str(plan.prefix))}"
-    )
+    return resume_command(result.plan.prefix)

@@ -8,10 +8,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from installer.envs.activation import activation_line, write_activation
-from installer.errors import InputError, Refused
+from installer.errors import InputError, Interrupted, Refused
 from installer.gpu.detect import detect_driver
 from installer.gpu.model import DriverInfo
 from installer.host.facts import gather_host
+from installer.lifecycle.runlog import begin_run, end_run, top_level
 from installer.options import RunOptions
 from installer.paths import STATE_DIRNAME, guard_file
 from installer.plan.compile import compile_plan
@@ -72,8 +73,15 @@ def run_install(
     if preflight:
         run_preflight(plan)
     _refuse_foreign_prefix(plan.prefix)
+    before, made_prefix = top_level(plan.prefix), not plan.prefix.exists()
     with guarding(guard_file(plan.prefix), wait=plan.options.guard_wait):
-        report = run_plan(plan, force=force)
+        begin_run(plan, made_prefix=made_prefix)
+        try:
+            report = run_plan(plan, force=force)
+        except Interrupted:
+            end_run(plan, "interrupted", before)
+            raise
+        end_run(plan, "ok" if report.ok else "failed", before, report.log_dir)
     activate = None
     if report.ok:
         write_activation(plan.prefix)

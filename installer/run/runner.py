@@ -29,6 +29,7 @@ from installer.errors import (
     StepFailed,
 )
 from installer.events import emit
+from installer.lifecycle.hints import resume_command
 from installer.paths import cannot_write, state_dir
 from installer.plan.model import Plan, Step
 from installer.run.state import State, StepRecord
@@ -103,7 +104,7 @@ def run_plan(
         loop.interrupt()
         raise Interrupted(
             "interrupted; the env's state is saved",
-            hint=f"re-run the same command to resume: {_resume_hint(plan)}",
+            hint=f"resume with: {_resume_hint(plan)}",
         ) from None
     order = {s.id: i for i, s in enumerate(plan.steps)}
     outcomes = tuple(sorted(loop.outcomes.values(), key=lambda o: order[o.id]))
@@ -111,8 +112,7 @@ def run_plan(
 
 
 def _resume_hint(plan: Plan) -> str:
-    # the profile as the user gave it: a YAML path stays a path (its name may not be shipped)
-    return f"verl-bootstrap --profile {plan.options.profile} --prefix {plan.prefix}"
+    return resume_command(plan.prefix)
 
 
 class _Loop:
@@ -160,7 +160,6 @@ class _Loop:
         fingerprint = self.fingerprints[step.id]
         if step.id not in self.force and self.state.is_done(step.id, fingerprint):
             self.outputs[step.id] = self.state.outputs(step.id)
-            emit(f"{step.id}: up to date", kind=("step", "skipped"), step=step.id)
             self._record(StepOutcome(step.id, Status.SKIPPED, 0.0, "up to date"))
             return
         log = self.log_dir / f"{step.id}.log"

@@ -35,6 +35,11 @@ class State:
     path: Path
     steps: dict[str, StepRecord] = field(default_factory=dict)
     protected: dict[str, dict[str, str]] = field(default_factory=dict)
+    # how the env was made (installer.lifecycle.record), its last run, and the top-level names
+    # the tool created in the prefix (what `remove` may delete)
+    record: dict[str, Any] = field(default_factory=dict)
+    last_run: dict[str, Any] = field(default_factory=dict)
+    made: list[str] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: Path) -> State:
@@ -47,8 +52,12 @@ class State:
         if not path.exists():
             return cls(path=path)
         raw = parse_state(path, STATE_VERSION)  # untrusted: bounded, typed, or an InputError
+        _check_types(path, raw)
         steps = {k: StepRecord(**v) for k, v in raw["steps"].items()}
-        return cls(path=path, steps=steps, protected=raw["protected"])
+        return cls(
+            path=path, steps=steps, protected=raw["protected"],
+            record=raw["record"], last_run=raw["last_run"], made=list(raw["made"]),
+        )  # fmt: skip
 
     def is_done(self, step_id: str, fingerprint: str) -> bool:
         """The step finished before with exactly these inputs."""
@@ -66,5 +75,25 @@ class State:
             "version": STATE_VERSION,
             "steps": {k: v.__dict__ for k, v in sorted(self.steps.items())},
             "protected": self.protected,
+            "record": self.record,
+            "last_run": self.last_run,
+            "made": sorted(set(self.made)),
         }
         atomic_write(self.path, json.dumps(body, indent=2, sort_keys=True) + "\n")
+
+
+def _check_types(path: Path, raw: dict[str, Any]) -> None:
+    """The lifecycle fields are input like any other: a wrong type is named, not crashed on."""
+    for name, kind in (("record", dict), ("last_run", dict), ("made", list)):
+        value = raw.get(name, kind())
+        if not isinstance(value, kind) or (kind is list and not all(map(_plain_name, value))):
+            raise InputError(
+                f"{path}: field {name!r} must be a "
+                + ("mapping" if kind is dict else "list of names inside the prefix"),
+                hint="the state was edited by hand; restore it, or delete the field",
+            )
+
+
+def _plain_name(value: object) -> bool:
+    """A name directly inside the prefix (or "." for the prefix itself): never a path out of it."""
+    return isinstance(value, str) and value not in ("", "..") and "/" not in value

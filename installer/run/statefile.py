@@ -40,6 +40,9 @@ class _StateFile(BaseModel):
     version: int
     steps: dict[str, _Record] = Field(default_factory=dict)
     protected: dict[str, dict[str, str]] = Field(default_factory=dict)
+    record: dict[str, Any] = Field(default_factory=dict)  # how the env was made (lifecycle)
+    last_run: dict[str, Any] = Field(default_factory=dict)
+    made: list[str] = Field(default_factory=list)  # top-level names the tool created
 
     @field_validator("steps")
     @classmethod

@@ -21,6 +21,7 @@ from installer import proc
 from installer.errors import InputError, StepFailed
 from installer.host.indexes import IndexSettings
 from installer.installers import uv_binary
+from installer.lifecycle.checkout import commit_of, mark_made, move_checkout
 from installer.lockfile.model import LockedSource
 from installer.options import RunOptions
 from installer.profile.models import Profile
@@ -153,6 +154,7 @@ def _clone_with(spec: SourceSpec, url: str, env: dict[str, str], log_path: Path)
             raise _Unreachable(_git_reason(stderr)) from None
         repo = _clone_full_at(spec, url, env, stderr)
     commit = repo.head.commit.hexsha
+    mark_made(repo)
     _log(log_path, f"checked out {spec.ref} at {commit}")
     return SourceResult(kind="git", repo=spec.repo, ref=spec.ref, path=spec.checkout, commit=commit)
 
@@ -187,6 +189,12 @@ def _reuse(spec: SourceSpec) -> SourceResult:
     mark = spec.checkout / SDIST_MARK
     if mark.exists():
         name, sha = mark.read_text().split()
+        if spec.release is None or name != f"verl-{spec.release}.tar.gz":
+            raise InputError(
+                f"verl's source in {spec.checkout} is the release sdist {name}, not {spec.ref}",
+                hint="build verl at another ref in a new --prefix; an unpacked sdist is never "
+                "replaced in place",
+            )
         return SourceResult(
             kind="sdist", repo=spec.repo, ref=spec.ref, path=spec.checkout,
             sdist_sha256=sha, sdist_name=name, note="reused the unpacked sdist",
@@ -205,29 +213,19 @@ def _reuse_git(spec: SourceSpec) -> SourceResult:
             hint="move it away, or choose another --prefix; it is never overwritten",
         ) from None
     head = repo.head.commit.hexsha
-    wanted = _local_commit(repo, spec.ref)
     if repo.is_dirty(untracked_files=False):
         raise InputError(
             f"verl checkout {spec.checkout} has local changes",
             hint="commit or stash them (they are never overwritten), or choose another --prefix",
         )
-    if wanted is not None and wanted != head:
-        raise InputError(
-            f"verl checkout {spec.checkout} is at {head[:12]}, not at {spec.ref} ({wanted[:12]})",
-            hint=f"run `git -C {spec.checkout} checkout {spec.ref}` yourself, or use another "
-            "--prefix; verl-bootstrap never moves a checkout it finds",
-        )
+    wanted = commit_of(repo, spec.ref)
+    note = "reused the existing checkout"
+    if wanted != head:  # another ref: moved only when the tool made it and it is untouched
+        note = move_checkout(repo, spec.ref, str(wanted))
     return SourceResult(
-        kind="git", repo=spec.repo, ref=spec.ref, path=spec.checkout, commit=head,
-        note="reused the existing checkout",
+        kind="git", repo=spec.repo, ref=spec.ref, path=spec.checkout,
+        commit=repo.head.commit.hexsha, note=note,
     )  # fmt: skip
-
-
-def _local_commit(repo: object, ref: str) -> str | None:
-    try:
-        return str(repo.commit(ref).hexsha)  # type: ignore[attr-defined]
-    except Exception:
-        return None
 
 
 def _from_sdist(

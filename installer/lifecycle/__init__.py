@@ -1,0 +1,1 @@
+"""The env lifecycle: its record, changes to it, resume, inspection, removal, completion."""
