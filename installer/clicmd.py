@@ -60,6 +60,7 @@ def run_options(ns: argparse.Namespace) -> RunOptions:
         allow_unsupported_ref=ns.allow_unsupported_ref,
         lock_wait=getattr(ns, "wait", 0.0),
         offline=ns.offline,
+        with_tests=getattr(ns, "with_tests", False),
         site=site_options(site),
         locked=getattr(ns, "locked", False),
         frozen=getattr(ns, "frozen", False),

@@ -14,6 +14,7 @@ FEATURE_MODULES = (
     "installer.cli_lock",
     "installer.cli_site",
     "installer.cli_cluster",
+    "installer.cli_verltests",
 )
 
 
@@ -72,6 +73,11 @@ def _install_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--offline", action="store_true", help="install only from caches and local paths"
+    )
+    p.add_argument(
+        "--with-tests",
+        action="store_true",
+        help="also install what verl's own test suite needs (the profile's test stages)",
     )
     _lock_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON document")

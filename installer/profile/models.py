@@ -166,6 +166,11 @@ class Stage(Strict):
     )
     needs: tuple[str, ...] = Field(default=(), description="Earlier stage ids this one needs.")
     variants: dict[str, StageVariant] = Field(default_factory=dict)
+    option: Literal["tests"] | None = Field(
+        default=None,
+        description="Installed only when the run asks for this option (`--with-tests`): "
+        "what verl's own test suite needs beyond verl's runtime.",
+    )
 
     @field_validator("id")
     @classmethod
