@@ -33,6 +33,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="let tests reach the model hub (default: offline, so they fail at once)",
     )
+    p.add_argument(
+        "--collect-only",
+        action="store_true",
+        help="import the test files without running them (an env for a GPU host, checked here)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_test)
 
@@ -48,6 +53,7 @@ def cmd_test(ns: argparse.Namespace) -> int:
         checkout=ns.checkout.absolute() if ns.checkout else None,
         files=tuple(ns.file),
         allow_downloads=ns.allow_downloads,
+        collect_only=ns.collect_only,
     )
     if ns.json:
         emit_json({"schema": "verl-bootstrap.test/1", **report.to_json()})
@@ -61,8 +67,7 @@ def render(report: SuiteReport) -> str:
     counts = report.counts
     lines = [
         f"{len(report.files)} test files from {report.checkout}",
-        f"passed {counts['passed']}, failed {counts['failed']}, errors {counts['error']}, "
-        f"skipped {counts['skipped']}",
+        ", ".join(f"{name} {number}" for name, number in counts.items()),
         "failures by class: " + ", ".join(f"{k} {v}" for k, v in report.by_class.items()),
     ]
     for failure in sorted(report.failures, key=lambda f: (f.verdict.cls, f.nodeid)):

@@ -9,6 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from cpuenv import Installed, install_cpu_env
 from verlrepo import make_verl_repo
 
 
@@ -16,6 +17,12 @@ from verlrepo import make_verl_repo
 def verl_repo_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One real verl repo (v0.9.1) for tests that only read it."""
     return make_verl_repo(tmp_path_factory.mktemp("verl-src") / "verl")
+
+
+@pytest.fixture(scope="session")
+def cpu_env_session(tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path) -> Installed:
+    """One real install of the cpu profile (v0.9.1) per session; tests must not change it."""
+    return install_cpu_env(tmp_path_factory, verl_repo_session)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ def run_verl_tests(
     checkout: Path | None = None,
     files: tuple[str, ...] = (),
     allow_downloads: bool = False,
+    collect_only: bool = False,
 ) -> SuiteReport:
     """Run the CPU test files of the env's checkout (default PREFIX/src/verl) in the env."""
     source = checkout or prefix / "src" / "verl"
@@ -24,4 +25,11 @@ def run_verl_tests(
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log = state_dir(prefix) / "logs" / f"verl-tests-{stamp}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    return run_suite(prefix, source, files=selected, log_path=log, allow_downloads=allow_downloads)
+    return run_suite(
+        prefix,
+        source,
+        files=selected,
+        log_path=log,
+        allow_downloads=allow_downloads,
+        collect_only=collect_only,
+    )

@@ -8,6 +8,7 @@ a release sdist a subset), without `-x`, so that every failure is seen and class
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
@@ -23,15 +24,24 @@ from installer.verltests.junit import Case, read_junit
 __all__ = ["Failure", "SuiteReport", "find_test_files", "run_suite"]
 
 PATTERN = "*_on_cpu.py"
+_RUN = ("passed", "failed", "error", "skipped")
+_COLLECT_ONLY = ("collected", "error")
 # As verl's CPU workflow sets them; the hub is offline unless the user allows downloads, so a
 # test that needs one fails at once (and is classified) instead of waiting on the network.
-_ENV = {"TORCH_COMPILE_DISABLE": "1", "TORCHINDUCTOR_DISABLE": "1", "PYTHONNOUSERSITE": "1"}
+_ENV = {
+    "TORCH_COMPILE_DISABLE": "1",
+    "TORCHINDUCTOR_DISABLE": "1",
+    "PYTHONNOUSERSITE": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",  # nothing written into the checkout (its git status stays)
+    "PYTHONUNBUFFERED": "1",  # the log follows the run
+}
 _OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 _TOOLS_PROBE = (
     "import importlib.util as u, json; "
     "print(json.dumps({m: u.find_spec(m) is not None for m in "
     "('pytest', 'pytest_asyncio', 'pytest_rerunfailures')}))"
 )
+_COLLECTED = re.compile(r"^(\d+)(?:/\d+)? tests? collected", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -104,8 +114,13 @@ def run_suite(
     files: tuple[str, ...],
     log_path: Path,
     allow_downloads: bool = False,
+    collect_only: bool = False,
 ) -> SuiteReport:
-    """Run `files` with pytest in the env at `prefix`, from `checkout`; classify each failure."""
+    """Run `files` with pytest in the env at `prefix`, from `checkout`; classify each failure.
+
+    `collect_only` imports the test files without running them (what a host without the GPU an
+    env is for can still check): a file that cannot be imported is an error, classified.
+    """
     python = env_python(prefix)
     if not python.exists():
         raise InputError(f"{prefix} is not an env (no {python})")
@@ -120,8 +135,17 @@ def run_suite(
     with tempfile.TemporaryDirectory(prefix="verl-tests-") as scratch:
         junit = Path(scratch) / "junit.xml"
         args = _pytest_args(python, junit, files, asyncio=tools["pytest_asyncio"])
-        proc.run(args, log_path=log_path, env=env, cwd=checkout, check=False)
+        if collect_only:
+            args.insert(3, "--collect-only")
+        done = proc.run(
+            args, log_path=log_path, env=env, cwd=checkout, check=False, keep_output=True
+        )
         cases = read_junit(junit) if junit.exists() else ()
+    if collect_only:
+        found = _COLLECTED.findall(done.output)
+        if not found and not cases:
+            raise StepFailed(f"pytest collected nothing in {checkout}", hint=f"see {log_path}")
+        return _report(checkout, files, cases, log_path, collected=int(found[-1]) if found else 0)
     if not cases:
         raise StepFailed(
             f"pytest reported no test of {len(files)} file(s) in {checkout}",
@@ -148,9 +172,16 @@ def _pytest_args(python: Path, junit: Path, files: tuple[str, ...], *, asyncio: 
 
 
 def _report(
-    checkout: Path, files: tuple[str, ...], cases: tuple[Case, ...], log_path: Path
+    checkout: Path,
+    files: tuple[str, ...],
+    cases: tuple[Case, ...],
+    log_path: Path,
+    *,
+    collected: int | None = None,
 ) -> SuiteReport:
     counts = Counter(c.outcome for c in cases)
+    if collected is not None:  # collection only: nothing ran
+        counts["collected"] = collected
     failures = tuple(
         Failure(c.nodeid, c.outcome, classify(c.message, c.text))
         for c in cases
@@ -159,7 +190,7 @@ def _report(
     return SuiteReport(
         checkout=str(checkout),
         files=files,
-        counts={k: counts.get(k, 0) for k in ("passed", "failed", "error", "skipped")},
+        counts={k: counts.get(k, 0) for k in (_COLLECT_ONLY if collected is not None else _RUN)},
         failures=failures,
         log=str(log_path),
     )
