@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from installer.errors import InputError
-from installer.install import prepare_plan
 from installer.options import RunOptions
 from installer.profile import load_profile
 from installer.profile.stacks import apply_stack, supported_refs
+from installer.run.install import prepare_plan
 
 
 @pytest.mark.parametrize("ref", supported_refs(load_profile("cpu")))

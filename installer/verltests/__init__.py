@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from installer.options import state_dir
+from installer.paths import checkout_dir, logs_dir
 from installer.verltests.suite import SuiteReport, find_test_files, run_suite
 
 __all__ = ["SuiteReport", "run_verl_tests"]
@@ -20,10 +20,10 @@ def run_verl_tests(
     collect_only: bool = False,
 ) -> SuiteReport:
     """Run the CPU test files of the env's checkout (default PREFIX/src/verl) in the env."""
-    source = checkout or prefix / "src" / "verl"
+    source = checkout or checkout_dir(prefix)
     selected = find_test_files(source, files)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    log = state_dir(prefix) / "logs" / f"verl-tests-{stamp}.log"
+    log = logs_dir(prefix) / f"verl-tests-{stamp}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     return run_suite(
         prefix,
