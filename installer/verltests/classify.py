@@ -86,6 +86,9 @@ RULES: tuple[Rule, ...] = (
           r"(?:FileNotFoundError|No such file or directory|does not exist).*"
           r"(?:/models/|hf_data|verl-data|\.parquet|data/gsm8k|geometry3k)",
           "needs a model or dataset that verl's CPU workflow downloads before its tests"),
+    _rule("ray-startup", "other",
+          r"node timed out during startup|GCS has become overloaded",
+          "Ray's local node did not start in time (an overloaded host); re-run those files"),
     _rule("import-error", "env",
           r"\bImportError\b",
           "an import fails in the env"),
