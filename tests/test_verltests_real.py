@@ -105,3 +105,20 @@ def test_an_env_without_pytest_is_told_how_to_add_it(tmp_path: Path) -> None:
     assert code == EXIT_STEP_FAILED
     assert "has no pytest" in err.getvalue()
     assert "--with-tests" in err.getvalue()
+
+
+def test_collect_only_imports_the_files_without_running_them(
+    cpu_env_session: Installed, tmp_path: Path
+) -> None:
+    checkout = tmp_path / "verl"
+    (checkout / "tests").mkdir(parents=True)
+    (checkout / "tests" / "test_runs_on_cpu.py").write_text(
+        "def test_a():\n    raise AssertionError('ran')\n\n\ndef test_b():\n    pass\n"
+    )
+    (checkout / "tests" / "test_engine_on_cpu.py").write_text("import vllm\n")
+    code, body = run_test(["--prefix", str(cpu_env_session.prefix), "--checkout", str(checkout),
+                           "--collect-only"])  # fmt: skip
+    assert body["counts"] == {"collected": 2, "error": 1}  # test_a was collected, never run
+    (failure,) = body["failures"]
+    assert (failure["cls"], failure["nodeid"]) == ("gpu", "tests/test_engine_on_cpu.py")
+    assert code == EXIT_OK

@@ -124,6 +124,27 @@ def run_suite(
     python = env_python(prefix)
     if not python.exists():
         raise InputError(f"{prefix} is not an env (no {python})")
+    asyncio = _require_pytest(python, prefix)
+    env = {**_ENV, **({} if allow_downloads else _OFFLINE)}
+    with tempfile.TemporaryDirectory(prefix="verl-tests-") as scratch:
+        junit = Path(scratch) / "junit.xml"
+        args = _pytest_args(python, junit, files, asyncio=asyncio, collect_only=collect_only)
+        done = proc.run(
+            args, log_path=log_path, env=env, cwd=checkout, check=False, keep_output=True
+        )
+        cases = read_junit(junit) if junit.exists() else ()
+    collected = _COLLECTED.findall(done.output) if collect_only else None
+    if not cases and not collected:
+        raise StepFailed(
+            f"pytest reported no test of {len(files)} file(s) in {checkout}",
+            hint=f"see its output in {log_path}",
+        )
+    number = int(collected[-1]) if collected else (0 if collect_only else None)
+    return _report(checkout, files, cases, log_path, collected=number)
+
+
+def _require_pytest(python: Path, prefix: Path) -> bool:
+    """pytest must be in the env (never installed behind the user's back); is pytest-asyncio?"""
     tools = _tools(python)
     if not tools["pytest"]:
         raise StepFailed(
@@ -131,27 +152,7 @@ def run_suite(
             hint="add the test tools: run the same install again with --with-tests "
             f"(verl-bootstrap install --profile PROFILE --prefix {prefix} --with-tests)",
         )
-    env = {**_ENV, **({} if allow_downloads else _OFFLINE)}
-    with tempfile.TemporaryDirectory(prefix="verl-tests-") as scratch:
-        junit = Path(scratch) / "junit.xml"
-        args = _pytest_args(python, junit, files, asyncio=tools["pytest_asyncio"])
-        if collect_only:
-            args.insert(3, "--collect-only")
-        done = proc.run(
-            args, log_path=log_path, env=env, cwd=checkout, check=False, keep_output=True
-        )
-        cases = read_junit(junit) if junit.exists() else ()
-    if collect_only:
-        found = _COLLECTED.findall(done.output)
-        if not found and not cases:
-            raise StepFailed(f"pytest collected nothing in {checkout}", hint=f"see {log_path}")
-        return _report(checkout, files, cases, log_path, collected=int(found[-1]) if found else 0)
-    if not cases:
-        raise StepFailed(
-            f"pytest reported no test of {len(files)} file(s) in {checkout}",
-            hint=f"see its output in {log_path}",
-        )
-    return _report(checkout, files, cases, log_path)
+    return tools["pytest_asyncio"]
 
 
 def _tools(python: Path) -> dict[str, bool]:
@@ -163,9 +164,13 @@ def _tools(python: Path) -> dict[str, bool]:
     return found
 
 
-def _pytest_args(python: Path, junit: Path, files: tuple[str, ...], *, asyncio: bool) -> list[str]:
+def _pytest_args(
+    python: Path, junit: Path, files: tuple[str, ...], *, asyncio: bool, collect_only: bool
+) -> list[str]:
     args = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-o", f"python_files={PATTERN}",
             "--continue-on-collection-errors", "-q", "-rN", f"--junitxml={junit}"]  # fmt: skip
+    if collect_only:
+        args.append("--collect-only")
     if asyncio:
         args.append("--asyncio-mode=auto")
     return [*args, *files]
