@@ -123,6 +123,9 @@ def test_the_evidence_is_the_exception_lines_not_the_code(cases: dict[str, Case]
         ("ImportError: /x/flash_attn_2_cuda.so: undefined symbol: _ZN3c104cuda9SetDevicEi", "env"),
         ("ModuleNotFoundError: No module named 'megatron'", "env"),
         ("ModuleNotFoundError: No module named 'flash_attn.bert_padding'", "gpu"),
+        # measured: verl v0.9.0's vllm_rollout tests, collected in a cpu env
+        ("ValueError: vllm version None not supported and SGLang also not Found. Currently "
+         "supported vllm versions are 0.18.0+", "gpu"),
         # measured: verl 0.9.1's Ray tests on a host with a load of 12 on 2 cores
         ("Exception: The current node timed out during startup. This could happen because some "
          "of the raylet failed to startup or the GCS has become overloaded.", "other"),
