@@ -7,18 +7,22 @@ where things live. Also the one atomic write, since every file here is written t
 from __future__ import annotations
 
 import os
+import sysconfig
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 __all__ = [
+    "LOCKFILES_DIR",
     "PROBES",
+    "PROFILES_DIR",
     "STATE_DIRNAME",
     "activation_file",
     "atomic_write",
     "built_wheels_dir",
     "cache_root",
     "checkout_dir",
+    "default_lockfile",
     "default_prefix",
     "env_lockfile",
     "guard_file",
@@ -34,6 +38,29 @@ __all__ = [
 STATE_DIRNAME = ".verl-bootstrap"
 ENV_LOCK_NAME = "verl-bootstrap.lock.yaml"
 PROBES = Path(__file__).resolve().parent / "probes"  # scripts run inside a target env
+
+
+def _shipped(name: str) -> Path:
+    """A folder shipped with the tool: beside the package in a checkout, else the installed copy.
+
+    A wheel carries profiles/ and lockfiles/ as data files under <prefix>/share/verl-bootstrap.
+    """
+    checkout = Path(__file__).resolve().parents[1] / name
+    if checkout.is_dir():
+        return checkout
+    return Path(sysconfig.get_path("data")) / "share" / "verl-bootstrap" / name
+
+
+PROFILES_DIR = _shipped("profiles")
+LOCKFILES_DIR = _shipped("lockfiles")
+
+
+def default_lockfile(profile: str, variant: str, platform: str, root: Path = LOCKFILES_DIR) -> Path:
+    """Where one profile's lockfile for a variant and platform lives.
+
+    Layout: lockfiles/PROFILE/VARIANT-PLATFORM.lock.yaml.
+    """
+    return root / profile / f"{variant}-{platform}.lock.yaml"
 
 
 def tool_home(environ: Mapping[str, str] | None = None) -> Path:

@@ -90,7 +90,8 @@ def _lock_one(
     """Lock one profile variant; a failure is reported and the others still run."""
     from dataclasses import replace
 
-    from installer.lockfile.create import LockRequest, default_lockfile, lock_profile
+    from installer.lockfile.create import LockRequest, lock_profile
+    from installer.paths import default_lockfile
 
     request = LockRequest(
         options=_options(ns, profile, variant),
@@ -141,8 +142,8 @@ def _targets(ns: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def _check(ns: argparse.Namespace) -> int:
-    from installer.lockfile.create import LOCKFILES_DIR
     from installer.lockfile.drift import committed_lockfiles, stale_lockfile
+    from installer.paths import LOCKFILES_DIR
 
     paths = committed_lockfiles(ns.dir or LOCKFILES_DIR, ns.profile)
     verdicts = [stale_lockfile(p) for p in paths]
@@ -198,7 +199,7 @@ def cmd_export(ns: argparse.Namespace) -> int:
 
 def _export_lock(ns: argparse.Namespace) -> tuple[Lockfile, Path]:
     from installer.lockfile import read_lockfile
-    from installer.lockfile.create import default_lockfile
+    from installer.paths import default_lockfile
 
     if ns.lockfile is not None:
         return read_lockfile(ns.lockfile), ns.lockfile

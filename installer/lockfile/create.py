@@ -34,9 +34,9 @@ from installer.lockfile.model import (
 from installer.lockfile.resolve import Resolved, Target
 from installer.lockfile.stages import StageInputs, lock_stages, torch_cuda, verl_version
 from installer.options import RunOptions
-from installer.paths import atomic_write, cache_root
+from installer.paths import atomic_write, cache_root, default_lockfile
 from installer.platforms import DEFAULT_GLIBC, MACHINES
-from installer.profile.load import PROFILES_DIR, load_profile
+from installer.profile.load import load_profile
 from installer.profile.models import Profile
 from installer.profile.stacks import apply_stack
 from installer.profile.stagespec import stage_specs
@@ -49,24 +49,12 @@ from installer.steps.source import (
 )
 
 __all__ = [
-    "LOCKFILES_DIR",
     "LockRequest",
     "LockResult",
-    "default_lockfile",
     "load_locked_profile",
     "lock_profile",
     "normalize_cutoff",
 ]
-
-LOCKFILES_DIR = PROFILES_DIR.parent / "lockfiles"
-
-
-def default_lockfile(profile: str, variant: str, platform: str, root: Path = LOCKFILES_DIR) -> Path:
-    """Where one profile's lockfile for a variant and platform lives.
-
-    Layout: lockfiles/PROFILE/VARIANT-PLATFORM.lock.yaml.
-    """
-    return root / profile / f"{variant}-{platform}.lock.yaml"
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ from installer.errors import InputError, Refused
 from installer.gpu.model import DriverInfo
 from installer.host.indexes import IndexSettings
 from installer.host.variants import choose_variant
-from installer.lockfile.create import default_lockfile
 from installer.lockfile.io import read_lockfile
 from installer.lockfile.lookup import (
     Artifact,
@@ -34,6 +33,7 @@ from installer.lockfile.lookup import (
 )
 from installer.lockfile.model import Lockfile, profile_hash
 from installer.options import RunOptions
+from installer.paths import default_lockfile
 from installer.platforms import host_platform
 from installer.profile.models import Profile, PythonSpec
 from installer.profile.stagespec import StageSpec

@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from installer.doctor import preflight_failures
 from installer.envs.activation import activation_line, write_activation
 from installer.errors import InputError, Refused
 from installer.gpu.detect import detect_driver
@@ -93,6 +92,9 @@ def run_install(
 
 def run_preflight(plan: Plan) -> None:
     """Doctor's preflight subset; any failure refuses the run before a download."""
+    # only an install runs doctor: `plan` starts faster without it
+    from installer.doctor import preflight_failures  # noqa: PLC0415 - see above
+
     failures = preflight_failures(plan)
     if failures:
         lines = "\n  ".join(
