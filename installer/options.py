@@ -46,6 +46,7 @@ class RunOptions:
     allow_unsupported_ref: bool = False
     guard_wait: float = 0.0
     offline: bool = False
+    with_tests: bool = False  # also install the stages marked `option: tests` (verl's test tools)
     site: SiteOptions = SiteOptions()  # from the site config; CLI flags override it
     locked: bool = False  # install exactly a lockfile whose profile hash matches the profile
     frozen: bool = False  # install a lockfile as it is (no profile-hash check)

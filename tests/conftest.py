@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from cpuenv import Installed, install_cpu_env
 from verlrepo import make_two_release_repo, make_verl_repo
 
 from installer import proc
@@ -34,6 +35,12 @@ def verl_repo_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def verl_two_releases(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One real verl repo holding v0.9.0 then v0.9.1 (each commit made from its release sdist)."""
     return make_two_release_repo(tmp_path_factory.mktemp("verl-two") / "verl")
+
+
+@pytest.fixture(scope="session")
+def cpu_env_session(tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path) -> Installed:
+    """One real install of the cpu profile (v0.9.1) per session; tests must not change it."""
+    return install_cpu_env(tmp_path_factory, verl_repo_session)
 
 
 @pytest.fixture

@@ -174,7 +174,7 @@ def test_profiles_validate_accepts_a_file_that_extends_a_shipped_profile(
     mine.write_text("schema_version: 1\nextends: cpu\nverify: {imports: [yaml]}\n")
     code, out, _ = run(["profiles", "validate", str(mine)], capsys)
     assert code == EXIT_OK
-    assert out.strip() == f"{mine}: valid profile 'mine' (2 stages)"
+    assert out.strip() == f"{mine}: valid profile 'mine' (3 stages)"
 
 
 # --- the --json contracts ----------------------------------------------------------------------

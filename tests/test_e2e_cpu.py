@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -18,14 +17,13 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cpuenv import Installed, run_cli
 from verlrepo import git, verl_sdist
 
-from installer import cli
 from installer.envs.venv import VenvBackend
 from installer.errors import EXIT_INTERRUPTED, EXIT_OK, StepFailed
 from installer.events import Event, listening
@@ -51,43 +49,10 @@ STEPS = [
 ]
 
 
-@dataclass(frozen=True)
-class Run:
-    """One CLI run: its exit code, its JSON report, and what it wrote to stderr."""
-
-    code: int
-    body: dict[str, Any]
-    stderr: str
-
-    @property
-    def statuses(self) -> dict[str, str]:
-        return {s["id"]: s["status"] for s in self.body["steps"]}
-
-
-def run_cli(argv: list[str]) -> Run:
-    """`verl-bootstrap ARGV` in this process, with its output captured."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(argv)
-    return Run(code=code, body=json.loads(out.getvalue()), stderr=err.getvalue())
-
-
-@dataclass(frozen=True)
-class Installed:
-    """The shared cpu env and how it was made."""
-
-    prefix: Path
-    repo: Path
-    argv: list[str]
-    first: Run
-
-
 @pytest.fixture(scope="module")
-def cpu_env(tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path) -> Installed:
-    prefix = tmp_path_factory.mktemp("e2e") / "cpu"
-    argv = ["--profile", "cpu", "--prefix", str(prefix),
-            "--verl-source", str(verl_repo_session), "--json"]  # fmt: skip
-    return Installed(prefix=prefix, repo=verl_repo_session, argv=argv, first=run_cli(argv))
+def cpu_env(cpu_env_session: Installed) -> Installed:
+    """The session's cpu env (tests/cpuenv.py), shared with the verl-tests test."""
+    return cpu_env_session
 
 
 def test_the_cpu_profile_installs_and_verifies(cpu_env: Installed) -> None:

@@ -25,6 +25,7 @@ import os
 import platform
 import re
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from datetime import date
@@ -40,6 +41,7 @@ from heavysupport import (
     compile_requirements,
     download_bytes,
     host_python,
+    index_args,
     requirement_name,
     run_cli,
     sdists_blamed,
@@ -50,6 +52,7 @@ from heavysupport import (
 from packaging.specifiers import SpecifierSet
 
 from installer.envs.base import env_python
+from installer.installers import uv_binary
 from installer.profile import list_profiles, load_profile
 from installer.profile.models import Profile
 from installer.profile.stacks import apply_stack, supported_refs
@@ -252,6 +255,31 @@ def _classify(row: HeavyResult, report: dict[str, Any], blocked_modules: dict[st
             row.failures.append(f"{name}: {detail.splitlines()[-1][:200] if detail else ''}")
 
 
+def _collect_verl_tests(row: HeavyResult, prefix: Path, cache: dict[str, str]) -> None:
+    """verl's CPU test files, imported (not run) in the GPU env: no GPU is needed for that.
+
+    The GPU profiles carry no test tools, so pytest goes in first (this test's own choice, as a
+    user's would be); a file that cannot be imported for an env reason is a failure, one that
+    needs the driver or a stage not built here is not provable here.
+    """
+    install = [uv_binary(), "pip", "install", "-q", "--python", str(env_python(prefix)),
+               *index_args(), "pytest", "pytest-asyncio"]  # fmt: skip
+    env = {**os.environ, **cache}
+    subprocess.run(install, env=env, check=True, capture_output=True, timeout=900)
+    _, body, stderr = run_cli(["test", "--prefix", str(prefix), "--collect-only", "--json"],
+                              timeout=1800, env=cache)  # fmt: skip
+    if not body:
+        row.failures.append(f"verl-bootstrap test --collect-only: {stderr.strip()[-300:]}")
+        return
+    row.versions["verl tests collected"] = str(body["counts"]["collected"])
+    for failure in body["failures"]:
+        where = f"collect {failure['nodeid']}"
+        if failure["cls"] == "env":
+            row.failures.append(f"{where}: {failure['line'][:200]}")
+        else:
+            row.not_provable[where] = f"{failure['cls']}: {failure['line'][:160]}"
+
+
 @pytest.mark.timeout(INSTALL_TIMEOUT + 600)
 @pytest.mark.parametrize(("name", "variant", "ref"), _gpu_cases())
 def test_every_gpu_profile_installs_and_verifies_here(
@@ -299,6 +327,7 @@ def test_every_gpu_profile_installs_and_verifies_here(
         elif not report:
             row.failures.append(f"no report (exit {code}): {stderr.strip()[-300:]}")
         if env_python(prefix).exists():
+            _collect_verl_tests(row, prefix, cache)
             row.env_bytes = tree_bytes(prefix)
             row.download_bytes = download_bytes(
                 env_python(prefix), row.python, tmp_path / "dl", env=cache

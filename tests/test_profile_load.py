@@ -43,9 +43,11 @@ def test_the_cpu_profile_is_venv_cpu_torch_first_and_protects_torch() -> None:
     cpu = load_profile("cpu")
     assert cpu.env.backend == "venv"
     assert list(cpu.cuda_variants) == ["cpu"]
-    assert [s.id for s in cpu.stages] == ["torch", "verl-deps"]
+    assert [s.id for s in cpu.stages] == ["torch", "verl-deps", "tests"]
     assert cpu.stages[0].packages == ("torch==2.13.0",)
     assert cpu.stages[1].kind == "verl-deps"
+    assert cpu.stages[1].extras == ("verl-core",)
+    assert cpu.stages[2].option == "tests"  # only with --with-tests
     assert cpu.protected == ("torch",)
     assert cpu.verl.ref == "v0.9.1"
 
@@ -102,7 +104,7 @@ def test_a_tmp_profile_can_extend_a_shipped_one(tmp_path: Path) -> None:
     mine = tmp_path / "light.yaml"
     mine.write_text("schema_version: 1\nname: light\nextends: cpu\nverify: {imports: [yaml]}\n")
     profile = load_profile(str(mine))
-    assert [s.id for s in profile.stages] == ["torch", "verl-deps"]
+    assert [s.id for s in profile.stages] == ["torch", "verl-deps", "tests"]
     assert profile.verify.imports == ("yaml",)
     assert profile.verify.versions == {"torch": "==2.13.0"}
 

@@ -80,11 +80,12 @@ def run_options(ns: argparse.Namespace, **fixed: Any) -> RunOptions:
         "allow_unsupported_ref": bool(values["allow_unsupported_ref"]),
         "guard_wait": flag("wait") or 0.0,
         "offline": bool(values["offline"]),
+        "with_tests": bool(values["with_tests"]),
         "site": site_options(site),
         "locked": locked,
         "frozen": frozen,
         "lockfile": lockfile,
-        "cuda_arch": _cuda_archs(flag("cuda_arch") or ()),
+        "cuda_arch": _cuda_archs(values["cuda_arch"] or ()),
         "config": values["config"],
     }
     return RunOptions(**{**chosen, **fixed})
@@ -127,6 +128,7 @@ def _given_flags(ns: argparse.Namespace) -> dict[str, Any]:
         "allow_unsupported_ref": bool(flag("allow_unsupported_ref")),
         "offline": bool(flag("offline")), "locked": bool(flag("locked")),
         "frozen": bool(flag("frozen")), "lockfile": flag("lockfile"), "config": flag("config"),
+        "with_tests": bool(flag("with_tests")), "cuda_arch": list(flag("cuda_arch") or ()),
     }  # fmt: skip
 
 

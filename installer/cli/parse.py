@@ -19,6 +19,7 @@ FEATURE_MODULES = (
     "installer.cli.cluster",
     "installer.cli.wheelhouse",
     "installer.cli.envs",
+    "installer.cli.verltests",
 )
 
 
@@ -57,6 +58,11 @@ def _install_flags(p: argparse.ArgumentParser) -> None:
         metavar="CC",
         help="GPU architecture a kernel source build compiles for, e.g. 9.0 (repeatable; "
         "default: the GPUs seen here, else the site config's)",
+    )
+    p.add_argument(
+        "--with-tests",
+        action="store_true",
+        help="also install what verl's own test suite needs (the profile's test stages)",
     )
     lock_flags(p)
     json_flag(p)

@@ -34,7 +34,7 @@ MASK = "***"
 OPTION_FIELDS = (
     "profile", "backend", "verl_source", "verl_ref", "cuda", "indexes", "channels", "installer",
     "python", "conda_exe", "skip_checks", "require_gpu", "allow_unsupported_ref", "offline",
-    "locked", "frozen", "lockfile", "config",
+    "locked", "frozen", "lockfile", "config", "with_tests", "cuda_arch",
 )  # fmt: skip
 
 
@@ -68,6 +68,8 @@ def plan_options(plan: Plan) -> dict[str, Any]:
         "frozen": o.frozen,
         "lockfile": _path(o.lockfile),
         "config": _config(o.config),
+        "with_tests": o.with_tests,
+        "cuda_arch": list(o.cuda_arch),
     }
 
 

@@ -181,6 +181,12 @@ class Stage(Strict):
         # run from verl's checkout: a path that could leave it would run any file on the machine
         return None if value is None else relative_path(value, "script path inside verl's checkout")
 
+    option: Literal["tests"] | None = Field(
+        default=None,
+        description="Installed only when the run asks for this option (`--with-tests`): "
+        "what verl's own test suite needs beyond verl's runtime.",
+    )
+
     @field_validator("id")
     @classmethod
     def _id_shape(cls, value: str) -> str:

@@ -26,12 +26,25 @@ def stack_for(profile: Profile, ref: str) -> Stack | None:
     return next((s for s in profile.stacks if ref in s.refs), None)
 
 
-def apply_stack(profile: Profile, ref: str | None, *, allow_unsupported: bool = False) -> Profile:
+def apply_stack(
+    profile: Profile,
+    ref: str | None,
+    *,
+    allow_unsupported: bool = False,
+    options: frozenset[str] = frozenset(),
+) -> Profile:
     """The profile as it applies to verl `ref` (None: the profile's own ref).
 
     A ref no stack covers is refused with the supported refs, unless `allow_unsupported`: then
-    the profile's own stack is used at that ref (the lockfile records that choice).
+    the profile's own stack is used at that ref (the lockfile records that choice). Stages of an
+    option (`option: tests`) stay only when `options` names it.
     """
+    at_ref = _at_ref(profile, ref, allow_unsupported=allow_unsupported)
+    kept = tuple(s for s in at_ref.stages if s.option is None or s.option in options)
+    return at_ref if kept == at_ref.stages else at_ref.model_copy(update={"stages": kept})
+
+
+def _at_ref(profile: Profile, ref: str | None, *, allow_unsupported: bool) -> Profile:
     wanted = ref or profile.verl.ref
     if wanted == profile.verl.ref:
         if profile.exclude_newer is None:

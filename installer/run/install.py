@@ -51,12 +51,21 @@ def prepare_plan(
     """Load and resolve the profile, read the host, and compile the plan (nothing runs)."""
     profile = load_profile(options.profile)
     profile = apply_stack(
-        profile, options.verl_ref, allow_unsupported=options.allow_unsupported_ref
+        profile,
+        options.verl_ref,
+        allow_unsupported=options.allow_unsupported_ref,
+        options=frozenset({"tests"} if options.with_tests else ()),
     )
     if detect and driver is None:
         driver = detect_host_driver()
     locked = None
     if options.locked or options.frozen or options.lockfile is not None:
+        if options.with_tests:  # lockfiles hold the default selection of stages only
+            raise InputError(
+                "--with-tests cannot be combined with a lockfile install",
+                hint="install the lockfile, then run the same command again without --locked "
+                "and with --with-tests to add the test tools",
+            )
         profile, locked = prepare_locked(profile, options, driver)
     host = gather_host(profile, options, driver=driver, check_optional=check_optional)
     if locked is not None:  # every artifact is looked up and hash-checked before anything runs

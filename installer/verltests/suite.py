@@ -1,0 +1,201 @@
+"""Run verl's own CPU test files from an env's checkout, in the env's interpreter, and classify.
+
+verl's CPU workflow runs `pytest --asyncio-mode=auto tests/` with `python_files = *_on_cpu.py`;
+this runs the same files (`tests/**/*_on_cpu.py` of the checkout: a git checkout has them all,
+a release sdist a subset), without `-x`, so that every failure is seen and classified.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from installer import proc
+from installer.envs.base import env_python
+from installer.errors import InputError, StepFailed
+from installer.verltests.classify import CLASSES, Verdict, classify
+from installer.verltests.junit import Case, read_junit
+
+__all__ = ["Failure", "SuiteReport", "find_test_files", "run_suite"]
+
+PATTERN = "*_on_cpu.py"
+_RUN = ("passed", "failed", "error", "skipped")
+_COLLECT_ONLY = ("collected", "error")
+# As verl's CPU workflow sets them; the hub is offline unless the user allows downloads, so a
+# test that needs one fails at once (and is classified) instead of waiting on the network.
+_ENV = {
+    "TORCH_COMPILE_DISABLE": "1",
+    "TORCHINDUCTOR_DISABLE": "1",
+    "PYTHONNOUSERSITE": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",  # nothing written into the checkout (its git status stays)
+    "PYTHONUNBUFFERED": "1",  # the log follows the run
+}
+_OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+_TOOLS_PROBE = (
+    "import importlib.util as u, json; "
+    "print(json.dumps({m: u.find_spec(m) is not None for m in "
+    "('pytest', 'pytest_asyncio', 'pytest_rerunfailures')}))"
+)
+_COLLECTED = re.compile(r"^(\d+)(?:/\d+)? tests? collected", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed or erroring test (or uncollectable file), with its class."""
+
+    nodeid: str
+    outcome: str
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class SuiteReport:
+    """The outcome of one run of verl's CPU tests."""
+
+    checkout: str
+    files: tuple[str, ...]
+    counts: dict[str, int]
+    failures: tuple[Failure, ...]
+    log: str
+
+    @property
+    def by_class(self) -> dict[str, int]:
+        """Failures and errors per class (every class present, zero or not)."""
+        found = Counter(f.verdict.cls for f in self.failures)
+        return {cls: found.get(cls, 0) for cls in CLASSES}
+
+    @property
+    def ok(self) -> bool:
+        """No env-class failure (the others are expected without a GPU or the network)."""
+        return self.by_class["env"] == 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON form."""
+        return {
+            "checkout": self.checkout,
+            "files": list(self.files),
+            "counts": self.counts,
+            "by_class": self.by_class,
+            "ok": self.ok,
+            "log": self.log,
+            "failures": [
+                {"nodeid": f.nodeid, "outcome": f.outcome, **f.verdict.__dict__}
+                for f in self.failures
+            ],
+        }
+
+
+def find_test_files(checkout: Path, selected: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The checkout's CPU test files, relative and sorted; `selected` narrows them (paths)."""
+    tests = checkout / "tests"
+    if not tests.is_dir():
+        raise InputError(f"{checkout} has no tests/ folder: is it verl's checkout?")
+    found = sorted(p.relative_to(checkout).as_posix() for p in tests.rglob(PATTERN))
+    if not selected:
+        return tuple(found)
+    missing = [s for s in selected if s not in found]
+    if missing:
+        raise InputError(
+            f"not a CPU test file of {checkout}: {', '.join(missing)}",
+            hint=f"pass paths relative to the checkout that match tests/**/{PATTERN}",
+        )
+    return tuple(s for s in found if s in selected)
+
+
+def run_suite(
+    prefix: Path,
+    checkout: Path,
+    *,
+    files: tuple[str, ...],
+    log_path: Path,
+    allow_downloads: bool = False,
+    collect_only: bool = False,
+) -> SuiteReport:
+    """Run `files` with pytest in the env at `prefix`, from `checkout`; classify each failure.
+
+    `collect_only` imports the test files without running them (what a host without the GPU an
+    env is for can still check): a file that cannot be imported is an error, classified.
+    """
+    python = env_python(prefix)
+    if not python.exists():
+        raise InputError(f"{prefix} is not an env (no {python})")
+    asyncio = _require_pytest(python, prefix)
+    env = {**_ENV, **({} if allow_downloads else _OFFLINE)}
+    with tempfile.TemporaryDirectory(prefix="verl-tests-") as scratch:
+        junit = Path(scratch) / "junit.xml"
+        args = _pytest_args(python, junit, files, asyncio=asyncio, collect_only=collect_only)
+        done = proc.run(
+            args, log_path=log_path, env=env, cwd=checkout, check=False, keep_output=True
+        )
+        cases = read_junit(junit) if junit.exists() else ()
+    collected = _COLLECTED.findall(done.output) if collect_only else None
+    if not cases and not collected:
+        raise StepFailed(
+            f"pytest reported no test of {len(files)} file(s) in {checkout}",
+            hint=f"see its output in {log_path}",
+        )
+    number = int(collected[-1]) if collected else (0 if collect_only else None)
+    return _report(checkout, files, cases, log_path, collected=number)
+
+
+def _require_pytest(python: Path, prefix: Path) -> bool:
+    """pytest must be in the env (never installed behind the user's back); is pytest-asyncio?"""
+    tools = _tools(python)
+    if not tools["pytest"]:
+        raise StepFailed(
+            f"the env at {prefix} has no pytest",
+            hint="add the test tools: run the same install again with --with-tests "
+            f"(verl-bootstrap install --profile PROFILE --prefix {prefix} --with-tests)",
+        )
+    return tools["pytest_asyncio"]
+
+
+def _tools(python: Path) -> dict[str, bool]:
+    done = proc.capture([str(python), "-c", _TOOLS_PROBE], env=_ENV, timeout=120)
+    try:
+        found: dict[str, bool] = json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise StepFailed(f"{python} does not run: {done.stderr.strip()[-500:]}") from None
+    return found
+
+
+def _pytest_args(
+    python: Path, junit: Path, files: tuple[str, ...], *, asyncio: bool, collect_only: bool
+) -> list[str]:
+    args = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-o", f"python_files={PATTERN}",
+            "--continue-on-collection-errors", "-q", "-rN", f"--junitxml={junit}"]  # fmt: skip
+    if collect_only:
+        args.append("--collect-only")
+    if asyncio:
+        args.append("--asyncio-mode=auto")
+    return [*args, *files]
+
+
+def _report(
+    checkout: Path,
+    files: tuple[str, ...],
+    cases: tuple[Case, ...],
+    log_path: Path,
+    *,
+    collected: int | None = None,
+) -> SuiteReport:
+    counts = Counter(c.outcome for c in cases)
+    if collected is not None:  # collection only: nothing ran
+        counts["collected"] = collected
+    failures = tuple(
+        Failure(c.nodeid, c.outcome, classify(c.message, c.text))
+        for c in cases
+        if c.outcome in ("failed", "error")
+    )
+    return SuiteReport(
+        checkout=str(checkout),
+        files=files,
+        counts={k: counts.get(k, 0) for k in (_COLLECT_ONLY if collected is not None else _RUN)},
+        failures=failures,
+        log=str(log_path),
+    )
