@@ -21,7 +21,7 @@ __all__ = ["main", "main_entry"]
 
 Handler = Callable[[argparse.Namespace], int]
 _COMMANDS = {"install", "plan", "verify", "profiles", "doctor", "lock", "export", "config",
-             "onboard", "activate", "cluster"}  # fmt: skip
+             "onboard", "activate", "cluster", "bundle"}  # fmt: skip
 
 
 def main_entry() -> None:

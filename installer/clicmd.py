@@ -19,6 +19,7 @@ __all__ = [
     "cmd_profiles_show",
     "cmd_profiles_validate",
     "cmd_verify",
+    "install_with",
     "run_options",
 ]
 
@@ -69,6 +70,8 @@ def run_options(ns: argparse.Namespace) -> RunOptions:
 
 def cmd_plan(ns: argparse.Namespace) -> int:
     """`plan`: print the graph, run nothing."""
+    if getattr(ns, "bundle", None) is not None:
+        raise InputError("plan reads no bundle", hint="use `install --bundle PATH --dry-run`")
     from installer.install import prepare_plan  # noqa: PLC0415
     from installer.planview import plan_json, plan_text  # noqa: PLC0415
     from installer.siteconfig.apply import applied_environment  # noqa: PLC0415
@@ -85,12 +88,20 @@ def cmd_plan(ns: argparse.Namespace) -> int:
 
 def cmd_install(ns: argparse.Namespace) -> int:
     """The main job."""
+    if getattr(ns, "bundle", None) is not None:  # from an offline bundle: checked, then unpacked
+        from installer.cli_bundle import cmd_install_bundle  # noqa: PLC0415
+
+        return cmd_install_bundle(ns)
+    return install_with(ns, run_options(ns))
+
+
+def install_with(ns: argparse.Namespace, options: RunOptions) -> int:
+    """Plan, then run (or show, with --dry-run) the install `options` describe."""
     from installer.install import prepare_plan, run_install  # noqa: PLC0415
     from installer.planview import plan_json, plan_text, report_json, summary_text  # noqa: PLC0415
     from installer.render import Console  # noqa: PLC0415
     from installer.siteconfig.apply import applied_environment  # noqa: PLC0415
 
-    options = run_options(ns)
     with applied_environment(dict(options.site.environment)):
         plan = prepare_plan(options)
         if ns.dry_run:

@@ -14,6 +14,7 @@ FEATURE_MODULES = (
     "installer.cli_lock",
     "installer.cli_site",
     "installer.cli_cluster",
+    "installer.cli_bundle",
 )
 
 
@@ -92,6 +93,12 @@ def _lock_flags(p: argparse.ArgumentParser) -> None:
         type=_path,
         metavar="PATH",
         help="the lockfile to install (implies --locked; default lockfiles/PROFILE/...)",
+    )
+    p.add_argument(
+        "--bundle",
+        type=_path,
+        metavar="PATH",
+        help="install from an offline bundle (`verl-bootstrap bundle`): no network at all",
     )
 
 
