@@ -54,6 +54,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     export.add_argument("--cuda", default="cpu", help="the variant's lockfile (default cpu)")
     export.add_argument("--platform", default="linux-64")
     export.add_argument("--output", type=_path, help="file (a folder for requirements)")
+    export.add_argument(
+        "--bundle", type=_path, help="apptainer/dockerfile: build from this bundle (no network)"
+    )
+    export.add_argument("--base", help="apptainer/dockerfile: the base image (default: python)")
     _source_flags(export)
     export.set_defaults(handler=cmd_export)
 
@@ -198,11 +202,16 @@ def _check(ns: argparse.Namespace) -> int:
 
 def cmd_export(ns: argparse.Namespace) -> int:
     """`export --format F`: the lockfile in conda-lock, PEP 751 or hashed-requirements form."""
-    from installer.cli import emit_json, out  # noqa: PLC0415
-    from installer.errors import EXIT_OK  # noqa: PLC0415
-    from installer.export import DEFAULT_OUTPUT, export_lockfile  # noqa: PLC0415
+    from installer.export import export_lockfile  # noqa: PLC0415
+    from installer.exportnames import CONTAINER_FORMATS, DEFAULT_OUTPUT  # noqa: PLC0415
 
     lock, path = _export_lock(ns)
+    if ns.format in CONTAINER_FORMATS:
+        from installer.export.container import write_container  # noqa: PLC0415
+
+        output = ns.output or DEFAULT_OUTPUT[ns.format]
+        written = write_container(lock, path, ns.format, output, bundle=ns.bundle, base=ns.base)
+        return _report_export(ns, path, written)
     options = _options(ns, lock.profile, lock.cuda.variant)
     written = export_lockfile(
         lock,
@@ -212,6 +221,13 @@ def cmd_export(ns: argparse.Namespace) -> int:
         channels=_channels(lock, options),
         offline=ns.offline,
     )
+    return _report_export(ns, path, written)
+
+
+def _report_export(ns: argparse.Namespace, path: Path, written: list[Path]) -> int:
+    from installer.cli import emit_json, out  # noqa: PLC0415
+    from installer.errors import EXIT_OK  # noqa: PLC0415
+
     if ns.json:
         emit_json(
             {

@@ -19,7 +19,7 @@ from installer.installers import uv_binary
 from installer.lockfile.model import Lockfile
 from installer.lockfile.resolve import DEFAULT_GLIBC, Target, load_toml
 
-__all__ = ["LOCKED_BRANCH", "tool_wheels", "verl_git_bundle", "verl_pyproject"]
+__all__ = ["LOCKED_BRANCH", "build_tool_wheel", "tool_wheels", "verl_git_bundle", "verl_pyproject"]
 
 LOCKED_BRANCH = "verl-bootstrap-locked"  # the one branch of the git bundle, at the locked commit
 _GIT_ENV = {"GIT_TERMINAL_PROMPT": "0"}  # a credential prompt would hang a batch run
@@ -57,23 +57,34 @@ def verl_pyproject(repo_git: Path, commit: str, *, work: Path) -> bytes | None:
     return done.output.encode()
 
 
-def tool_wheels(
-    lock: Lockfile, settings: IndexSettings, *, cache: Path, work: Path
-) -> list[Collected]:
-    """verl-bootstrap's own wheel (built from its source tree) and its dependencies' wheels."""
+def build_tool_wheel(out: Path) -> Path:
+    """verl-bootstrap's own wheel, built from its source tree into `out`."""
+    root = _source_tree()
+    proc.run(
+        [uv_binary(), "build", "--wheel", "--quiet", "--out-dir", str(out), str(root)],
+        log_path=out / "build.log",
+    )
+    (wheel,) = out.glob("verl_bootstrap-*.whl")
+    return wheel
+
+
+def _source_tree() -> Path:
     root = Path(installer.__file__).resolve().parents[1]
     if not (root / "pyproject.toml").is_file():
         raise Refused(
             "the tool's own wheel is built from its source tree, and this verl-bootstrap is "
             "installed without one",
-            hint="run `bundle` from a checkout of verl-bootstrap, or pass --no-tool",
+            hint="run this from a checkout of verl-bootstrap",
         )
-    out = work / "tool-wheel"
-    proc.run(
-        [uv_binary(), "build", "--wheel", "--quiet", "--out-dir", str(out), str(root)],
-        log_path=work / "tool-build.log",
-    )
-    (wheel,) = out.glob("verl_bootstrap-*.whl")
+    return root
+
+
+def tool_wheels(
+    lock: Lockfile, settings: IndexSettings, *, cache: Path, work: Path
+) -> list[Collected]:
+    """verl-bootstrap's own wheel (built from its source tree) and its dependencies' wheels."""
+    root = _source_tree()
+    wheel = build_tool_wheel(work / "tool-wheel")
     project = load_toml((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     glibc = lock.cuda.virtual_packages.get("__glibc", DEFAULT_GLIBC)
     target = Target(lock.python, lock.platform, "", False, glibc)

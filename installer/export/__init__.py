@@ -10,7 +10,7 @@ from installer.export.common import export_entries
 from installer.export.condalock import render_conda_lock
 from installer.export.pylock import render_pylock
 from installer.export.requirements import write_requirements
-from installer.exportnames import DEFAULT_OUTPUT, FORMATS
+from installer.exportnames import CONTAINER_FORMATS, DEFAULT_OUTPUT, FORMATS
 from installer.indexes import IndexSettings
 from installer.lockfile.model import Lockfile
 from installer.state import atomic_write
@@ -32,6 +32,8 @@ def export_lockfile(
         raise InputError(
             f"unknown export format {fmt!r}", hint=f"choose one of {', '.join(FORMATS)}"
         )
+    if fmt in CONTAINER_FORMATS:
+        raise InputError(f"{fmt} definitions are written by installer.export.container")
     entries = export_entries(lock, settings, offline=offline)
     if fmt == "requirements":
         return write_requirements(lock, entries, settings, output)

@@ -1,0 +1,118 @@
+"""Container definitions from a lockfile: an Apptainer definition or a Dockerfile that installs
+exactly the locked set and runs `verify` while the image is built.
+
+Both run the same install commands, one `root` variable deep (default /opt, so the image holds
+/opt/verl and the tool in /opt/verl-bootstrap), which lets the commands be run elsewhere to test
+them. Two sources:
+  - a bundle copied into the build (`--bundle`): no network during the build at all;
+  - the index: the lockfile and the tool's wheel are copied in, the artifacts come from the
+    index, hash-checked, as any `--locked` install.
+The base image is `python:X.Y-bookworm` for every variant: the PyTorch wheels of the locks carry
+their CUDA runtime (the nvidia-* wheels), so no CUDA image is needed; the image has git and a C
+compiler for the locked sdists. A lock that builds CUDA code from source needs nvcc: pass --base.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from installer import __version__
+from installer.errors import InputError
+from installer.lockfile.model import Lockfile
+from installer.state import atomic_write
+
+__all__ = ["ContainerSource", "base_image", "install_lines", "write_container"]
+
+IMAGE_ENV = "/opt/verl"  # the env inside the image
+LOCKFILE_NAME = "verl-bootstrap.lock.yaml"  # the lockfile's name in the build context
+
+
+@dataclass(frozen=True)
+class ContainerSource:
+    """Where the build gets the locked set: a bundle (offline) or the index (tool wheel + lock)."""
+
+    bundle: str | None = None  # the bundle's path relative to the definition's folder
+    wheel: str | None = None  # the tool's wheel's name in the definition's folder
+
+
+def base_image(lock: Lockfile) -> str:
+    """A plain OS with the lock's Python: the locked torch wheels bring their CUDA runtime."""
+    return f"python:{lock.python}-bookworm"
+
+
+def cuda_source_builds(lock: Lockfile) -> list[str]:
+    """Locked sdists built without isolation (CUDA extensions): they need nvcc in the image."""
+    return [
+        d.name
+        for s in lock.stages
+        if "--no-build-isolation" in s.options
+        for d in s.distributions
+        if d.source == "sdist"
+    ]
+
+
+def install_lines(lock: Lockfile, source: ContainerSource) -> list[str]:
+    """The build's commands (POSIX sh), run in order; `root` may be moved with VERL_IMAGE_ROOT."""
+    flags = f'--profile {lock.profile} --cuda {lock.cuda.variant} --prefix "$root/verl"'
+    tool = '"$root/verl-bootstrap/tool/bin/verl-bootstrap"'
+    lines = [
+        "set -eu",
+        'root="${VERL_IMAGE_ROOT:-/opt}"',
+        "command -v git >/dev/null || { apt-get update && apt-get install -y "
+        "--no-install-recommends git && rm -rf /var/lib/apt/lists/*; }",
+        'mkdir -p "$root/verl-bootstrap"',
+        'cd "$root/verl-bootstrap"',
+    ]
+    if source.bundle is not None:
+        lines += [
+            "tar -xf bundle.tar install.sh",
+            f'VERL_BOOTSTRAP_HOME="$root/verl-bootstrap" sh install.sh bundle.tar {flags}',
+            f'ln -sfn "tool-{__version__}" "$root/verl-bootstrap/tool"',
+            "rm -f bundle.tar install.sh",
+        ]
+    else:
+        lines += [
+            f"python{lock.python} -m venv tool",
+            f"tool/bin/python -m pip install --quiet {source.wheel}",
+            f"{tool} --locked --lockfile {LOCKFILE_NAME} {flags}",
+        ]
+    return [*lines, f'{tool} verify --prefix "$root/verl"']
+
+
+def write_container(
+    lock: Lockfile, lockfile: Path, fmt: str, output: Path, *, bundle: Path | None, base: str | None
+) -> list[Path]:
+    """Write the definition (and, from the index, the lockfile and the tool's wheel beside it)."""
+    from installer.export.containerfmt import render_apptainer, render_dockerfile  # noqa: PLC0415
+
+    folder = output.parent.absolute()
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    if bundle is not None:
+        source = ContainerSource(bundle=_inside(bundle, folder))
+    else:
+        from installer.bundle.sources import build_tool_wheel  # noqa: PLC0415
+
+        shutil.copyfile(lockfile, folder / LOCKFILE_NAME)
+        wheel = build_tool_wheel(folder)
+        (folder / "build.log").unlink(missing_ok=True)
+        source = ContainerSource(wheel=wheel.name)
+        written += [folder / LOCKFILE_NAME, wheel]
+    render = render_apptainer if fmt == "apptainer" else render_dockerfile
+    atomic_write(output, render(lock, source, base or base_image(lock)))
+    output.chmod(0o644)
+    return [output, *written]
+
+
+def _inside(bundle: Path, folder: Path) -> str:
+    """The bundle's path from the definition's folder; a build copies only what is inside it."""
+    relative = os.path.relpath(bundle.absolute(), folder)
+    if relative.startswith(".."):
+        raise InputError(
+            f"{bundle} is outside {folder}, the folder the definition is written to",
+            hint="move the bundle beside the definition (a build copies files from there)",
+        )
+    return relative
