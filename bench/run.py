@@ -103,10 +103,9 @@ def main() -> None:
             print(f"{name:66} {seconds:8.2f} {shown:>22}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    lock_bench = ROOT / "bench" / "bench_lock.py"
-    if lock_bench.exists():
+    for extra in ("bench_lock.py", "bench_bundle.py"):
         print()
-        subprocess.run([sys.executable, str(lock_bench)], check=False)
+        subprocess.run([sys.executable, str(ROOT / "bench" / extra)], check=False)
 
 
 if __name__ == "__main__":

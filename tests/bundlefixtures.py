@@ -94,3 +94,26 @@ def flip_byte(bundle: Path, dest: Path, member: str) -> Path:
         handle.seek(offset)
         handle.write(bytes([byte[0] ^ 0xFF]))
     return dest
+
+
+def run_post_offline(definition: Path, root: Path, env: dict[str, str]) -> str:
+    """Do what `apptainer build` does with `definition`, with / moved to `root` and no network:
+    copy its %files (from the definition's folder), then run its %post with sh; return the
+    output. The commands are the definition's own, read back from the file."""
+    from apptainerdef import body, parse_definition  # noqa: PLC0415
+
+    parsed = parse_definition(definition.read_text(encoding="utf-8"))
+    for line in body(parsed, "files"):
+        source, dest = line.split()
+        target = root / Path(dest).relative_to("/opt")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.link(definition.parent / source, target)  # the build copies; a link is as good here
+    script = "\n".join(body(parsed, "post"))
+    argv = [*no_network(), "sh", "-c", script]
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=1500, check=False,
+        env={**env, "VERL_IMAGE_ROOT": str(root)},
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    return output

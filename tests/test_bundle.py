@@ -1,7 +1,7 @@
 """Offline bundles for real: the cpu lock bundled from the real index, installed from the bundle
-in a network namespace with no interfaces (through the bundle's own install.sh, so the tool too
-comes from the bundle), then verified against the lock; tampered and misfitting bundles are
-refused before anything is installed or unpacked.
+in a network namespace with no interfaces (through the bundle's own install.sh, run by the
+Apptainer definition's %post: see conftest's offline_image), then verified against the lock;
+tampered and misfitting bundles are refused before anything is installed or unpacked.
 """
 
 from __future__ import annotations
@@ -18,46 +18,18 @@ from pathlib import Path
 import pytest
 from bundlefixtures import (
     flip_byte,
-    make_bundle,
     manifest_of,
     manifest_only,
     no_network,
     run_tool,
     tool_env,
 )
-from lockfixtures import REPO, make_lock
+from lockfixtures import REPO
 from verlrepo import git
 
 from installer.errors import EXIT_BAD_INPUT, EXIT_REFUSED
 from installer.lockfile import read_lockfile
 from installer.lockfile.lookup import hashed_dists
-
-
-@pytest.fixture(scope="session")
-def bundle_lock(tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path) -> Path:
-    """The cpu profile locked for a venv (the same file test_lock_real's cpu_lock makes)."""
-    return make_lock(tmp_path_factory.getbasetemp(), verl_repo_session, "cpu-venv")
-
-
-@pytest.fixture(scope="session")
-def cpu_bundle(tmp_path_factory: pytest.TempPathFactory, bundle_lock: Path) -> Path:
-    """The cpu lock's bundle, made once per session."""
-    return make_bundle(bundle_lock, tmp_path_factory.getbasetemp() / "bundles" / "cpu.tar")
-
-
-@pytest.fixture(scope="session")
-def offline_env(tmp_path_factory: pytest.TempPathFactory, cpu_bundle: Path) -> tuple[Path, str]:
-    """The bundle installed by its own install.sh with no network; (prefix, output)."""
-    base = tmp_path_factory.mktemp("offline")
-    with tarfile.open(cpu_bundle) as tar:
-        tar.extract("install.sh", base, filter="data")
-    prefix = base / "env"
-    env = tool_env(VERL_BOOTSTRAP_HOME=str(base / "home"), VERL_BOOTSTRAP_CACHE=str(base / "c"))
-    argv = [*no_network(), "sh", str(base / "install.sh"), str(cpu_bundle), "--prefix", str(prefix)]
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1500, check=False)
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output[-4000:]
-    return prefix, output
 
 
 def test_the_bundle_holds_every_locked_artifact_verl_and_the_tool(
@@ -91,9 +63,10 @@ def test_the_bundle_holds_every_locked_artifact_verl_and_the_tool(
 
 
 def test_installing_from_the_bundle_needs_no_network_and_ends_verified(
-    offline_env: tuple[Path, str], bundle_lock: Path, verl_repo_session: Path
+    offline_image: tuple[Path, str], bundle_lock: Path, verl_repo_session: Path
 ) -> None:
-    prefix, output = offline_env
+    root, output = offline_image
+    prefix = root / "verl"
     assert "every sha256 matches its manifest" in output and "verified" in output
     done = run_tool("verify", "--prefix", str(prefix), "--against", str(bundle_lock))
     assert done.returncode == 0, done.stdout + done.stderr

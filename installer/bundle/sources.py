@@ -60,6 +60,7 @@ def verl_pyproject(repo_git: Path, commit: str, *, work: Path) -> bytes | None:
 def build_tool_wheel(out: Path) -> Path:
     """verl-bootstrap's own wheel, built from its source tree into `out`."""
     root = _source_tree()
+    out.mkdir(parents=True, exist_ok=True)
     proc.run(
         [uv_binary(), "build", "--wheel", "--quiet", "--out-dir", str(out), str(root)],
         log_path=out / "build.log",

@@ -71,7 +71,9 @@ def render_apptainer(lock: Lockfile, source: ContainerSource, base: str) -> str:
         "help": f"    verl ({lock.profile}, {lock.cuda.variant}): apptainer exec IMAGE.sif "
         "python -m verl.trainer.main_ppo ...",
     }
-    text = f"Bootstrap: docker\nFrom: {base}\n"  # the header comes first
+    # the header comes first; a local .sif base (an air-gapped node) needs no registry
+    agent = "localimage" if base.endswith(".sif") else "docker"
+    text = f"Bootstrap: {agent}\nFrom: {base}\n"
     text += "\n".join(_header(lock, source, base)) + "\n"
     for name in APPTAINER_SECTIONS:
         text += f"\n%{name}\n{body[name]}\n"
