@@ -23,7 +23,8 @@ AARCH64 = sorted(LOCKFILES.glob("*/*-linux-aarch64.lock.yaml"))
 def test_the_gpu_profiles_have_aarch64_lockfiles() -> None:
     """Which GPU profiles have one, and which cannot (docs/aarch64.md says why)."""
     locked = {(p.parent.name, p.name.split("-")[0]) for p in AARCH64}
-    assert {("fsdp", "cu130"), ("vllm-only", "cu130")} <= locked
+    gpu = {"fsdp", "megatron", "sglang", "vllm-only"}
+    assert {(name, "cu130") for name in gpu} == locked
     for path in AARCH64:
         lock = read_lockfile(path)
         assert lock.platform == "linux-aarch64" and lock.cuda.torch_cuda is not None
