@@ -82,31 +82,24 @@ def cmd_install_bundle(ns: argparse.Namespace) -> int:
     """`install --bundle PATH`: the host is checked against the manifest before anything is
     unpacked, every member is checked while it is unpacked, then a --locked install runs offline
     from it."""
-    import shutil  # noqa: PLC0415
-    import tempfile  # noqa: PLC0415
     import time  # noqa: PLC0415
 
     from installer.bundle.manifest import read_manifest  # noqa: PLC0415
-    from installer.bundle.unpack import unpack_bundle  # noqa: PLC0415
+    from installer.bundle.unpack import unpack_bundle, unpack_folder  # noqa: PLC0415
     from installer.cli import err  # noqa: PLC0415
     from installer.clicmd import install_with, run_options  # noqa: PLC0415
+    from installer.envs.conda import default_cache_root  # noqa: PLC0415
 
     manifest = read_manifest(ns.bundle)
     ns.profile = ns.profile or manifest.profile
     options = run_options(ns)
     profile = _check_fits(ns.bundle, manifest, options)
-    options.prefix.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    work = Path(tempfile.mkdtemp(prefix=".verl-bundle-", dir=options.prefix.parent))
-    try:
-        unpacked = unpack_bundle(ns.bundle, manifest, work)
-        err(
-            f"note: {ns.bundle} checked and unpacked in {time.monotonic() - started:.1f} s "
-            f"({len(manifest.members)} members, every sha256 matches its manifest)"
-        )
-        return install_with(ns, _bundle_options(options, unpacked, profile))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)  # our own scratch folder
+    unpacked = unpack_bundle(ns.bundle, manifest, unpack_folder(default_cache_root(), manifest))
+    err(f"note: {ns.bundle} checked and unpacked into {unpacked.root} in "
+        f"{time.monotonic() - started:.1f} s ({len(manifest.members)} members, every sha256 "
+        "matches its manifest)")  # fmt: skip
+    return install_with(ns, _bundle_options(options, unpacked, profile))
 
 
 def _check_fits(archive: Path, manifest: Manifest, options: RunOptions) -> Profile:

@@ -207,7 +207,7 @@ def cmd_export(ns: argparse.Namespace) -> int:
 
     lock, path = _export_lock(ns)
     if ns.format in CONTAINER_FORMATS:
-        from installer.export.container import write_container  # noqa: PLC0415
+        from installer.export.containerfmt import write_container  # noqa: PLC0415
 
         output = ns.output or DEFAULT_OUTPUT[ns.format]
         written = write_container(lock, path, ns.format, output, bundle=ns.bundle, base=ns.base)

@@ -60,7 +60,7 @@ def offline_image(tmp_path_factory: pytest.TempPathFactory, cpu_bundle: Path) ->
                     "--bundle", str(cpu_bundle), "--output", str(definition))  # fmt: skip
     assert done.returncode == 0, done.stderr
     root = tmp_path_factory.mktemp("image")
-    output = run_post_offline(definition, root, tool_env(VERL_BOOTSTRAP_CACHE=str(root / "c")))
+    output = run_post_offline(definition, root, tool_env(VERL_BOOTSTRAP_CACHE=str(root / "cache")))
     return root, output
 
 

@@ -73,8 +73,8 @@ def test_installing_from_the_bundle_needs_no_network_and_ends_verified(
     assert "the env matches" in done.stdout and "note:" not in done.stdout
     head = git(verl_repo_session, "rev-parse", "HEAD")
     assert git(prefix / "src" / "verl", "rev-parse", "HEAD") == head
-    leftovers = list(prefix.parent.glob(".verl-bundle-*"))
-    assert not leftovers, "the unpacked bundle is removed after the install"
+    (unpacked,) = (root / "cache" / "bundles").iterdir()  # kept in the tool's cache, for reuse
+    assert (unpacked / "lockfile" / bundle_lock.name).read_bytes() == bundle_lock.read_bytes()
 
 
 def test_the_network_really_was_cut_off() -> None:
@@ -101,12 +101,23 @@ def test_a_tampered_member_is_refused_before_anything_is_installed(
 ) -> None:
     torch = next(m["path"] for m in manifest_of(cpu_bundle)["members"] if m.get("name") == "torch")
     bad = flip_byte(cpu_bundle, tmp_path / "bad.tar", torch)
-    prefix = tmp_path / "envs" / "fresh"
-    done = run_tool("--bundle", str(bad), "--prefix", str(prefix), prefix=no_network())
+    prefix, cache = tmp_path / "envs" / "fresh", tmp_path / "cache"
+    env = tool_env(VERL_BOOTSTRAP_CACHE=str(cache))
+    done = run_tool(
+        "--bundle",
+        str(bad),
+        "--profile",
+        "cpu",
+        "--prefix",
+        str(prefix),
+        env=env,
+        prefix=no_network(),
+    )
     assert done.returncode == EXIT_REFUSED, done.stdout + done.stderr
     assert torch in done.stderr and "nothing was installed" in done.stderr
     assert not prefix.exists()
-    assert list((tmp_path / "envs").iterdir()) == [], "the scratch folder is removed"
+    (unpacked,) = (cache / "bundles").iterdir()
+    assert not list(unpacked.rglob("torch-*")), "the altered member is not left behind"
 
 
 @pytest.mark.parametrize(
@@ -115,6 +126,7 @@ def test_a_tampered_member_is_refused_before_anything_is_installed(
         ({"platform": "linux-aarch64"}, "it is for linux-aarch64; this machine is linux-64"),
         ({"python": "3.99"}, "it needs Python 3.99"),
         ({"glibc": "9.99"}, "it needs glibc >= 9.99"),
+        ({"variant": "cu128"}, "it is for CUDA variant cu128; this run chose cpu"),
     ],
 )
 def test_a_bundle_for_another_host_is_refused_before_anything_is_unpacked(
@@ -122,7 +134,9 @@ def test_a_bundle_for_another_host_is_refused_before_anything_is_unpacked(
 ) -> None:
     other = manifest_only(cpu_bundle, tmp_path / "other.tar", **change)
     prefix = tmp_path / "envs" / "fresh"
-    done = run_tool("--bundle", str(other), "--prefix", str(prefix), prefix=no_network())
+    done = run_tool(
+        "--bundle", str(other), "--profile", "cpu", "--prefix", str(prefix), prefix=no_network()
+    )
     assert done.returncode == EXIT_REFUSED, done.stdout + done.stderr
     assert reason in done.stderr and "nothing was unpacked" in done.stderr
     assert not (tmp_path / "envs").exists()
@@ -133,11 +147,11 @@ def test_a_member_outside_the_bundle_or_a_non_bundle_is_bad_input(
 ) -> None:
     members = [{"path": "../escape", "sha256": "0" * 64, "size": 1, "role": "artifact"}]
     outside = manifest_only(cpu_bundle, tmp_path / "outside.tar", members=members)
-    done = run_tool("--bundle", str(outside), "--prefix", str(tmp_path / "env"))
+    done = run_tool("--bundle", str(outside), "--profile", "cpu", "--prefix", str(tmp_path / "env"))
     assert done.returncode == EXIT_BAD_INPUT and "outside the bundle" in done.stderr
     plain = tmp_path / "plain.tar"
     with tarfile.open(plain, "w") as tar:
         tar.add(REPO / "pyproject.toml", arcname="pyproject.toml")
-    done = run_tool("--bundle", str(plain), "--prefix", str(tmp_path / "env"))
+    done = run_tool("--bundle", str(plain), "--profile", "cpu", "--prefix", str(tmp_path / "env"))
     assert done.returncode == EXIT_BAD_INPUT and "not a verl-bootstrap bundle" in done.stderr
     assert not (tmp_path / "env").exists()

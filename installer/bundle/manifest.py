@@ -22,6 +22,8 @@ __all__ = [
     "Manifest",
     "Member",
     "Role",
+    "dump_manifest",
+    "parse_manifest",
     "read_manifest",
 ]
 

@@ -9,7 +9,9 @@ install looks them up and checks their hashes exactly as it does on a network in
 from __future__ import annotations
 
 import hashlib
+import os
 import platform as _platform
+import shutil
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,11 +20,12 @@ from typing import IO
 from packaging.version import Version
 
 from installer import proc
-from installer.bundle.manifest import MANIFEST_NAME, Manifest, Member
+from installer.bundle.collect import sha256_of
+from installer.bundle.manifest import MANIFEST_NAME, Manifest, Member, dump_manifest
 from installer.errors import Refused
 from installer.lockinstall import host_platform
 
-__all__ = ["Unpacked", "misfits", "unpack_bundle"]
+__all__ = ["Unpacked", "misfits", "unpack_bundle", "unpack_folder"]
 
 _BLOCK = 1 << 20
 
@@ -73,7 +76,8 @@ def misfits(manifest: Manifest, *, variant: str, python_found: bool) -> list[str
 
 
 def unpack_bundle(archive: Path, manifest: Manifest, dest: Path) -> Unpacked:
-    """Unpack and check every member into `dest` (a fresh folder the caller removes on error)."""
+    """Unpack and check every member into `dest` (the same folder for the same bundle: what an
+    earlier run left there is checked again like the rest)."""
     expected = manifest.by_path()
     with tarfile.open(archive, mode="r|") as tar:
         for number, info in enumerate(tar):
@@ -88,6 +92,7 @@ def unpack_bundle(archive: Path, manifest: Manifest, dest: Path) -> Unpacked:
     _write_index(dest)
     if manifest.verl_kind == "git":
         bundle = dest / "verl" / "verl.gitbundle"
+        shutil.rmtree(dest / "verl.git", ignore_errors=True)  # our own clone of an earlier run
         proc.run(
             ["git", "clone", "--bare", "--quiet", str(bundle), str(dest / "verl.git")],
             log_path=dest / "unpack.log",
@@ -98,14 +103,22 @@ def unpack_bundle(archive: Path, manifest: Manifest, dest: Path) -> Unpacked:
 def _extract(
     tar: tarfile.TarFile, info: tarfile.TarInfo, member: Member, to: Path, archive: Path
 ) -> None:
+    """Write the member beside its place, check it, then move it in; a file already there with
+    the same bytes is kept as it is, so an installer's cache of it (by path and time) still hits."""
     handle = tar.extractfile(info)
     assert handle is not None  # a regular file
     to.parent.mkdir(parents=True, exist_ok=True)
-    digest = _copy(handle, to)
+    part = to.with_name(f".{to.name}.{os.getpid()}.part")
+    digest = _copy(handle, part)
     if digest != member.sha256:
+        part.unlink()
         raise _tampered(
             archive, f"{member.path} has sha256 {digest}, its manifest says {member.sha256}"
         )
+    if to.is_file() and to.stat().st_size == member.size and sha256_of(to) == digest:
+        part.unlink()
+    else:
+        part.replace(to)
 
 
 def _copy(source: IO[bytes], to: Path) -> str:
@@ -115,6 +128,12 @@ def _copy(source: IO[bytes], to: Path) -> str:
             digest.update(block)
             out.write(block)
     return digest.hexdigest()
+
+
+def unpack_folder(cache: Path, manifest: Manifest) -> Path:
+    """Where a bundle is unpacked: in the tool's cache, one folder per manifest, kept after the
+    install so the next env from the same bundle finds its files where uv's cache knows them."""
+    return cache / "bundles" / hashlib.sha256(dump_manifest(manifest)).hexdigest()[:16]
 
 
 def _tampered(archive: Path, why: str) -> Refused:

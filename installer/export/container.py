@@ -14,17 +14,19 @@ compiler for the locked sdists. A lock that builds CUDA code from source needs n
 
 from __future__ import annotations
 
-import os
-import shutil
 from dataclasses import dataclass
-from pathlib import Path
 
 from installer import __version__
-from installer.errors import InputError
 from installer.lockfile.model import Lockfile
-from installer.state import atomic_write
 
-__all__ = ["ContainerSource", "base_image", "install_lines", "write_container"]
+__all__ = [
+    "IMAGE_ENV",
+    "LOCKFILE_NAME",
+    "ContainerSource",
+    "base_image",
+    "cuda_source_builds",
+    "install_lines",
+]
 
 IMAGE_ENV = "/opt/verl"  # the env inside the image
 LOCKFILE_NAME = "verl-bootstrap.lock.yaml"  # the lockfile's name in the build context
@@ -82,39 +84,3 @@ def install_lines(lock: Lockfile, source: ContainerSource) -> list[str]:
     # the install's last step is `verify` (imports, versions, `uv pip check`): a failure fails
     # the build; the tool stays in the image for `verify` later
     return lines
-
-
-def write_container(
-    lock: Lockfile, lockfile: Path, fmt: str, output: Path, *, bundle: Path | None, base: str | None
-) -> list[Path]:
-    """Write the definition (and, from the index, the lockfile and the tool's wheel beside it)."""
-    from installer.export.containerfmt import render_apptainer, render_dockerfile  # noqa: PLC0415
-
-    folder = output.parent.absolute()
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    if bundle is not None:
-        source = ContainerSource(bundle=_inside(bundle, folder))
-    else:
-        from installer.bundle.sources import build_tool_wheel  # noqa: PLC0415
-
-        shutil.copyfile(lockfile, folder / LOCKFILE_NAME)
-        wheel = build_tool_wheel(folder)
-        (folder / "build.log").unlink(missing_ok=True)
-        source = ContainerSource(wheel=wheel.name)
-        written += [folder / LOCKFILE_NAME, wheel]
-    render = render_apptainer if fmt == "apptainer" else render_dockerfile
-    atomic_write(output, render(lock, source, base or base_image(lock)))
-    output.chmod(0o644)
-    return [output, *written]
-
-
-def _inside(bundle: Path, folder: Path) -> str:
-    """The bundle's path from the definition's folder; a build copies only what is inside it."""
-    relative = os.path.relpath(bundle.absolute(), folder)
-    if relative.startswith(".."):
-        raise InputError(
-            f"{bundle} is outside {folder}, the folder the definition is written to",
-            hint="move the bundle beside the definition (a build copies files from there)",
-        )
-    return relative

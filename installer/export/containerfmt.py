@@ -1,17 +1,30 @@
-"""The two container definition formats, rendered from the same install commands."""
+"""The two container definition formats, rendered from the same install commands, and the
+writer of a definition and its build context."""
 
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
+
+from installer.errors import InputError
 from installer.export.container import (
     IMAGE_ENV,
     LOCKFILE_NAME,
     ContainerSource,
+    base_image,
     cuda_source_builds,
     install_lines,
 )
 from installer.lockfile.model import Lockfile
+from installer.state import atomic_write
 
-__all__ = ["APPTAINER_SECTIONS", "render_apptainer", "render_dockerfile"]
+__all__ = [
+    "APPTAINER_SECTIONS",
+    "render_apptainer",
+    "render_dockerfile",
+    "write_container",
+]
 
 # The order the definition's sections are written in (Apptainer reads them in any order)
 APPTAINER_SECTIONS = ("labels", "files", "post", "environment", "runscript", "test", "help")
@@ -95,3 +108,37 @@ def render_dockerfile(lock: Lockfile, source: ContainerSource, base: str) -> str
     lines.append(f"ENV {env}")
     lines.append(f'CMD ["{IMAGE_ENV}/bin/python"]')
     return "\n".join(lines) + "\n"
+
+
+def write_container(
+    lock: Lockfile, lockfile: Path, fmt: str, output: Path, *, bundle: Path | None, base: str | None
+) -> list[Path]:
+    """Write the definition (and, from the index, the lockfile and the tool's wheel beside it)."""
+    folder = output.parent.absolute()
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    if bundle is not None:
+        source = ContainerSource(bundle=_inside(bundle, folder))
+    else:
+        from installer.bundle.sources import build_tool_wheel  # noqa: PLC0415
+
+        shutil.copyfile(lockfile, folder / LOCKFILE_NAME)
+        wheel = build_tool_wheel(folder)
+        (folder / "build.log").unlink(missing_ok=True)
+        source = ContainerSource(wheel=wheel.name)
+        written += [folder / LOCKFILE_NAME, wheel]
+    render = render_apptainer if fmt == "apptainer" else render_dockerfile
+    atomic_write(output, render(lock, source, base or base_image(lock)))
+    output.chmod(0o644)
+    return [output, *written]
+
+
+def _inside(bundle: Path, folder: Path) -> str:
+    """The bundle's path from the definition's folder; a build copies only what is inside it."""
+    relative = os.path.relpath(bundle.absolute(), folder)
+    if relative.startswith(".."):
+        raise InputError(
+            f"{bundle} is outside {folder}, the folder the definition is written to",
+            hint="move the bundle beside the definition (a build copies files from there)",
+        )
+    return relative
