@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from installer.indexes import IndexSettings
+from installer.host.indexes import IndexSettings
 
 __all__ = ["InstallRequest", "build_command", "install_command", "uv_binary"]
 
@@ -29,15 +29,19 @@ class InstallRequest:
     offline: bool = False
 
 
-def uv_binary() -> str:
-    """The uv executable shipped by the `uv` package, else one on PATH."""
-    try:
-        from uv import find_uv_bin  # noqa: PLC0415 - only needed when installing
+def find_uv() -> str | None:
+    """The uv binary: the one our own uv package ships beside us, else one on PATH, else None."""
+    from uv import find_uv_bin  # noqa: PLC0415 - uv's package locates its binary on import
 
+    try:
         return str(find_uv_bin())
-    except (ImportError, FileNotFoundError):
-        found = shutil.which("uv")
-        return found or "uv"
+    except FileNotFoundError:  # a uv package without its binary (a source build of it)
+        return shutil.which("uv")
+
+
+def uv_binary() -> str:
+    """The uv executable to run (a bare `uv` when none is found, so the error names it)."""
+    return find_uv() or "uv"
 
 
 def install_command(tool: str, request: InstallRequest, settings: IndexSettings) -> list[str]:

@@ -2,24 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["RunOptions", "SiteOptions", "default_prefix", "state_dir"]
-
-STATE_DIRNAME = ".verl-bootstrap"
-
-
-def default_prefix(profile: str) -> Path:
-    """Where envs go without --prefix: $VERL_BOOTSTRAP_HOME/envs/NAME (~/.verl-bootstrap)."""
-    home = Path(os.environ.get("VERL_BOOTSTRAP_HOME", Path.home() / ".verl-bootstrap"))
-    return home / "envs" / profile
-
-
-def state_dir(prefix: Path) -> Path:
-    """Everything the tool keeps about an env lives inside it."""
-    return prefix / STATE_DIRNAME
+__all__ = ["RunOptions", "SiteOptions"]
 
 
 @dataclass(frozen=True)
@@ -56,7 +42,7 @@ class RunOptions:
     skip_checks: tuple[str, ...] = ()
     require_gpu: bool = False
     allow_unsupported_ref: bool = False
-    lock_wait: float = 0.0
+    guard_wait: float = 0.0
     offline: bool = False
     site: SiteOptions = SiteOptions()  # from the site config; CLI flags override it
     locked: bool = False  # install exactly a lockfile whose profile hash matches the profile

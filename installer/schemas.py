@@ -14,8 +14,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from installer.lockfile.model import LOCK_SCHEMA_VERSION, Lockfile
+from installer.paths import atomic_write
 from installer.profile.models import SCHEMA_VERSION, Profile
-from installer.state import atomic_write
 
 __all__ = ["SCHEMAS", "SCHEMA_DIR", "render_schema", "write_schemas"]
 

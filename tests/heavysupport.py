@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from installer.indexes import read_pip_settings
+from installer.host.indexes import read_pip_settings
 from installer.installers import uv_binary
 from installer.profile.models import Profile, Stage
-from installer.stagespec import StageSpec
+from installer.profile.stagespec import StageSpec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -143,7 +143,7 @@ def sdists_blamed(error: str) -> dict[str, str]:
 
 def host_python(profile: Profile) -> tuple[Path, str]:
     """The interpreter the venv backend picks here for `profile`, and its X.Y."""
-    from installer.hostfacts import find_interpreter  # noqa: PLC0415
+    from installer.host.facts import find_interpreter  # noqa: PLC0415
 
     path = find_interpreter(profile.python.requires, profile.python.prefer)
     done = subprocess.run(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from installer.hostfacts import index_settings
+from installer.host.facts import index_settings
 from installer.lockfile import read_lockfile
 from installer.lockfile.lookup import hashed_dists, lookup, mismatches
 from installer.options import RunOptions

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from installer import cli
-from installer.activation import activation_line, activation_script, write_activation
+from installer.envs.activation import activation_line, activation_script, write_activation
 from installer.onboard import rc_file, write_rc_block
 
 POSIX_SHELLS = ["bash", "sh", "zsh"]

@@ -21,15 +21,15 @@ from installer import cli
 from installer.cluster.compare import compare
 from installer.cluster.nodes import NodeJob, slurm_answers
 from installer.cluster.run import Target, local_prefix
-from installer.cluster.sharedfs import (
+from installer.cluster.table import table_text
+from installer.errors import InputError
+from installer.host.filesystems import (
     lock_scope,
     mount_of,
     parse_mountinfo,
     read_mounts,
     storage_notes,
 )
-from installer.cluster.table import table_text
-from installer.errors import InputError
 from installer.installers import uv_binary
 
 FAKE_SRUN = '''#!{python}
@@ -285,7 +285,7 @@ def test_the_plan_warns_about_a_shared_prefix_and_a_remote_cache(
     lustre = f"41 22 0:51 / {tmp_path} rw - lustre 10.0.0.9@o2ib:/scratch rw,localflock"
     nfs = f"42 22 0:52 / {tmp_path / 'home'} rw - nfs4 fs1:/home rw,vers=4.2"
     mounts = parse_mountinfo("\n".join([MOUNTINFO.splitlines()[0], lustre, nfs]))
-    monkeypatch.setattr("installer.cluster.sharedfs.read_mounts", lambda: mounts)
+    monkeypatch.setattr("installer.host.filesystems.read_mounts", lambda: mounts)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("UV_CACHE_DIR", raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)

@@ -13,8 +13,9 @@ import pytest
 from verlrepo import git, make_verl_repo
 
 from installer.doctor import DoctorInputs, Status, run_doctor
-from installer.doctor.checks_env import find_uv, installed_versions, version_matches
+from installer.doctor.checks_env import installed_versions, version_matches
 from installer.doctor.model import CheckResult
+from installer.installers import find_uv
 from installer.profile.models import Profile
 
 REAL_SO = Path("/lib/x86_64-linux-gnu/libz.so.1").resolve()

@@ -8,9 +8,9 @@ from typing import Any
 
 from installer.doctor import PREFLIGHT_CHECKS, inputs_from_plan, preflight_failures
 from installer.doctor.preflight import plan_urls, run_preflight_checks
-from installer.install import prepare_plan
 from installer.options import RunOptions
-from installer.plan import Plan
+from installer.plan.model import Plan
+from installer.run.install import prepare_plan
 
 
 def _plan(tmp_path: Path, **options: Any) -> Plan:

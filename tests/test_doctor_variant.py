@@ -11,8 +11,8 @@ from installer.errors import InputError, Refused
 from installer.gpu.model import DriverInfo
 from installer.gpu.parse import parse_smi_xml
 from installer.gpu.table import parse_smi_table
+from installer.host.variants import choose_variant, variant_window
 from installer.profile.models import CudaVariant, Profile
-from installer.variants import choose_variant, variant_window
 
 DATA = Path(__file__).parent / "data" / "nvidia"
 

@@ -26,17 +26,18 @@ import pytest
 from verlrepo import git, verl_sdist
 
 from installer import cli
-from installer.envlock import write_env_lock
 from installer.envs.venv import VenvBackend
 from installer.errors import EXIT_INTERRUPTED, EXIT_OK, StepFailed
 from installer.events import Event, listening
-from installer.indexes import IndexSettings
-from installer.install import prepare_plan
+from installer.host.indexes import IndexSettings
 from installer.lockfile import read_lockfile
 from installer.options import RunOptions
-from installer.source import SourceSpec, fetch_source, pip_launcher
-from installer.steps.commands import env_request
-from installer.steps.run import StepContext, execute_step
+from installer.run.install import prepare_plan
+from installer.steps.base import StepContext
+from installer.steps.create_env import env_request
+from installer.steps.kinds import execute_step
+from installer.steps.record_lock import write_env_lock
+from installer.steps.source import SourceSpec, fetch_source, pip_launcher
 
 DATA = Path(__file__).parent / "data" / "profiles"
 STEPS = [

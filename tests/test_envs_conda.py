@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from uv import find_uv_bin
 
+from installer import paths
 from installer.envs.base import EnvRequest, env_python
 from installer.envs.conda import (
     CondaBackend,
     ExternalCondaBackend,
-    default_cache_root,
     python_spec,
 )
 from installer.envs.condarc import (
@@ -334,8 +334,8 @@ def test_external_backend_without_channels_leaves_them_to_its_condarc(tmp_path: 
 
 
 def test_the_cache_root_follows_verl_bootstrap_cache_then_the_user_cache(tmp_path: Path) -> None:
-    assert default_cache_root({"VERL_BOOTSTRAP_CACHE": str(tmp_path)}) == tmp_path
-    assert default_cache_root({"XDG_CACHE_HOME": "/c"}) == Path("/c/verl-bootstrap")
+    assert paths.cache_root({"VERL_BOOTSTRAP_CACHE": str(tmp_path)}) == tmp_path
+    assert paths.cache_root({"XDG_CACHE_HOME": "/c"}) == Path("/c/verl-bootstrap")
 
 
 # --- .condarc ---------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import pytest
 from lockfixtures import TOMORROW, cli, conda_lock_tool, make_lock
 from uv import find_uv_bin
 
-from installer.inventory import installed
+from installer.envs.inventory import installed
 from installer.lockfile import read_lockfile
 
 UV = str(find_uv_bin())

@@ -53,7 +53,7 @@ from installer.envs.base import env_python
 from installer.profile import list_profiles, load_profile
 from installer.profile.models import Profile
 from installer.profile.stacks import apply_stack, supported_refs
-from installer.stagespec import StageSpec, stage_specs
+from installer.profile.stagespec import StageSpec, stage_specs
 
 pytestmark = pytest.mark.heavy
 

@@ -1,4 +1,6 @@
-"""The heavy tier's table renderer (bench/heavy_table.py), fed a results file of its own shape."""
+"""The heavy tier's table renderer (bench/heavy_table.py, for docs/heavy-tier.md).
+
+Fed a results file of its own shape."""
 
 from __future__ import annotations
 
@@ -28,14 +30,32 @@ def test_each_row_says_its_date_result_and_what_was_not_provable() -> None:
     lines = render({"date": "2026-12-02", "host": "Linux x86_64", "rows": rows}).splitlines()
     assert lines[2].startswith("| date | profile | variant | verl | python | result |")
     assert lines[4] == (
-        "| 2026-12-02 | megatron | cu130 | v0.9.1 | 3.12 | passed, partly; not provable here: "
-        "stage flash-attn (flash-attn): source build \\| sdist only | "
+        "| 2026-12-02 | megatron | cu130 | v0.9.1 | 3.12 | passed, partly; note 1 | "
         "1 min 31 s | 4.4 GB | 10.0 GB |"
     )
     assert lines[5] == (
-        "| 2026-11-30 | sglang | cu130 | v0.9.1 | 3.12 | FAILED; failed: uv pip check: x | "
-        "— | — | — |"
+        "| 2026-11-30 | sglang | cu130 | v0.9.1 | 3.12 | FAILED; note 2 | — | — | — |"
     )
+    assert lines[6:] == [
+        "",
+        "1. not provable here: stage flash-attn (flash-attn): source build | sdist only",
+        "2. failed: uv pip check: x",
+    ]
+
+
+def test_rows_sharing_a_reason_share_its_note() -> None:
+    why = {"import flash_attn": "needs stage flash-attn, not built here"}
+    rows = [_row(not_provable=why), _row(variant="cu128", not_provable=why), _row(variant="cpu")]
+    lines = render({"date": "2026-12-03", "host": "h", "rows": rows}).splitlines()
+    assert [line.split(" | ")[5] for line in lines[4:7]] == [
+        "passed, partly; note 1",
+        "passed, partly; note 1",
+        "passed, partly",
+    ]
+    assert lines[7:] == [
+        "",
+        "1. not provable here: import flash_attn: needs stage flash-attn, not built here",
+    ]
 
 
 def test_an_index_url_quoted_in_a_failure_is_not_written_into_the_table() -> None:

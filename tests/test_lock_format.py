@@ -13,12 +13,13 @@ import pytest
 import yaml
 
 from installer import cli
-from installer.drift import committed_lockfiles, stale_lockfile
 from installer.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
-from installer.indexes import IndexSettings
+from installer.host.indexes import IndexSettings
 from installer.lockfile import dump_lockfile, read_lockfile, write_lockfile
+from installer.lockfile.create import normalize_cutoff
+from installer.lockfile.drift import committed_lockfiles, stale_lockfile
 from installer.lockfile.resolve import index_name, parse_annotated
-from installer.locking import LOCKFILES_DIR, default_lockfile, normalize_cutoff
+from installer.paths import LOCKFILES_DIR, default_lockfile
 from installer.profile import list_profiles, load_profile
 from installer.schemas import SCHEMA_DIR, SCHEMAS, render_schema
 

@@ -25,8 +25,8 @@ from labfixtures import COMMITTED_LOCK, DEAD, TOKEN, lab, lab_config, write_yaml
 from labmirror import mirror_wheels
 
 from installer import cli
+from installer.envs.inventory import installed
 from installer.installers import uv_binary
-from installer.inventory import installed
 
 pytestmark = pytest.mark.timeout(900)
 

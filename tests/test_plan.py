@@ -13,17 +13,19 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from installer import cli, install
+from installer import cli
 from installer.errors import EXIT_OK, EXIT_REFUSED, InputError, Refused
 from installer.gpu.model import DriverInfo
 from installer.gpu.parse import parse_smi_xml
 from installer.gpu.table import parse_smi_table
-from installer.hostfacts import gather_host
-from installer.install import prepare_plan
+from installer.host.facts import gather_host
 from installer.options import RunOptions
-from installer.plan import Plan, compile_plan
+from installer.plan.compile import compile_plan
+from installer.plan.model import Plan
 from installer.profile import list_profiles, load_profile
 from installer.profile.models import Stage
+from installer.run import install
+from installer.run.install import prepare_plan
 
 NVIDIA = Path(__file__).parent / "data" / "nvidia"
 BUILTIN_FIRST = ("create-env", "fetch-source", "install-verl")

@@ -13,11 +13,11 @@ import pytest
 from packaging.version import Version
 
 from installer.errors import InputError
-from installer.install import prepare_plan
 from installer.options import RunOptions
 from installer.profile import list_profiles, load_profile
 from installer.profile.stacks import apply_stack, supported_refs
-from installer.stagespec import stage_specs
+from installer.profile.stagespec import stage_specs
+from installer.run.install import prepare_plan
 
 FA4_DROPPED = "flash-attn-4 ; platform_machine == 'flash-attn-4-excluded'"
 SGLANG_BASE = """\
@@ -223,7 +223,7 @@ def test_uv_pip_check_mismatches_from_the_profiles_overrides_warn(tmp_path: Path
     # a real env whose only unmet requirements are ones the spec declares as overridden
     from installer.installers import uv_binary  # noqa: PLC0415
     from installer.profile.models import VerifySpec  # noqa: PLC0415
-    from installer.verify import verify_env  # noqa: PLC0415
+    from installer.steps.verify import verify_env  # noqa: PLC0415
 
     env = tmp_path / "env"
     subprocess.run([uv_binary(), "venv", "-q", str(env)], check=True)

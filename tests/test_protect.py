@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from installer import cli
+from installer.envs.inventory import Dist, installed
 from installer.errors import EXIT_STEP_FAILED, StepFailed
-from installer.inventory import Dist, installed
-from installer.protect import check_protected, protected_pins, refused_by_pins
+from installer.steps.protect import check_protected, protected_pins, refused_by_pins
 
 DATA = Path(__file__).parent / "data" / "profiles"
 

@@ -20,12 +20,12 @@ import pytest
 
 from installer import proc
 from installer.errors import Interrupted, StepFailed
-from installer.install import prepare_plan
 from installer.options import RunOptions
-from installer.plan import Plan
-from installer.runner import RunReport, Status, run_plan
-from installer.state import State
-from installer.steps.run import StepContext
+from installer.plan.model import Plan
+from installer.run.install import prepare_plan
+from installer.run.runner import RunReport, Status, run_plan
+from installer.run.state import State
+from installer.steps.base import StepContext
 
 STEPS = [
     "create-env",

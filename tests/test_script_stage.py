@@ -19,8 +19,8 @@ import pytest
 from verlrepo import git
 
 from installer import cli
+from installer.envs.inventory import installed
 from installer.errors import EXIT_STEP_FAILED
-from installer.inventory import installed
 
 DATA = Path(__file__).parent / "data" / "profiles"
 SCRIPT = "scripts/install_vllm_sglang_mcore.sh"

@@ -13,7 +13,7 @@ import yaml
 from installer import cli
 from installer.envs.condarc import channel_urls, load_condarc
 from installer.errors import InputError
-from installer.indexes import IndexSettings
+from installer.host.indexes import IndexSettings
 from installer.options import SiteOptions
 from installer.siteconfig import backend_environment, condarc_text, load_site, site_options
 from installer.siteconfig.apply import applied_environment, apply_site_indexes, pytorch_mirrors

@@ -15,8 +15,9 @@ import pytest
 
 from installer import cli
 from installer.errors import EXIT_OK, EXIT_REFUSED, InputError, PrefixBusy
-from installer.prefixlock import holding
-from installer.state import State, StepRecord, atomic_write
+from installer.paths import atomic_write
+from installer.run.guard import guarding
+from installer.run.state import State, StepRecord
 
 DATA = Path(__file__).parent / "data" / "profiles"
 
@@ -91,17 +92,17 @@ def test_a_failed_atomic_write_keeps_the_old_file_whole(tmp_path: Path) -> None:
 
 def test_the_lock_records_its_holder_and_is_released_after_the_block(tmp_path: Path) -> None:
     lock = tmp_path / "state" / "lock"
-    with holding(lock):
+    with guarding(lock):
         info = json.loads(lock.read_text(encoding="utf-8"))
         assert info["pid"] == os.getpid()
         assert info["host"]
-    with holding(lock):  # released: it can be taken again
+    with guarding(lock):  # released: it can be taken again
         pass
 
 
 def test_a_second_holder_is_refused_after_waiting(tmp_path: Path) -> None:
     lock = tmp_path / "lock"
-    with holding(lock), pytest.raises(PrefixBusy) as raised, holding(lock, wait=0.6):
+    with guarding(lock), pytest.raises(PrefixBusy) as raised, guarding(lock, wait=0.6):
         pass
     assert f"pid {os.getpid()}" in raised.value.message
     assert "--wait SECONDS" in (raised.value.hint or "")
@@ -110,9 +111,9 @@ def test_a_second_holder_is_refused_after_waiting(tmp_path: Path) -> None:
 
 def test_the_lock_is_released_when_the_block_raises(tmp_path: Path) -> None:
     lock = tmp_path / "lock"
-    with pytest.raises(RuntimeError), holding(lock):
+    with pytest.raises(RuntimeError), guarding(lock):
         raise RuntimeError("a step blew up")
-    with holding(lock):
+    with guarding(lock):
         pass
 
 
@@ -120,9 +121,9 @@ HOLDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from installer.prefixlock import holding
+    from installer.run.guard import guarding
 
-    with holding(Path(sys.argv[1])):
+    with guarding(Path(sys.argv[1])):
         print("held", flush=True)
         time.sleep(float(sys.argv[2]))
     print(f"released {time.time()!r}", flush=True)

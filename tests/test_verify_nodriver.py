@@ -12,7 +12,7 @@ import pytest
 
 from installer.installers import uv_binary
 from installer.profile.models import VerifySpec
-from installer.verify import verify_env
+from installer.steps.verify import verify_env
 
 MODULES = {
     # an AttributeError about triton while no stand-in is loaded is the env's fault (imported

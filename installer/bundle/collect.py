@@ -15,15 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from installer import proc
+from installer.envs.inventory import canonical
 from installer.errors import CommandFailed, Refused
-from installer.indexes import IndexSettings
+from installer.host.indexes import IndexSettings
 from installer.installers import uv_binary
-from installer.inventory import canonical
 from installer.lockfile.lookup import Artifact, _artifacts, hashed_dists, lookup, mismatches
 from installer.lockfile.model import Lockfile
-from installer.lockfile.resolve import DEFAULT_GLIBC, Target, index_args, load_toml
-from installer.lockinstall import fetch_checked
-from installer.state import atomic_write
+from installer.lockfile.resolve import Target, index_args, load_toml
+from installer.paths import atomic_write
+from installer.platforms import DEFAULT_GLIBC
+from installer.steps.locked import fetch_checked
 
 __all__ = ["Collected", "artifact_cache", "build_requirements", "collect_locked", "download"]
 

@@ -32,7 +32,7 @@ from installer.bundle.collect import (
 from installer.bundle.manifest import MANIFEST_NAME, Manifest, Member, Role, dump_manifest
 from installer.bundle.sources import tool_wheels, verl_git_bundle, verl_pyproject
 from installer.errors import InputError
-from installer.indexes import IndexSettings
+from installer.host.indexes import IndexSettings
 from installer.lockfile.io import read_lockfile
 from installer.lockfile.model import Lockfile
 

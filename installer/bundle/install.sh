@@ -1,6 +1,6 @@
 #!/bin/sh
 # Install verl-bootstrap from this bundle, then the env, with no network at all.
-#   tar -xf BUNDLE.tar install.sh && sh install.sh BUNDLE.tar [--profile NAME] [--prefix DIR] ...
+#   tar -xf BUNDLE.tar install.sh && sh install.sh BUNDLE.tar --profile NAME [--prefix DIR] ...
 # The tool's wheels are checked against the bundle's manifest before pip sees them; the env's
 # members are checked again by the tool itself (`--bundle`), which refuses a host it does not fit.
 set -eu

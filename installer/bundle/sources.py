@@ -14,10 +14,11 @@ import installer
 from installer import proc
 from installer.bundle.collect import Collected, resolve_download, sha256_of
 from installer.errors import CommandFailed, Refused
-from installer.indexes import IndexSettings
+from installer.host.indexes import IndexSettings
 from installer.installers import uv_binary
 from installer.lockfile.model import Lockfile
-from installer.lockfile.resolve import DEFAULT_GLIBC, Target, load_toml
+from installer.lockfile.resolve import Target, load_toml
+from installer.platforms import DEFAULT_GLIBC
 
 __all__ = ["LOCKED_BRANCH", "build_tool_wheel", "tool_wheels", "verl_git_bundle", "verl_pyproject"]
 

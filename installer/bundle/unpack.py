@@ -23,7 +23,7 @@ from installer import proc
 from installer.bundle.collect import sha256_of
 from installer.bundle.manifest import MANIFEST_NAME, Manifest, Member, dump_manifest
 from installer.errors import Refused
-from installer.lockinstall import host_platform
+from installer.platforms import host_platform
 
 __all__ = ["Unpacked", "misfits", "unpack_bundle", "unpack_folder"]
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from installer import proc
 from installer.errors import InputError, StepFailed
+from installer.paths import PROBES
 
-__all__ = ["PROBES", "NodeJob", "ray_answers", "slurm_answers", "srun_argv"]
+__all__ = ["NodeJob", "ray_answers", "slurm_answers", "srun_argv"]
 
-PROBES = Path(__file__).resolve().parents[1] / "probes"
 _RAY_MARK = "@@RAY@@"
 _NODE_MARK = "@@NODE@@"
 _RC_MARK = "@@RC@@"

@@ -17,8 +17,11 @@ from typing import Any
 from installer import proc
 from installer.cluster.compare import ClusterReport, compare
 from installer.cluster.nodes import NodeJob, ray_answers, slurm_answers
-from installer.cluster.sharedfs import LockScope, lock_scope, mount_of, read_mounts
 from installer.errors import InputError
+from installer.host.filesystems import LockScope, lock_scope, mount_of, read_mounts
+from installer.lockfile import read_lockfile
+from installer.paths import env_lockfile
+from installer.profile import load_profile
 from installer.profile.models import VerifySpec
 
 __all__ = ["ClusterInstall", "Target", "install_cluster", "local_prefix", "verify_cluster"]
@@ -54,13 +57,10 @@ def _expand(text: str, environ: Mapping[str, str]) -> str:
 
 def _spec(prefix: Path, profile: str | None) -> VerifySpec:
     """The checks of --profile, else of the profile that built the env, else the defaults."""
-    from installer.envlock import env_lock_path  # noqa: PLC0415
-    from installer.lockfile import read_lockfile  # noqa: PLC0415
-    from installer.profile import load_profile  # noqa: PLC0415
 
     if profile:
         return load_profile(profile).verify
-    lock = env_lock_path(prefix)
+    lock = env_lockfile(prefix)
     return load_profile(read_lockfile(lock).profile).verify if lock.is_file() else VerifySpec()
 
 

@@ -12,7 +12,7 @@ from installer.doctor.run import (
     raise_on_failure,
     run_doctor,
 )
-from installer.variants import choose_variant
+from installer.host.variants import choose_variant
 
 __all__ = [
     "ALL_CHECKS",

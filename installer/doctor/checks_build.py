@@ -19,7 +19,7 @@ from installer.doctor.checks_machine import builds_from_source
 from installer.doctor.inputs import Context, exact_env
 from installer.doctor.model import CheckResult, fail, ok, skipped
 from installer.gpu.cuda import version_tuple
-from installer.variants import variant_window
+from installer.host.variants import variant_window
 
 __all__ = ["BUILD_CHECKS"]
 

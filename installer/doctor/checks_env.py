@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from collections.abc import Callable, Mapping
 from importlib.metadata import Distribution, distributions
@@ -17,9 +16,10 @@ from packaging.version import InvalidVersion, Version
 from installer import proc
 from installer.doctor.inputs import Context, EnvFacts, exact_env
 from installer.doctor.model import CheckResult, fail, ok, skipped, warn
-from installer.source import SDIST_MARK
+from installer.installers import find_uv
+from installer.steps.source import SDIST_MARK
 
-__all__ = ["ENV_CHECKS", "find_uv", "installed_versions", "site_packages", "version_matches"]
+__all__ = ["ENV_CHECKS", "installed_versions", "site_packages", "version_matches"]
 
 _GIT_TIMEOUT = 10.0
 _UV_TIMEOUT = 120.0
@@ -164,16 +164,6 @@ def check_protected_versions(ctx: Context) -> CheckResult:
         return fail("protected-versions", "; ".join(problems), fix, **data)
     shown = ", ".join(f"{n} {v}" for n, v in found.items())
     return ok("protected-versions", f"{shown}, as expected", **data)
-
-
-def find_uv() -> str | None:
-    """The uv binary: the one our own uv package ships, else the one on PATH."""
-    try:
-        from uv import find_uv_bin  # noqa: PLC0415 - uv's wheel ships the binary beside us
-
-        return str(find_uv_bin())
-    except (ImportError, FileNotFoundError):
-        return shutil.which("uv")
 
 
 def check_pip_check(ctx: Context) -> CheckResult:

@@ -17,7 +17,7 @@ from installer.gpu.cuda import (
 from installer.gpu.detect import CONDA_OVERRIDE, DRIVER_OVERRIDE
 from installer.gpu.model import DriverInfo, GpuInfo
 from installer.gpu.visible import parse_visible_devices, ray_note
-from installer.variants import VariantWindow, variant_window
+from installer.host.variants import VariantWindow, variant_window
 
 __all__ = ["GPU_CHECKS"]
 

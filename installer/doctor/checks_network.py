@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -10,24 +9,19 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-import requests
-from requests.utils import should_bypass_proxies
-
 from installer import proc
 from installer.doctor.inputs import Context, exact_env
 from installer.doctor.model import CheckResult, fail, ok, skipped, warn
+from installer.httpclient import HttpError, proxies_for, proxy_for, status
 from installer.redact import redact
 
 __all__ = ["NETWORK_CHECKS", "Reach", "probe_url"]
 
-_PROXY_KEYS = {"http": ("http_proxy", "HTTP_PROXY"), "https": ("https_proxy", "HTTPS_PROXY")}
-_NOT_ALLOWED = {405, 501}  # some indexes refuse HEAD; ask again with GET
 _WORKERS = 8
 # A URL that only timed out gets one more, longer try: a loaded host or a slow mirror is not an
 # unreachable one, and refusing an install for a slow first answer would be wrong.
 RETRY_FACTOR = 3.0
 _NO_ANSWER = "no answer within"
-_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
 
 
 @dataclass(frozen=True)
@@ -39,20 +33,6 @@ class Reach:
     status: str
     detail: str
     via_proxy: str | None = None
-
-
-def _env_value(environ: Mapping[str, str], *keys: str) -> str | None:
-    return next((environ[k] for k in keys if environ.get(k)), None)
-
-
-def proxies_for(url: str, environ: Mapping[str, str]) -> dict[str, str]:
-    """The user's proxies for `url`, honouring no_proxy (from `environ`, not our own process)."""
-    no_proxy = _env_value(environ, "no_proxy", "NO_PROXY")
-    if should_bypass_proxies(url, no_proxy=no_proxy):
-        return {}
-    fallback = _env_value(environ, "all_proxy", "ALL_PROXY")
-    found = {s: _env_value(environ, *keys) or fallback for s, keys in _PROXY_KEYS.items()}
-    return {scheme: proxy for scheme, proxy in found.items() if proxy}
 
 
 def _is_git(label: str, url: str) -> bool:
@@ -93,33 +73,14 @@ def _git(label: str, url: str, environ: Mapping[str, str], timeout: float) -> Re
     return Reach(label, redact(url), "fail", redact(last))
 
 
-def _http_status(url: str, environ: Mapping[str, str], timeout: float) -> int:
-    with requests.Session() as session:
-        session.trust_env = False  # the user's settings come from `environ`, passed explicitly
-        session.proxies = proxies_for(url, environ)
-        session.verify = _env_value(environ, "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE") or True
-        answer = session.head(url, allow_redirects=True, timeout=timeout)
-        if answer.status_code in _NOT_ALLOWED:
-            answer = session.get(url, stream=True, timeout=timeout)
-            answer.close()
-        return answer.status_code
-
-
-def _reason(exc: requests.RequestException) -> str:
-    """The innermost cause ('Connection refused'), not urllib3's whole retry story."""
-    found = _ERRNO.search(str(exc))
-    return found[1].strip() if found else redact(f"{type(exc).__name__}: {exc}")[:200]
-
-
 def _http(label: str, url: str, environ: Mapping[str, str], timeout: float) -> Reach:
-    proxy = proxies_for(url, environ).get(urlparse(url).scheme)
+    proxy = proxy_for(url, environ)
     shown = redact(url)
     try:
-        code = _http_status(url, environ, timeout)
-    except requests.Timeout:
-        return Reach(label, shown, "fail", f"{_NO_ANSWER} {timeout:g} s", proxy)
-    except requests.RequestException as exc:
-        return Reach(label, shown, "fail", _reason(exc), proxy)
+        code = status(url, environ=environ, timeout=timeout)
+    except HttpError as exc:
+        detail = f"{_NO_ANSWER} {timeout:g} s" if exc.timed_out else exc.reason
+        return Reach(label, shown, "fail", detail, proxy)
     if code < 400:
         return Reach(label, shown, "ok", f"HTTP {code}", proxy)
     if code in (401, 403):

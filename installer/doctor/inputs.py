@@ -12,11 +12,12 @@ from typing import Any
 
 from installer import proc
 from installer.gpu.model import DriverInfo
+from installer.paths import PROBES
 from installer.profile.models import Profile
 
 __all__ = ["PROBE_LIBS", "Context", "DoctorInputs", "EnvFacts", "exact_env", "run_probe"]
 
-PROBE_LIBS = Path(__file__).resolve().parents[1] / "probes" / "libs.py"
+PROBE_LIBS = PROBES / "libs.py"
 
 
 def _environ() -> dict[str, str]:

@@ -9,7 +9,7 @@ from installer.doctor.inputs import DoctorInputs
 from installer.doctor.model import CheckResult
 from installer.doctor.run import PREFLIGHT_CHECKS, run_doctor
 from installer.envs.condarc import channel_urls, load_condarc
-from installer.plan import Plan
+from installer.plan.model import Plan
 
 __all__ = ["inputs_from_plan", "plan_urls", "preflight_failures", "run_preflight_checks"]
 

@@ -7,9 +7,8 @@ A prefix is created or reused, never clobbered: a folder that holds anything but
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -39,18 +38,18 @@ from rattler.exceptions import (
     TransactionError,
 )
 
-from installer import proc
+from installer import paths, proc
 from installer.envs.base import EnvBackend, EnvRequest, env_python
 from installer.envs.condarc import CondaSettings, channel_urls, load_condarc
 from installer.errors import CommandFailed, InputError, StepFailed
 from installer.events import emit
+from installer.paths import STATE_DIRNAME
 from installer.redact import redact
 
 __all__ = [
     "CondaBackend",
     "ExternalCondaBackend",
     "check_target",
-    "default_cache_root",
     "prefix_matches",
     "python_spec",
     "read_prefix",
@@ -58,7 +57,6 @@ __all__ = [
     "validate_request",
 ]
 
-_STATE_DIR = ".verl-bootstrap"  # our own bookkeeping may sit in a prefix before the env does
 _REASON_LINES = 15  # of the solver's explanation shown in the error; the rest is elided
 # What py-rattler raises while fetching, extracting and linking packages into a prefix.
 _INSTALL_ERRORS = (
@@ -70,14 +68,6 @@ _INSTALL_ERRORS = (
     LinkError,
     TransactionError,
 )
-
-
-def default_cache_root(env: Mapping[str, str] | None = None) -> Path:
-    """Where conda packages and repodata are cached: $VERL_BOOTSTRAP_CACHE or the user cache."""
-    env = os.environ if env is None else env
-    if env.get("VERL_BOOTSTRAP_CACHE"):
-        return Path(env["VERL_BOOTSTRAP_CACHE"]).expanduser()
-    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "verl-bootstrap"
 
 
 def python_spec(requires: str) -> str:
@@ -116,7 +106,7 @@ class CondaBackend(EnvBackend):
         self, *, cache_root: Path | None = None, settings: CondaSettings | None = None
     ) -> None:
         """`cache_root` holds conda-pkgs/ and conda-repodata/; `settings` default to .condarc."""
-        self._cache_root = cache_root or default_cache_root()
+        self._cache_root = cache_root or paths.cache_root()
         self._settings = settings
 
     def describe(self, request: EnvRequest) -> list[str]:
@@ -210,7 +200,9 @@ def check_target(prefix: Path) -> None:
         return
     if not prefix.is_dir():
         raise InputError(f"env prefix {prefix} exists and is not a folder")
-    foreign = sorted(p.name for p in prefix.iterdir() if p.name != _STATE_DIR)
+    foreign = sorted(
+        p.name for p in prefix.iterdir() if p.name != STATE_DIRNAME
+    )  # our bookkeeping may come first
     if foreign:
         what = "a venv" if "pyvenv.cfg" in foreign else f"not a conda prefix ({foreign[0]}, …)"
         raise InputError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from installer.envs.base import EnvBackend
+from installer.envs.venv import VenvBackend
 from installer.errors import InputError
 
 __all__ = ["BACKENDS", "get_backend"]
@@ -13,11 +14,9 @@ BACKENDS = ("conda", "venv")
 def get_backend(name: str, *, conda_exe: str | None = None) -> EnvBackend:
     """The backend for `name`; with `conda_exe`, the user's conda/mamba/micromamba does the work."""
     if name == "venv":
-        from installer.envs.venv import VenvBackend  # noqa: PLC0415
-
         return VenvBackend()
     if name == "conda":
-        from installer.envs import conda  # noqa: PLC0415
+        from installer.envs import conda  # noqa: PLC0415 - py-rattler, for conda envs only
 
         if conda_exe:
             return conda.ExternalCondaBackend(conda_exe)

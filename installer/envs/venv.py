@@ -10,7 +10,7 @@ from installer import proc
 from installer.envs.base import EnvBackend, EnvRequest, env_python
 from installer.errors import InputError
 from installer.installers import uv_binary
-from installer.options import STATE_DIRNAME
+from installer.paths import STATE_DIRNAME
 
 __all__ = ["VenvBackend", "python_version"]
 

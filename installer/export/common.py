@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from installer.errors import InputError
-from installer.indexes import IndexSettings
+from installer.host.indexes import IndexSettings
 from installer.lockfile.lookup import Artifact, hashed_dists, lookup, mismatches
 from installer.lockfile.model import LockedDist, Lockfile
 

@@ -17,7 +17,7 @@ from installer.export.container import (
     install_lines,
 )
 from installer.lockfile.model import Lockfile
-from installer.state import atomic_write
+from installer.paths import atomic_write
 
 __all__ = [
     "APPTAINER_SECTIONS",
@@ -120,7 +120,7 @@ def write_container(
     if bundle is not None:
         source = ContainerSource(bundle=_inside(bundle, folder))
     else:
-        from installer.bundle.sources import build_tool_wheel  # noqa: PLC0415
+        from installer.bundle.sources import build_tool_wheel  # noqa: PLC0415 - uv build: index-sourced definitions only
 
         shutil.copyfile(lockfile, folder / LOCKFILE_NAME)
         wheel = build_tool_wheel(folder)

@@ -9,10 +9,9 @@ from installer import __version__
 from installer.export.common import ExportEntry, verl_note
 from installer.lockfile.lookup import Artifact
 from installer.lockfile.model import Lockfile
+from installer.platforms import MACHINES
 
 __all__ = ["render_pylock"]
-
-_MACHINES = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}
 
 
 def _s(value: str) -> str:
@@ -22,7 +21,7 @@ def _s(value: str) -> str:
 
 def render_pylock(lock: Lockfile, entries: Sequence[ExportEntry]) -> str:
     """The pylock.toml text: every locked distribution, its locked artifacts with their URLs."""
-    machine = _MACHINES.get(lock.platform, lock.platform)
+    machine = MACHINES.get(lock.platform, lock.platform)
     marker = f"sys_platform == 'linux' and platform_machine == '{machine}'"
     head = [
         f"# Exported by verl-bootstrap from the {lock.profile} lockfile "

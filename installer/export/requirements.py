@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from installer.export.common import ExportEntry, verl_note
-from installer.indexes import IndexSettings
+from installer.host.indexes import IndexSettings
 from installer.lockfile.lookup import stage_index
 from installer.lockfile.model import LockedStage, Lockfile
-from installer.state import atomic_write
+from installer.paths import atomic_write
 
 __all__ = ["write_requirements"]
 

@@ -10,15 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from installer.errors import InputError, StepFailed
-from installer.lockfile.model import CondaPackage
+from installer.lockfile.model import CondaPackage, channel_name
 from installer.redact import redact
 
-__all__ = ["channel_name", "conda_records", "solve_conda"]
-
-
-def channel_name(channel: str) -> str:
-    """Channels are recorded by name, like indexes, so a mirror can serve them."""
-    return channel.rstrip("/").rsplit("/", 1)[-1] if channel else ""
+__all__ = ["conda_records", "solve_conda"]
 
 
 def solve_conda(
@@ -31,7 +26,7 @@ def solve_conda(
     cache: Path,
 ) -> tuple[CondaPackage, ...]:
     """Solve `specs` from `channels` (URLs) for `platform`; the records sorted by name."""
-    from rattler.exceptions import GatewayError, SolverError  # noqa: PLC0415
+    from rattler.exceptions import GatewayError, SolverError  # noqa: PLC0415 - py-rattler
 
     try:
         records = asyncio.run(

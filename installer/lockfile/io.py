@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from installer.errors import InputError
 from installer.lockfile.model import LOCK_SCHEMA_VERSION, Lockfile
-from installer.state import atomic_write
+from installer.paths import atomic_write
 
 __all__ = ["dump_lockfile", "read_lockfile", "write_lockfile"]
 

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from installer import proc
-from installer.errors import CommandFailed, Refused
-from installer.indexes import DEFAULT, IndexSettings
+from installer.envs.inventory import canonical
+from installer.errors import CommandFailed, InputError, Refused
+from installer.host.indexes import DEFAULT, IndexSettings
 from installer.installers import uv_binary
-from installer.inventory import canonical
 from installer.lockfile.model import LockedDist, LockedStage, Lockfile
-from installer.lockfile.resolve import DEFAULT_GLIBC, FIND_LINKS, Target, index_args, load_toml
-from installer.state import atomic_write
+from installer.lockfile.resolve import FIND_LINKS, Target, index_args, load_toml
+from installer.paths import atomic_write
+from installer.platforms import DEFAULT_GLIBC
 
 __all__ = [
     "Artifact",
@@ -55,8 +56,6 @@ def stage_index(stage: LockedStage) -> str | None:
     """The one named index a stage's distributions come from (besides default and find-links)."""
     names = sorted({d.index for d in stage.distributions if d.index} - {DEFAULT, FIND_LINKS})
     if len(names) > 1:
-        from installer.errors import InputError  # noqa: PLC0415
-
         raise InputError(f"locked stage {stage.id!r} names several indexes: {', '.join(names)}")
     return names[0] if names else None
 

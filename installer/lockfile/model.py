@@ -16,6 +16,7 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from installer.profile.models import Profile
+from installer.profile.stagespec import stage_specs
 
 __all__ = [
     "LOCK_SCHEMA_VERSION",
@@ -26,6 +27,7 @@ __all__ = [
     "LockedSource",
     "LockedStage",
     "Lockfile",
+    "channel_name",
     "profile_hash",
 ]
 
@@ -134,6 +136,11 @@ class Lockfile(_Strict):
         return {d.name: d for stage in self.stages for d in stage.distributions}
 
 
+def channel_name(channel: str) -> str:
+    """Channels are recorded by name, like indexes, so a mirror can serve them."""
+    return channel.rstrip("/").rsplit("/", 1)[-1] if channel else ""
+
+
 def profile_hash(profile: Profile, variant: str) -> str:
     """The hash a lockfile is checked against: what a lock of `variant` is resolved from.
 
@@ -144,7 +151,6 @@ def profile_hash(profile: Profile, variant: str) -> str:
     variants, verify checks, disk size and descriptions. Changing this recipe makes every
     committed lockfile stale, so it is versioned with the lock schema.
     """
-    from installer.stagespec import stage_specs  # noqa: PLC0415 - stagespec needs the profile
 
     cuda = profile.cuda_variants.get(variant)
     body = {

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from installer import proc
+from installer.envs.inventory import canonical
 from installer.errors import CommandFailed, InputError, StepFailed
-from installer.indexes import DEFAULT, IndexSettings
+from installer.host.indexes import DEFAULT, IndexSettings
 from installer.installers import uv_binary
-from installer.inventory import canonical
 from installer.lockfile.model import DistSource
+from installer.platforms import DEFAULT_GLIBC, uv_platform
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -30,7 +31,6 @@ else:  # pragma: no cover - Python 3.10
 __all__ = [
     "DEFAULT_GLIBC",
     "FIND_LINKS",
-    "PLATFORMS",
     "Resolved",
     "Target",
     "compile_stage",
@@ -43,9 +43,6 @@ __all__ = [
 ]
 
 FIND_LINKS = "find-links"  # the index name of artifacts found in pip's find-links folders
-# lockfile platform -> the machine in uv's --python-platform (`x86_64-manylinux_2_28`)
-PLATFORMS: Mapping[str, str] = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}
-DEFAULT_GLIBC = "2.28"  # what pixi and conda-lock assume for linux-64 too
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==(\S+)")
 
 
@@ -62,7 +59,7 @@ class Target:
     @property
     def uv_platform(self) -> str:
         """uv's name for the platform: the machine and the manylinux level of the glibc."""
-        return f"{PLATFORMS[self.platform]}-manylinux_{self.glibc.replace('.', '_')}"
+        return uv_platform(self.platform, self.glibc)
 
     def uv_args(self) -> list[str]:
         """The flags every compile for this target takes."""

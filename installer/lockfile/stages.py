@@ -17,13 +17,13 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
+from installer.envs.inventory import canonical
 from installer.errors import InputError
-from installer.indexes import IndexSettings
-from installer.inventory import canonical
+from installer.host.indexes import IndexSettings
 from installer.lockfile.model import LockedDist, LockedStage
 from installer.lockfile.resolve import Resolved, Target, compile_stage
-from installer.stagespec import StageSpec
-from installer.state import atomic_write
+from installer.paths import atomic_write
+from installer.profile.stagespec import StageSpec
 
 __all__ = ["StageInputs", "lock_stages", "torch_cuda", "verl_version"]
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from installer.onboard.flow import (
     OnboardResult,
-    bootstrap_home,
     describe,
     fetch_file,
     fetch_lockfile,
@@ -17,7 +16,6 @@ from installer.onboard.shellrc import default_shell, rc_file, user_activation, w
 
 __all__ = [
     "OnboardResult",
-    "bootstrap_home",
     "default_shell",
     "describe",
     "fetch_file",

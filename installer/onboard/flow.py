@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from installer.doctor import DoctorInputs, run_doctor
 from installer.errors import InputError
-from installer.install import InstallResult, prepare_plan, run_install
 from installer.onboard.shellrc import rc_file, user_activation, write_rc_block
 from installer.options import RunOptions
-from installer.plan import Plan
+from installer.paths import tool_home
+from installer.plan.model import Plan
 from installer.redact import redact
+from installer.run.install import InstallResult, prepare_plan, run_install
 from installer.siteconfig import LoadedSite
 from installer.siteconfig.files import fetch_file, local_profile
 
@@ -27,7 +29,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OnboardResult",
-    "bootstrap_home",
     "describe",
     "fetch_file",
     "fetch_lockfile",
@@ -51,12 +52,6 @@ class OnboardResult:
     def ok(self) -> bool:
         """The install succeeded and doctor found nothing failing."""
         return self.install.report.ok and (self.doctor is None or self.doctor.ok)
-
-
-def bootstrap_home(environ: Mapping[str, str]) -> Path:
-    """verl-bootstrap's own folder for this user ($VERL_BOOTSTRAP_HOME, else ~/.verl-bootstrap)."""
-    home = Path(environ.get("HOME") or Path.home())
-    return Path(environ.get("VERL_BOOTSTRAP_HOME") or home / ".verl-bootstrap")
 
 
 def lab_defaults(
@@ -91,7 +86,7 @@ def onboard(
     result = run_install(plan, preflight=True)
     if not result.report.ok:
         return OnboardResult(result, {}, (), None, lockfile)
-    files = user_activation(plan.prefix, bootstrap_home(env))
+    files = user_activation(plan.prefix, tool_home(env))
     rcs = _shell_init(shells, files, env) if shell_init else ()
     return OnboardResult(result, files, rcs, _doctor(plan, env), lockfile)
 
@@ -109,11 +104,7 @@ def _shell_init(
 
 
 def _doctor(plan: Plan, environ: Mapping[str, str]) -> DoctorReport | None:
-    """Doctor's verdict on the new env (None where this build has no doctor)."""
-    try:
-        from installer.doctor import DoctorInputs, run_doctor  # noqa: PLC0415
-    except ImportError:
-        return None
+    """Doctor's verdict on the new env."""
     inputs = DoctorInputs(
         profile=plan.profile,
         variant=plan.variant,

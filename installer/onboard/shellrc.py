@@ -10,8 +10,8 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-from installer.activation import activation_script
-from installer.state import atomic_write
+from installer.envs.activation import activation_script
+from installer.paths import atomic_write
 
 __all__ = ["BEGIN", "END", "default_shell", "rc_file", "user_activation", "write_rc_block"]
 

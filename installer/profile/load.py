@@ -2,31 +2,19 @@
 
 from __future__ import annotations
 
-import sysconfig
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from installer.errors import InputError
+from installer.paths import PROFILES_DIR
 from installer.profile.models import SCHEMA_VERSION, Profile
 from installer.profile.yamlsrc import Key, Located, load_located
 
 __all__ = ["PROFILES_DIR", "list_profiles", "load_profile", "profile_path"]
 
 
-def _shipped(name: str) -> Path:
-    """A folder shipped with the tool: beside the package in a checkout, else the installed copy.
-
-    A wheel carries profiles/ and lockfiles/ as data files under <prefix>/share/verl-bootstrap.
-    """
-    checkout = Path(__file__).resolve().parents[2] / name
-    if checkout.is_dir():
-        return checkout
-    return Path(sysconfig.get_path("data")) / "share" / "verl-bootstrap" / name
-
-
-PROFILES_DIR = _shipped("profiles")
 _MAX_DEPTH = 16
 
 

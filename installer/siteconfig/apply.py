@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 
-from installer.indexes import IndexSettings
+from installer.host.indexes import IndexSettings
 from installer.options import SiteOptions
 
 __all__ = ["PYTORCH_INDEX", "applied_environment", "apply_site_indexes", "pytorch_mirrors"]
@@ -54,8 +54,8 @@ def pytorch_mirrors(indexes: Mapping[str, str], site: SiteOptions) -> dict[str, 
 def applied_environment(variables: Mapping[str, str | None]) -> Iterator[None]:
     """Set the site's variables for every backend while the block runs, then restore them.
 
-    This is the CLI boundary's job: the variables reach uv, pip, git, py-rattler and requests
-    alike, whichever layer starts them.
+    This is the CLI boundary's job: the variables reach uv, pip, git, py-rattler and the tool's
+    HTTP client alike, whichever layer starts them.
     """
     saved = {name: os.environ.get(name) for name in variables}
     _set(variables)

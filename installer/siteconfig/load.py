@@ -21,6 +21,7 @@ import yaml
 from pydantic import ValidationError
 
 from installer.errors import InputError
+from installer.httpclient import HttpError, fetch
 from installer.redact import redact
 from installer.siteconfig.model import SITE_SCHEMA_VERSION, SiteConfig
 
@@ -141,17 +142,13 @@ def read_location(location: str) -> tuple[str, str]:
 
 
 def _fetch(url: str) -> str:
-    import requests  # noqa: PLC0415 - slow to import; only URL configs need it
-
     try:
-        answer = requests.get(url, timeout=30)
-        answer.raise_for_status()
-    except requests.RequestException as exc:
+        return fetch(url, timeout=30).decode("utf-8")
+    except (HttpError, UnicodeDecodeError) as exc:
         raise InputError(
             f"cannot fetch site config {redact(url)}: {redact(str(exc))}",
             hint="check the URL, your proxy settings, and any credentials it needs",
         ) from None
-    return answer.text
 
 
 def _read_file(

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from installer.indexes import IndexSettings
+from installer.host.indexes import IndexSettings
 from installer.redact import redact
 from installer.siteconfig.load import LoadedSite
 

@@ -23,10 +23,10 @@ import yaml
 
 from installer.errors import InputError
 from installer.options import SiteOptions
+from installer.paths import atomic_write
 from installer.redact import redact
 from installer.siteconfig.load import LoadedSite
 from installer.siteconfig.model import Caches, CondaMirror, Network, SiteConfig
-from installer.state import atomic_write
 
 __all__ = [
     "backend_environment",

@@ -1,0 +1,82 @@
+"""The plan: a pure compilation of (profile, options, host facts) into an ordered step graph.
+
+Nothing here touches the disk or the network, so `plan` can print it and tests can assert on it.
+Whatever order a profile lists, verl's editable install precedes every accelerator stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from graphlib import CycleError, TopologicalSorter
+
+from installer.errors import InputError
+from installer.host.facts import HostFacts
+from installer.options import RunOptions
+from installer.paths import state_dir
+from installer.plan.locked import LockedInstall, locked_source_spec, locked_stage_specs
+from installer.plan.model import Plan, Step
+from installer.profile.models import Profile
+from installer.profile.stagespec import stage_specs
+from installer.steps.kinds import plan_steps
+from installer.steps.source import SourceSpec
+
+__all__ = ["compile_plan"]
+
+
+def compile_plan(
+    profile: Profile, options: RunOptions, host: HostFacts, *, locked: LockedInstall | None = None
+) -> Plan:
+    """Compile the graph: create-env ∥ fetch-source → install-verl → stages → record-lock → verify.
+
+    With `locked`, the stages are the lockfile's and verl's source is the locked one.
+    """
+    stages = stage_specs(profile, host.variant)
+    source = SourceSpec.from_profile(profile, options, state_dir(options.prefix))
+    settings = host.settings
+    if locked is not None:
+        stages = locked_stage_specs(locked.lock)
+        source = locked_source_spec(source, locked.lock)
+        # every pin already met pip's constraints when it was locked; --require-hashes refuses
+        # unpinned constraint lines
+        settings = replace(settings, constraints=())
+    backend = options.backend or profile.env.backend
+    draft = Plan(
+        profile=profile,
+        options=options,
+        variant=host.variant,
+        variant_reason=host.variant_reason,
+        backend=backend,
+        interpreter=host.interpreter,
+        source=source,
+        settings=settings,
+        stages=stages,
+        steps=(),
+        notes=host.notes,
+        driver=host.driver,
+        locked=locked,
+    )
+    steps = _order(plan_steps(draft))
+    return Plan(**{**draft.__dict__, "steps": steps})
+
+
+def _order(steps: list[Step]) -> tuple[Step, ...]:
+    """A stable topological order (profile order wins when free); a cycle is an InputError."""
+    by_id = {s.id: s for s in steps}
+    sorter: TopologicalSorter[str] = TopologicalSorter()
+    for step in steps:
+        missing = [d for d in step.deps if d not in by_id]
+        if missing:
+            raise InputError(f"step {step.id!r} depends on unknown step(s) {missing}")
+        sorter.add(step.id, *step.deps)
+    try:
+        sorter.prepare()
+    except CycleError as exc:
+        cycle = " -> ".join(exc.args[1])
+        raise InputError(f"the plan has a cycle: {cycle}") from exc
+    rank = {s.id: i for i, s in enumerate(steps)}
+    ordered: list[Step] = []
+    while sorter.is_active():
+        ready = sorted(sorter.get_ready(), key=rank.__getitem__)
+        ordered.extend(by_id[i] for i in ready)
+        sorter.done(*ready)
+    return tuple(ordered)

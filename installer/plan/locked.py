@@ -1,0 +1,180 @@
+"""`--locked` / `--frozen`, plan-time: install exactly a lockfile, with no resolution.
+
+`--locked` first checks that the lockfile was made from the profile as it is now (its profile
+hash), `--frozen` takes the lockfile as it is. Then, while the plan is compiled and before
+anything is written to the prefix, every locked artifact is looked up on the user's configured
+indexes and its sha256 compared with the lockfile's; a mismatch refuses the run and names the
+package. Each stage then installs the checked files by URL from a requirements file, with
+`--no-deps --require-hashes`, so the installer checks the bytes it downloads too.
+"""
+
+from __future__ import annotations
+
+import platform as _platform
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from packaging.version import Version
+
+from installer.errors import InputError, Refused
+from installer.gpu.model import DriverInfo
+from installer.host.indexes import IndexSettings
+from installer.host.variants import choose_variant
+from installer.lockfile.io import read_lockfile
+from installer.lockfile.lookup import (
+    Artifact,
+    Served,
+    hashed_dists,
+    lookup,
+    mismatches,
+    stage_index,
+)
+from installer.lockfile.model import Lockfile, profile_hash
+from installer.options import RunOptions
+from installer.paths import default_lockfile
+from installer.platforms import host_platform
+from installer.profile.models import Profile, PythonSpec
+from installer.profile.stagespec import StageSpec
+from installer.steps.source import SourceSpec
+
+__all__ = [
+    "LockedInstall",
+    "locked_source_spec",
+    "locked_stage_specs",
+    "precheck",
+    "prepare_locked",
+    "stage_index",
+]
+
+
+@dataclass(frozen=True)
+class LockedInstall:
+    """The lockfile a run installs, and where it came from."""
+
+    lock: Lockfile
+    path: Path
+    frozen: bool
+    artifacts: Mapping[str, Artifact] = field(default_factory=dict)  # name -> the checked file
+
+
+def prepare_locked(
+    profile: Profile, options: RunOptions, driver: DriverInfo | None
+) -> tuple[Profile, LockedInstall]:
+    """Find and check the lockfile; return the profile narrowed to the lock's Python."""
+
+    variant, _ = choose_variant(profile, driver, options.cuda)
+    path = options.lockfile or default_lockfile(profile.name, variant, host_platform())
+    if not path.is_file():
+        raise InputError(
+            f"no lockfile for profile {profile.name!r}, variant {variant} at {path}",
+            hint=f"make one with `verl-bootstrap lock --profile {options.profile} --cuda {variant}`"
+            ", or pass --lockfile PATH",
+        )
+    lock = read_lockfile(path)
+    _check_matches(lock, path, profile, variant, frozen=options.frozen)
+    major, minor = lock.python.split(".")[:2]
+    # a range, not "==X.Y.*": conda's match specs refuse "*" after "=="
+    python = PythonSpec(requires=f">={major}.{minor},<{major}.{int(minor) + 1}", prefer=lock.python)
+    narrowed = profile.model_copy(update={"python": python})
+    return narrowed, LockedInstall(lock=lock, path=path, frozen=options.frozen)
+
+
+def _check_matches(
+    lock: Lockfile, path: Path, profile: Profile, variant: str, *, frozen: bool
+) -> None:
+    if lock.platform != host_platform():
+        raise InputError(f"{path} is for {lock.platform}; this machine is {host_platform()}")
+    _check_glibc(lock, path)
+    if lock.cuda.variant != variant:
+        raise InputError(
+            f"{path} is for CUDA variant {lock.cuda.variant}, this run chose {variant}",
+            hint=f"pass --cuda {lock.cuda.variant}, or lock variant {variant}",
+        )
+    if frozen:
+        return
+    if lock.profile != profile.name or lock.profile_hash != profile_hash(profile, variant):
+        raise Refused(
+            f"{path} is stale: profile {profile.name!r} changed since it was locked",
+            hint=f"run `{lock.regenerate}` (or `verl-bootstrap lock --profile {profile.name}`) "
+            "to update it, or pass --frozen to install it as it is",
+        )
+
+
+def _check_glibc(lock: Lockfile, path: Path) -> None:
+    """The lock's wheels need the glibc it was solved for (`__glibc`); older cannot load them."""
+    wanted = lock.cuda.virtual_packages.get("__glibc")
+    libc, have = _platform.libc_ver()
+    if not wanted or libc != "glibc" or not have:
+        return
+    if Version(have) < Version(wanted):
+        raise Refused(
+            f"{path} was solved for glibc >= {wanted}; this machine has glibc {have}",
+            hint="lock for this machine's glibc (`verl-bootstrap lock --glibc X.Y`)",
+        )
+
+
+def locked_stage_specs(lock: Lockfile) -> tuple[StageSpec, ...]:
+    """The plan's stages, as the lockfile recorded them (install-verl is the plan's own step)."""
+    return tuple(
+        StageSpec(
+            id=stage.id,
+            kind="packages",
+            description=f"{len(stage.distributions)} locked distribution(s), hash-checked",
+            packages=(),
+            index=stage_index(stage),
+            no_build_isolation="--no-build-isolation" in stage.options,
+            no_deps=True,
+            env=dict(stage.env),
+        )
+        for stage in lock.stages
+        if stage.kind != "install-verl"
+    )
+
+
+def locked_source_spec(spec: SourceSpec, lock: Lockfile) -> SourceSpec:
+    """verl's source at the locked commit (a git lock) or the locked release (an sdist lock)."""
+    if lock.verl.kind == "git" and lock.verl.commit:  # a git lock is never served by an sdist
+        return replace(spec, ref=lock.verl.commit, sdist_fallback=False)
+    return replace(spec, ref=lock.verl.ref)
+
+
+def _cached_lookup(lock: Lockfile, settings: IndexSettings, work: Path) -> Served | None:
+    """The lookup from uv's cache alone (fast); None when the cache cannot answer it.
+
+    A match here is as good as one online: the hashes are the lockfile's, and the installer
+    checks the downloaded bytes against them. Anything else is asked of the index itself.
+    """
+    try:
+        return lookup(lock, settings, offline=True, work=work)
+    except Refused:
+        return None
+
+
+def precheck(locked: LockedInstall, settings: IndexSettings, *, offline: bool) -> LockedInstall:
+    """Look every locked artifact up on the configured indexes; refuse on any sha256 mismatch.
+
+    Runs in a scratch folder, before the prefix is touched. Returns `locked` with the URL of the
+    artifact each distribution installs from: the first wheel (else the sdist) whose sha256 the
+    lockfile allows, so the install resolves nothing and picks no other file.
+    """
+    dists = hashed_dists(locked.lock)
+    with tempfile.TemporaryDirectory(prefix="verl-precheck-") as tmp:
+        served = _cached_lookup(locked.lock, settings, Path(tmp) / "cached")
+        if served is None or mismatches(dists, served):
+            served = lookup(locked.lock, settings, offline=offline, work=Path(tmp) / "online")
+    problems = mismatches(dists, served)
+    if problems:
+        raise Refused(
+            f"{locked.path} does not match what your indexes serve ({len(problems)} "
+            "distribution(s)); nothing was installed:\n  " + "\n  ".join(problems),
+            hint="the lockfile was edited, or your index serves other files under these "
+            "versions; regenerate it with `verl-bootstrap lock`, or use an index that mirrors "
+            "the one it was made from",
+        )
+    chosen = {}
+    for dist in hashed_dists(locked.lock):
+        allowed = [a for a in served.get(dist.name, ()) if a.sha256 in dist.hashes]
+        chosen[dist.name] = min(allowed, key=lambda a: (a.kind != "wheel", a.filename))
+    return replace(locked, artifacts=chosen)

@@ -1,0 +1,1 @@
+"""Carrying out a plan: runner, state, the prefix guard, the install orchestration."""

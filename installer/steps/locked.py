@@ -1,0 +1,161 @@
+"""The run-time half of `--locked` / `--frozen`: fetch checked files, write each stage's hashed
+requirements, check verl's source against the lock, and record the env afterwards.
+
+The plan-time half (finding the lockfile, checking it fits, looking every artifact up before the
+prefix is touched) is `installer.plan.locked`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+
+from installer.envs.inventory import Dist, installed
+from installer.errors import InputError, StepFailed
+from installer.httpclient import HttpError, download
+from installer.lockfile.io import write_lockfile
+from installer.lockfile.lookup import Artifact
+from installer.lockfile.model import LockedDist, LockedStage, Lockfile
+from installer.paths import cache_root, env_lockfile
+from installer.plan.locked import LockedInstall
+from installer.redact import redact
+from installer.steps import source
+from installer.steps.source import SourceResult, SourceSpec
+
+__all__ = [
+    "cached_archive",
+    "check_source",
+    "fetch_checked",
+    "fetch_locked_sdist",
+    "locked_requirements",
+    "record_locked_env",
+]
+
+
+def locked_requirements(
+    stage: LockedStage,
+    artifacts: Mapping[str, Artifact] | None = None,
+    built: Mapping[str, Artifact] | None = None,
+) -> str:
+    """The hashed requirements file a locked stage installs with `--require-hashes --no-deps`.
+
+    With `artifacts` (from `precheck`), each line names the checked file by URL and sha256:
+    nothing is looked up again at install time. `built` holds the wheels this run built from
+    the stage's locked sdists; those install in place of the sdists.
+    """
+    artifacts = {**(artifacts or {}), **(built or {})}
+    lines = [f"# stage {stage.id}, from the lockfile; installed with --no-deps --require-hashes"]
+    for dist in stage.distributions:
+        if dist.source == "git":
+            raise InputError(
+                f"{dist.name}: git-sourced distributions cannot be installed hash-checked",
+                hint="publish the built wheel to an index and lock it from there",
+            )
+        if dist.source != "editable":
+            lines.append(_requirement(dist, artifacts.get(dist.name)))
+    return "\n".join(lines) + "\n"
+
+
+def _requirement(dist: LockedDist, artifact: Artifact | None) -> str:
+    if artifact is not None:
+        return f"{dist.name} @ {artifact.url} \\\n    --hash=sha256:{artifact.sha256}"
+    hashes = "".join(f" \\\n    --hash=sha256:{h}" for h in dist.hashes)
+    return f"{dist.name}=={dist.version}{hashes}"
+
+
+def fetch_locked_sdist(
+    spec: SourceSpec, locked: LockedInstall, *, log_path: Path, cache: Path | None = None
+) -> SourceResult | None:
+    """verl's locked release sdist, from the tool's cache by sha256, else from the checked URL.
+
+    None when the lock is not an sdist lock or the checkout already exists (fetch-source's own
+    logic handles those). The archive is kept under `cache`, so later envs skip the download.
+    """
+    want = locked.lock.verl
+    artifact = locked.artifacts.get("verl")
+    if want.kind != "sdist" or not want.sdist_sha256 or spec.checkout.exists():
+        return None
+    if cache is None:
+        cache = cache_root()
+    archive = cached_archive(cache, want.sdist_sha256, want.sdist or "verl.tar.gz")
+    if not archive.is_file() and artifact is None:
+        return None
+    fetch_checked(artifact, archive, want.sdist_sha256)
+    # the same checkout and mark fetch_source makes, so a resumed run reuses it
+    source.unpack_sdist(archive, spec.checkout)
+    mark = f"{archive.name} {want.sdist_sha256}\n"
+    (spec.checkout / source.SDIST_MARK).write_text(mark)
+    with log_path.open("a", encoding="utf-8") as log:
+        log.write(f"unpacked verl's locked sdist {archive} (sha256 {want.sdist_sha256})\n")
+    return SourceResult(
+        kind="sdist", repo=spec.repo, ref=spec.ref, path=spec.checkout,
+        sdist_sha256=want.sdist_sha256, sdist_name=archive.name,
+        note="verl's locked release sdist",
+    )  # fmt: skip
+
+
+def cached_archive(cache: Path, sha256: str, filename: str) -> Path:
+    """Where the tool's cache keeps a checked archive: by its sha256, so any env can reuse it."""
+    return cache / "sdists" / sha256 / filename
+
+
+def fetch_checked(artifact: Artifact | None, dest: Path, sha256: str) -> None:
+    """`dest` holds the file with `sha256`: kept from an earlier run, else downloaded now."""
+    if not dest.is_file():
+        if artifact is None:
+            raise StepFailed(f"{dest.name} is not cached and the lockfile run found no URL for it")
+        _download(artifact, dest)
+    if hashlib.sha256(dest.read_bytes()).hexdigest() != sha256:
+        dest.unlink()  # the tool's own cache entry: a corrupt one must not be used again
+        raise StepFailed(f"{dest} does not have the locked sha256 {sha256}")
+
+
+def _download(artifact: Artifact, dest: Path) -> None:
+    """Fetch one checked file into `dest` (atomically)."""
+    try:
+        download(artifact.url, dest)
+    except HttpError as exc:
+        raise StepFailed(f"could not download {redact(artifact.url)}: {exc.reason}") from None
+
+
+def check_source(lock: Lockfile, source: SourceResult) -> None:
+    """The fetched verl is the locked one: same commit, or an sdist with the locked sha256."""
+    want = lock.verl
+    if want.kind == "git" and source.commit != want.commit:
+        got = source.commit or f"the release sdist {source.sdist_name}"
+        raise StepFailed(
+            f"verl's checkout is at {got}, the lockfile names commit {want.commit}",
+            hint="point --verl-source at a repository that has the locked commit",
+        )
+    if want.kind == "sdist" and source.sdist_sha256 != want.sdist_sha256:
+        raise StepFailed(
+            f"verl's source {source.sdist_name or source.commit} has sha256 "
+            f"{source.sdist_sha256}, the lockfile names {want.sdist_sha256}",
+            hint="the index serves another verl sdist than the one locked; regenerate the lock",
+        )
+
+
+def record_locked_env(prefix: Path, lock: Lockfile, built: Mapping[str, str] | None = None) -> Path:
+    """The env's record after a locked install: the lockfile, plus each installed RECORD's digest
+    and, for each distribution built here from its locked sdist, the built wheel's sha256.
+
+    `verify --against` compares those digests with the env later, to tell a replaced build.
+    """
+
+    now, built = installed(prefix), built or {}
+    stages = tuple(
+        stage.model_copy(
+            update={
+                "distributions": tuple(_with_record(d, now, built) for d in stage.distributions)
+            }
+        )
+        for stage in lock.stages
+    )
+    return write_lockfile(lock.model_copy(update={"stages": stages}), env_lockfile(prefix))
+
+
+def _with_record(dist: LockedDist, now: Mapping[str, Dist], built: Mapping[str, str]) -> LockedDist:
+    found = now.get(dist.name)
+    digest = found.record_sha256 if found is not None else None
+    return dist.model_copy(update={"record_sha256": digest, "built_sha256": built.get(dist.name)})

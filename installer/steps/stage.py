@@ -1,0 +1,172 @@
+"""Steps `stage` and `script`: one accelerator stage of the profile (or of the lockfile).
+
+A `stage` installs packages with uv or pip, under the protected-package pins of earlier stages;
+a `script` runs a script from verl's checkout. Both are checked afterwards against what they
+promise (`expect`) and against the protected packages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+
+from installer.envs.base import env_python
+from installer.envs.inventory import canonical, installed
+from installer.errors import CommandFailed, StepFailed
+from installer.installers import InstallRequest, install_command
+from installer.lockfile.lookup import Artifact
+from installer.lockfile.model import LockedStage
+from installer.paths import (
+    atomic_write,
+    cache_root,
+    locked_requirements_file,
+    override_file,
+    protected_file,
+)
+from installer.plan.model import Plan, Step
+from installer.profile.stagespec import StageSpec
+from installer.redact import redact
+from installer.steps.base import StepContext, run_in_env
+from installer.steps.locked import locked_requirements
+from installer.steps.protect import check_protected, protected_pins, refused_by_pins
+from installer.steps.srcbuild import build_locked_sdists
+
+__all__ = ["describe", "execute", "stage_request"]
+
+
+def stage_request(plan: Plan, stage: StageSpec) -> InstallRequest:
+    """The install a packages/verl-deps stage performs."""
+    if plan.locked is not None:  # the lockfile's hashed requirements, nothing resolved
+        return InstallRequest(
+            python=env_python(plan.prefix),
+            requirements=locked_requirements_file(plan.prefix, stage.id),
+            index=stage.index,
+            no_deps=True,
+            no_build_isolation=stage.no_build_isolation,
+            offline=plan.options.offline,
+        )
+    editable = None
+    if stage.kind == "verl-deps":
+        extras = f"[{','.join(stage.extras)}]" if stage.extras else ""
+        editable = f"{plan.source.checkout}{extras}"
+    return InstallRequest(
+        python=env_python(plan.prefix),
+        packages=stage.packages,
+        editable=editable,
+        index=stage.index,
+        no_deps=stage.no_deps,
+        no_build_isolation=stage.no_build_isolation,
+        overrides_file=override_file(plan.prefix, stage.id) if stage.overrides else None,
+        constraints_file=protected_file(plan.prefix, stage.id) if stage.protect else None,
+        offline=plan.options.offline,
+    )
+
+
+def _argv(plan: Plan, stage: StageSpec) -> list[str]:
+    """The stage's one command: shown (redacted) by the plan, run as it is by `execute`."""
+    if stage.kind == "script":
+        return ["bash", "-eE", "-o", "pipefail", str(plan.source.checkout / (stage.script or ""))]
+    return install_command(plan.options.installer, stage_request(plan, stage), plan.settings)
+
+
+def describe(plan: Plan, stage: StageSpec, previous: str) -> Step:
+    return Step(
+        id=stage.id,
+        kind="script" if stage.kind == "script" else "stage",
+        deps=(previous,),
+        description=stage.description or f"install {', '.join(stage.packages)}",
+        commands=(tuple(redact(a) for a in _argv(plan, stage)),),
+        inputs={
+            "env": dict(stage.env),
+            "overrides": stage.overrides,
+            "expect": dict(stage.expect),
+            "protect": stage.protect,
+            **_locked_inputs(plan, stage.id),
+        },
+    )
+
+
+def _locked_inputs(plan: Plan, stage_id: str) -> dict[str, str]:
+    """A locked stage re-runs when its part of the lockfile changes."""
+    if plan.locked is None:
+        return {}
+    stage = next(s for s in plan.locked.lock.stages if s.id == stage_id)
+    return {"locked": locked_requirements(stage)}
+
+
+def execute(ctx: StepContext) -> dict[str, Any]:
+    stage = next(s for s in ctx.plan.stages if s.id == ctx.step.id)
+    if stage.overrides:
+        atomic_write(override_file(ctx.plan.prefix, stage.id), "\n".join(stage.overrides) + "\n")
+    built = _write_locked_requirements(ctx, stage) if ctx.plan.locked is not None else {}
+    if stage.kind == "script":
+        run_in_env(ctx, _argv(ctx.plan, stage), env=dict(stage.env), cwd=ctx.plan.source.checkout)
+    else:
+        _install_stage(ctx, stage)
+    now = installed(ctx.plan.prefix)
+    _check_expect(stage.id, stage.expect, now)
+    ctx.protected.update(check_protected(ctx.protected, now, stage=stage.id, names=stage.protect))
+    return {
+        "installed": {n: d.version for n, d in sorted(now.items())},
+        "built": {n: wheel.sha256 for n, wheel in sorted(built.items())},
+    }
+
+
+def _write_locked_requirements(ctx: StepContext, stage: StageSpec) -> dict[str, Artifact]:
+    """A locked stage's hashed requirements (its sdists built into wheels first); the built."""
+    assert ctx.plan.locked is not None
+    locked = next(s for s in ctx.plan.locked.lock.stages if s.id == stage.id)
+    built: dict[str, Artifact] = {}
+    if stage.kind != "script":
+        built = _build_locked_sdists(ctx, stage, locked, ctx.plan.locked.artifacts)
+    atomic_write(
+        locked_requirements_file(ctx.plan.prefix, stage.id),
+        locked_requirements(locked, ctx.plan.locked.artifacts, built),
+    )
+    return built
+
+
+def _build_locked_sdists(
+    ctx: StepContext, stage: StageSpec, locked: LockedStage, artifacts: Mapping[str, Artifact]
+) -> dict[str, Artifact]:
+    """The stage's locked sdists, built here into wheels that the stage then installs."""
+
+    return build_locked_sdists(
+        locked, artifacts,
+        prefix=ctx.plan.prefix, request=stage_request(ctx.plan, stage),
+        settings=ctx.plan.settings, cache=cache_root(),
+        run=lambda argv: run_in_env(ctx, argv, env=dict(stage.env)),
+    )  # fmt: skip
+
+
+def _install_stage(ctx: StepContext, stage: StageSpec) -> None:
+    request = stage_request(ctx.plan, stage)
+    if request.constraints_file:
+        pins = protected_pins(ctx.protected, stage=stage.id)
+        atomic_write(request.constraints_file, "".join(f"{pin}\n" for pin in pins))
+    try:
+        run_in_env(ctx, _argv(ctx.plan, stage), env=dict(stage.env))
+    except CommandFailed as failed:
+        refused = refused_by_pins(ctx.protected, failed.tail, stage=stage.id)
+        if refused is None:
+            raise
+        raise refused from failed
+
+
+def _check_expect(stage_id: str, expect: Mapping[str, str], now: Mapping[str, Any]) -> None:
+    """The versions a stage promises, checked after it: this catches scripts that fail silently."""
+    problems = []
+    for name, spec in expect.items():
+        dist = now.get(canonical(name))
+        if dist is None:
+            problems.append(f"{name} is not installed (expected {spec})")
+        elif dist.version not in SpecifierSet(spec, prereleases=True):
+            problems.append(f"{name} is {dist.version}, expected {spec}")
+    if problems:
+        raise StepFailed(
+            f"stage {stage_id!r} finished but did not install what it promised: "
+            + "; ".join(problems),
+            hint="read the step's log: a command in it failed without stopping it",
+        )
