@@ -28,8 +28,9 @@ test-heavy:  ## installs every GPU profile for real (several GB each); not in CI
 bench:
 	$(BIN)/python bench/run.py
 
-lock:  ## regenerate every committed lockfile
+lock:  ## regenerate every committed lockfile (aarch64: cu130 only, see docs/aarch64.md)
 	$(BIN)/verl-bootstrap lock --all
+	for p in fsdp megatron sglang vllm-only; do $(BIN)/verl-bootstrap lock --profile $$p --cuda cu130 --platform linux-aarch64 || exit 1; done
 
 lock-check:
 	$(BIN)/verl-bootstrap lock --check

@@ -103,7 +103,7 @@ def main() -> None:
             print(f"{name:66} {seconds:8.2f} {shown:>22}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    for extra in ("bench_lock.py", "bench_kernels.py"):
+    for extra in ("bench_lock.py", "bench_kernels.py", "bench_bundle.py"):
         if (ROOT / "bench" / extra).exists():
             print()
             subprocess.run([sys.executable, str(ROOT / "bench" / extra)], check=False)

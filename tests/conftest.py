@@ -62,3 +62,40 @@ def _children_allowed() -> Iterator[None]:
     """A test that interrupts a run (terminate_all) must not stop the next test's children."""
     yield
     proc.allow_new_children()
+
+
+@pytest.fixture(scope="session")
+def bundle_lock(tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path) -> Path:
+    """The cpu profile locked for a venv (the same file test_lock_real's cpu_lock is)."""
+    from lockfixtures import make_lock  # noqa: PLC0415
+
+    return make_lock(tmp_path_factory.getbasetemp(), verl_repo_session, "cpu-venv")
+
+
+@pytest.fixture(scope="session")
+def cpu_bundle(tmp_path_factory: pytest.TempPathFactory, bundle_lock: Path) -> Path:
+    """The cpu lock's offline bundle, made once per session (downloads cached across runs)."""
+    from bundlefixtures import make_bundle  # noqa: PLC0415
+
+    return make_bundle(bundle_lock, tmp_path_factory.getbasetemp() / "bundles" / "cpu.tar")
+
+
+@pytest.fixture(scope="session")
+def offline_image(tmp_path_factory: pytest.TempPathFactory, cpu_bundle: Path) -> tuple[Path, str]:
+    """An image tree built with no network from the cpu bundle, by the Apptainer definition's
+    own %files and %post (which run the bundle's install.sh, so the tool comes from the bundle
+    too); (the image's root, the build's output). Its env is ROOT/verl."""
+    from bundlefixtures import run_post_offline, run_tool, tool_env  # noqa: PLC0415
+
+    definition = cpu_bundle.parent / "verl.def"
+    done = run_tool("export", "--format", "apptainer", "--lockfile", str(_lock_in(cpu_bundle)),
+                    "--bundle", str(cpu_bundle), "--output", str(definition))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    root = tmp_path_factory.mktemp("image")
+    output = run_post_offline(definition, root, tool_env(VERL_BOOTSTRAP_CACHE=str(root / "cache")))
+    return root, output
+
+
+def _lock_in(bundle: Path) -> Path:
+    """The lockfile a session bundle was made from (beside it under the base temp folder)."""
+    return bundle.parent.parent / "locks" / "cpu-venv.lock.yaml"

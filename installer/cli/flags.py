@@ -59,6 +59,12 @@ def lock_flags(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="the lockfile to install (implies --locked; default lockfiles/PROFILE/...)",
     )
+    p.add_argument(
+        "--bundle",
+        type=path_arg,
+        metavar="PATH",
+        help="install from an offline bundle (`verl-bootstrap bundle`): no network at all",
+    )
 
 
 def json_flag(p: argparse.ArgumentParser) -> None:

@@ -9,6 +9,7 @@ from installer.cli.options import run_options
 from installer.cli.output import emit_json, err, out
 from installer.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 from installer.events import listening
+from installer.options import RunOptions
 
 __all__ = [
     "cmd_install",
@@ -17,11 +18,14 @@ __all__ = [
     "cmd_profiles_show",
     "cmd_profiles_validate",
     "cmd_verify",
+    "install_with",
 ]
 
 
 def cmd_plan(ns: argparse.Namespace) -> int:
     """`plan`: print the graph, run nothing."""
+    if ns.bundle is not None:
+        raise InputError("plan reads no bundle", hint="use `install --bundle PATH --dry-run`")
     from installer.cli.planview import plan_json, plan_text
     from installer.run.install import prepare_plan
     from installer.siteconfig.apply import applied_environment
@@ -38,12 +42,21 @@ def cmd_plan(ns: argparse.Namespace) -> int:
 
 def cmd_install(ns: argparse.Namespace) -> int:
     """The main job."""
+    options = run_options(ns)
+    if ns.bundle is not None:  # from an offline bundle: checked, then unpacked
+        from installer.cli.bundle import bundle_options
+
+        options = bundle_options(ns.bundle, options)
+    return install_with(ns, options)
+
+
+def install_with(ns: argparse.Namespace, options: RunOptions) -> int:
+    """Plan, then run (or show, with --dry-run) the install `options` describe."""
     from installer.cli.planview import plan_json, plan_text, report_json, summary_text
     from installer.cli.render import Console
     from installer.run.install import prepare_plan, run_install
     from installer.siteconfig.apply import applied_environment
 
-    options = run_options(ns)
     with applied_environment(dict(options.site.environment)):
         plan = prepare_plan(options)
         if ns.dry_run:

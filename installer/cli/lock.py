@@ -55,6 +55,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     export.add_argument("--cuda", default="cpu", help="the variant's lockfile (default cpu)")
     export.add_argument("--platform", default="linux-64")
     export.add_argument("--output", type=path_arg, help="file (a folder for requirements)")
+    export.add_argument(
+        "--bundle", type=path_arg, help="apptainer/dockerfile: build from this bundle (no network)"
+    )
+    export.add_argument("--base", help="apptainer/dockerfile: the base image (default: python)")
     _source_flags(export)
     export.set_defaults(handler=cmd_export)
 
@@ -171,9 +175,16 @@ def _check(ns: argparse.Namespace) -> int:
 
 def cmd_export(ns: argparse.Namespace) -> int:
     """`export --format F`: the lockfile in conda-lock, PEP 751 or hashed-requirements form."""
+    from installer.export.names import CONTAINER_FORMATS
     from installer.export.write import DEFAULT_OUTPUT, export_lockfile
 
     lock, path = _export_lock(ns)
+    if ns.format in CONTAINER_FORMATS:
+        from installer.export.containerfmt import write_container
+
+        output = ns.output or DEFAULT_OUTPUT[ns.format]
+        written = write_container(lock, path, ns.format, output, bundle=ns.bundle, base=ns.base)
+        return _report_export(ns, path, written)
     options = _options(ns, lock.profile, lock.cuda.variant)
     written = export_lockfile(
         lock,
@@ -183,6 +194,10 @@ def cmd_export(ns: argparse.Namespace) -> int:
         channels=_channels(lock, options),
         offline=ns.offline,
     )
+    return _report_export(ns, path, written)
+
+
+def _report_export(ns: argparse.Namespace, path: Path, written: list[Path]) -> int:
     if ns.json:
         emit_json(
             {

@@ -20,6 +20,7 @@ FEATURE_MODULES = (
     "installer.cli.wheelhouse",
     "installer.cli.envs",
     "installer.cli.verltests",
+    "installer.cli.bundle",
 )
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from installer.errors import InputError
 from installer.export.common import export_entries
 from installer.export.condalock import render_conda_lock
-from installer.export.names import DEFAULT_OUTPUT, FORMATS
+from installer.export.names import CONTAINER_FORMATS, DEFAULT_OUTPUT, FORMATS
 from installer.export.pylock import render_pylock
 from installer.export.requirements import write_requirements
 from installer.host.indexes import IndexSettings
@@ -32,6 +32,8 @@ def export_lockfile(
         raise InputError(
             f"unknown export format {fmt!r}", hint=f"choose one of {', '.join(FORMATS)}"
         )
+    if fmt in CONTAINER_FORMATS:
+        raise InputError(f"{fmt} definitions are written by installer.export.containerfmt")
     entries = export_entries(lock, settings, offline=offline)
     if fmt == "requirements":
         return write_requirements(lock, entries, settings, output)

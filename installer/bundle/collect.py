@@ -1,0 +1,153 @@
+"""What goes into a bundle: every locked artifact, the build requirements of the locked sdists,
+and verl's locked source, each downloaded once into the tool's cache and checked by sha256.
+
+The artifacts are found as a `--locked` install finds them (the same lookup on the user's
+indexes), so a bundle holds exactly the files such an install would fetch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tarfile
+import zipfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from installer import proc
+from installer.envs.inventory import canonical
+from installer.errors import CommandFailed, Refused
+from installer.host.indexes import IndexSettings
+from installer.installers import uv_binary
+from installer.lockfile.lookup import Artifact, _artifacts, hashed_dists, lookup, mismatches
+from installer.lockfile.model import Lockfile
+from installer.lockfile.resolve import Target, index_args, load_toml
+from installer.paths import atomic_write
+from installer.platforms import DEFAULT_GLIBC
+from installer.steps.locked import fetch_checked
+
+__all__ = ["Collected", "artifact_cache", "build_requirements", "collect_locked", "download"]
+
+# What PEP 517 front ends assume of an sdist without a pyproject.toml (or without build-system)
+LEGACY_BUILD = ("setuptools>=40.8.0", "wheel")
+
+
+@dataclass(frozen=True)
+class Collected:
+    """One checked file in the tool's cache, and the distribution it is."""
+
+    path: Path
+    name: str
+    sha256: str
+
+
+def artifact_cache(cache: Path, sha256: str, filename: str) -> Path:
+    """Where a bundle's checked download is kept: by sha256, so the next bundle reuses it."""
+    return cache / "artifacts" / sha256 / filename
+
+
+def download(artifacts: Iterable[tuple[str, Artifact]], cache: Path) -> list[Collected]:
+    """Each (name, artifact) in the tool's cache, downloaded if missing, checked by sha256."""
+    out = []
+    for name, artifact in artifacts:
+        dest = artifact_cache(cache, artifact.sha256, artifact.filename)
+        fetch_checked(artifact, dest, artifact.sha256)
+        out.append(Collected(path=dest, name=canonical(name), sha256=artifact.sha256))
+    return out
+
+
+def collect_locked(
+    lock: Lockfile, settings: IndexSettings, *, cache: Path, work: Path
+) -> list[Collected]:
+    """Every artifact whose sha256 the lockfile allows, as the indexes serve it; a mismatch is
+    refused as a `--locked` install refuses it."""
+    dists = hashed_dists(lock)
+    served = lookup(lock, settings, offline=False, work=work / "lookup")
+    problems = mismatches(dists, served)
+    if problems:
+        raise Refused(
+            f"the lockfile does not match what your indexes serve ({len(problems)} "
+            "distribution(s)); no bundle was written:\n  " + "\n  ".join(problems),
+            hint="regenerate the lockfile with `verl-bootstrap lock`, or use the index it was "
+            "made from",
+        )
+    chosen = [(d.name, a) for d in dists for a in served.get(d.name, ()) if a.sha256 in d.hashes]
+    return download(chosen, cache)
+
+
+def build_requirements(sources: Sequence[tuple[str, bytes | None]]) -> list[str]:
+    """The union of the `[build-system] requires` of each (origin, pyproject.toml text)."""
+    wanted: dict[str, None] = {}
+    for _, text in sources:
+        requires = None
+        if text is not None:
+            requires = load_toml(text.decode("utf-8")).get("build-system", {}).get("requires")
+        for requirement in requires if requires is not None else LEGACY_BUILD:
+            wanted[str(requirement)] = None
+    return sorted(wanted)
+
+
+def sdist_pyproject(archive: Path) -> bytes | None:
+    """The top-level pyproject.toml of an sdist (None: it has none)."""
+    if archive.name.endswith(".zip"):
+        with zipfile.ZipFile(archive) as zipped:
+            names = [n for n in zipped.namelist() if _is_top_pyproject(n)]
+            return zipped.read(names[0]) if names else None
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            if member.isfile() and _is_top_pyproject(member.name):
+                handle = tar.extractfile(member)
+                return handle.read() if handle is not None else None
+    return None
+
+
+def _is_top_pyproject(name: str) -> bool:
+    return name.count("/") == 1 and name.endswith("/pyproject.toml")
+
+
+def resolve_build(
+    requirements: Sequence[str], lock: Lockfile, settings: IndexSettings, *, cache: Path, work: Path
+) -> list[Collected]:
+    """The build requirements (with their dependencies) for the lock's Python and platform, at
+    its upload cutoff: what an isolated build of a locked sdist installs."""
+    glibc = lock.cuda.virtual_packages.get("__glibc", DEFAULT_GLIBC)
+    target = Target(lock.python, lock.platform, lock.exclude_newer or "", False, glibc)
+    return resolve_download(requirements, target, settings, cache=cache, work=work)
+
+
+def resolve_download(
+    requirements: Sequence[str], target: Target, settings: IndexSettings, *, cache: Path, work: Path
+) -> list[Collected]:
+    """`requirements` and their dependencies resolved for `target`, downloaded and checked."""
+    if not requirements:
+        return []
+    work.mkdir(parents=True, exist_ok=True)
+    pins, out = work / "requirements.in", work / "pylock.resolved.toml"
+    atomic_write(pins, "".join(f"{r}\n" for r in requirements))
+    argv = [uv_binary(), "pip", "compile", str(pins), "--no-header", "--quiet", "--upgrade"]
+    argv += ["--format", "pylock.toml", "-o", str(out), "--python-version", target.python]
+    argv += ["--python-platform", target.uv_platform, "--no-sources"]
+    argv += ["--exclude-newer", target.exclude_newer] if target.exclude_newer else []
+    argv += index_args(settings, None)
+    try:
+        proc.run(argv, log_path=work / "resolve.log")
+    except CommandFailed as exc:
+        reason = next((line for line in reversed(exc.tail) if line.strip()), exc.message)
+        raise Refused(f"{', '.join(requirements)} did not resolve: {reason}") from None
+    served = _artifacts(load_toml(out.read_text(encoding="utf-8")))
+    return download(((name, a) for name, files in served.items() for a in _wheels(files)), cache)
+
+
+def _wheels(files: Sequence[Artifact]) -> Sequence[Artifact]:
+    """The wheels of a distribution; its sdist only when it has none (nothing to build)."""
+    wheels = [a for a in files if a.kind == "wheel"]
+    return wheels or files
+
+
+def sha256_of(path: Path) -> str:
+    """A file's sha256, read in blocks (bundles hold multi-GB wheels)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,157 @@
+"""Offline bundles for real: the cpu lock bundled from the real index, installed from the bundle
+in a network namespace with no interfaces (through the bundle's own install.sh, run by the
+Apptainer definition's %post: see conftest's offline_image), then verified against the lock;
+tampered and misfitting bundles are refused before anything is installed or unpacked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import os
+import subprocess
+import sys
+import tarfile
+import threading
+from pathlib import Path
+
+import pytest
+from bundlefixtures import (
+    flip_byte,
+    manifest_of,
+    manifest_only,
+    no_network,
+    run_tool,
+    tool_env,
+)
+from lockfixtures import REPO
+from verlrepo import git
+
+from installer.errors import EXIT_BAD_INPUT, EXIT_REFUSED
+from installer.lockfile import read_lockfile
+from installer.lockfile.lookup import hashed_dists
+
+
+def test_the_bundle_holds_every_locked_artifact_verl_and_the_tool(
+    cpu_bundle: Path, bundle_lock: Path
+) -> None:
+    with tarfile.open(cpu_bundle) as tar:
+        names = tar.getnames()
+        sums = {
+            info.name: hashlib.sha256(tar.extractfile(info).read()).hexdigest()  # type: ignore[union-attr]
+            for info in tar.getmembers()
+            if info.name != "manifest.json"
+        }
+    manifest = manifest_of(cpu_bundle)
+    assert names[0] == "manifest.json"
+    assert {m["path"]: m["sha256"] for m in manifest["members"]} == sums
+    lock = read_lockfile(bundle_lock)
+    assert manifest["lockfile_sha256"] == hashlib.sha256(bundle_lock.read_bytes()).hexdigest()
+    assert (manifest["platform"], manifest["variant"], manifest["python"]) == (
+        lock.platform, lock.cuda.variant, lock.python,
+    )  # fmt: skip
+    bundled = set(sums.values())
+    for dist in hashed_dists(lock):
+        assert set(dist.hashes) <= bundled, dist.name
+    tool = {Path(m["path"]).name.split("-")[0] for m in manifest["members"] if m["role"] == "tool"}
+    assert {"verl_bootstrap", "uv", "pydantic"} <= tool
+    assert "verl/verl.gitbundle" in sums and "install.sh" in sums
+    # the build requirements of the locked sdists (antlr4's setup.py build: setuptools, wheel)
+    index = {m["name"] for m in manifest["members"] if m["role"] in ("artifact", "build")}
+    assert {"setuptools", "wheel"} <= index
+    assert any(m["role"] == "build" for m in manifest["members"])
+
+
+def test_installing_from_the_bundle_needs_no_network_and_ends_verified(
+    offline_image: tuple[Path, str], bundle_lock: Path, verl_repo_session: Path
+) -> None:
+    root, output = offline_image
+    prefix = root / "verl"
+    assert "every sha256 matches its manifest" in output and "verified" in output
+    done = run_tool("verify", "--prefix", str(prefix), "--against", str(bundle_lock))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the env matches" in done.stdout and "note:" not in done.stdout
+    head = git(verl_repo_session, "rev-parse", "HEAD")
+    assert git(prefix / "src" / "verl", "rev-parse", "HEAD") == head
+    (unpacked,) = (root / "cache" / "bundles").iterdir()  # kept in the tool's cache, for reuse
+    assert (unpacked / "lockfile" / bundle_lock.name).read_bytes() == bundle_lock.read_bytes()
+
+
+def test_the_network_really_was_cut_off() -> None:
+    """What the offline install ran under reaches nothing, not even a server on this machine
+    that the same probe reaches without the cut."""
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    probe = f"import urllib.request; urllib.request.urlopen({url!r}, timeout=5); print('REACHED')"
+    try:
+        argv = [*no_network(), sys.executable, "-c", probe]
+        cut = subprocess.run(argv, capture_output=True, text=True, check=False, env=tool_env())
+        plain = {**os.environ, "NO_PROXY": "*"}
+        direct = subprocess.run(argv[-3:], capture_output=True, text=True, check=False, env=plain)
+    finally:
+        server.shutdown()
+    assert "REACHED" in direct.stdout, direct.stderr
+    assert cut.returncode != 0 and "REACHED" not in cut.stdout
+
+
+def test_a_tampered_member_is_refused_before_anything_is_installed(
+    cpu_bundle: Path, tmp_path: Path
+) -> None:
+    torch = next(m["path"] for m in manifest_of(cpu_bundle)["members"] if m.get("name") == "torch")
+    bad = flip_byte(cpu_bundle, tmp_path / "bad.tar", torch)
+    prefix, cache = tmp_path / "envs" / "fresh", tmp_path / "cache"
+    env = tool_env(VERL_BOOTSTRAP_CACHE=str(cache))
+    done = run_tool(
+        "--bundle",
+        str(bad),
+        "--profile",
+        "cpu",
+        "--prefix",
+        str(prefix),
+        env=env,
+        prefix=no_network(),
+    )
+    assert done.returncode == EXIT_REFUSED, done.stdout + done.stderr
+    assert torch in done.stderr and "nothing was installed" in done.stderr
+    assert not prefix.exists()
+    (unpacked,) = (cache / "bundles").iterdir()
+    assert not list(unpacked.rglob("torch-*")), "the altered member is not left behind"
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"platform": "linux-aarch64"}, "it is for linux-aarch64; this machine is linux-64"),
+        ({"python": "3.99"}, "it needs Python 3.99"),
+        ({"glibc": "9.99"}, "it needs glibc >= 9.99"),
+        ({"variant": "cu128"}, "it is for CUDA variant cu128; this run chose cpu"),
+    ],
+)
+def test_a_bundle_for_another_host_is_refused_before_anything_is_unpacked(
+    cpu_bundle: Path, tmp_path: Path, change: dict[str, str], reason: str
+) -> None:
+    other = manifest_only(cpu_bundle, tmp_path / "other.tar", **change)
+    prefix = tmp_path / "envs" / "fresh"
+    done = run_tool(
+        "--bundle", str(other), "--profile", "cpu", "--prefix", str(prefix), prefix=no_network()
+    )
+    assert done.returncode == EXIT_REFUSED, done.stdout + done.stderr
+    assert reason in done.stderr and "nothing was unpacked" in done.stderr
+    assert not (tmp_path / "envs").exists()
+
+
+def test_a_member_outside_the_bundle_or_a_non_bundle_is_bad_input(
+    cpu_bundle: Path, tmp_path: Path
+) -> None:
+    members = [{"path": "../escape", "sha256": "0" * 64, "size": 1, "role": "artifact"}]
+    outside = manifest_only(cpu_bundle, tmp_path / "outside.tar", members=members)
+    done = run_tool("--bundle", str(outside), "--profile", "cpu", "--prefix", str(tmp_path / "env"))
+    assert done.returncode == EXIT_BAD_INPUT and "outside the bundle" in done.stderr
+    plain = tmp_path / "plain.tar"
+    with tarfile.open(plain, "w") as tar:
+        tar.add(REPO / "pyproject.toml", arcname="pyproject.toml")
+    done = run_tool("--bundle", str(plain), "--profile", "cpu", "--prefix", str(tmp_path / "env"))
+    assert done.returncode == EXIT_BAD_INPUT and "not a verl-bootstrap bundle" in done.stderr
+    assert not (tmp_path / "env").exists()
