@@ -399,7 +399,7 @@ def test_a_malformed_condarc_is_an_input_error_naming_the_file(tmp_path: Path) -
     with pytest.raises(InputError, match=r"channels in .*\.condarc must be a list"):
         read_condarc([rc])
     rc.write_text("channels: [unclosed\n")
-    with pytest.raises(InputError, match="cannot read conda settings"):
+    with pytest.raises(InputError, match=r"\.condarc:2: invalid YAML in conda settings file"):
         read_condarc([rc])
 
 

@@ -108,7 +108,8 @@ def test_a_mismatched_wheel_forced_in_fails_with_undefined_symbol(lab: Lab, tmp_
     assert added.code == EXIT_OK, added.stderr
     site = tmp_path / "site.yaml"
     site.write_text(f"schema_version: 1\nwheelhouse: {forced}\n")
-    argv = [*install_argv(env, lab.repo), "--config", str(site), "--force", "standin"]
+    # another site config than env-b was made with: a change the user accepts with --yes
+    argv = [*install_argv(env, lab.repo), "--config", str(site), "--force", "standin", "--yes"]
     run = run_cli(argv)
     assert run.code == EXIT_STEP_FAILED
     step = run.step("standin")
