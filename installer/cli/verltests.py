@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from installer.cli.output import emit_json, out
 from installer.errors import EXIT_OK, EXIT_STEP_FAILED
-from installer.verltests import SuiteReport, run_verl_tests
+
+if TYPE_CHECKING:
+    from installer.verltests import SuiteReport
 
 __all__ = ["register"]
 
@@ -44,6 +47,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_test(ns: argparse.Namespace) -> int:
     """Run the suite; exit 1 when a failure is the env's own (the others are reported)."""
+    from installer.verltests import run_verl_tests
+
     report = run_verl_tests(
         ns.prefix.absolute(),
         checkout=ns.checkout.absolute() if ns.checkout else None,
