@@ -7,6 +7,7 @@ where things live. Also the one atomic write, since every file here is written t
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import sysconfig
 import tempfile
@@ -30,6 +31,7 @@ __all__ = [
     "default_lockfile",
     "default_prefix",
     "env_lockfile",
+    "file_sha256",
     "guard_file",
     "locked_requirements_file",
     "logs_dir",
@@ -190,3 +192,12 @@ def _write_then_rename(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def file_sha256(path: Path) -> str:
+    """A file's sha256, read in blocks: wheels and bundles can be gigabytes."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -26,7 +26,8 @@ from installer.kernels.sizing import (
     read_resources,
 )
 from installer.kernels.sources import choose_source, pinned_version
-from installer.kernels.wheelhouse import Wheelhouse, sha256_of
+from installer.kernels.wheelhouse import Wheelhouse
+from installer.paths import file_sha256
 from installer.profile.kernel import KernelSpec
 
 NVIDIA = Path(__file__).parent / "data" / "nvidia"
@@ -89,7 +90,7 @@ def test_publish_lookup_and_check(tmp_path: Path) -> None:
     built = wheel(tmp_path / "build")
     entry = house.publish(built, ENV)
     assert (house.root / built.name).read_bytes() == built.read_bytes()
-    assert entry.sha256 == sha256_of(built)
+    assert entry.sha256 == file_sha256(built)
     assert house.lookup("standin-kernel", "0.1.0", ENV) == entry
     assert (
         house.lookup("standin_kernel", "0.1.0", BuildKey(**{**ENV.to_json(), "torch": "2.9.0"}))

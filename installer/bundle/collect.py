@@ -7,7 +7,6 @@ indexes), so a bundle holds exactly the files such an install would fetch.
 
 from __future__ import annotations
 
-import hashlib
 import tarfile
 import zipfile
 from collections.abc import Iterable, Sequence
@@ -142,12 +141,3 @@ def _wheels(files: Sequence[Artifact]) -> Sequence[Artifact]:
     """The wheels of a distribution; its sdist only when it has none (nothing to build)."""
     wheels = [a for a in files if a.kind == "wheel"]
     return wheels or files
-
-
-def sha256_of(path: Path) -> str:
-    """A file's sha256, read in blocks (bundles hold multi-GB wheels)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

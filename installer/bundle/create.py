@@ -27,7 +27,6 @@ from installer.bundle.collect import (
     collect_locked,
     resolve_build,
     sdist_pyproject,
-    sha256_of,
 )
 from installer.bundle.manifest import MANIFEST_NAME, Manifest, Member, Role, dump_manifest
 from installer.bundle.sources import tool_wheels, verl_git_bundle, verl_pyproject
@@ -35,6 +34,7 @@ from installer.errors import InputError
 from installer.host.indexes import IndexSettings
 from installer.lockfile.io import read_lockfile
 from installer.lockfile.model import Lockfile
+from installer.paths import file_sha256
 
 __all__ = ["BundleRequest", "BundleResult", "create_bundle", "install_script"]
 
@@ -139,7 +139,7 @@ def _manifest(lock: Lockfile, lockfile: Path, files: list[_File]) -> Manifest:
     members = tuple(
         Member(
             path=f.arcname,
-            sha256=sha256_of(f.path),
+            sha256=file_sha256(f.path),
             size=f.path.stat().st_size,
             role=f.role,
             name=f.name,

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import installer
 from installer import proc
-from installer.bundle.collect import Collected, resolve_download, sha256_of
+from installer.bundle.collect import Collected, resolve_download
 from installer.errors import CommandFailed, Refused
 from installer.host.indexes import IndexSettings
 from installer.installers import uv_binary
 from installer.lockfile.model import Lockfile
 from installer.lockfile.resolve import Target, load_toml
+from installer.paths import file_sha256
 from installer.platforms import DEFAULT_GLIBC
 
 __all__ = ["LOCKED_BRANCH", "build_tool_wheel", "tool_wheels", "verl_git_bundle", "verl_pyproject"]
@@ -93,5 +94,5 @@ def tool_wheels(
     deps = resolve_download(
         project["dependencies"], target, settings, cache=cache, work=work / "tool-deps"
     )
-    own = Collected(path=wheel, name="verl-bootstrap", sha256=sha256_of(wheel))
+    own = Collected(path=wheel, name="verl-bootstrap", sha256=file_sha256(wheel))
     return [own, *deps]

@@ -20,9 +20,9 @@ from typing import IO
 from packaging.version import Version
 
 from installer import proc
-from installer.bundle.collect import sha256_of
 from installer.bundle.manifest import MANIFEST_NAME, Manifest, Member, dump_manifest
 from installer.errors import Refused
+from installer.paths import file_sha256
 from installer.platforms import host_platform
 
 __all__ = ["Unpacked", "misfits", "unpack_bundle", "unpack_folder"]
@@ -115,7 +115,7 @@ def _extract(
         raise _tampered(
             archive, f"{member.path} has sha256 {digest}, its manifest says {member.sha256}"
         )
-    if to.is_file() and to.stat().st_size == member.size and sha256_of(to) == digest:
+    if to.is_file() and to.stat().st_size == member.size and file_sha256(to) == digest:
         part.unlink()
     else:
         part.replace(to)

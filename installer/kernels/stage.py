@@ -20,7 +20,8 @@ from installer.kernels.build import build_wheel, download_wheel
 from installer.kernels.key import BuildKey
 from installer.kernels.probe import load_failures, probe_key, undefined_symbol
 from installer.kernels.sources import KernelChoice, choose_source, pinned_version
-from installer.kernels.wheelhouse import Wheelhouse, sha256_of
+from installer.kernels.wheelhouse import Wheelhouse
+from installer.paths import file_sha256
 from installer.profile.kernel import KernelSpec
 from installer.redact import redact
 from installer.steps.verify import import_needs_driver
@@ -67,7 +68,7 @@ def run_kernel_stage(job: KernelRun) -> dict[str, Any]:
     wheel, source = _wheel(job, choice, house, key)
     _install(job, wheel)
     _check_loads(job, python, choice.built_for if source != "build" else key, key)
-    digest = sha256_of(wheel)
+    digest = file_sha256(wheel)
     return {
         "kernel": {"source": source, "wheel": wheel.name, "sha256": digest, "key": key.to_json()}
     }
@@ -80,7 +81,7 @@ def _wheel(
     name = job.kernel.distribution
     if choice.source == "wheelhouse" and choice.wheel:
         wheel = Path(choice.wheel)
-        if sha256_of(wheel) != choice.sha256:
+        if file_sha256(wheel) != choice.sha256:
             raise StepFailed(
                 f"{wheel} does not have the sha256 the wheelhouse lists",
                 hint="run `verl-bootstrap wheelhouse check` and replace the file",

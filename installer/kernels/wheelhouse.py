@@ -9,7 +9,6 @@ never sees half a file. A folder this user cannot write is used, never written.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -24,9 +23,9 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from installer.errors import InputError
 from installer.kernels.key import BuildKey
-from installer.paths import atomic_write
+from installer.paths import atomic_write, file_sha256
 
-__all__ = ["INDEX_NAME", "Entry", "Wheelhouse", "sha256_of"]
+__all__ = ["INDEX_NAME", "Entry", "Wheelhouse"]
 
 INDEX_NAME = "index.json"
 SCHEMA = "verl-bootstrap.wheelhouse/1"
@@ -48,15 +47,6 @@ class Entry:
             "file": self.file, "name": self.name, "version": self.version,
             "sha256": self.sha256, "key": self.key.to_json(),
         }  # fmt: skip
-
-
-def sha256_of(path: Path) -> str:
-    """The file's sha256, read in blocks (wheels can be hundreds of MB)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class Wheelhouse:
@@ -102,7 +92,7 @@ class Wheelhouse:
             raise InputError(f"the wheelhouse {self.root} is read-only for this user")
         name, version = _wheel_name(wheel.name, where=str(wheel))
         self.root.mkdir(parents=True, exist_ok=True)
-        digest = sha256_of(wheel)
+        digest = file_sha256(wheel)
         _copy_atomically(wheel, self.root / wheel.name)
         entry = Entry(wheel.name, name, version, digest, key)
         with self._locked():
@@ -117,7 +107,7 @@ class Wheelhouse:
             path = self.path_of(entry)
             if not path.is_file():
                 problems.append(f"{entry.file}: listed in {INDEX_NAME} but missing")
-            elif sha256_of(path) != entry.sha256:
+            elif file_sha256(path) != entry.sha256:
                 problems.append(f"{entry.file}: sha256 differs from the index (the file changed)")
         return problems
 

@@ -7,7 +7,6 @@ prefix is touched) is `installer.plan.locked`.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from installer.httpclient import HttpError, download
 from installer.lockfile.io import write_lockfile
 from installer.lockfile.lookup import Artifact
 from installer.lockfile.model import LockedDist, LockedStage, Lockfile
-from installer.paths import cache_root, env_lockfile
+from installer.paths import cache_root, env_lockfile, file_sha256
 from installer.plan.locked import LockedInstall
 from installer.redact import redact
 from installer.safety.shapes import inside
@@ -108,7 +107,7 @@ def fetch_checked(artifact: Artifact | None, dest: Path, sha256: str) -> None:
         if artifact is None:
             raise StepFailed(f"{dest.name} is not cached and the lockfile run found no URL for it")
         _download(artifact, dest)
-    if hashlib.sha256(dest.read_bytes()).hexdigest() != sha256:
+    if file_sha256(dest) != sha256:
         dest.unlink()  # the tool's own cache entry: a corrupt one must not be used again
         raise StepFailed(f"{dest} does not have the locked sha256 {sha256}")
 

@@ -6,7 +6,6 @@ dirty or elsewhere: the user's edits are theirs.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import re
@@ -24,6 +23,7 @@ from installer.installers import uv_binary
 from installer.lifecycle.checkout import commit_of, mark_made, move_checkout
 from installer.lockfile.model import LockedSource
 from installer.options import RunOptions
+from installer.paths import file_sha256
 from installer.profile.models import Profile
 from installer.redact import redact
 from installer.safety.credentials import lift
@@ -241,7 +241,7 @@ def _from_sdist(
         archive = next(Path(tmp).glob("verl-*.tar.gz"), None)
         if archive is None:
             raise StepFailed(f"the index has no sdist of verl {version}")
-        sha = hashlib.sha256(archive.read_bytes()).hexdigest()
+        sha = file_sha256(archive)
         unpack_sdist(archive, spec.checkout)
     (spec.checkout / SDIST_MARK).write_text(f"{archive.name} {sha}\n")
     note = (

@@ -7,7 +7,6 @@ the same locked sdist can be compared, and the wheel can be copied to a node tha
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -17,7 +16,7 @@ from installer.host.indexes import IndexSettings
 from installer.installers import InstallRequest, build_command
 from installer.lockfile.lookup import Artifact
 from installer.lockfile.model import LockedStage
-from installer.paths import built_wheels_dir
+from installer.paths import built_wheels_dir, file_sha256
 from installer.safety.shapes import inside
 from installer.steps.locked import cached_archive, fetch_checked
 
@@ -53,7 +52,7 @@ def build_locked_sdists(
         into = inside(out, dist.name, what="package name")
         run(build_command(request, settings, archive, into))
         wheel = _the_wheel(into, dist.name)
-        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        digest = file_sha256(wheel)
         built[dist.name] = Artifact(url=wheel.as_uri(), sha256=digest, kind="wheel")
     return built
 
