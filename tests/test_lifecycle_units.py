@@ -92,7 +92,7 @@ def test_masked_credentials_in_the_record_are_asked_for_again() -> None:
 
 def _shell(shell: str, script: str) -> str:
     if shutil.which(shell) is None:
-        pytest.skip(f"{shell} is not installed here (`make test-deps` installs it)")
+        pytest.fail(f"{shell} is not installed here: `make test-deps` installs it")
     env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(Path.home())}
     done = subprocess.run([shell, "-c", script], capture_output=True, text=True, env=env,
                           timeout=60, check=False)  # fmt: skip

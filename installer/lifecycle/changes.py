@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from installer.lifecycle.record import OPTION_FIELDS, plan_options
 from installer.lockfile.model import profile_hash
-from installer.paths import state_dir
+from installer.paths import state_file
 from installer.run.state import State
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ _FIXED_STEPS = ("create-env", "fetch-source", "install-verl", "record-lock", "ve
 def changes_for(plan: Plan) -> ChangeSet | None:
     """The change set of running `plan` on its prefix; None when the env has no record or the run
     changes nothing that shaped it (resuming or re-verifying needs no confirmation)."""
-    state = State.load(state_dir(plan.prefix) / "state.json")
+    state = State.load(state_file(plan.prefix))
     if not state.record:
         return None
     changes = _differences(state.record, plan)

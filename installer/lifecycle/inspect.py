@@ -10,7 +10,7 @@ from typing import Any
 
 from installer.envs.activation import activation_line
 from installer.errors import InputError
-from installer.paths import state_dir
+from installer.paths import guard_file, state_dir, state_file
 from installer.run.state import State
 
 __all__ = ["EnvSummary", "describe", "disk_usage", "env_status", "summarize"]
@@ -35,7 +35,7 @@ class EnvSummary:
 
 def load_state(prefix: Path) -> State:
     """The env's state; InputError when `prefix` holds no env made by verl-bootstrap."""
-    path = state_dir(prefix) / "state.json"
+    path = state_file(prefix)
     if not path.is_file():
         raise InputError(
             f"{prefix} holds no env made by verl-bootstrap (no {path.name} in {path.parent})",
@@ -47,7 +47,7 @@ def load_state(prefix: Path) -> State:
 def env_status(prefix: Path, state: State) -> str:
     """The last run's outcome; a run that says it is running but holds no lock was killed."""
     status = str(state.last_run.get("status") or ("ok" if _verified(state) else "unknown"))
-    if status == "running" and not _locked(state_dir(prefix) / "lock"):
+    if status == "running" and not _locked(guard_file(prefix)):
         return "killed"
     return status
 
@@ -56,7 +56,7 @@ def summarize(prefix: Path, *, size: bool = True) -> EnvSummary:
     """The summary of the env at `prefix` (a missing or foreign prefix says so, never raises)."""
     if not prefix.is_dir():
         return EnvSummary(prefix, "missing")
-    if not (state_dir(prefix) / "state.json").is_file():
+    if not (state_file(prefix)).is_file():
         return EnvSummary(prefix, "not an env")
     state = load_state(prefix)
     source = _source(state)

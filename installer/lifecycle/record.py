@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from installer import __version__
 from installer.errors import InputError
 from installer.lockfile.model import profile_hash
-from installer.paths import state_dir
+from installer.paths import state_file
 from installer.redact import redact
 from installer.run.state import State
 
@@ -92,7 +92,7 @@ def record_of(plan: Plan) -> dict[str, Any]:
 
 def read_record(prefix: Path) -> dict[str, Any] | None:
     """The record in the env at `prefix`, or None when it has none (not ours, or made before)."""
-    path = state_dir(prefix) / "state.json"
+    path = state_file(prefix)
     if not path.is_file():
         return None
     record = State.load(path).record

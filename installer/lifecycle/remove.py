@@ -18,8 +18,8 @@ from installer.errors import Refused
 from installer.lifecycle.inspect import disk_usage, load_state
 from installer.lifecycle.registry import forget
 from installer.lifecycle.runlog import PREFIX_ITSELF, top_level
-from installer.paths import STATE_DIRNAME, state_dir
-from installer.run.guard import guarding as holding
+from installer.paths import STATE_DIRNAME, guard_file, state_dir
+from installer.run.guard import guarding
 
 __all__ = ["Removal", "check_removal", "remove_env"]
 
@@ -71,7 +71,7 @@ def remove_env(prefix: Path) -> Removal:
 
 @contextmanager
 def _locked(prefix: Path) -> Iterator[None]:
-    with holding(state_dir(prefix) / "lock"):
+    with guarding(guard_file(prefix)):
         yield
 
 

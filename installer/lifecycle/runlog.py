@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from installer.lifecycle.record import record_of
 from installer.lifecycle.registry import register
-from installer.paths import STATE_DIRNAME, state_dir
+from installer.paths import STATE_DIRNAME, state_file
 from installer.run.state import State
 
 if TYPE_CHECKING:
@@ -54,4 +54,4 @@ def end_run(plan: Plan, status: str, before: set[str], log_dir: Path | None = No
 
 
 def _state(prefix: Path) -> State:
-    return State.load(state_dir(prefix) / "state.json")
+    return State.load(state_file(prefix))

@@ -30,7 +30,7 @@ from installer.errors import (
 )
 from installer.events import emit
 from installer.lifecycle.hints import resume_command
-from installer.paths import cannot_write, state_dir
+from installer.paths import cannot_write, logs_dir, state_file
 from installer.plan.model import Plan, Step
 from installer.run.state import State, StepRecord
 from installer.steps.base import StepContext
@@ -89,10 +89,10 @@ def run_plan(
     plan: Plan, *, executor: Executor = execute_step, force: frozenset[str] = frozenset()
 ) -> RunReport:
     """Run `plan`; the caller holds the prefix lock."""
-    state = State.load(state_dir(plan.prefix) / "state.json")
+    state = State.load(state_file(plan.prefix))
     proc.allow_new_children()
     # pid in the name: two runs in the same second never share a log folder
-    log_dir = state_dir(plan.prefix) / "logs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    log_dir = logs_dir(plan.prefix) / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     try:
         log_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # a read-only or full filesystem: say so before any step starts
