@@ -25,6 +25,9 @@ def dump_lockfile(lock: Lockfile) -> str:
     data = lock.model_dump(mode="json")
     for stage in data["stages"]:
         stage["distributions"] = [_compact(d) for d in stage["distributions"]]
+        build = [_compact(d) for d in stage.pop("build")]
+        if build:  # most stages build nothing: no empty list in each
+            stage["build"] = build
     body = yaml.safe_dump(data, sort_keys=True, default_flow_style=False, width=1000)
     return header + body
 

@@ -106,6 +106,11 @@ class LockedStage(_Strict):
     options: tuple[str, ...] = Field(default=(), description="installer flags the stage used")
     env: dict[str, str] = Field(default_factory=dict)
     distributions: tuple[LockedDist, ...] = ()
+    build: tuple[LockedDist, ...] = Field(
+        default=(),
+        description="The build backends and build dependencies of what the stage builds from "
+        "source (its sdists; verl's checkout for install-verl), each with its sha256",
+    )
 
 
 class LockedSource(_Strict):

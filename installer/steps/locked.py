@@ -16,7 +16,7 @@ from installer.httpclient import HttpError, download
 from installer.lockfile.io import write_lockfile
 from installer.lockfile.lookup import Artifact
 from installer.lockfile.model import LockedDist, LockedStage, Lockfile
-from installer.paths import cache_root, env_lockfile, file_sha256
+from installer.paths import atomic_write, cache_root, env_lockfile, file_sha256, locked_build_file
 from installer.plan.locked import LockedInstall
 from installer.redact import redact
 from installer.safety.shapes import inside
@@ -24,12 +24,14 @@ from installer.steps import source
 from installer.steps.source import SourceResult, SourceSpec
 
 __all__ = [
+    "build_constraints_file",
     "cached_archive",
     "check_source",
     "fetch_checked",
     "fetch_locked_sdist",
     "locked_requirements",
     "record_locked_env",
+    "write_build_constraints",
 ]
 
 
@@ -62,6 +64,26 @@ def _requirement(dist: LockedDist, artifact: Artifact | None) -> str:
         return f"{dist.name} @ {artifact.url} \\\n    --hash=sha256:{artifact.sha256}"
     hashes = "".join(f" \\\n    --hash=sha256:{h}" for h in dist.hashes)
     return f"{dist.name}=={dist.version}{hashes}"
+
+
+def build_constraints_file(prefix: Path, stage: LockedStage | None) -> Path | None:
+    """The build constraints a locked stage builds with (None: it locks no build env)."""
+    if stage is None or not stage.build:
+        return None
+    return locked_build_file(prefix, stage.id)
+
+
+def write_build_constraints(prefix: Path, stage: LockedStage | None) -> None:
+    """Write the stage's locked build dependencies, pinned with their sha256, for uv's
+    `--build-constraints` (with `--require-build-hashes`: an unlisted one is refused too)."""
+    path = build_constraints_file(prefix, stage)
+    if path is None or stage is None:
+        return
+    lines = [f"# stage {stage.id}'s locked build dependencies, from the lockfile"]
+    for dist in stage.build:
+        hashes = "".join(f" --hash=sha256:{h}" for h in dist.hashes)
+        lines.append(f"{dist.name}=={dist.version}{hashes}")
+    atomic_write(path, "\n".join(lines) + "\n")
 
 
 def fetch_locked_sdist(

@@ -35,7 +35,11 @@ from installer.plan.model import Plan, Step
 from installer.profile.stagespec import StageSpec
 from installer.redact import redact
 from installer.steps.base import StepContext, run_in_env
-from installer.steps.locked import locked_requirements
+from installer.steps.locked import (
+    build_constraints_file,
+    locked_requirements,
+    write_build_constraints,
+)
 from installer.steps.protect import check_protected, protected_pins, refused_by_pins
 from installer.steps.srcbuild import build_locked_sdists
 
@@ -52,6 +56,7 @@ def stage_request(plan: Plan, stage: StageSpec) -> InstallRequest:
             no_deps=True,
             no_build_isolation=stage.no_build_isolation,
             offline=plan.options.offline,
+            build_constraints=build_constraints_file(plan.prefix, _locked_stage(plan, stage.id)),
         )
     editable = None
     if stage.kind == "verl-deps":
@@ -68,6 +73,12 @@ def stage_request(plan: Plan, stage: StageSpec) -> InstallRequest:
         constraints_file=protected_file(plan.prefix, stage.id) if stage.protect else None,
         offline=plan.options.offline,
     )
+
+
+def _locked_stage(plan: Plan, stage_id: str) -> LockedStage | None:
+    if plan.locked is None:
+        return None
+    return next((s for s in plan.locked.lock.stages if s.id == stage_id), None)
 
 
 def _argv(plan: Plan, stage: StageSpec) -> list[str]:
@@ -129,6 +140,7 @@ def _write_locked_requirements(ctx: StepContext, stage: StageSpec) -> dict[str, 
     """A locked stage's hashed requirements (its sdists built into wheels first); the built."""
     assert ctx.plan.locked is not None
     locked = next(s for s in ctx.plan.locked.lock.stages if s.id == stage.id)
+    write_build_constraints(ctx.plan.prefix, locked)
     built: dict[str, Artifact] = {}
     if stage.kind != "script":
         built = _build_locked_sdists(ctx, stage, locked, ctx.plan.locked.artifacts)
