@@ -20,9 +20,17 @@ from installer.errors import CommandFailed
 from installer.host.indexes import IndexSettings
 from installer.installers import InstallRequest
 from installer.lockfile.buildlock import build_requirements, lock_build, sdist_pyproject
+from installer.lockfile.gaps import documented_gaps, hash_gaps
 from installer.lockfile.io import dump_lockfile
 from installer.lockfile.lookup import Artifact
-from installer.lockfile.model import CudaTarget, LockedDist, LockedSource, LockedStage, Lockfile
+from installer.lockfile.model import (
+    CondaPackage,
+    CudaTarget,
+    LockedDist,
+    LockedSource,
+    LockedStage,
+    Lockfile,
+)
 from installer.lockfile.resolve import Target
 from installer.paths import file_sha256, locked_build_file
 from installer.steps.locked import cached_archive, write_build_constraints
@@ -137,3 +145,67 @@ def test_a_build_dependency_the_lock_does_not_list_is_refused(
     with pytest.raises(CommandFailed):
         _build(tmp_path, archive, (*(d for d in build if d.name != "setuptools"), other))
     assert "no trusted hash was provided for: `setuptools`" in (tmp_path / "build.log").read_text()
+
+
+def _lock(*stages: LockedStage, verl: str = "git", conda: bool = False) -> Lockfile:
+    source = (
+        LockedSource(repo="r", ref="v1", kind="git", commit="c" * 40)
+        if verl == "git"
+        else LockedSource(
+            repo="r", ref="v1", kind="sdist", sdist="verl-1.tar.gz", sdist_sha256="a" * 64
+        )
+    )
+    packages = (
+        (CondaPackage(name="python", version="3.12.1", build="h0", channel="c", subdir="linux-64",
+                      filename="python-3.12.1-h0.conda", sha256="b" * 64),) if conda else ()
+    )  # fmt: skip
+    return Lockfile(
+        generated_by="t", regenerate="t", profile="cpu", profile_hash="x", python=HOST_XY,
+        verl=source, cuda=CudaTarget(variant="cpu"), backend="conda" if conda else "venv",
+        stages=stages, conda=packages,
+    )  # fmt: skip
+
+
+SETUPTOOLS = LockedDist(name="setuptools", version="80.0", source="wheel", hashes=("d" * 64,))
+VERL = LockedStage(
+    id="install-verl", kind="install-verl",
+    distributions=(LockedDist(name="verl", version="1", source="editable"),),
+)  # fmt: skip
+DEPS = LockedStage(
+    id="verl-deps", kind="verl-deps",
+    distributions=(LockedDist(name="antlr", version="4", source="sdist", hashes=("e" * 64,)),),
+)  # fmt: skip
+
+
+def test_a_lock_with_every_build_env_locked_names_only_the_git_checkout() -> None:
+    locked = (VERL.model_copy(update={"build": (SETUPTOOLS,)}),
+              DEPS.model_copy(update={"build": (SETUPTOOLS,)}))  # fmt: skip
+    assert hash_gaps(_lock(*locked), installer="uv", conda_exe=False) == [
+        "not hash-checked: verl's own source (its git checkout, installed editable), checked by "
+        "its commit id, which must be the locked one"
+    ]
+    assert hash_gaps(_lock(*locked, verl="sdist"), installer="uv", conda_exe=False) == []
+    pip = hash_gaps(_lock(*locked, verl="sdist"), installer="pip", conda_exe=False)
+    assert len(pip) == 2 and all("pip cannot require hashes" in g for g in pip)
+    assert "verl's editable install" in pip[0] and "verl-deps's source builds (antlr)" in pip[1]
+
+
+def test_a_lock_without_build_envs_names_each_build_and_how_to_close_it() -> None:
+    gaps = hash_gaps(_lock(VERL, DEPS, verl="sdist"), installer="uv", conda_exe=False)
+    assert len(gaps) == 2 and all("regenerate it with `verl-bootstrap lock`" in g for g in gaps)
+    isolated = DEPS.model_copy(update={"options": ("--no-deps", "--no-build-isolation")})
+    assert len(hash_gaps(_lock(VERL, isolated, verl="sdist"), installer="uv", conda_exe=False)) == 1
+
+
+def test_conda_packages_are_a_gap_only_under_the_users_own_conda() -> None:
+    lock = _lock(verl="sdist", conda=True)
+    assert hash_gaps(lock, installer="uv", conda_exe=False) == []
+    (line,) = hash_gaps(lock, installer="uv", conda_exe=True)
+    assert line.startswith("not hash-checked: the conda packages")
+
+
+def test_the_security_page_lists_every_gap_the_plan_can_name() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "security.md").read_text()
+    flat = " ".join(page.split())
+    for line in documented_gaps():
+        assert line in flat, line
