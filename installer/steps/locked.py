@@ -105,9 +105,7 @@ def fetch_locked_sdist(
         return None
     fetch_checked(artifact, archive, want.sdist_sha256)
     # the same checkout and mark fetch_source makes, so a resumed run reuses it
-    source.unpack_sdist(archive, spec.checkout)
-    mark = f"{archive.name} {want.sdist_sha256}\n"
-    (spec.checkout / source.SDIST_MARK).write_text(mark)
+    source.unpack_sdist(archive, spec.checkout, want.sdist_sha256)
     with log_path.open("a", encoding="utf-8") as log:
         log.write(f"unpacked verl's locked sdist {archive} (sha256 {want.sdist_sha256})\n")
     return SourceResult(
