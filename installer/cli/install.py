@@ -139,7 +139,8 @@ def cmd_profiles_validate(ns: argparse.Namespace) -> int:
     from installer.profile import load_profile
 
     if not ns.file.is_file():
-        raise InputError(f"{ns.file} does not exist")
+        why = "is not a regular file" if ns.file.exists() else "does not exist"
+        raise InputError(f"{ns.file} {why}", hint="name the profile's YAML file")
     # `extends` looks beside the file first, then among the shipped profiles (as install does)
     profile = load_profile(str(ns.file))
     out(f"{ns.file}: valid profile {profile.name!r} ({len(profile.stages)} stages)")
