@@ -113,7 +113,12 @@ def _locked_inputs(plan: Plan, stage_id: str) -> dict[str, str]:
     if plan.locked is None:
         return {}
     stage = next(s for s in plan.locked.lock.stages if s.id == stage_id)
-    return {"locked": locked_requirements(stage)}
+    inputs = {"locked": locked_requirements(stage)}
+    if stage.build:  # a changed build env re-runs the stage (older records stay as they were)
+        inputs["build"] = " ".join(
+            f"{d.name}=={d.version}:{','.join(d.hashes)}" for d in stage.build
+        )
+    return inputs
 
 
 def execute(ctx: StepContext) -> dict[str, Any]:
