@@ -93,7 +93,7 @@ def _gather(lock: Lockfile, request: BundleRequest, work: Path) -> list[_File]:
         tool = tool_wheels(lock, settings, cache=cache, work=work)
         files += [_File(f"tool/{c.path.name}", c.path, "tool", c.name) for c in tool]
         files.append(_File("install.sh", _script(lock, work), "script"))
-    locked = collect_locked(lock, settings, cache=cache, work=work)
+    locked = collect_locked(lock, request.lockfile, settings, cache=cache, work=work)
     files += _artifacts(locked, "artifact")
     pyprojects = [(c.path.name, sdist_pyproject(c.path)) for c in locked if _is_sdist(c)]
     if lock.verl.kind == "git" and lock.verl.commit:

@@ -6,7 +6,12 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from installer.cli.lock import _export_lock, _options, _settings, _source_flags
+from installer.cli.lockinput import (
+    lock_index_settings,
+    lock_source_flags,
+    named_lock,
+    scratch_options,
+)
 from installer.cli.output import emit_json, err, out, path_arg
 from installer.errors import EXIT_OK, InputError, Refused
 
@@ -28,7 +33,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--platform", default="linux-64", help="linux-64 (default) or linux-aarch64")
     p.add_argument("-o", "--output", type=path_arg, help="the archive (default: ./verl-bundle-…)")
     p.add_argument("--no-tool", action="store_true", help="leave out the tool's own wheels")
-    _source_flags(p)
+    lock_source_flags(p)
     p.set_defaults(handler=cmd_bundle)
 
 
@@ -37,13 +42,13 @@ def cmd_bundle(ns: argparse.Namespace) -> int:
     from installer.bundle.create import BundleRequest, create_bundle
     from installer.paths import cache_root
 
-    lock, path = _export_lock(ns)
-    options = _options(ns, lock.profile, lock.cuda.variant)
+    lock, path = named_lock(ns)
+    options = scratch_options(ns, lock.profile, lock.cuda.variant)
     default = Path(f"verl-bundle-{lock.profile}-{lock.cuda.variant}-{lock.platform}.tar")
     request = BundleRequest(
         lockfile=path,
         output=(ns.output or default).absolute(),
-        settings=_settings(lock, options),
+        settings=lock_index_settings(lock, options),
         cache=cache_root() / "bundle",
         verl_source=ns.verl_source,
         with_tool=not ns.no_tool,

@@ -29,6 +29,7 @@ from installer.lockfile.lookup import (
     hashed_dists,
     lookup,
     mismatches,
+    refuse_unserved,
     stage_index,
 )
 from installer.lockfile.model import Lockfile, profile_hash
@@ -178,15 +179,7 @@ def precheck(locked: LockedInstall, settings: IndexSettings, *, offline: bool) -
         served = _cached_lookup(locked.lock, settings, Path(tmp) / "cached")
         if served is None or mismatches(dists, served):
             served = lookup(locked.lock, settings, offline=offline, work=Path(tmp) / "online")
-    problems = mismatches(dists, served)
-    if problems:
-        raise Refused(
-            f"{locked.path} does not match what your indexes serve ({len(problems)} "
-            "distribution(s)); nothing was installed:\n  " + "\n  ".join(problems),
-            hint="the lockfile was edited, or your index serves other files under these "
-            "versions; regenerate it with `verl-bootstrap lock`, or use an index that mirrors "
-            "the one it was made from",
-        )
+    refuse_unserved(locked.path, dists, served)
     chosen = {}
     for dist in hashed_dists(locked.lock):
         allowed = [a for a in served.get(dist.name, ()) if a.sha256 in dist.hashes]
