@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from installer.cli.lockinput import (
+    lock_channels,
     lock_index_settings,
     lock_source_flags,
     named_lock,
@@ -49,6 +50,7 @@ def cmd_bundle(ns: argparse.Namespace) -> int:
         lockfile=path,
         output=(ns.output or default).absolute(),
         settings=lock_index_settings(lock, options),
+        channels=lock_channels(lock, options),
         cache=cache_root() / "bundle",
         verl_source=ns.verl_source,
         with_tool=not ns.no_tool,
@@ -64,8 +66,9 @@ def cmd_bundle(ns: argparse.Namespace) -> int:
     out(f"wrote {result.path}: {members} members, {size} in {result.seconds:.1f} s")
     name, profile = result.path.name, lock.profile
     out(f"install it with: verl-bootstrap --bundle {name} --profile {profile}")
-    out(f"on a node without verl-bootstrap: tar -xf {name} install.sh && "
-        f"sh install.sh {name} --profile {profile}")  # fmt: skip
+    if not ns.no_tool:
+        out(f"on a node without verl-bootstrap: tar -xf {name} install.sh && "
+            f"sh install.sh {name} --profile {profile}")  # fmt: skip
     return EXIT_OK
 
 
@@ -131,9 +134,11 @@ def _bundle_options(options: RunOptions, unpacked: Unpacked, profile: Profile) -
 
     url, links = unpacked.index_url, (str(unpacked.find_links),)
     site = replace(options.site, index_url=url, extra_index_urls=(), find_links=links, pytorch=())
-    source = unpacked.verl_source
+    source, channel = unpacked.verl_source, unpacked.conda_channel
     return replace(
         options,
+        backend=options.backend or unpacked.manifest.backend,
+        channels=(channel.as_uri(),) if channel is not None else options.channels,
         lockfile=unpacked.lockfile,
         locked=not options.frozen,
         offline=True,
