@@ -35,7 +35,7 @@ from installer.lockfile.lookup import (
 from installer.lockfile.model import Lockfile, profile_hash
 from installer.options import RunOptions
 from installer.paths import default_lockfile
-from installer.platforms import host_platform
+from installer.platforms import MACHINES, host_platform
 from installer.profile.models import RESERVED_STEP_IDS, Profile, PythonSpec
 from installer.profile.stagespec import StageSpec, stage_specs
 from installer.steps.source import SourceSpec
@@ -85,8 +85,15 @@ def prepare_locked(
 def _check_matches(
     lock: Lockfile, path: Path, profile: Profile, variant: str, *, frozen: bool
 ) -> None:
-    if lock.platform != host_platform():
-        raise InputError(f"{path} is for {lock.platform}; this machine is {host_platform()}")
+    host = host_platform()
+    if lock.platform != host:
+        theirs, ours = MACHINES.get(lock.platform, lock.platform), MACHINES.get(host, host)
+        raise InputError(
+            f"{path} is for {lock.platform} ({theirs} wheels); this machine is {host} ({ours}), "
+            "where those wheels cannot load",
+            hint=f"install the {host} lockfile of this profile (the default without --lockfile), "
+            f"or lock for this machine with `verl-bootstrap lock --platform {host}`",
+        )
     _check_glibc(lock, path)
     if lock.cuda.variant != variant:
         raise InputError(
