@@ -99,11 +99,8 @@ def hash_problem(path: Path, package: CondaPackage) -> str | None:
 
 
 def _md5(path: Path) -> str:
-    digest = hashlib.md5(usedforsecurity=False)
     with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "md5").hexdigest()
 
 
 def check_conda_files(channel: Path, packages: Iterable[CondaPackage], origin: Path) -> None:
