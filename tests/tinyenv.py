@@ -32,6 +32,7 @@ stages:
   - id: tiny
     packages: ["vbtiny"]
 verify: {{imports: [vbtiny], gpu_smoke: false, bf16: false}}
+disk_gb: 0.1  # measured: 25 MB (a venv, the stand-in verl and one wheel)
 """
 
 

@@ -47,7 +47,8 @@ def cmd_update(ns: argparse.Namespace) -> int:
         applied_environment(dict(options.site.environment)),
     ):
         update = resolve_update(options, Path(work))
-    _show(update, json_mode=ns.json and ns.dry_run)
+    # applied, the install's own JSON report is the output
+    _show(update, json_mode=ns.json and (ns.dry_run or not update.changes))
     if not update.changes or ns.dry_run:
         return EXIT_OK
     from installer.cli.envs import ask
