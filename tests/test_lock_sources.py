@@ -3,18 +3,15 @@ is locked at its new commit, not the one the earlier lock cached."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 from test_lifecycle import run
-from tinyenv import publish_wheel, standin_verl, tiny_profile
+from tinyenv import HOST_XY, tiny_parts
 from verlrepo import git
 
 from installer.errors import EXIT_OK
 from installer.lockfile import read_lockfile
-
-HOST_XY = "{}.{}".format(*sys.version_info[:2])
 
 
 def lock(profile: Path, repo: Path, output: Path) -> str:
@@ -28,11 +25,8 @@ def lock(profile: Path, repo: Path, output: Path) -> str:
 def test_a_moved_tag_is_locked_at_its_new_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    links = tmp_path / "links"
-    publish_wheel(links, "vbtiny", "1.0")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
-    repo = standin_verl(tmp_path / "verl")
-    profile = tiny_profile(tmp_path / "tiny.yaml", HOST_XY)
+    parts = tiny_parts(tmp_path, monkeypatch)
+    repo, profile = parts.repo, parts.profile
     first = lock(profile, repo, tmp_path / "first.lock.yaml")
     assert first == git(repo, "rev-parse", "v0.9.1")
 

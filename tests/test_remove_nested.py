@@ -3,18 +3,16 @@ real venv or conda env refuses the removal, names the file, and nothing is delet
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 from test_e2e_cpu import closed_port
 from test_lifecycle import DATA, run
-from tinyenv import publish_wheel, standin_verl, tiny_profile
+from tinyenv import HOST_XY, tiny_parts
 
 from installer.errors import EXIT_OK, EXIT_REFUSED
 from installer.lifecycle.owned import foreign_files
 
-HOST_XY = "{}.{}".format(*sys.version_info[:2])
 SITE = f"lib/python{HOST_XY}/site-packages"
 
 
@@ -47,13 +45,10 @@ def refuses_then_removes(prefix: Path, mine: list[Path]) -> None:
 def test_a_users_file_deep_in_a_venv_refuses_remove(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    links = tmp_path / "links"
-    publish_wheel(links, "vbtiny", "1.0")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    parts = tiny_parts(tmp_path, monkeypatch)
     prefix = tmp_path / "env"
-    made = run(["--profile", str(tiny_profile(tmp_path / "tiny.yaml", HOST_XY)), "--prefix",
-                str(prefix), "--verl-source", str(standin_verl(tmp_path / "verl")),
-                "--cuda", "cpu"])  # fmt: skip
+    made = run(["--profile", str(parts.profile), "--prefix", str(prefix), "--verl-source",
+                str(parts.repo), "--cuda", "cpu"])  # fmt: skip
     assert made.code == EXIT_OK, made.err
     assert foreign_files(prefix) == []  # everything a real install leaves is known
     link = prefix / "bin" / "my-link"

@@ -4,19 +4,16 @@ install, and the record, the env's lockfile and what is installed agree."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from test_lifecycle import run, state, versions
-from tinyenv import publish_wheel, standin_verl, tiny_profile
+from tinyenv import publish_wheel, tiny_parts
 
 from installer.errors import EXIT_OK, EXIT_REFUSED
 from installer.lockfile import read_lockfile
-
-HOST_XY = "{}.{}".format(*sys.version_info[:2])
 
 
 @dataclass(frozen=True)
@@ -29,17 +26,13 @@ class Tiny:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiny]:
     root = tmp_path_factory.mktemp("update")
-    links = root / "links"
-    publish_wheel(links, "vbtiny", "1.0")
-    repo = standin_verl(root / "verl")
-    profile = tiny_profile(root / "tiny.yaml", HOST_XY)
     prefix = root / "env"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PIP_FIND_LINKS", str(links))  # pip's own setting, as a lab would set it
-        made = run(["--profile", str(profile), "--prefix", str(prefix), "--verl-source",
-                    str(repo), "--cuda", "cpu"])  # fmt: skip
+        parts = tiny_parts(root, patch)
+        made = run(["--profile", str(parts.profile), "--prefix", str(prefix), "--verl-source",
+                    str(parts.repo), "--cuda", "cpu"])  # fmt: skip
         assert made.code == EXIT_OK, made.err
-        yield Tiny(prefix, profile, links)
+        yield Tiny(prefix, parts.profile, parts.links)
 
 
 def test_nothing_newer_says_up_to_date(tiny: Tiny) -> None:

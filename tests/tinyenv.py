@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import sys
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from verlrepo import git
+
+HOST_XY = "{}.{}".format(*sys.version_info[:2])
 
 PYPROJECT = """[build-system]
 requires = ["setuptools>=61"]
@@ -32,8 +37,26 @@ stages:
   - id: tiny
     packages: ["vbtiny"]
 verify: {{imports: [vbtiny], gpu_smoke: false, bf16: false}}
-disk_gb: 0.1  # measured: 25 MB (a venv, the stand-in verl and one wheel)
+disk_gb: 0.1  # measured: under 1 MB of its own (uv links the files from its cache)
 """
+
+
+@dataclass(frozen=True)
+class TinyParts:
+    """What a tiny env is made from: the find-links folder, verl's repo, the profile file."""
+
+    links: Path
+    repo: Path
+    profile: Path
+
+
+def tiny_parts(root: Path, patch: pytest.MonkeyPatch) -> TinyParts:
+    """The parts under `root`, vbtiny 1.0 published, and pip's find-links pointed there (as a lab
+    sets it), for this Python."""
+    links = root / "links"
+    publish_wheel(links, "vbtiny", "1.0")
+    patch.setenv("PIP_FIND_LINKS", str(links))
+    return TinyParts(links, standin_verl(root / "verl"), tiny_profile(root / "tiny.yaml", HOST_XY))
 
 
 def standin_verl(dest: Path) -> Path:
