@@ -49,6 +49,7 @@ stages:
 verify:
   imports: [six]
   gpu_smoke: false
+disk_gb: 0.2  # measured: about 0.12 GB (the conda python's stdlib, six, the stand-in verl)
 """
 
 
