@@ -49,7 +49,7 @@ stages:
 verify:
   imports: [six]
   gpu_smoke: false
-disk_gb: 0.2  # measured: about 0.12 GB (the conda python's stdlib, six, the stand-in verl)
+disk_gb: 0.1  # measured: 53 MB (the conda python and its stdlib, six, the stand-in verl)
 """
 
 
