@@ -12,10 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from installer.envs.inventory import canonical
-from installer.errors import Refused
 from installer.host.indexes import IndexSettings
 from installer.lockfile.buildlock import resolve_pylock
-from installer.lockfile.lookup import Artifact, _artifacts, hashed_dists, lookup, mismatches
+from installer.lockfile.lookup import (
+    Artifact,
+    hashed_dists,
+    lookup,
+    refuse_unserved,
+    served_artifacts,
+)
 from installer.lockfile.model import Lockfile
 from installer.lockfile.resolve import Target, load_toml
 from installer.platforms import DEFAULT_GLIBC
@@ -51,20 +56,13 @@ def download(artifacts: Iterable[tuple[str, Artifact]], cache: Path) -> list[Col
 
 
 def collect_locked(
-    lock: Lockfile, settings: IndexSettings, *, cache: Path, work: Path
+    lock: Lockfile, lockfile: Path, settings: IndexSettings, *, cache: Path, work: Path
 ) -> list[Collected]:
     """Every artifact whose sha256 the lockfile allows, as the indexes serve it; a mismatch is
     refused as a `--locked` install refuses it."""
     dists = hashed_dists(lock)
     served = lookup(lock, settings, offline=False, work=work / "lookup")
-    problems = mismatches(dists, served)
-    if problems:
-        raise Refused(
-            f"the lockfile does not match what your indexes serve ({len(problems)} "
-            "distribution(s)); no bundle was written:\n  " + "\n  ".join(problems),
-            hint="regenerate the lockfile with `verl-bootstrap lock`, or use the index it was "
-            "made from",
-        )
+    refuse_unserved(lockfile, dists, served)
     chosen = [(d.name, a) for d in dists for a in served.get(d.name, ()) if a.sha256 in d.hashes]
     return download(chosen, cache)
 
@@ -86,7 +84,7 @@ def resolve_download(
     if not requirements:
         return []
     text = resolve_pylock(requirements, target, settings, work=work)
-    served = _artifacts(load_toml(text))
+    served = served_artifacts(load_toml(text))
     return download(((name, a) for name, files in served.items() for a in _wheels(files)), cache)
 
 
