@@ -23,7 +23,7 @@ DATA = Path(__file__).parent / "data"
 PROFILE = DATA / "profiles" / "kernel-stage" / "profile.yaml"
 STANDIN = DATA / "kernels" / "standin"
 BROKEN = DATA / "kernels" / "broken"
-PKG_INFO = "Metadata-Version: 2.1\nName: standin-kernel\nVersion: 0.1.0\n"
+PKG_INFO = "Metadata-Version: 2.2\nName: standin-kernel\nVersion: 0.1.0\n"  # 2.2: static
 
 
 def make_sdist(source: Path, links: Path) -> Path:
