@@ -71,7 +71,8 @@ def install_with(ns: argparse.Namespace, options: RunOptions) -> int:
         with listening(console):
             result = run_install(plan, force=frozenset(ns.force), preflight=not ns.no_preflight)
     if ns.json:
-        emit_json({**report_json(result), "notes": [*plan.notes, *console.notes]})
+        notes = [*plan.notes, *console.notes]
+        emit_json({**report_json(result), "notes": notes, "build_progress": console.progress})
     else:
         err(summary_text(result))
     return EXIT_OK if result.report.ok else EXIT_STEP_FAILED

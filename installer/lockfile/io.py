@@ -34,6 +34,8 @@ def dump_lockfile(lock: Lockfile) -> str:
 
 def _compact(dist: dict[str, Any]) -> dict[str, Any]:
     """A distribution without its unset fields: hundreds of them make the file hard to review."""
+    if isinstance(dist.get("kernel_wheel"), dict):
+        dist = {**dist, "kernel_wheel": _compact(dist["kernel_wheel"])}
     return {k: v for k, v in dist.items() if v not in (None, {}, [])}
 
 

@@ -15,7 +15,7 @@ from installer.errors import InputError, StepFailed
 from installer.httpclient import HttpError, download
 from installer.lockfile.io import write_lockfile
 from installer.lockfile.lookup import Artifact
-from installer.lockfile.model import LockedDist, LockedStage, Lockfile
+from installer.lockfile.model import KernelWheel, LockedDist, LockedStage, Lockfile
 from installer.paths import atomic_write, cache_root, env_lockfile, file_sha256, locked_build_file
 from installer.plan.locked import LockedInstall
 from installer.redact import redact
@@ -157,18 +157,26 @@ def check_source(lock: Lockfile, source: SourceResult) -> None:
         )
 
 
-def record_locked_env(prefix: Path, lock: Lockfile, built: Mapping[str, str] | None = None) -> Path:
-    """The env's record after a locked install: the lockfile, plus each installed RECORD's digest
-    and, for each distribution built here from its locked sdist, the built wheel's sha256.
+def record_locked_env(
+    prefix: Path,
+    lock: Lockfile,
+    built: Mapping[str, str] | None = None,
+    kernels: Mapping[str, KernelWheel] | None = None,
+) -> Path:
+    """The env's record after a locked install: the lockfile, plus each installed RECORD's digest,
+    for each distribution built here from its locked sdist the built wheel's sha256, and for a
+    kernel the wheel its stage installed (prebuilt or built: file, sha256, build key).
 
     `verify --against` compares those digests with the env later, to tell a replaced build.
     """
 
-    now, built = installed(prefix), built or {}
+    now, built, kernels = installed(prefix), built or {}, kernels or {}
     stages = tuple(
         stage.model_copy(
             update={
-                "distributions": tuple(_with_record(d, now, built) for d in stage.distributions)
+                "distributions": tuple(
+                    _with_record(d, now, built, kernels) for d in stage.distributions
+                )
             }
         )
         for stage in lock.stages
@@ -176,7 +184,17 @@ def record_locked_env(prefix: Path, lock: Lockfile, built: Mapping[str, str] | N
     return write_lockfile(lock.model_copy(update={"stages": stages}), env_lockfile(prefix))
 
 
-def _with_record(dist: LockedDist, now: Mapping[str, Dist], built: Mapping[str, str]) -> LockedDist:
+def _with_record(
+    dist: LockedDist,
+    now: Mapping[str, Dist],
+    built: Mapping[str, str],
+    kernels: Mapping[str, KernelWheel],
+) -> LockedDist:
     found = now.get(dist.name)
-    digest = found.record_sha256 if found is not None else None
-    return dist.model_copy(update={"record_sha256": digest, "built_sha256": built.get(dist.name)})
+    update: dict[str, object] = {
+        "record_sha256": found.record_sha256 if found is not None else None,
+        "built_sha256": built.get(dist.name),
+    }
+    if dist.name in kernels:  # a lockfile's own record is kept when this run took another way
+        update["kernel_wheel"] = kernels[dist.name]
+    return dist.model_copy(update=update)
