@@ -110,13 +110,19 @@ def plan_python(work: Path) -> str:
 def measure(work: Path) -> list[tuple[str, float, str]]:
     repo = make_verl_repo(work / "verl")
     python = plan_python(work)
-    tool_install(work / "warmup", repo)  # warm uv's cache: the comparison is warm vs warm
-    by_hand(work / "hand-warmup", repo, python)  # and pip's cache
+    # Warm each cache once (the comparison is warm vs warm), then remove each env once measured:
+    # pip's envs are full copies (GBs) and the disk may be shared.
+    tool_install(work / "warmup", repo)
     pins = exact_pins(work / "warmup")
+    by_hand(work / "hand-warmup", repo, python)
     raw_uv(work / "uv-warmup", repo, python, pins)
+    for name in ("warmup", "hand-warmup", "uv-warmup"):
+        shutil.rmtree(work / name)
     total, install, steps = tool_install(work / "tool", repo)
     hand, first_import = by_hand(work / "hand", repo, python)
+    shutil.rmtree(work / "hand")
     floor = raw_uv(work / "uv", repo, python, pins)
+    shutil.rmtree(work / "uv")
     noop = min(tool_install(work / "tool", repo)[0] for _ in range(3))
     help_s = startup(["--help"])
     plan_s = startup(["plan", "--profile", "cpu", "--prefix", str(work / "tool")])
