@@ -63,6 +63,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path) -> It
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("VERL_BOOTSTRAP_HOME", str(root / "home"))
         patch.setenv("PIP_FIND_LINKS", f"{os.environ.get('PIP_FIND_LINKS', '')} {links}".strip())
+        # the default index alone (no mirror from pip's config files): uv's cache then holds the
+        # GBs of CUDA wheels once for every heavy run, wherever they were first fetched
+        patch.setenv("PIP_CONFIG_FILE", os.devnull)
         first = install(root / "env-a", verl_repo_session)
         second = install(root / "env-b", verl_repo_session)
         yield Lab(root, root / "home" / "wheelhouse", first, second)
