@@ -6,9 +6,10 @@ Run: .venv/bin/python bench/bench_kernels.py
 Target (issue 10): the wheelhouse route at least 50x faster than a source build. The stand-in
 compiles one small file in seconds, where flash-attn compiles for tens of minutes: its ratio is a
 floor. The stage's phases (from its outputs in the env's state) show where the time goes: the key
-probe before and the load check after the stage import torch in the env whichever source the
-wheel came from; between them, getting the wheel (the build, or the wheelhouse's hash check) and
-installing it. The ratio of those two phases is printed beside the whole stage's.
+probe (torch's files, not an import), getting the wheel (the build, or the wheelhouse's hash
+check) and installing it, and the load check after the stage, which imports torch in the env
+whichever source the wheel came from. The ratio of the wheel + install phases is printed beside
+the whole stage's.
 """
 
 from __future__ import annotations
@@ -53,11 +54,11 @@ def rows(
     b_get, w_get = b["wheel"] + b["install"], w["wheel"] + w["install"]
     return [
         ("source build, published to the wheelhouse: whole stage", b_total, None),
-        ("  probe the env's build key (imports torch)", b["key probe"], None),
+        ("  probe the env's build key", b["key probe"], None),
         ("  build the wheel + install it", b_get, None),
         ("  load check after the stage (imports torch)", b["load check"], None),
         ("from the warm wheelhouse (no compiler): whole stage", w_total, b_total / w_total),
-        ("  probe the env's build key (imports torch)", w["key probe"], None),
+        ("  probe the env's build key", w["key probe"], None),
         ("  hash-check the wheel + install it", w_get, b_get / w_get),
         ("  load check after the stage (imports torch)", w["load check"], None),
     ]

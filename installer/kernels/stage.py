@@ -84,8 +84,7 @@ def run_kernel_stage(job: KernelRun) -> dict[str, Any]:
 
 class _Phases:
     """Seconds per phase of the stage (in its outputs, so `make bench` can show where time goes:
-    the key probe and the load check import torch, a fixed cost whichever source the wheel came
-    from)."""
+    the load check imports torch, a fixed cost whichever source the wheel came from)."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
