@@ -13,7 +13,7 @@ from pathlib import Path
 def cuda_home_from_wheels() -> None:
     if os.environ.get("CUDA_HOME"):
         return
-    import nvidia  # the namespace package NVIDIA's CUDA wheels install into
+    import nvidia  # noqa: PLC0415 - NVIDIA's wheels' namespace package; only when CUDA_HOME is unset
 
     tops = [Path(p) / "cu13" for p in nvidia.__path__ if (Path(p) / "cu13/bin/nvcc").exists()]
     if not tops:
