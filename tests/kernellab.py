@@ -23,20 +23,25 @@ DATA = Path(__file__).parent / "data"
 PROFILE = DATA / "profiles" / "kernel-stage" / "profile.yaml"
 STANDIN = DATA / "kernels" / "standin"
 BROKEN = DATA / "kernels" / "broken"
-PKG_INFO = "Metadata-Version: 2.2\nName: standin-kernel\nVersion: 0.1.0\n"  # 2.2: static
+CUDA_STANDIN = DATA / "kernels" / "cudastandin"
 
 
-def make_sdist(source: Path, links: Path) -> Path:
-    """standin-kernel-0.1.0.tar.gz of `source` in `links` (no build backend needed to make it)."""
+def make_sdist(
+    source: Path, links: Path, name: str = "standin-kernel", version: str = "0.1.0"
+) -> Path:
+    """{name}-{version}.tar.gz of `source` in `links` (no build backend needed to make it)."""
     links.mkdir(parents=True, exist_ok=True)
-    archive = links / "standin-kernel-0.1.0.tar.gz"
+    base = f"{name}-{version}"
+    archive = links / f"{base}.tar.gz"
+    info_text = f"Metadata-Version: 2.2\nName: {name}\nVersion: {version}\n".encode()
     with tarfile.open(archive, "w:gz") as tar:
         for path in sorted(source.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                tar.add(path, f"standin-kernel-0.1.0/{path.relative_to(source)}")
-        info = tarfile.TarInfo("standin-kernel-0.1.0/PKG-INFO")
-        info.size = len(PKG_INFO)
-        tar.addfile(info, io.BytesIO(PKG_INFO.encode()))
+            inside = path.relative_to(source)
+            if path.is_file() and not {"__pycache__", "build"} & set(inside.parts):
+                tar.add(path, f"{base}/{inside}")
+        info = tarfile.TarInfo(f"{base}/PKG-INFO")
+        info.size = len(info_text)
+        tar.addfile(info, io.BytesIO(info_text))
     return archive
 
 

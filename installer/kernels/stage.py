@@ -4,10 +4,11 @@ wheel, the wheel published when it was built here, and the compiled modules load
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlparse
 
 from packaging.utils import canonicalize_name
@@ -34,6 +35,8 @@ __all__ = [
     "run_kernel_stage",
 ]
 
+_T = TypeVar("_T")
+
 
 @dataclass(frozen=True)
 class KernelRun:
@@ -56,7 +59,8 @@ class KernelRun:
 def run_kernel_stage(job: KernelRun) -> dict[str, Any]:
     """Install the kernel from its first matching source; the step's outputs."""
     python = job.request.python
-    key = probe_key(python)
+    clock = _Phases()
+    key = clock.time("key probe", lambda: probe_key(python))
     if _kernel_spec(job) is None:  # e.g. TransformerEngine's compiled part comes as a dependency
         job.note(
             f"kernel {job.kernel.distribution}: the stage pins no {job.kernel.distribution} "
@@ -71,12 +75,14 @@ def run_kernel_stage(job: KernelRun) -> dict[str, Any]:
     root = house.shown() if house else None
     choice = choose_source(job.kernel, version, key, entries, root)
     job.note(f"kernel {job.kernel.distribution}: env is {key.describe()}; {choice.reason}")
-    wheel, source = _wheel(job, choice, house, key)
-    _install(job, wheel)
-    _check_loads(job, python, choice.built_for if source != "build" else key, key)
+    wheel, source = clock.time("wheel", lambda: _wheel(job, choice, house, key))
+    clock.time("install", lambda: _install(job, wheel))
+    built_for = choice.built_for if source != "build" else key
+    clock.time("load check", lambda: _check_loads(job, python, built_for, key))
     digest = file_sha256(wheel)
     url = choice.wheel if source == "release" else None
-    return {"kernel": kernel_output(source, wheel, digest, choice.built_for or key, url)}
+    output = kernel_output(source, wheel, digest, choice.built_for or key, url)
+    return {"kernel": {**output, "phase_seconds": clock.seconds}}
 
 
 def kernel_output(
@@ -85,6 +91,21 @@ def kernel_output(
     """A kernel stage's outputs: the env's record names the wheel by these."""
     out = {"source": source, "wheel": wheel.name, "sha256": sha256, "key": key.to_json()}
     return {**out, "url": url} if url else out
+
+
+class _Phases:
+    """Seconds per phase of the stage (in its outputs, so `make bench` can show where time goes:
+    the load check imports torch, a fixed cost whichever source the wheel came from)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def time(self, name: str, work: Callable[[], _T]) -> _T:
+        started = time.monotonic()
+        try:
+            return work()
+        finally:
+            self.seconds[name] = round(time.monotonic() - started, 3)
 
 
 def _wheel(
