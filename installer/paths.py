@@ -40,6 +40,7 @@ __all__ = [
     "state_dir",
     "state_file",
     "tool_home",
+    "update_lockfile",
 ]
 
 STATE_DIRNAME = ".verl-bootstrap"
@@ -117,6 +118,11 @@ def logs_dir(prefix: Path) -> Path:
 def env_lockfile(prefix: Path) -> Path:
     """The lockfile of what the env holds, written by the record-lock step."""
     return state_dir(prefix) / ENV_LOCK_NAME
+
+
+def update_lockfile(prefix: Path, digest: str) -> Path:
+    """A lockfile `update` resolved and applied, named by its content's digest (hex)."""
+    return state_dir(prefix) / "updates" / f"{digest}.lock.yaml"
 
 
 def activation_file(prefix: Path, shell: str) -> Path:

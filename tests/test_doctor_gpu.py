@@ -138,7 +138,8 @@ def test_gpu_vs_build_only_looks_at_visible_gpus() -> None:
 
 
 def test_gpu_vs_build_warns_when_compute_capability_is_unknown() -> None:
-    result = check_gpu_vs_build(_ctx(_driver("590.48.01-H200-table.txt")))
+    # the plain table reports no compute capability; an RTX 4080's is not known by its name
+    result = check_gpu_vs_build(_ctx(_driver("595.71.05-RTX4080S-table.txt")))
     assert result.status is Status.WARN and "compute capability unknown" in result.finding
 
 

@@ -48,7 +48,7 @@ def test_check_names_are_kebab_case_and_preflight_is_the_documented_subset() -> 
     assert all(re.fullmatch(r"[a-z]+(-[a-z]+)*", n) for n in ALL_CHECKS)
     assert PREFLIGHT_CHECKS == (
         "driver", "driver-vs-plan", "gpu-vs-build", "shadowing-paths", "visibility", "disk",
-        "ram", "build-tools", "glibc", "python", "root", "network",
+        "ram", "build-tools", "glibc", "platform", "python", "root", "network",
     )  # fmt: skip
     assert set(PREFLIGHT_CHECKS) < set(ALL_CHECKS)
 

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "installer"
 TOP_LEVEL_LIMIT = 12
 # modules that --help loads: their library imports are deferred for start-up (see pyproject)
 STARTUP = {"__init__", "flags", "parse", "options", "install", "doctor", "lock", "site", "cluster",
-           "envs", "bundle", "verltests"}  # fmt: skip
+           "envs", "bundle", "verltests", "lockinput"}  # fmt: skip
 
 
 def _modules() -> dict[str, Path]:

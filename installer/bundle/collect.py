@@ -18,7 +18,13 @@ from installer.envs.inventory import canonical
 from installer.errors import CommandFailed, Refused
 from installer.host.indexes import IndexSettings
 from installer.installers import uv_binary
-from installer.lockfile.lookup import Artifact, _artifacts, hashed_dists, lookup, mismatches
+from installer.lockfile.lookup import (
+    Artifact,
+    hashed_dists,
+    lookup,
+    refuse_unserved,
+    served_artifacts,
+)
 from installer.lockfile.model import Lockfile
 from installer.lockfile.resolve import Target, index_args, load_toml
 from installer.paths import atomic_write
@@ -56,20 +62,13 @@ def download(artifacts: Iterable[tuple[str, Artifact]], cache: Path) -> list[Col
 
 
 def collect_locked(
-    lock: Lockfile, settings: IndexSettings, *, cache: Path, work: Path
+    lock: Lockfile, lockfile: Path, settings: IndexSettings, *, cache: Path, work: Path
 ) -> list[Collected]:
     """Every artifact whose sha256 the lockfile allows, as the indexes serve it; a mismatch is
     refused as a `--locked` install refuses it."""
     dists = hashed_dists(lock)
     served = lookup(lock, settings, offline=False, work=work / "lookup")
-    problems = mismatches(dists, served)
-    if problems:
-        raise Refused(
-            f"the lockfile does not match what your indexes serve ({len(problems)} "
-            "distribution(s)); no bundle was written:\n  " + "\n  ".join(problems),
-            hint="regenerate the lockfile with `verl-bootstrap lock`, or use the index it was "
-            "made from",
-        )
+    refuse_unserved(lockfile, dists, served)
     chosen = [(d.name, a) for d in dists for a in served.get(d.name, ()) if a.sha256 in d.hashes]
     return download(chosen, cache)
 
@@ -133,7 +132,7 @@ def resolve_download(
     except CommandFailed as exc:
         reason = next((line for line in reversed(exc.tail) if line.strip()), exc.message)
         raise Refused(f"{', '.join(requirements)} did not resolve: {reason}") from None
-    served = _artifacts(load_toml(out.read_text(encoding="utf-8")))
+    served = served_artifacts(load_toml(out.read_text(encoding="utf-8")))
     return download(((name, a) for name, files in served.items() for a in _wheels(files)), cache)
 
 

@@ -6,6 +6,7 @@ Layout (the manifest first, then the tool's wheels, so install.sh reads only the
   install.sh          for a node without the tool: installs it from tool/, then runs it
   lockfile/NAME       the lockfile
   artifacts/*         every locked artifact, and the build requirements of the locked sdists
+  conda/SUBDIR/*      the conda part's packages (conda locks), a channel the node indexes
   verl/verl.gitbundle verl's checkout at the locked commit (git locks; an sdist lock's verl
                       sdist is an artifact)
 """
@@ -16,7 +17,8 @@ import io
 import tarfile
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -28,9 +30,9 @@ from installer.bundle.collect import (
     resolve_build,
     sdist_pyproject,
 )
+from installer.bundle.conda import collect_conda, conda_arcname
 from installer.bundle.manifest import MANIFEST_NAME, Manifest, Member, Role, dump_manifest
 from installer.bundle.sources import tool_wheels, verl_git_bundle, verl_pyproject
-from installer.errors import InputError
 from installer.host.indexes import IndexSettings
 from installer.lockfile.io import read_lockfile
 from installer.lockfile.model import Lockfile
@@ -49,6 +51,7 @@ class BundleRequest:
     cache: Path
     verl_source: str | None = None  # a clone with the locked commit (default: the lock's repo)
     with_tool: bool = True
+    channels: Mapping[str, str] = field(default_factory=dict)  # the lock's channel names -> URLs
 
 
 @dataclass(frozen=True)
@@ -73,11 +76,6 @@ def create_bundle(request: BundleRequest) -> BundleResult:
     """Collect, check and write the bundle (atomically: a failed run leaves no archive)."""
     started = time.monotonic()
     lock = read_lockfile(request.lockfile)
-    if lock.conda:
-        raise InputError(
-            f"{request.lockfile} has a conda part; bundles hold venv locks only so far",
-            hint="lock the profile with --backend venv for an air-gapped node",
-        )
     with tempfile.TemporaryDirectory(prefix="verl-bundle-") as tmp:
         files = _gather(lock, request, Path(tmp))
         manifest = _manifest(lock, request.lockfile, files)
@@ -93,8 +91,10 @@ def _gather(lock: Lockfile, request: BundleRequest, work: Path) -> list[_File]:
         tool = tool_wheels(lock, settings, cache=cache, work=work)
         files += [_File(f"tool/{c.path.name}", c.path, "tool", c.name) for c in tool]
         files.append(_File("install.sh", _script(lock, work), "script"))
-    locked = collect_locked(lock, settings, cache=cache, work=work)
+    locked = collect_locked(lock, request.lockfile, settings, cache=cache, work=work)
     files += _artifacts(locked, "artifact")
+    conda = collect_conda(lock.conda, request.channels, cache)
+    files += [_File(conda_arcname(c.package), c.path, "conda", c.package.name) for c in conda]
     pyprojects = [(c.path.name, sdist_pyproject(c.path)) for c in locked if _is_sdist(c)]
     if lock.verl.kind == "git" and lock.verl.commit:
         source = verl_git_bundle(

@@ -29,7 +29,7 @@ __all__ = [
 
 BUNDLE_SCHEMA_VERSION: Final = 1
 MANIFEST_NAME: Final = "manifest.json"
-Role = Literal["lockfile", "artifact", "build", "verl-source", "tool", "script"]
+Role = Literal["lockfile", "artifact", "build", "conda", "verl-source", "tool", "script"]
 
 
 class _Strict(BaseModel):

@@ -3,7 +3,8 @@ member while hashing it; a member that is not listed, missing, or not its listed
 the whole bundle before anything is installed.
 
 The unpacked artifacts are served to the installer as a local find-links folder, so a `--locked`
-install looks them up and checks their hashes exactly as it does on a network index.
+install looks them up and checks their hashes exactly as it does on a network index; the conda
+packages (conda locks) are checked against the lockfile as well and indexed as a local channel.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from typing import IO
 from packaging.version import Version
 
 from installer import proc
+from installer.bundle.conda import CONDA_FOLDER, check_conda_files, index_channel
 from installer.bundle.manifest import MANIFEST_NAME, Manifest, Member, dump_manifest
 from installer.errors import Refused
+from installer.lockfile.io import read_lockfile
 from installer.paths import file_sha256
 from installer.platforms import host_platform
 
@@ -51,6 +54,12 @@ class Unpacked:
     def find_links(self) -> Path:
         """The folder of the bundle's artifacts (locked ones and build requirements)."""
         return self.root / "artifacts"
+
+    @property
+    def conda_channel(self) -> Path | None:
+        """The local channel of the lock's conda packages (conda locks), checked and indexed."""
+        channel = self.root / CONDA_FOLDER
+        return channel if channel.is_dir() else None
 
     @property
     def verl_source(self) -> Path | None:
@@ -90,6 +99,8 @@ def unpack_bundle(archive: Path, manifest: Manifest, dest: Path) -> Unpacked:
     if expected:
         raise _tampered(archive, f"it lacks {', '.join(sorted(expected))}")
     _write_index(dest)
+    if any(m.role == "conda" for m in manifest.members):
+        _conda_channel(dest, manifest, archive)
     if manifest.verl_kind == "git":
         bundle = dest / "verl" / "verl.gitbundle"
         shutil.rmtree(dest / "verl.git", ignore_errors=True)  # our own clone of an earlier run
@@ -98,6 +109,13 @@ def unpack_bundle(archive: Path, manifest: Manifest, dest: Path) -> Unpacked:
             log_path=dest / "unpack.log",
         )
     return Unpacked(root=dest, manifest=manifest)
+
+
+def _conda_channel(dest: Path, manifest: Manifest, archive: Path) -> None:
+    """Check the conda packages against the bundle's lockfile too, then index them."""
+    lock = read_lockfile(dest / manifest.lockfile)
+    check_conda_files(dest / CONDA_FOLDER, lock.conda, archive)
+    index_channel(dest / CONDA_FOLDER)
 
 
 def _extract(

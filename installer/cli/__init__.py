@@ -23,7 +23,7 @@ __all__ = ["main", "main_entry"]
 Handler = Callable[[argparse.Namespace], int]
 _COMMANDS = {"install", "plan", "verify", "profiles", "doctor", "lock", "export", "config",
              "onboard", "activate", "cluster", "wheelhouse", "envs", "info", "remove",
-             "completion", "test", "bundle"}  # fmt: skip
+             "completion", "test", "bundle", "update"}  # fmt: skip
 
 
 EXIT_BROKEN_PIPE = 141  # as a shell reports a command that SIGPIPE stopped

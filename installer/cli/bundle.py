@@ -6,7 +6,13 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from installer.cli.lock import _export_lock, _options, _settings, _source_flags
+from installer.cli.lockinput import (
+    lock_channels,
+    lock_index_settings,
+    lock_source_flags,
+    named_lock,
+    scratch_options,
+)
 from installer.cli.output import emit_json, err, out, path_arg
 from installer.errors import EXIT_OK, InputError, Refused
 
@@ -28,7 +34,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--platform", default="linux-64", help="linux-64 (default) or linux-aarch64")
     p.add_argument("-o", "--output", type=path_arg, help="the archive (default: ./verl-bundle-…)")
     p.add_argument("--no-tool", action="store_true", help="leave out the tool's own wheels")
-    _source_flags(p)
+    lock_source_flags(p)
     p.set_defaults(handler=cmd_bundle)
 
 
@@ -37,13 +43,14 @@ def cmd_bundle(ns: argparse.Namespace) -> int:
     from installer.bundle.create import BundleRequest, create_bundle
     from installer.paths import cache_root
 
-    lock, path = _export_lock(ns)
-    options = _options(ns, lock.profile, lock.cuda.variant)
+    lock, path = named_lock(ns)
+    options = scratch_options(ns, lock.profile, lock.cuda.variant)
     default = Path(f"verl-bundle-{lock.profile}-{lock.cuda.variant}-{lock.platform}.tar")
     request = BundleRequest(
         lockfile=path,
         output=(ns.output or default).absolute(),
-        settings=_settings(lock, options),
+        settings=lock_index_settings(lock, options),
+        channels=lock_channels(lock, options),
         cache=cache_root() / "bundle",
         verl_source=ns.verl_source,
         with_tool=not ns.no_tool,
@@ -59,8 +66,9 @@ def cmd_bundle(ns: argparse.Namespace) -> int:
     out(f"wrote {result.path}: {members} members, {size} in {result.seconds:.1f} s")
     name, profile = result.path.name, lock.profile
     out(f"install it with: verl-bootstrap --bundle {name} --profile {profile}")
-    out(f"on a node without verl-bootstrap: tar -xf {name} install.sh && "
-        f"sh install.sh {name} --profile {profile}")  # fmt: skip
+    if not ns.no_tool:
+        out(f"on a node without verl-bootstrap: tar -xf {name} install.sh && "
+            f"sh install.sh {name} --profile {profile}")  # fmt: skip
     return EXIT_OK
 
 
@@ -126,9 +134,11 @@ def _bundle_options(options: RunOptions, unpacked: Unpacked, profile: Profile) -
 
     url, links = unpacked.index_url, (str(unpacked.find_links),)
     site = replace(options.site, index_url=url, extra_index_urls=(), find_links=links, pytorch=())
-    source = unpacked.verl_source
+    source, channel = unpacked.verl_source, unpacked.conda_channel
     return replace(
         options,
+        backend=options.backend or unpacked.manifest.backend,
+        channels=(channel.as_uri(),) if channel is not None else options.channels,
         lockfile=unpacked.lockfile,
         locked=not options.frozen,
         offline=True,

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from installer.lifecycle.inspect import EnvSummary
     from installer.plan.model import Plan
 
-__all__ = ["confirm_changes", "register"]
+__all__ = ["ask", "confirm_changes", "register"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,13 +57,14 @@ def confirm_changes(plan: Plan, *, yes: bool) -> None:
             f"{plan.prefix} was not changed",
             hint=f"build it in a new prefix: add --prefix {plan.prefix}-new to your command",
         )
-    if not (yes or _ask("apply these changes? [y/N] ")):
+    if not (yes or ask("apply these changes? [y/N] ")):
         raise Refused(
             f"{plan.prefix} was not changed", hint="re-run with --yes to apply these changes"
         )
 
 
-def _ask(question: str) -> bool:
+def ask(question: str) -> bool:
+    """A yes at a prompt on a terminal; no terminal is a no."""
     if not sys.stdin.isatty():
         return False
     sys.stderr.write(question)
@@ -141,7 +142,7 @@ def cmd_remove(ns: argparse.Namespace) -> int:
     prefix = ns.prefix.absolute()
     removal = check_removal(prefix)
     err(f"remove {prefix} ({_size(removal.size)}): {', '.join(removal.entries) or 'state only'}")
-    if not (ns.yes or _ask("delete it? [y/N] ")):
+    if not (ns.yes or ask("delete it? [y/N] ")):
         raise Refused(f"{prefix} was not removed", hint="pass --yes to remove it without asking")
     remove_env(prefix)
     if ns.json:

@@ -4,19 +4,18 @@
 from __future__ import annotations
 
 import argparse
-import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from installer.cli.flags import index_flags, json_flag, source_flags
-from installer.cli.options import run_options
+from installer.cli.lockinput import (
+    lock_channels,
+    lock_index_settings,
+    lock_source_flags,
+    named_lock,
+    scratch_options,
+)
 from installer.cli.output import emit_json, err, out, path_arg
 from installer.errors import EXIT_OK, EXIT_STEP_FAILED, BootstrapError, InputError
-
-if TYPE_CHECKING:
-    from installer.host.indexes import IndexSettings
-    from installer.lockfile.model import Lockfile
-    from installer.options import RunOptions
 
 __all__ = ["cmd_export", "cmd_lock", "cmd_verify_against", "register"]
 
@@ -45,7 +44,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     lock.add_argument("--output", type=path_arg, help="where to write (one lockfile only)")
     lock.add_argument("--dir", type=path_arg, help="the lockfiles folder (default: lockfiles/)")
-    _source_flags(lock)
+    lock_source_flags(lock)
     lock.set_defaults(handler=cmd_lock)
 
     export = sub.add_parser("export", help="write a lockfile in another tool's format")
@@ -59,20 +58,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--bundle", type=path_arg, help="apptainer/dockerfile: build from this bundle (no network)"
     )
     export.add_argument("--base", help="apptainer/dockerfile: the base image (default: python)")
-    _source_flags(export)
+    lock_source_flags(export)
     export.set_defaults(handler=cmd_export)
-
-
-def _source_flags(p: argparse.ArgumentParser) -> None:
-    index_flags(p, offline_help="resolve from uv's cache only")
-    source_flags(p)
-    json_flag(p)
-
-
-def _options(ns: argparse.Namespace, profile: str, cuda: str) -> RunOptions:
-
-    scratch = Path(tempfile.gettempdir()) / "verl-bootstrap-lock"  # nothing is installed there
-    return run_options(ns, profile=profile, cuda=cuda, prefix=scratch)
 
 
 def cmd_lock(ns: argparse.Namespace) -> int:
@@ -98,7 +85,7 @@ def _lock_one(
     from installer.paths import default_lockfile
 
     request = LockRequest(
-        options=_options(ns, profile, variant),
+        options=scratch_options(ns, profile, variant),
         platform=ns.platform,
         python=ns.python,
         exclude_newer=ns.exclude_newer,
@@ -178,20 +165,20 @@ def cmd_export(ns: argparse.Namespace) -> int:
     from installer.export.names import CONTAINER_FORMATS
     from installer.export.write import DEFAULT_OUTPUT, export_lockfile
 
-    lock, path = _export_lock(ns)
+    lock, path = named_lock(ns)
     if ns.format in CONTAINER_FORMATS:
         from installer.export.containerfmt import write_container
 
         output = ns.output or DEFAULT_OUTPUT[ns.format]
         written = write_container(lock, path, ns.format, output, bundle=ns.bundle, base=ns.base)
         return _report_export(ns, path, written)
-    options = _options(ns, lock.profile, lock.cuda.variant)
+    options = scratch_options(ns, lock.profile, lock.cuda.variant)
     written = export_lockfile(
         lock,
         ns.format,
         ns.output or DEFAULT_OUTPUT[ns.format],
-        settings=_settings(lock, options),
-        channels=_channels(lock, options),
+        settings=lock_index_settings(lock, options),
+        channels=lock_channels(lock, options),
         offline=ns.offline,
     )
     return _report_export(ns, path, written)
@@ -210,47 +197,6 @@ def _report_export(ns: argparse.Namespace, path: Path, written: list[Path]) -> i
         for file in written:
             out(f"wrote {file}")
     return EXIT_OK
-
-
-def _export_lock(ns: argparse.Namespace) -> tuple[Lockfile, Path]:
-    from installer.lockfile import read_lockfile
-    from installer.paths import default_lockfile
-
-    if ns.lockfile is not None:
-        return read_lockfile(ns.lockfile), ns.lockfile
-    if not ns.profile:
-        raise InputError("export: pass --lockfile PATH or --profile NAME")
-    path = default_lockfile(ns.profile, ns.cuda, ns.platform)
-    if not path.is_file():
-        raise InputError(
-            f"no lockfile at {path}",
-            hint=f"make it with `verl-bootstrap lock --profile {ns.profile} --cuda {ns.cuda}`",
-        )
-    return read_lockfile(path), path
-
-
-def _settings(lock: Lockfile, options: RunOptions) -> IndexSettings:
-    """The user's index settings, with the lock's profile's named indexes when it is known."""
-    from installer.host.facts import index_settings
-    from installer.host.indexes import read_pip_settings
-    from installer.profile import load_profile
-
-    try:
-        profile = load_profile(lock.profile)
-    except InputError:  # a lockfile from elsewhere: pip's settings and --index only
-        return read_pip_settings().with_named(dict(options.indexes))
-    return index_settings(profile, options)[0]
-
-
-def _channels(lock: Lockfile, options: RunOptions) -> dict[str, str]:
-    """The lock's channel names -> URLs from --channel, else the user's .condarc."""
-    from installer.envs.condarc import channel_url, channel_urls, load_condarc
-    from installer.lockfile.model import channel_name
-
-    settings = load_condarc()
-    configured = {channel_name(u): u for u in channel_urls(options.channels, settings)}
-    names = {p.channel for p in lock.conda}
-    return {n: configured.get(n) or channel_url(n, settings) for n in sorted(names)}
 
 
 def cmd_verify_against(ns: argparse.Namespace) -> int:

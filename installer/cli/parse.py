@@ -19,6 +19,7 @@ FEATURE_MODULES = (
     "installer.cli.cluster",
     "installer.cli.wheelhouse",
     "installer.cli.envs",
+    "installer.cli.update",
     "installer.cli.verltests",
     "installer.cli.bundle",
 )

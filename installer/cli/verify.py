@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from installer.errors import InputError
+from installer.lifecycle.record import read_record
 from installer.lockfile import read_lockfile
 from installer.paths import env_lockfile
 from installer.profile import VerifySpec, load_profile
@@ -26,7 +27,8 @@ def _spec(prefix: Path, profile: str | None) -> VerifySpec:
         return load_profile(profile).verify
     lock = env_lockfile(prefix)
     if lock.exists():
-        name = read_lockfile(lock).profile
+        # the record keeps a profile file's path; the lockfile only its name
+        name = _recorded_profile(prefix) or read_lockfile(lock).profile
         try:
             return load_profile(name).verify
         except InputError as exc:  # the env was built from a profile file that is gone
@@ -36,6 +38,12 @@ def _spec(prefix: Path, profile: str | None) -> VerifySpec:
                 hint="pass --profile NAME_OR_FILE to say whose checks to run",
             ) from None
     return VerifySpec()
+
+
+def _recorded_profile(prefix: Path) -> str | None:
+    record = read_record(prefix)
+    profile = record["options"].get("profile") if record else None
+    return profile if isinstance(profile, str) else None
 
 
 def _has_driver() -> bool:

@@ -150,7 +150,12 @@ def _arch_list(ctx: Context, cuda: str | None) -> tuple[tuple[str, ...] | None, 
     installed = torch.get("arch_list") if isinstance(torch, dict) else None
     if installed:
         return tuple(installed), f"the installed torch {torch.get('version')}"
-    return planned_arch_list(cuda), f"PyTorch's CUDA {cuda} wheels"
+    return planned_arch_list(cuda, ctx.platform), f"PyTorch's CUDA {cuda} wheels{_for(ctx)}"
+
+
+def _for(ctx: Context) -> str:
+    """Name the platform where its wheels differ from the usual x86_64 ones."""
+    return "" if ctx.platform == "linux-64" else f" for {ctx.platform}"
 
 
 def _visible_gpus(ctx: Context, driver: DriverInfo) -> list[GpuInfo]:
@@ -167,7 +172,7 @@ def _variants_building_for(ctx: Context, gpus: list[GpuInfo]) -> list[str]:
     """The profile's CUDA variants whose planned torch build runs on every one of `gpus`."""
     names: list[str] = []
     for name, variant in ctx.profile.cuda_variants.items() if ctx.profile else []:
-        arch = planned_arch_list(variant_window(name, variant).cuda) or ()
+        arch = planned_arch_list(variant_window(name, variant).cuda, ctx.platform) or ()
         if name != "cpu" and all(arch_supported(g.compute_capability or "", arch) for g in gpus):
             names.append(name)
     return names

@@ -13,9 +13,10 @@ from pathlib import Path
 from installer import proc
 from installer.doctor.inputs import Context
 from installer.doctor.model import CheckResult, fail, ok, skipped, warn
+from installer.platforms import MACHINES
 from installer.profile.models import Stage
 
-__all__ = ["MACHINE_CHECKS", "builds_from_source", "manylinux_glibc"]
+__all__ = ["MACHINE_CHECKS", "builds_from_source", "manylinux_glibc", "wheel_machine"]
 
 GIB = 1024**3
 # pip's cache keeps wheel archives, about a third of what they unpack to (verl's base deps:
@@ -199,14 +200,23 @@ def host_glibc() -> tuple[int, int] | None:
     return (int(match[1]), int(match[2])) if match else None
 
 
+def _glibc(ctx: Context) -> tuple[int, int] | None:
+    """The host's glibc: given in the inputs (a recorded report), else this host's."""
+    given = ctx.inputs.glibc
+    if given is None:
+        return host_glibc()
+    match = re.match(r"^(\d+)\.(\d+)", given)
+    return (int(match[1]), int(match[2])) if match else None
+
+
 def check_glibc(ctx: Context) -> CheckResult:
     """glibc against the manylinux tags of the wheels the plan installs."""
     tags = [v for t in ctx.inputs.wheel_tags if (v := manylinux_glibc(t))]
     need = max(tags) if tags else DEFAULT_GLIBC
-    source = "the planned wheels" if tags else "PyTorch's wheels (manylinux_2_28)"
-    have = host_glibc()
+    source = "the planned wheels" if tags else f"PyTorch's {ctx.machine} wheels (manylinux_2_28)"
+    have = _glibc(ctx)
     shown = f"{need[0]}.{need[1]}"
-    data = {"host": have and f"{have[0]}.{have[1]}", "required": shown}
+    data = {"host": have and f"{have[0]}.{have[1]}", "required": shown, "machine": ctx.machine}
     fix = (
         f"run on a node whose OS has glibc >= {shown}, or inside a rootless container "
         f"(Apptainer) with a newer OS"
@@ -216,7 +226,44 @@ def check_glibc(ctx: Context) -> CheckResult:
     if have < need:
         found = f"glibc {have[0]}.{have[1]} is older than the {shown} that {source} need"
         return fail("glibc", found, fix, **data)
-    return ok("glibc", f"glibc {have[0]}.{have[1]} runs {source} (need >= {shown})", **data)
+    found = f"glibc {have[0]}.{have[1]} on {ctx.machine} runs {source} (need >= {shown})"
+    return ok("glibc", found, **data)
+
+
+def wheel_machine(tag: str) -> str | None:
+    """The machine a wheel's platform tag is for ('manylinux_2_28_aarch64' -> 'aarch64'; None
+    for 'any' or a tag of no Linux machine we know)."""
+    return next((m for m in MACHINES.values() if tag.endswith(f"_{m}")), None)
+
+
+def check_platform(ctx: Context) -> CheckResult:
+    """The host's machine and wheel tags against the lockfile's platform and planned wheels."""
+    machine, platform, lock = ctx.machine, ctx.platform, ctx.inputs.lock_platform
+    have = _glibc(ctx)
+    tags = f"manylinux_{have[0]}_{have[1]}_{machine}" if have else f"linux_{machine}"
+    data = {"machine": machine, "platform": platform, "lock_platform": lock}
+    found = f"{machine} host ({platform}): it runs wheels tagged up to {tags}, and 'any'"
+    problems = _platform_problems(ctx)
+    if not problems:
+        return ok("platform", found, **data)
+    fix = (
+        f"install the {platform} lockfile (lockfiles/PROFILE/VARIANT-{platform}.lock.yaml), "
+        f"or lock for this host with `verl-bootstrap lock --platform {platform}`"
+    )
+    finding = f"{found}; {'; '.join(problems)}: they cannot load here"
+    return fail("platform", finding, fix, **data)
+
+
+def _platform_problems(ctx: Context) -> list[str]:
+    """A lockfile of another platform, and planned wheels of another machine, named plainly."""
+    lock, machine = ctx.inputs.lock_platform, ctx.machine
+    problems = []
+    if lock and lock != ctx.platform:
+        problems.append(f"the lockfile is for {lock} ({MACHINES.get(lock, lock)} wheels)")
+    foreign = sorted({t for t in ctx.inputs.wheel_tags if wheel_machine(t) not in (None, machine)})
+    if foreign:
+        problems.append(f"planned wheels are tagged {', '.join(foreign)}")
+    return problems
 
 
 def _docker(environ: Mapping[str, str]) -> str:
@@ -257,5 +304,6 @@ MACHINE_CHECKS: dict[str, Callable[[Context], CheckResult]] = {
     "disk": check_disk,
     "ram": check_ram,
     "glibc": check_glibc,
+    "platform": check_platform,
     "root": check_root,
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform as _platform
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -13,6 +14,7 @@ from typing import Any
 from installer import proc
 from installer.gpu.model import DriverInfo
 from installer.paths import PROBES
+from installer.platforms import host_platform
 from installer.profile.models import Profile
 
 __all__ = ["PROBE_LIBS", "Context", "DoctorInputs", "EnvFacts", "exact_env", "run_probe"]
@@ -45,7 +47,11 @@ class DoctorInputs:
     backend: str | None = None  # the plan's env backend; None: the profile's
     # ("uv" | "pip" | "rattler", folder) to use instead of the caches environ names
     cache_dirs: tuple[tuple[str, Path], ...] = ()
-    wheel_tags: tuple[str, ...] = ()  # platform tags of the planned wheels, for the glibc check
+    wheel_tags: tuple[str, ...] = ()  # platform tags of the planned wheels (glibc, machine)
+    lock_platform: str | None = None  # the platform of the lockfile the plan installs
+    # This host's facts, given instead of read (a report recorded on another node, tests):
+    machine: str | None = None  # `uname -m`; None: this host's
+    glibc: str | None = None  # "2.39"; None: this host's
     detect: bool = True  # False: judge `driver` as given (the plan's), without reading the host
     driver: DriverInfo | None = None
     use_nvml: bool = True
@@ -76,6 +82,16 @@ class Context:
     def environ(self) -> Mapping[str, str]:
         """The environment the user's processes will run with."""
         return self.inputs.environ
+
+    @property
+    def machine(self) -> str:
+        """The host's machine (`uname -m`): given, else this host's."""
+        return self.inputs.machine or _platform.machine()
+
+    @property
+    def platform(self) -> str:
+        """The host's platform in lockfile terms ('linux-64', 'linux-aarch64')."""
+        return host_platform(self.machine)
 
     @property
     def profile(self) -> Profile | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from packaging.utils import parse_wheel_filename
+
 from installer.doctor.inputs import DoctorInputs
 from installer.doctor.model import CheckResult
 from installer.doctor.run import PREFLIGHT_CHECKS, run_doctor
@@ -68,7 +70,20 @@ def inputs_from_plan(plan: Plan, environ: Mapping[str, str] | None = None) -> Do
         skip=frozenset(plan.options.skip_checks),
         driver=plan.driver,
         detect=False,  # the plan already read the driver; doctor judges the same one
+        wheel_tags=_wheel_tags(plan),
+        lock_platform=plan.locked.lock.platform if plan.locked else None,
     )
+
+
+def _wheel_tags(plan: Plan) -> tuple[str, ...]:
+    """The platform tags of the wheels a locked plan installs (an unlocked plan knows none yet)."""
+    if plan.locked is None:
+        return ()
+    tags = set()
+    for artifact in plan.locked.artifacts.values():
+        if artifact.kind == "wheel":
+            tags |= {t.platform for t in parse_wheel_filename(artifact.filename)[3]}
+    return tuple(sorted(tags))
 
 
 def run_preflight_checks(

@@ -12,12 +12,14 @@ from collections.abc import Sequence
 
 __all__ = [
     "CUDA_BY_BRANCH",
+    "GPU_COMPUTE_CAPABILITY",
     "MIN_DRIVER_FOR_CUDA_MAJOR",
     "TORCH_ARCH_LISTS",
     "arch_supported",
     "cuda_for_driver",
     "driver_for_cuda",
     "driver_serves",
+    "known_compute_capability",
     "max_cuda_major",
     "parse_cc",
     "planned_arch_list",
@@ -57,17 +59,38 @@ CUDA_BY_BRANCH: tuple[tuple[int, str], ...] = (
     (610, "13.3"),
 )
 
-# TORCH_CUDA_ARCH_LIST of PyTorch's own x86_64 wheels per CUDA version (pytorch's binary build
-# scripts; "+PTX" on the last entry adds compute_XY). The installed torch's
+# TORCH_CUDA_ARCH_LIST of PyTorch's own wheels per platform and CUDA version (pytorch's binary
+# build scripts; "+PTX" on the last entry adds compute_XY). The aarch64 (SBSA) wheels are built for
+# the data-centre GPUs that sit beside Grace CPUs, from Ampere on. The installed torch's
 # `torch.cuda.get_arch_list()` is authoritative; this table is the plan before any install.
-TORCH_ARCH_LISTS: dict[str, tuple[str, ...]] = {
-    "11.8": ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
-    "12.1": ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
-    "12.4": ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
-    "12.6": ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
-    "12.8": ("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
-    "12.9": ("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"),
-    "13.0": ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"),
+TORCH_ARCH_LISTS: dict[str, dict[str, tuple[str, ...]]] = {
+    "linux-64": {
+        "11.8": ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
+        "12.1": ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
+        "12.4": ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
+        "12.6": ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
+        "12.8": ("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
+        "12.9": ("sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"),
+        "13.0": ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"),
+    },
+    "linux-aarch64": {
+        "12.6": ("sm_80", "sm_90"),
+        "12.8": ("sm_80", "sm_90", "sm_100", "sm_120"),
+        "12.9": ("sm_80", "sm_90", "sm_100", "sm_120"),
+        "13.0": ("sm_80", "sm_90", "sm_100", "sm_110", "sm_120", "compute_120"),
+    },
+}
+
+# Compute capability by the model in a GPU's name, for outputs that do not report it (the plain
+# nvidia-smi table): NVIDIA's CUDA GPU table. Grace-Hopper (GH200) and Grace-Blackwell (GB200)
+# superchips are aarch64 hosts; their GPUs are a Hopper and a Blackwell.
+GPU_COMPUTE_CAPABILITY: dict[str, str] = {
+    "A100": "8.0",
+    "H100": "9.0",
+    "H200": "9.0",
+    "GH200": "9.0",
+    "B200": "10.0",
+    "GB200": "10.0",
 }
 
 _ARCH = re.compile(r"^(sm|compute)_(\d+)(\d)([af]?)$")
@@ -160,9 +183,15 @@ def supports_bf16(compute_capability: str) -> bool:
     return cc is not None and cc >= (8, 0)
 
 
-def planned_arch_list(cuda: str | None) -> tuple[str, ...] | None:
-    """The arch list of PyTorch's wheels for this CUDA version (major.minor), if we know it."""
+def planned_arch_list(cuda: str | None, platform: str = "linux-64") -> tuple[str, ...] | None:
+    """The arch list of PyTorch's wheels for this platform and CUDA (major.minor), if known."""
     if not cuda:
         return None
     numbers = version_tuple(cuda)[:2]
-    return TORCH_ARCH_LISTS.get(".".join(str(n) for n in numbers))
+    return TORCH_ARCH_LISTS.get(platform, {}).get(".".join(str(n) for n in numbers))
+
+
+def known_compute_capability(name: str) -> str | None:
+    """The compute capability the GPU's model name implies ('NVIDIA GH200 480GB' -> '9.0')."""
+    words = re.split(r"[\s-]+", name.upper())
+    return next((GPU_COMPUTE_CAPABILITY[w] for w in words if w in GPU_COMPUTE_CAPABILITY), None)

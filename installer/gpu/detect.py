@@ -16,7 +16,12 @@ from pathlib import Path
 
 from installer import proc
 from installer.errors import InputError
-from installer.gpu.cuda import cuda_for_driver, driver_for_cuda, version_tuple
+from installer.gpu.cuda import (
+    cuda_for_driver,
+    driver_for_cuda,
+    known_compute_capability,
+    version_tuple,
+)
 from installer.gpu.model import DriverInfo
 from installer.gpu.nvml import read_nvml
 from installer.gpu.parse import parse_proc_version, parse_smi_xml
@@ -83,7 +88,10 @@ def _with_compute_capability(smi: str, info: DriverInfo) -> DriverInfo:
     # `-q -x` does not report compute capability; the CSV query does (drivers 510 and newer).
     text = _smi_output(smi, "--query-gpu=index,uuid,compute_cap", "--format=csv")
     caps = {g.uuid: g.compute_capability for g in parse_query_gpus(text or "")}
-    gpus = tuple(replace(g, compute_capability=caps.get(g.uuid)) for g in info.gpus)
+    gpus = tuple(
+        replace(g, compute_capability=caps.get(g.uuid) or known_compute_capability(g.name))
+        for g in info.gpus
+    )
     return replace(info, gpus=gpus)
 
 

@@ -12,6 +12,7 @@ import io
 import re
 from dataclasses import replace
 
+from installer.gpu.cuda import known_compute_capability
 from installer.gpu.model import DriverInfo, GpuInfo, MigDevice
 from installer.gpu.parse import mib
 
@@ -29,9 +30,11 @@ _NA = {"", "[n/a]", "n/a", "[not supported]"}
 def _table_gpu(lines: list[str], at: int, row: re.Match[str]) -> GpuInfo:
     memory = _MEMORY.search(lines[at + 1]) if at + 1 < len(lines) else None
     mig = _MIG_MODE.search(lines[at + 2]) if at + 2 < len(lines) else None
+    name = row[2].strip()
     return GpuInfo(
         index=int(row[1]),
-        name=row[2].strip(),
+        name=name,
+        compute_capability=known_compute_capability(name),  # the table itself does not say
         memory_mib=int(memory[1]) if memory else None,
         mig=bool(mig and mig[1] == "Enabled"),
         bus_id=row[3],

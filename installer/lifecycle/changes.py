@@ -8,8 +8,13 @@ A change that needs another env (backend, Python) cannot be applied in place.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from packaging.specifiers import SpecifierSet
+
+from installer.envs.base import env_python
+from installer.envs.venv import python_version
 from installer.lifecycle.record import OPTION_FIELDS, plan_options
 from installer.lockfile.model import profile_hash
 from installer.paths import state_file
@@ -103,7 +108,9 @@ def _effects(changes: tuple[Change, ...], state: State, plan: Plan) -> ChangeSet
 
     rerun = tuple(s.id for s in plan.steps if reruns(s.id))
     env = state.steps.get("create-env")
-    env_kept = env is None or env.status != "done" or "create-env" not in rerun
+    env_kept = (
+        env is None or env.status != "done" or "create-env" not in rerun or _python_fits(plan)
+    )
     blockers = []
     if state.record.get("backend") not in (None, plan.backend):
         blockers.append(f"the backend changes ({state.record.get('backend')} -> {plan.backend})")
@@ -116,6 +123,16 @@ def _effects(changes: tuple[Change, ...], state: State, plan: Plan) -> ChangeSet
         env_unchanged=env_kept,
         blockers=tuple(blockers),
     )
+
+
+def _python_fits(plan: Plan) -> bool:
+    """The env's Python is inside the plan's range: create-env then reuses the env (a --locked
+    run narrows the range to the lock's Python X.Y, which changes the step but not the env)."""
+    version = python_version(env_python(plan.prefix))
+    if version is None or version not in SpecifierSet(plan.profile.python.requires):
+        return False
+    # another interpreter asked for (--python) is another env, even in the same range
+    return plan.interpreter is None or python_version(Path(plan.interpreter)) == version
 
 
 def _show(value: Any) -> str:

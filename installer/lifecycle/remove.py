@@ -1,8 +1,10 @@
 """Removing an env: only what the tool made, and nothing at all when the prefix holds anything else.
 
-What the tool made is the list of top-level names its runs created (kept in the state). A name
-outside that list, or uncommitted work in verl's checkout, refuses the removal before anything is
-deleted. The prefix lock is held throughout, so a running install is never pulled from under.
+What the tool made is the list of top-level names its runs created (kept in the state) and, inside
+them, the files its installs made (installer.lifecycle.owned). A name outside that list, a file
+at any depth that no install made, or uncommitted work in verl's checkout refuses the removal
+before anything is deleted. The prefix lock is held throughout, so a running install is never
+pulled from under.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from pathlib import Path
 from installer import proc
 from installer.errors import Refused
 from installer.lifecycle.inspect import disk_usage, load_state
+from installer.lifecycle.owned import foreign_files
 from installer.lifecycle.registry import forget
 from installer.lifecycle.runlog import PREFIX_ITSELF, top_level
-from installer.paths import STATE_DIRNAME, guard_file, state_dir
+from installer.paths import STATE_DIRNAME, checkout_dir, guard_file, state_dir
 from installer.run.guard import guarding
 
 __all__ = ["Removal", "check_removal", "remove_env"]
@@ -51,7 +54,8 @@ def check_removal(prefix: Path) -> Removal:
             "nothing was deleted",
             hint="move them out of the prefix first",
         )
-    _refuse_checkout_work(prefix / "src" / "verl")
+    _refuse_foreign_files(prefix)
+    _refuse_checkout_work(checkout_dir(prefix))
     entries = tuple(sorted(n for n in state.made if n not in (PREFIX_ITSELF, STATE_DIRNAME)))
     return Removal(prefix, entries, PREFIX_ITSELF in state.made, disk_usage(prefix))
 
@@ -73,6 +77,22 @@ def remove_env(prefix: Path) -> Removal:
 def _locked(prefix: Path) -> Iterator[None]:
     with guarding(guard_file(prefix)):
         yield
+
+
+def _refuse_foreign_files(prefix: Path) -> None:
+    """A file anywhere inside that no install, package or env backend made is the user's."""
+    foreign = foreign_files(prefix)
+    if foreign:
+        shown = ", ".join(foreign[:_SHOWN]) + (
+            f" and {len(foreign) - _SHOWN} more" if len(foreign) > _SHOWN else ""
+        )
+        raise Refused(
+            f"{prefix} holds files verl-bootstrap did not make: {shown}; nothing was deleted",
+            hint="move them out of the prefix first",
+        )
+
+
+_SHOWN = 10
 
 
 def _refuse_checkout_work(checkout: Path) -> None:

@@ -8,7 +8,6 @@ part (conda backend only) is solved by py-rattler against the lock's virtual pac
 from __future__ import annotations
 
 import datetime
-import hashlib
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from installer.lockfile.model import (
     profile_hash,
 )
 from installer.lockfile.resolve import Resolved, Target
+from installer.lockfile.sources import lock_checkout
 from installer.lockfile.stages import StageInputs, lock_stages, torch_cuda, verl_version
 from installer.options import RunOptions
 from installer.paths import atomic_write, cache_root, default_lockfile
@@ -253,11 +253,11 @@ def normalize_cutoff(value: str) -> str:
 def _fetch_verl(
     profile: Profile, options: RunOptions, settings: IndexSettings, work: Path
 ) -> SourceResult:
-    """verl's checkout in the tool's cache (git at the ref, else the release sdist)."""
+    """verl's checkout in the tool's cache (git at the commit the ref names now, else the
+    release sdist)."""
 
     spec = SourceSpec.from_profile(profile, options, work)
-    key = hashlib.sha256(f"{spec.repo}@{spec.ref}".encode()).hexdigest()[:16]
-    checkout = cache_root() / "lock-sources" / key / "verl"
+    checkout = lock_checkout(spec.repo, spec.ref, offline=options.offline)
     spec = replace(spec, checkout=checkout)
     return fetch_source(spec, settings, pip=pip_launcher(), log_path=work / "fetch-source.log")
 

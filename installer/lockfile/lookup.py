@@ -28,6 +28,8 @@ __all__ = [
     "hashed_dists",
     "lookup",
     "mismatches",
+    "refuse_unserved",
+    "served_artifacts",
     "stage_index",
     "verl_sdist_dist",
 ]
@@ -116,10 +118,11 @@ def _lookup(
             f"the locked versions could not be looked up on your indexes: {reason}",
             hint="check your network and index settings (pip config list), or pass --index",
         ) from None
-    return _artifacts(load_toml(out.read_text(encoding="utf-8")))
+    return served_artifacts(load_toml(out.read_text(encoding="utf-8")))
 
 
-def _artifacts(data: Mapping[str, Any]) -> dict[str, list[Artifact]]:
+def served_artifacts(data: Mapping[str, Any]) -> dict[str, list[Artifact]]:
+    """The artifacts a pylock.toml lists, by canonical name (those with a sha256)."""
     out: dict[str, list[Artifact]] = {}
     for package in data.get("packages", []):
         files = [(w, "wheel") for w in package.get("wheels", [])]
@@ -153,6 +156,20 @@ def mismatches(dists: Iterable[LockedDist], served: Served) -> list[str]:
                 f"(the indexes serve {has})"
             )
     return problems
+
+
+def refuse_unserved(lockfile: Path, dists: Iterable[LockedDist], served: Served) -> None:
+    """Refuse a lockfile whose locked sha256s the indexes do not all serve, naming each one
+    (for a `--locked` install and for a bundle alike: both check before they write anything)."""
+    problems = mismatches(dists, served)
+    if problems:
+        raise Refused(
+            f"{lockfile} does not match what your indexes serve ({len(problems)} "
+            "distribution(s)); nothing was installed or written:\n  " + "\n  ".join(problems),
+            hint="the lockfile was edited, or your index serves other files under these "
+            "versions; regenerate it with `verl-bootstrap lock`, or use an index that mirrors "
+            "the one it was made from",
+        )
 
 
 def hashed_dists(lock: Lockfile) -> list[LockedDist]:

@@ -29,12 +29,13 @@ from installer.lockfile.lookup import (
     hashed_dists,
     lookup,
     mismatches,
+    refuse_unserved,
     stage_index,
 )
 from installer.lockfile.model import Lockfile, profile_hash
 from installer.options import RunOptions
 from installer.paths import default_lockfile
-from installer.platforms import host_platform
+from installer.platforms import MACHINES, host_platform
 from installer.profile.models import RESERVED_STEP_IDS, Profile, PythonSpec
 from installer.profile.stagespec import StageSpec, stage_specs
 from installer.steps.source import SourceSpec
@@ -84,8 +85,15 @@ def prepare_locked(
 def _check_matches(
     lock: Lockfile, path: Path, profile: Profile, variant: str, *, frozen: bool
 ) -> None:
-    if lock.platform != host_platform():
-        raise InputError(f"{path} is for {lock.platform}; this machine is {host_platform()}")
+    host = host_platform()
+    if lock.platform != host:
+        theirs, ours = MACHINES.get(lock.platform, lock.platform), MACHINES.get(host, host)
+        raise InputError(
+            f"{path} is for {lock.platform} ({theirs} wheels); this machine is {host} ({ours}), "
+            "where those wheels cannot load",
+            hint=f"install the {host} lockfile of this profile (the default without --lockfile), "
+            f"or lock for this machine with `verl-bootstrap lock --platform {host}`",
+        )
     _check_glibc(lock, path)
     if lock.cuda.variant != variant:
         raise InputError(
@@ -178,15 +186,7 @@ def precheck(locked: LockedInstall, settings: IndexSettings, *, offline: bool) -
         served = _cached_lookup(locked.lock, settings, Path(tmp) / "cached")
         if served is None or mismatches(dists, served):
             served = lookup(locked.lock, settings, offline=offline, work=Path(tmp) / "online")
-    problems = mismatches(dists, served)
-    if problems:
-        raise Refused(
-            f"{locked.path} does not match what your indexes serve ({len(problems)} "
-            "distribution(s)); nothing was installed:\n  " + "\n  ".join(problems),
-            hint="the lockfile was edited, or your index serves other files under these "
-            "versions; regenerate it with `verl-bootstrap lock`, or use an index that mirrors "
-            "the one it was made from",
-        )
+    refuse_unserved(locked.path, dists, served)
     chosen = {}
     for dist in hashed_dists(locked.lock):
         allowed = [a for a in served.get(dist.name, ()) if a.sha256 in dist.hashes]
