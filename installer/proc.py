@@ -27,6 +27,9 @@ __all__ = ["Completed", "allow_new_children", "capture", "run", "terminate_all"]
 
 TAIL_LINES = 30
 _GRACE_SECONDS = 5.0
+# After a time limit: how long the command has to finish (and write its report) once
+# interrupted, before its whole process group is stopped.
+_INTERRUPT_GRACE_SECONDS = 30.0
 
 # Children alive right now, so an interrupt in any thread can stop every one of them.
 _children: set[subprocess.Popen[bytes]] = set()
@@ -43,6 +46,7 @@ class Completed:
     returncode: int
     tail: tuple[str, ...]
     output: str
+    timed_out: bool = False
 
 
 def child_env(overrides: Mapping[str, str | None] | None) -> dict[str, str]:
@@ -65,11 +69,13 @@ def run(
     on_line: Callable[[str], None] | None = None,
     check: bool = True,
     keep_output: bool = False,
+    timeout: float | None = None,
 ) -> Completed:
     """Run `args`, streaming its combined output to `log_path` and `on_line`.
 
     Raises CommandFailed (with the output's tail and the log path) when it exits non-zero and
-    `check` is set.
+    `check` is set. Past `timeout` seconds the command is interrupted (SIGINT, so that it can
+    still write what it has), then its process group stopped; `timed_out` says so.
     """
     shown = shlex.join(redact_args(list(args)))
     tail: deque[str] = deque(maxlen=TAIL_LINES)
@@ -82,6 +88,8 @@ def run(
             log.flush()
         proc, lifted = _start(args, env=env, cwd=cwd)
         assert proc.stdout is not None
+        expired = threading.Event()
+        watchdog = _watchdog(proc, timeout, expired)
         for raw in proc.stdout:
             line = redact(raw.decode("utf-8", "replace").rstrip("\n"))
             tail.append(line)
@@ -94,14 +102,15 @@ def run(
                 on_line(line)
         returncode = proc.wait()
         _forget(proc)
+        watchdog.cancel()
         if log:
-            log.write(f"[exit {returncode}]\n")
+            log.write(f"[exit {returncode}{' at the time limit' * expired.is_set()}]\n")
     finally:
         if lifted is not None:
             lifted.cleanup()
         if log:
             log.close()
-    done = Completed(returncode=returncode, tail=tuple(tail), output="\n".join(kept))
+    done = Completed(returncode, tuple(tail), "\n".join(kept), timed_out=expired.is_set())
     if check and returncode != 0:
         raise CommandFailed(
             f"command failed with exit code {returncode}: {shown}",
@@ -157,7 +166,13 @@ def terminate_all() -> None:
 
 
 def _die_with_parent() -> None:
-    """In the child, before exec: get SIGTERM if verl-bootstrap itself dies (even by SIGKILL)."""
+    """In the child, before exec: get SIGTERM if verl-bootstrap itself dies (even by SIGKILL).
+
+    SIGINT gets its default action back: run in the background (nohup, `&`), verl-bootstrap
+    starts with it ignored, and a child that inherits that cannot be interrupted at a time
+    limit (Python then never raises KeyboardInterrupt, and pytest writes no report).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     with contextlib.suppress(OSError, AttributeError):  # not Linux: the group stop still applies
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
@@ -180,13 +195,36 @@ def _start(
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, so we can stop its whole tree
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only a prctl call before exec
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - a signal reset and a prctl call
             )
         except BaseException:
             lifted.cleanup()
             raise
         _children.add(proc)
     return proc, lifted
+
+
+def _watchdog(
+    proc: subprocess.Popen[bytes], timeout: float | None, expired: threading.Event
+) -> threading.Timer:
+    """A timer that stops `proc` once `timeout` seconds have passed (None: never started)."""
+    timer = threading.Timer(timeout or 0.0, _stop_late, args=(proc, expired))
+    timer.daemon = True
+    if timeout is not None:
+        timer.start()
+    return timer
+
+
+def _stop_late(proc: subprocess.Popen[bytes], expired: threading.Event) -> None:
+    """Interrupt the command alone first (it may write its report), then stop its whole tree."""
+    expired.set()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(proc.pid, signal.SIGINT)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=_INTERRUPT_GRACE_SECONDS)
+    _signal_group(proc, signal.SIGTERM)  # what it started (and left behind) goes too
+    time.sleep(_GRACE_SECONDS)
+    _signal_group(proc, signal.SIGKILL)
 
 
 def _forget(proc: subprocess.Popen[bytes]) -> None:

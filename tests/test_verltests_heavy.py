@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,12 @@ def _source(ref: str, root: Path) -> tuple[Path, str]:
     return make_verl_repo(root / "verl", ref.lstrip("v"), ref), "sdist"
 
 
+def _env_size(prefix: Path) -> str:
+    """`du -sh` of the env (hardlinks from uv's cache counted once, as du counts them)."""
+    done = subprocess.run(["du", "-sh", str(prefix)], capture_output=True, text=True, check=False)
+    return done.stdout.split()[0] if done.stdout else "?"
+
+
 def _record(row: dict[str, Any]) -> None:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     rows = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
@@ -70,11 +77,16 @@ def test_the_cpu_env_runs_verls_cpu_suite_with_no_env_problem(ref: str, tmp_path
                               str(prefix), "--verl-source", str(repo), "--with-tests",
                               timeout=3600)  # fmt: skip
     assert code == EXIT_OK, stderr[-3000:]
+    install_s = round(sum(step["seconds"] for step in body["steps"]))
+    started = time.monotonic()
     code, body, stderr = _cli("test", "--prefix", str(prefix), timeout=7200)
     assert body, stderr[-3000:]
     _record({
         "ref": ref, "source": kind, "files": len(body["files"]), "counts": body["counts"],
         "by_class": body["by_class"], "date": datetime.now(timezone.utc).date().isoformat(),
+        "install_s": install_s, "env_size": _env_size(prefix),
+        "test_s": round(time.monotonic() - started), "log": body["log"],
+        "failures": [(f["nodeid"], f["cls"], f["rule"]) for f in body["failures"]],
         "env_failures": [f for f in body["failures"] if f["cls"] == "env"],
     })  # fmt: skip
     assert body["by_class"]["env"] == 0, [f for f in body["failures"] if f["cls"] == "env"]

@@ -14,6 +14,19 @@ if TYPE_CHECKING:
 
 __all__ = ["register"]
 
+DEFAULT_TIMEOUT = 3 * 3600  # a git checkout's full suite takes about an hour on a slow host
+
+
+def _seconds(value: str) -> float:
+    """A positive number of seconds (argparse type)."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {value!r}")
+    return seconds
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `test`."""
@@ -41,6 +54,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="import the test files without running them (an env for a GPU host, checked here)",
     )
+    p.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"stop the whole run after this long (default {DEFAULT_TIMEOUT}); "
+        "where it was stuck is reported as a timeout",
+    )
+    p.add_argument(
+        "--test-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="each test's own limit (needs pytest-timeout in the env)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_test)
 
@@ -55,6 +82,8 @@ def cmd_test(ns: argparse.Namespace) -> int:
         files=tuple(ns.file),
         allow_downloads=ns.allow_downloads,
         collect_only=ns.collect_only,
+        timeout=ns.timeout,
+        test_timeout=ns.test_timeout,
     )
     if ns.json:
         emit_json({"schema": "verl-bootstrap.test/1", **report.to_json()})
@@ -75,6 +104,16 @@ def render(report: SuiteReport) -> str:
         verdict = failure.verdict
         lines.append(f"  [{verdict.cls}] {failure.nodeid}: {verdict.reason}: {verdict.line}")
     lines.append(f"log: {report.log}")
-    verdict_line = "no env problem" if report.ok else "ENV PROBLEMS: the env lacks what verl needs"
-    lines.append(verdict_line)
+    lines.append(_verdict(report))
     return "\n".join(lines)
+
+
+def _verdict(report: SuiteReport) -> str:
+    if report.by_class["env"]:
+        return "ENV PROBLEMS: the env lacks what verl needs"
+    if report.timed_out:
+        return (
+            f"STOPPED at the time limit (--timeout): {len(report.not_reached)} file(s) not "
+            "reached: " + ", ".join(report.not_reached)
+        )
+    return "no env problem"

@@ -18,6 +18,8 @@ def run_verl_tests(
     files: tuple[str, ...] = (),
     allow_downloads: bool = False,
     collect_only: bool = False,
+    timeout: float | None = None,
+    test_timeout: float | None = None,
 ) -> SuiteReport:
     """Run the CPU test files of the env's checkout (default PREFIX/src/verl) in the env."""
     source = checkout or checkout_dir(prefix)
@@ -32,4 +34,6 @@ def run_verl_tests(
         log_path=log,
         allow_downloads=allow_downloads,
         collect_only=collect_only,
+        timeout=timeout,
+        test_timeout=test_timeout,
     )

@@ -8,7 +8,9 @@ Classes:
 - `env`: the env itself is wrong: a module it should have is missing, or an installed version
   does not fit (a name that cannot be imported, a version conflict, an ABI mismatch). Fails the
   command.
-- `other`: none of the above (an assertion, a timeout, a test's own bug). Reported.
+- `timeout`: ran past its time limit (the run's `--timeout`, where the run was stopped, or a
+  test's own `--test-timeout`). Reported, never hidden; a stopped run does not pass.
+- `other`: none of the above (an assertion, a test's own bug). Reported.
 
 The rules look only at the exception lines of the failure (pytest's `E   ` lines, or the message
 when there are none): code lines in a traceback often mention CUDA without being the cause.
@@ -20,9 +22,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["CLASSES", "RULES", "Rule", "Verdict", "classify", "evidence"]
+__all__ = ["CLASSES", "RULES", "Rule", "Verdict", "classify", "evidence", "stopped_at_time_limit"]
 
-CLASSES = ("env", "download", "gpu", "other")
+CLASSES = ("env", "download", "gpu", "timeout", "other")
 
 # Import names of packages that exist only for GPU stacks: a CPU env does not install them.
 GPU_ONLY_MODULES = (
@@ -48,6 +50,9 @@ def _rule(name: str, cls: str, pattern: str, reason: str) -> Rule:
 
 
 RULES: tuple[Rule, ...] = (
+    _rule("time-limit", "timeout",
+          r"Timeout \(>[\d.]+s\)",
+          "ran past its time limit; what it was doing is in the log"),
     _rule("gpu-package", "gpu",
           rf"No module named '(?:{_GPU_MODULE})(?:[.'])",
           "imports a GPU-only package, which a CPU env does not install"),
@@ -96,6 +101,11 @@ RULES: tuple[Rule, ...] = (
           r"\bImportError\b",
           "an import fails in the env"),
 )  # fmt: skip
+
+
+def stopped_at_time_limit(seconds: float) -> str:
+    """The failure message of the file or test a run was stopped in (the rule above matches it)."""
+    return f"Timeout (>{seconds:g}s): the run was stopped here at its time limit (--timeout)"
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
@@ -18,14 +19,16 @@ from typing import Any
 from installer import proc
 from installer.envs.base import env_python
 from installer.errors import InputError, StepFailed
-from installer.verltests.classify import CLASSES, Verdict, classify
+from installer.verltests.classify import CLASSES, Verdict, classify, stopped_at_time_limit
 from installer.verltests.junit import Case, read_junit
 
 __all__ = ["Failure", "SuiteReport", "find_test_files", "run_suite"]
 
 PATTERN = "*_on_cpu.py"
-_RUN = ("passed", "failed", "error", "skipped")
-_COLLECT_ONLY = ("collected", "error")
+_RUN = ("passed", "failed", "error", "skipped", "timeout")
+_COLLECT_ONLY = ("collected", "error", "timeout")
+_TOOLS = ("pytest", "pytest_asyncio", "pytest_rerunfailures", "pytest_timeout")
+PLUGIN = "verl_bootstrap_progress"  # the module name progress_plugin.py gets in the run
 # As verl's CPU workflow sets them; the hub is offline unless the user allows downloads, so a
 # test that needs one fails at once (and is classified) instead of waiting on the network.
 _ENV = {
@@ -38,8 +41,7 @@ _ENV = {
 _OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 _TOOLS_PROBE = (
     "import importlib.util as u, json; "
-    "print(json.dumps({m: u.find_spec(m) is not None for m in "
-    "('pytest', 'pytest_asyncio', 'pytest_rerunfailures')}))"
+    f"print(json.dumps({{m: u.find_spec(m) is not None for m in {_TOOLS!r}}}))"
 )
 _COLLECTED = re.compile(r"^(\d+)(?:/\d+)? tests? collected", re.MULTILINE)
 
@@ -62,6 +64,8 @@ class SuiteReport:
     counts: dict[str, int]
     failures: tuple[Failure, ...]
     log: str
+    timed_out: bool = False  # the run was stopped at its time limit
+    not_reached: tuple[str, ...] = ()  # files it never got to, then
 
     @property
     def by_class(self) -> dict[str, int]:
@@ -71,8 +75,8 @@ class SuiteReport:
 
     @property
     def ok(self) -> bool:
-        """No env-class failure (the others are expected without a GPU or the network)."""
-        return self.by_class["env"] == 0
+        """No env-class failure and a finished run (a stopped run proved nothing of the rest)."""
+        return self.by_class["env"] == 0 and not self.timed_out
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON form."""
@@ -82,6 +86,8 @@ class SuiteReport:
             "counts": self.counts,
             "by_class": self.by_class,
             "ok": self.ok,
+            "timed_out": self.timed_out,
+            "not_reached": list(self.not_reached),
             "log": self.log,
             "failures": [
                 {"nodeid": f.nodeid, "outcome": f.outcome, **f.verdict.__dict__}
@@ -115,24 +121,30 @@ def run_suite(
     log_path: Path,
     allow_downloads: bool = False,
     collect_only: bool = False,
+    timeout: float | None = None,
+    test_timeout: float | None = None,
 ) -> SuiteReport:
     """Run `files` with pytest in the env at `prefix`, from `checkout`; classify each failure.
 
     `collect_only` imports the test files without running them (what a host without the GPU an
     env is for can still check): a file that cannot be imported is an error, classified.
+    Past `timeout` seconds the run is stopped: the file or test it was stuck in is a failure of
+    class `timeout`. `test_timeout` is each test's limit (pytest-timeout, when the env has it).
     """
     python = env_python(prefix)
     if not python.exists():
         raise InputError(f"{prefix} is not an env (no {python})")
-    asyncio = _require_pytest(python, prefix)
+    tools = _require_tools(python, prefix, per_test=test_timeout is not None)
     env = {**_ENV, **({} if allow_downloads else _OFFLINE)}
     with tempfile.TemporaryDirectory(prefix="verl-tests-") as scratch:
-        junit = Path(scratch) / "junit.xml"
-        args = _pytest_args(python, junit, files, asyncio=asyncio, collect_only=collect_only)
-        done = proc.run(
-            args, log_path=log_path, env=env, cwd=checkout, check=False, keep_output=True
-        )
-        cases = read_junit(junit) if junit.exists() else ()
+        where = Path(scratch)
+        args = _pytest_args(python, where / "junit.xml", files, tools=tools,
+                            collect_only=collect_only, test_timeout=test_timeout)  # fmt: skip
+        done = proc.run(args, log_path=log_path, env={**env, **_with_plugin(where)},
+                        cwd=checkout, check=False, keep_output=True, timeout=timeout)  # fmt: skip
+        cases = read_junit(where / "junit.xml") if (where / "junit.xml").exists() else ()
+        if done.timed_out:
+            cases = (*cases, _stuck(where / "progress.txt", timeout or 0.0))
     collected = _COLLECTED.findall(done.output) if collect_only else None
     if not cases and not collected:
         raise StepFailed(
@@ -140,11 +152,11 @@ def run_suite(
             hint=f"see its output in {log_path}",
         )
     number = int(collected[-1]) if collected else (0 if collect_only else None)
-    return _report(checkout, files, cases, log_path, collected=number)
+    return _report(checkout, files, cases, log_path, collected=number, timed_out=done.timed_out)
 
 
-def _require_pytest(python: Path, prefix: Path) -> bool:
-    """pytest must be in the env (never installed behind the user's back); is pytest-asyncio?"""
+def _require_tools(python: Path, prefix: Path, *, per_test: bool) -> dict[str, bool]:
+    """pytest must be in the env (never installed behind the user's back); which plugins are."""
     tools = _tools(python)
     if not tools["pytest"]:
         raise StepFailed(
@@ -152,7 +164,39 @@ def _require_pytest(python: Path, prefix: Path) -> bool:
             hint="add the test tools: run the same install again with --with-tests "
             f"(verl-bootstrap install --profile PROFILE --prefix {prefix} --with-tests)",
         )
-    return tools["pytest_asyncio"]
+    if per_test and not tools["pytest_timeout"]:
+        raise StepFailed(
+            f"--test-timeout needs pytest-timeout, which the env at {prefix} does not have",
+            hint="drop --test-timeout (--timeout still bounds the whole run), "
+            "or install pytest-timeout into the env yourself",
+        )
+    return tools
+
+
+def _with_plugin(scratch: Path) -> dict[str, str]:
+    """Put the progress plugin where the run imports it from, and say where it writes."""
+    shutil.copyfile(Path(__file__).with_name("progress_plugin.py"), scratch / f"{PLUGIN}.py")
+    return {"PYTHONPATH": str(scratch), "VERL_BOOTSTRAP_PROGRESS": str(scratch / "progress.txt")}
+
+
+def _stuck(progress: Path, timeout: float) -> Case:
+    """The file or test the run was in when its time limit came (the plugin's last line)."""
+    lines = progress.read_text(encoding="utf-8").splitlines() if progress.exists() else []
+    where = lines[-1] if lines else "<pytest start-up>"
+    return Case(where, "timeout", stopped_at_time_limit(timeout))
+
+
+def _not_reached(files: tuple[str, ...], cases: tuple[Case, ...]) -> tuple[str, ...]:
+    """The files no case names (JUnit names a test by its dotted module, pytest by its path)."""
+    names = [c.nodeid for c in cases]
+
+    def reached(path: str) -> bool:
+        dotted = path.removesuffix(".py").replace("/", ".")
+        return any(
+            n.split("::")[0] == path or n.startswith((dotted + "::", dotted + ".")) for n in names
+        )
+
+    return tuple(f for f in files if not reached(f))
 
 
 def _tools(python: Path) -> dict[str, bool]:
@@ -165,14 +209,23 @@ def _tools(python: Path) -> dict[str, bool]:
 
 
 def _pytest_args(
-    python: Path, junit: Path, files: tuple[str, ...], *, asyncio: bool, collect_only: bool
+    python: Path,
+    junit: Path,
+    files: tuple[str, ...],
+    *,
+    tools: dict[str, bool],
+    collect_only: bool,
+    test_timeout: float | None,
 ) -> list[str]:
-    args = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-o", f"python_files={PATTERN}",
-            "--continue-on-collection-errors", "-q", "-rN", f"--junitxml={junit}"]  # fmt: skip
+    args = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-p", PLUGIN,
+            "-o", f"python_files={PATTERN}", "--continue-on-collection-errors", "-q", "-rN",
+            f"--junitxml={junit}"]  # fmt: skip
     if collect_only:
         args.append("--collect-only")
-    if asyncio:
+    if tools["pytest_asyncio"]:
         args.append("--asyncio-mode=auto")
+    if test_timeout is not None:
+        args.append(f"--timeout={test_timeout:g}")
     return [*args, *files]
 
 
@@ -183,6 +236,7 @@ def _report(
     log_path: Path,
     *,
     collected: int | None = None,
+    timed_out: bool = False,
 ) -> SuiteReport:
     counts = Counter(c.outcome for c in cases)
     if collected is not None:  # collection only: nothing ran
@@ -190,7 +244,7 @@ def _report(
     failures = tuple(
         Failure(c.nodeid, c.outcome, classify(c.message, c.text))
         for c in cases
-        if c.outcome in ("failed", "error")
+        if c.outcome in ("failed", "error", "timeout")
     )
     return SuiteReport(
         checkout=str(checkout),
@@ -198,4 +252,6 @@ def _report(
         counts={k: counts.get(k, 0) for k in (_COLLECT_ONLY if collected is not None else _RUN)},
         failures=failures,
         log=str(log_path),
+        timed_out=timed_out,
+        not_reached=_not_reached(files, cases) if timed_out else (),
     )
