@@ -19,7 +19,7 @@ PLAN_KEYS = {"schema", "profile", "prefix", "backend", "variant", "variant_reaso
              "notes", "hash_gaps", "steps"}  # fmt: skip
 PLAN_STEP_KEYS = {"id", "kind", "deps", "description", "commands", "env", "fingerprint"}
 INSTALL_KEYS = {"schema", "ok", "profile", "prefix", "variant", "activate", "log_dir", "steps",
-                "verify", "notes"}  # fmt: skip
+                "verify", "notes", "build_progress"}  # fmt: skip
 INSTALL_STEP_KEYS = {"id", "status", "seconds", "reason", "log"}
 ERROR_KEYS = {"ok", "error"}
 ERROR_DETAIL_KEYS = {"message", "hint", "exit_code"}
