@@ -158,6 +158,7 @@ def _request(
 
     An HTTP error status is an answer, not an exception; no answer at all is an HttpError.
     """
+    import http.client  # noqa: PLC0415 - loaded only for a remote URL: plan starts faster
     import urllib.error  # noqa: PLC0415 - loaded only for a remote URL: plan starts faster
     import urllib.request  # noqa: PLC0415 - loaded only for a remote URL: plan starts faster
 
@@ -171,12 +172,25 @@ def _request(
                 return int(answer.status), b""
             if sink is not None:
                 shutil.copyfileobj(answer, sink)
+                _check_whole(answer)
                 return int(answer.status), b""
-            return int(answer.status), bytes(answer.read(limit))
+            body = bytes(answer.read(limit))
+            if limit < 0 or len(body) < limit:
+                _check_whole(answer)
+            return int(answer.status), body
     except urllib.error.HTTPError as answer:
         return answer.code, b""
+    except http.client.HTTPException as exc:  # IncompleteRead: the connection dropped midway
+        raise HttpError(f"the connection dropped mid-transfer ({type(exc).__name__})") from None
     except (OSError, ValueError) as exc:  # no route, refused, timed out, TLS, unreadable CA file
         raise HttpError(_reason(exc), timed_out=_timed_out(exc)) from None
+
+
+def _check_whole(answer: object) -> None:
+    """A body shorter than its Content-Length: http.client ends such a read quietly."""
+    missing = getattr(answer, "length", None)
+    if missing:
+        raise HttpError(f"the connection dropped mid-transfer ({missing} bytes missing)")
 
 
 def status(url: str, *, environ: Mapping[str, str] | None = None, timeout: float) -> int:
@@ -214,12 +228,19 @@ def download(url: str, dest: Path, *, timeout: float = 60) -> None:
     """Write `url` (or a file:// URL) into `dest` atomically."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_suffix(dest.suffix + ".part")
+    try:
+        _download_into(url, partial, timeout)
+    except BaseException:
+        partial.unlink(missing_ok=True)  # nothing half-written stays, even on Ctrl-C
+        raise
+    partial.replace(dest)
+
+
+def _download_into(url: str, partial: Path, timeout: float) -> None:
     if url.startswith("file://"):
         shutil.copyfile(Path(unquote(urlparse(url).path)), partial)
-    else:
-        with partial.open("wb") as sink:
-            code, _ = _request(url, "GET", _env(None), timeout, sink=sink)
-        if code >= 400:
-            partial.unlink()
-            raise HttpError(f"HTTP {code}")
-    partial.replace(dest)
+        return
+    with partial.open("wb") as sink:
+        code, _ = _request(url, "GET", _env(None), timeout, sink=sink)
+    if code >= 400:
+        raise HttpError(f"HTTP {code}")

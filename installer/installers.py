@@ -27,6 +27,8 @@ class InstallRequest:
     # the protected packages earlier stages installed, pinned (written when the stage starts)
     constraints_file: Path | None = None
     offline: bool = False
+    # the locked build dependencies with their sha256 (uv: --require-build-hashes)
+    build_constraints: Path | None = None
 
 
 def find_uv() -> str | None:
@@ -61,7 +63,7 @@ def _uv_command(request: InstallRequest, settings: IndexSettings) -> list[str]:
     )
     if request.overrides_file:
         cmd += ["--override", str(request.overrides_file)]
-    cmd += _common_flags(request)
+    cmd += _common_flags(request) + _locked_build(request)
     return cmd + _targets(request)
 
 
@@ -81,7 +83,14 @@ def build_command(
         cmd.append("--no-build-isolation")
     if request.offline:
         cmd.append("--offline")
-    return [*cmd, str(sdist)]
+    return [*cmd, *_locked_build(request), str(sdist)]
+
+
+def _locked_build(request: InstallRequest) -> list[str]:
+    """uv's flags that hash-check every build dependency against the locked ones."""
+    if request.build_constraints is None:
+        return []
+    return ["--build-constraints", str(request.build_constraints), "--require-build-hashes"]
 
 
 def _pip_command(request: InstallRequest, settings: IndexSettings) -> list[str]:

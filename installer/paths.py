@@ -143,6 +143,12 @@ def locked_requirements_file(prefix: Path, stage_id: str) -> Path:
     return state_dir(prefix) / "locked" / f"{stage_id}.txt"
 
 
+def locked_build_file(prefix: Path, stage_id: str) -> Path:
+    """The locked build dependencies (with sha256) a --locked install builds one stage's sources
+    with."""
+    return state_dir(prefix) / "locked" / f"{stage_id}.build.txt"
+
+
 def built_wheels_dir(prefix: Path, stage_id: str) -> Path:
     """Wheels a --locked install built from locked sdists, kept for the record (it is removed
     and made again: the stage id, from the lockfile, must name a folder inside)."""

@@ -11,6 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from cpuenv import Installed, install_cpu_env
+from kernellab import Lab, make_lab
 from verlrepo import make_two_release_repo, make_verl_repo
 
 from installer import proc
@@ -41,6 +42,12 @@ def verl_two_releases(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def cpu_env_session(tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path) -> Installed:
     """One real install of the cpu profile (v0.9.1) per session; tests must not change it."""
     return install_cpu_env(tmp_path_factory, verl_repo_session)
+
+
+@pytest.fixture(scope="session")
+def kernel_lab(tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path) -> Lab:
+    """The stand-in kernel's lab (tests/kernellab.py): built from source once per session."""
+    return make_lab(tmp_path_factory.mktemp("kernel-lab"), verl_repo_session)
 
 
 @pytest.fixture

@@ -6,12 +6,16 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 import subprocess
 import tarfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from installer import cli
 
@@ -19,20 +23,25 @@ DATA = Path(__file__).parent / "data"
 PROFILE = DATA / "profiles" / "kernel-stage" / "profile.yaml"
 STANDIN = DATA / "kernels" / "standin"
 BROKEN = DATA / "kernels" / "broken"
-PKG_INFO = "Metadata-Version: 2.1\nName: standin-kernel\nVersion: 0.1.0\n"
+CUDA_STANDIN = DATA / "kernels" / "cudastandin"
 
 
-def make_sdist(source: Path, links: Path) -> Path:
-    """standin-kernel-0.1.0.tar.gz of `source` in `links` (no build backend needed to make it)."""
+def make_sdist(
+    source: Path, links: Path, name: str = "standin-kernel", version: str = "0.1.0"
+) -> Path:
+    """{name}-{version}.tar.gz of `source` in `links` (no build backend needed to make it)."""
     links.mkdir(parents=True, exist_ok=True)
-    archive = links / "standin-kernel-0.1.0.tar.gz"
+    base = f"{name}-{version}"
+    archive = links / f"{base}.tar.gz"
+    info_text = f"Metadata-Version: 2.2\nName: {name}\nVersion: {version}\n".encode()
     with tarfile.open(archive, "w:gz") as tar:
         for path in sorted(source.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                tar.add(path, f"standin-kernel-0.1.0/{path.relative_to(source)}")
-        info = tarfile.TarInfo("standin-kernel-0.1.0/PKG-INFO")
-        info.size = len(PKG_INFO)
-        tar.addfile(info, io.BytesIO(PKG_INFO.encode()))
+            inside = path.relative_to(source)
+            if path.is_file() and not {"__pycache__", "build"} & set(inside.parts):
+                tar.add(path, f"{base}/{inside}")
+        info = tarfile.TarInfo(f"{base}/PKG-INFO")
+        info.size = len(info_text)
+        tar.addfile(info, io.BytesIO(info_text))
     return archive
 
 
@@ -76,3 +85,43 @@ def install_argv(prefix: Path, repo: Path, *extra: str) -> list[str]:
     """The kernel-stage profile into `prefix`, verl from the test repo."""
     return ["install", "--profile", str(PROFILE), "--prefix", str(prefix),
             "--verl-source", str(repo), *extra]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Lab:
+    """A lab's home (and so its default wheelhouse), the stand-in's find-links folder, the verl
+    repo, and the first two envs: env-a built the kernel and published it, env-b took it."""
+
+    root: Path
+    repo: Path
+    wheelhouse: Path
+    first: Run
+    second: Run
+
+    @property
+    def links(self) -> Path:
+        """The find-links folder holding the stand-in's sdist."""
+        return self.root / "links"
+
+    def environment(self) -> contextlib.AbstractContextManager[None]:
+        """The lab's home and find-links, for the runs of one test module."""
+        return lab_environment(self.root)
+
+
+@contextlib.contextmanager
+def lab_environment(root: Path) -> Iterator[None]:
+    """VERL_BOOTSTRAP_HOME (so the default wheelhouse) and PIP_FIND_LINKS of the lab at `root`."""
+    found = f"{os.environ.get('PIP_FIND_LINKS', '')} {root / 'links'}".strip()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("VERL_BOOTSTRAP_HOME", str(root / "home"))
+        patch.setenv("PIP_FIND_LINKS", found)
+        yield
+
+
+def make_lab(root: Path, repo: Path) -> Lab:
+    """Two envs of the kernel-stage profile, one after the other (built once per session)."""
+    make_sdist(STANDIN, root / "links")
+    with lab_environment(root):
+        first = run_cli(install_argv(root / "env-a", repo))
+        second = run_cli(install_argv(root / "env-b", repo))
+    return Lab(root, repo, root / "home" / "wheelhouse", first, second)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from labmirror import mirror_wheels, project_of, sha256_file
 from verlrepo import CACHE, verl_sdist
@@ -36,18 +37,13 @@ def lock_extras(lockfile: Path) -> Path:
         return target
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
-    served = _pylock(lock, target)
-    files = tomllib.loads(served.read_text())
-    artifacts = [
-        a
-        for pkg in files.get("packages", [])
-        for a in [*pkg.get("wheels", []), pkg.get("sdist")]
-        if a
-    ]
+    packages = [
+        pkg for served in _pylocks(lock, target)
+        for pkg in tomllib.loads(served.read_text()).get("packages", [])
+    ]  # fmt: skip
+    artifacts = [a for pkg in packages for a in [*pkg.get("wheels", []), pkg.get("sdist")] if a]
     times = {a["url"].rsplit("/", 1)[-1]: a["upload-time"] for a in artifacts}
-    wanted = {
-        h for stage in lock["stages"] for d in stage["distributions"] for h in d.get("hashes", ())
-    }
+    wanted = {h for d in _locked_dists(lock) for h in d.get("hashes", ())}
     have = {sha256_file(f) for f in mirror_wheels().iterdir() if not f.name.startswith(".")}
     urls = [a["url"] for a in artifacts if a["hashes"]["sha256"] in wanted - have]
     pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--dest", str(target)]
@@ -59,6 +55,15 @@ def lock_extras(lockfile: Path) -> Path:
     (target / "upload-times.json").write_text(json.dumps(times, default=str, indent=1))
     (target / ".complete").write_text("ok\n")
     return target
+
+
+def _locked_dists(lock: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every distribution the lock installs, and each stage's locked build env (no index named:
+    the default one)."""
+    return [
+        d for stage in lock["stages"]
+        for d in [*stage["distributions"], *stage.get("build", ())]
+    ]  # fmt: skip
 
 
 def _one_per_project(urls: list[str]) -> list[list[str]]:
@@ -73,22 +78,37 @@ def _one_per_project(urls: list[str]) -> list[list[str]]:
     return batches
 
 
-def _pylock(lock: dict[str, object], target: Path) -> Path:
-    """uv's view of PyPI for the lock's pins: every artifact with its hash and upload time."""
-    from installer.installers import uv_binary  # noqa: PLC0415
+def _pylocks(lock: dict[str, Any], target: Path) -> list[Path]:
+    """uv's view of PyPI for the lock's pins: every artifact with its hash and upload time.
 
-    pins = sorted(
-        {f"{d['name']}=={d['version']}" for stage in lock["stages"] for d in stage["distributions"]  # type: ignore[attr-defined]
-         if d.get("source") in ("wheel", "sdist") and d.get("index") == "default"}
-    )  # fmt: skip
+    The installed distributions are one set of pins, each stage's build env another (a build
+    env may pin another version of a package the env also installs)."""
+    groups = [_pins(lock["stages"], "distributions")]
     verl = lock["verl"]
     if isinstance(verl, dict) and verl.get("kind") == "sdist":
-        pins.append(f"verl=={str(verl['ref']).lstrip('v')}")
-    (target / ".pins.txt").write_text("\n".join(pins) + "\n")
-    out = target / "pylock.pypi.toml"
+        groups[0].append(f"verl=={str(verl['ref']).lstrip('v')}")
+    for stage in lock["stages"]:
+        build = _pins([stage], "build")
+        if build and build not in groups:
+            groups.append(build)
+    return [_compile(lock, pins, target / f"pylock.pypi-{n}.toml") for n, pins in enumerate(groups)]
+
+
+def _pins(stages: list[dict[str, Any]], key: str) -> list[str]:
+    return sorted(
+        {f"{d['name']}=={d['version']}" for stage in stages for d in stage.get(key, ())
+         if d.get("source") in ("wheel", "sdist") and d.get("index", "default") == "default"}
+    )  # fmt: skip
+
+
+def _compile(lock: dict[str, Any], pins: list[str], out: Path) -> Path:
+    from installer.installers import uv_binary  # noqa: PLC0415
+
+    listed = out.with_suffix(".in")
+    listed.write_text("\n".join(pins) + "\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("UV_")}
     subprocess.run(
-        [uv_binary(), "pip", "compile", str(target / ".pins.txt"), "--no-deps", "--no-header",
+        [uv_binary(), "pip", "compile", str(listed), "--no-deps", "--no-header",
          "--quiet", "--format", "pylock.toml", "-o", str(out), "--python-platform",
          "x86_64-manylinux_2_28", "--python-version", str(lock["python"]), "--exclude-newer",
          str(lock["exclude_newer"]), "--no-sources"],  # uv's own default index

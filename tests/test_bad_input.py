@@ -8,6 +8,7 @@ configs (also fetched by URL), lockfiles, flags and environment variables are al
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import threading
 import time
@@ -55,6 +56,9 @@ def first_hash() -> str:
 def lock_with(old: str, new: str) -> str:
     assert old in GOOD_LOCK, old
     return GOOD_LOCK.replace(old, new, 1)
+
+
+FIFO = b"(a named pipe)"  # a file body that makes the case write a FIFO instead
 
 
 @dataclass(frozen=True)
@@ -153,7 +157,13 @@ CASES: dict[str, Case] = {
         {}, ["profiles", "validate", "{t}/none.yaml"], 2, "does not exist"
     ),
     "profile-a-folder": Case(
-        {"d.yaml/x": "x"}, ["profiles", "validate", "{t}/d.yaml"], 2, "does not exist"
+        {"d.yaml/x": "x"}, ["profiles", "validate", "{t}/d.yaml"], 2, "is not a regular file"
+    ),
+    "profile-a-fifo": Case(
+        {"p.yaml": FIFO}, ["profiles", "validate", "{t}/p.yaml"], 2, "is not a regular file"
+    ),
+    "profile-a-fifo-to-plan": Case(
+        {"p.yaml": FIFO}, [*PLAN[:2], "{t}/p.yaml"], 2, "is not a regular file"
     ),
     "profile-unknown-name": Case({}, [*PLAN[:2], "nosuch"], 2, "unknown profile 'nosuch'"),
     # --- site configs ---------------------------------------------------------------------------
@@ -174,6 +184,12 @@ CASES: dict[str, Case] = {
     ),
     "config-folder": Case(
         {"cdir/x": "x"}, ["config", "show", "--config", "{t}/cdir"], 2, "is a folder"
+    ),
+    "config-a-fifo": Case(
+        {"c.yaml": FIFO}, ["config", "show", "--config", "{t}/c.yaml"], 2, "not a regular file"
+    ),
+    "config-dev-zero": Case(
+        {}, ["config", "show", "--config", "/dev/zero"], 2, "not a regular file"
     ),
     "config-missing": Case(
         {}, ["config", "show", "--config", "{t}/none.yaml"], 2, "cannot read site config"
@@ -240,6 +256,18 @@ CASES: dict[str, Case] = {
         2,
         "is a folder",
     ),
+    "lock-a-fifo": Case(
+        {"l.yaml": FIFO},
+        ["export", "--format", "requirements", "--lockfile", "{t}/l.yaml", "--output", "{t}/o"],
+        2,
+        "not a regular file",
+    ),
+    "lock-dev-zero": Case(
+        {},
+        ["export", "--format", "requirements", "--lockfile", "/dev/zero", "--output", "{t}/o"],
+        2,
+        "not a regular file",
+    ),
     # --- flags ----------------------------------------------------------------------------------
     "flag-prefix-is-a-file": Case(
         {"afile": "mine"}, [*PLAN, "--prefix", "{t}/afile"], 2, "is a file, not a folder"
@@ -299,6 +327,13 @@ CASES: dict[str, Case] = {
         "binary file",
         env={"VERL_BOOTSTRAP_CONFIG": "{t}/c.yaml"},
     ),
+    "env-config-a-fifo": Case(
+        {"c.yaml": FIFO},
+        ["config", "show"],
+        2,
+        "not a regular file",
+        env={"VERL_BOOTSTRAP_CONFIG": "{t}/c.yaml"},
+    ),
     "env-config-missing": Case(
         {},
         ["config", "show"],
@@ -347,6 +382,9 @@ def snapshot(root: Path, skip: Path) -> dict[str, str]:
     for path in sorted(root.rglob("*")):
         if path.is_relative_to(skip):
             continue
+        if path.is_fifo():
+            found[str(path.relative_to(root))] = "fifo"
+            continue
         kind = "dir" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
         found[str(path.relative_to(root))] = kind
     return found
@@ -364,6 +402,10 @@ def run_case(
     for name, body in case.files.items():
         where = root / name.removeprefix("served/") if name.startswith("served/") else t / name
         where.parent.mkdir(parents=True, exist_ok=True)
+        if body is FIFO:
+            if not where.exists():
+                os.mkfifo(where)  # reading it would wait for a writer forever
+            continue
         where.write_bytes(body if isinstance(body, bytes) else body.encode())
     home = t / "home"
     home.mkdir(exist_ok=True)

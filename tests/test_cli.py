@@ -16,7 +16,7 @@ from installer.profile import PROFILES_DIR, list_profiles
 # The keys scripts and CI read from `--json`. Adding a key is fine (add it here); renaming or
 # removing one breaks every consumer, so this contract test must fail first.
 PLAN_KEYS = {"schema", "profile", "prefix", "backend", "variant", "variant_reason", "verl",
-             "notes", "steps"}  # fmt: skip
+             "notes", "hash_gaps", "steps"}  # fmt: skip
 PLAN_STEP_KEYS = {"id", "kind", "deps", "description", "commands", "env", "fingerprint"}
 INSTALL_KEYS = {"schema", "ok", "profile", "prefix", "variant", "activate", "log_dir", "steps",
                 "verify", "notes"}  # fmt: skip

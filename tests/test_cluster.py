@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from labextras import make_wheel
+from slurmfake import FAKE_SRUN
 
 from installer import cli
 from installer.cluster.compare import compare
@@ -31,22 +32,6 @@ from installer.host.filesystems import (
     storage_notes,
 )
 from installer.installers import uv_binary
-
-FAKE_SRUN = '''#!{python}
-"""Stand-in for srun --ntasks-per-node=1 --label: one task per node, each line labelled."""
-import json, os, subprocess, sys
-args = sys.argv[1:]
-flags = []
-while args and args[0].startswith("--"):
-    flags.append(args.pop(0))
-with open(os.environ["FAKE_SRUN_LOG"], "a") as log:
-    log.write(json.dumps(flags) + "\\n")
-for task, extra in enumerate(json.loads(os.environ["FAKE_SLURM_NODES"])):
-    env = dict(os.environ, **extra, SLURM_NODEID=str(task), SLURM_PROCID=str(task))
-    done = subprocess.run(args, env=env, capture_output=True, text=True)
-    for line in (done.stdout + done.stderr).splitlines():
-        print(f"{{task}}: {{line}}")
-'''
 
 
 @pytest.fixture(scope="module")

@@ -4,18 +4,18 @@ compiler, refused for an env with another key, and an `undefined symbol` caught 
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kernellab import STANDIN, Run, build_broken_wheel, install_argv, make_sdist, run_cli
+from kernellab import Lab, Run, build_broken_wheel, install_argv, run_cli
 
 from installer.doctor.checks_env import find_uv
 from installer.errors import EXIT_OK, EXIT_STEP_FAILED, CommandFailed
 from installer.kernels.wheelhouse import Wheelhouse
+from installer.lockfile import read_lockfile
+from installer.paths import env_lockfile
 
 BUILD_COMMAND = " wheel -v --no-deps --no-binary standin-kernel"
 
@@ -34,28 +34,10 @@ def assert_kernel_installed(run: Run, prefix: Path) -> None:
     assert "import" not in reason
 
 
-@dataclass(frozen=True)
-class Lab:
-    """A lab's home (and so its default wheelhouse), the verl repo, and the first two envs."""
-
-    root: Path
-    repo: Path
-    wheelhouse: Path
-    first: Run
-    second: Run
-
-
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path) -> Iterator[Lab]:
-    root = tmp_path_factory.mktemp("kernel-lab")
-    links = root / "links"
-    make_sdist(STANDIN, links)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("VERL_BOOTSTRAP_HOME", str(root / "home"))
-        patch.setenv("PIP_FIND_LINKS", f"{os.environ.get('PIP_FIND_LINKS', '')} {links}".strip())
-        first = run_cli(install_argv(root / "env-a", verl_repo_session))
-        second = run_cli(install_argv(root / "env-b", verl_repo_session))
-        yield Lab(root, verl_repo_session, root / "home" / "wheelhouse", first, second)
+def lab(kernel_lab: Lab) -> Iterator[Lab]:
+    with kernel_lab.environment():
+        yield kernel_lab
 
 
 def test_the_first_env_builds_the_kernel_and_publishes_it(lab: Lab) -> None:
@@ -67,6 +49,9 @@ def test_the_first_env_builds_the_kernel_and_publishes_it(lab: Lab) -> None:
     assert entry.file == "standin_kernel-0.1.0-cp311-cp311-linux_x86_64.whl"
     assert entry.key.describe() == "torch 2.13.0+cpu, cp311, cxx11abi, linux_x86_64"
     assert f"published {entry.file} to {lab.wheelhouse}" in log
+    progress = lab.first.body["build_progress"]["standin"]  # the compiled units, live
+    assert progress["units"] >= 1 and progress["seconds"] >= 0, progress
+    assert "compiled unit(s)" in progress["message"]
 
 
 def test_the_second_env_takes_the_wheel_without_a_compiler(lab: Lab) -> None:
@@ -75,6 +60,12 @@ def test_the_second_env_takes_the_wheel_without_a_compiler(lab: Lab) -> None:
     assert BUILD_COMMAND not in log and "g++" not in log
     assert "prebuilt from the lab wheelhouse, built for torch 2.13.0+cpu" in log
     assert "no compiler ran" in log
+    [entry] = Wheelhouse(lab.wheelhouse).entries()
+    for prefix, source in (("env-a", "build"), ("env-b", "wheelhouse")):  # the env records name it
+        dist = read_lockfile(env_lockfile(lab.root / prefix)).distributions()["standin-kernel"]
+        assert dist.kernel_wheel is not None
+        assert (dist.kernel_wheel.source, dist.kernel_wheel.sha256) == (source, entry.sha256)
+        assert dist.kernel_wheel.key.model_dump() == entry.key.to_json()
 
 
 def test_a_wheel_for_another_torch_is_refused(lab: Lab, tmp_path: Path) -> None:

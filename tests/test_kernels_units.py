@@ -276,3 +276,54 @@ def test_the_key_probe_reads_torch_without_importing_it(
     key = BuildKey.from_mapping(json.loads(done.stdout))
     assert (key.torch, key.cuda, key.cxx11abi) == ("2.9.1", "12.8", abi)
     assert key.python == f"cp{sys.version_info[0]}{sys.version_info[1]}"
+
+
+def test_build_progress_counts_ninja_and_compiler_lines() -> None:
+    from installer.events import Event, listening  # noqa: PLC0415
+    from installer.kernels.progress import BuildProgress  # noqa: PLC0415
+
+    seen: list[Event] = []
+    ticks = iter([0.0, 4.0, 9.0, 12.0])
+    watch = BuildProgress("flash-attn", "flash-attn", clock=lambda: next(ticks))
+    with listening(seen.append):
+        watch("[1/72] /usr/local/cuda/bin/nvcc -c csrc/flash_fwd.cu -o flash_fwd.o")
+        watch("copying flash_attn/__init__.py -> build/lib")
+        watch("[2/72] /usr/local/cuda/bin/nvcc -c csrc/flash_bwd.cu -o flash_bwd.o")
+        serial = BuildProgress("standin", "standin-kernel", clock=lambda: 12.0)
+        serial("x86_64-linux-gnu-g++ -pthread -fPIC -I/env/include -c csrc/standin.cpp -o b/s.o")
+    assert [(e.data["units"], e.data["total"], e.data["seconds"]) for e in seen] == [
+        (1, 72, 4.0),
+        (2, 72, 9.0),
+        (1, None, 0.0),
+    ]
+    assert seen[1].message == "flash-attn: 2/72 compiled unit(s), 9s"
+    assert all(e.kind == ("progress", "build") for e in seen)
+
+
+def test_a_locked_kernel_takes_the_recorded_file_or_builds_the_locked_sdist(tmp_path: Path) -> None:
+    from installer.kernels.locked import choose_locked  # noqa: PLC0415
+    from installer.lockfile.model import KernelWheel, LockedDist  # noqa: PLC0415
+
+    kernel = KernelSpec(distribution="flash-attn", release_wheels=(FLASH,))
+    url = "https://releases.example/v2.8.1/flash_attn-2.8.1+cu12torch2.8cxx11abiFALSE-cp312-cp312-linux_x86_64.whl"
+    recorded = KernelWheel(
+        file=url.rsplit("/", 1)[-1], sha256="a" * 64, source="release", url=url,
+        key={"torch": "2.8", "cuda": "12", "cxx11abi": False, "python": "cp312",
+             "platform": "linux_x86_64"},
+    )  # fmt: skip
+    dist = LockedDist(name="flash-attn", version="2.8.1", source="sdist", hashes=("b" * 64,))
+    house = Wheelhouse(tmp_path)
+    other = house.publish(
+        wheel(tmp_path / "in", "flash_attn-2.8.1-cp312-cp312-linux_x86_64.whl"), ENV
+    )
+    by_key = choose_locked(kernel, dist, ENV, house.entries(), str(tmp_path))
+    assert (by_key.source, by_key.sha256) == ("wheelhouse", other.sha256)
+    with_record = dist.model_copy(update={"kernel_wheel": recorded})
+    release = choose_locked(kernel, with_record, ENV, house.entries(), str(tmp_path))
+    assert (release.source, release.wheel, release.sha256) == ("release", url, "a" * 64)
+    newer = BuildKey(
+        torch="2.9.0", cuda="12.8", cxx11abi=True, python="cp312", platform="linux_x86_64"
+    )
+    build = choose_locked(kernel, with_record, newer, house.entries(), str(tmp_path))
+    assert build.source == "build"
+    assert build.reason.startswith("source build of the locked sdist: the lockfile's flash_attn")

@@ -21,6 +21,7 @@ from verlrepo import git
 
 from installer.errors import EXIT_REFUSED, EXIT_STEP_FAILED
 from installer.lockfile import read_lockfile
+from installer.lockfile.gaps import hash_gaps
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -174,6 +175,22 @@ def test_a_locked_sdist_is_built_into_a_wheel_whose_sha256_the_env_records(
             assert origin["url"] == wheel.as_uri()  # what was installed is that very wheel
         others = [d for s in record.stages for d in s.distributions if d.source != "sdist"]
         assert others and all(d.built_sha256 is None for d in others)
+
+
+def test_the_lock_records_the_hashed_build_env_of_each_source_build(cpu_lock: Path) -> None:
+    lock = read_lockfile(cpu_lock)
+    builds = [
+        s for s in lock.stages
+        if s.kind == "install-verl" or any(d.source == "sdist" for d in s.distributions)
+    ]  # fmt: skip
+    assert len(builds) >= 2, "verl's editable install and the stage with antlr's sdist"
+    for stage in builds:
+        names = {d.name for d in stage.build}
+        assert "setuptools" in names, (stage.id, names)
+        assert all(d.hashes and all(SHA256.match(h) for h in d.hashes) for d in stage.build)
+    # with every build env locked, only verl's git checkout is left (checked by its commit)
+    (gap,) = hash_gaps(lock, installer="uv", conda_exe=False)
+    assert gap.startswith("not hash-checked: verl's own source")
 
 
 def _site(prefix: Path) -> Path:

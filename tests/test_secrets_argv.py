@@ -22,6 +22,7 @@ from labfixtures import TOKEN, TOOL, clean_environ, lab, lab_config, write_yaml
 from installer.safety.credentials import lift, split_url
 
 pytestmark = pytest.mark.timeout(600)
+QUERY_TOKEN = "q5ecret-query-token-91be"  # a secret in an index URL's query string
 
 PROFILE = {
     "schema_version": 1,
@@ -75,13 +76,22 @@ class ArgvWatch(threading.Thread):
 
 
 def leaks(folder: Path) -> list[str]:
-    return [str(p) for p in folder.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()]
+    return [
+        str(p) for p in folder.rglob("*")
+        if p.is_file() and any(t.encode() in p.read_bytes() for t in (TOKEN, QUERY_TOKEN))
+    ]  # fmt: skip
 
 
 def test_an_authenticated_install_keeps_the_token_off_every_command_line(tmp_path: Path) -> None:
+    """The index URLs carry a second secret in their query string, which no netrc can carry:
+    uv and pip get those URLs from their environment instead of their command line."""
     the_lab = lab()
     profile = write_yaml(tmp_path / "authed.yaml", PROFILE)
-    config = write_yaml(tmp_path / "lab.yaml", lab_config(the_lab))
+    settings = lab_config(the_lab)
+    mirrors = settings["mirrors"]
+    mirrors["pypi"]["index_url"] += f"?token={QUERY_TOKEN}"
+    mirrors["pytorch"]["cpu"] += f"?token={QUERY_TOKEN}"
+    config = write_yaml(tmp_path / "lab.yaml", settings)
     prefix = tmp_path / "env"
     argv = [str(TOOL), "install", "--config", str(config), "--profile", str(profile)]
     argv += ["--prefix", str(prefix), "--json"]
@@ -102,7 +112,10 @@ def test_an_authenticated_install_keeps_the_token_off_every_command_line(tmp_pat
     children = {pid: line for pid, line in watch.seen.items() if pid != child.pid}
     assert any("pip install" in line for line in children.values()), children  # uv was seen
     assert [line for line in children.values() if TOKEN in line] == []
+    assert [line for line in children.values() if QUERY_TOKEN in line] == []
     served = the_lab.server.requests[before:]
+    assert any(QUERY_TOKEN in path for path in served)  # uv used the URL it was given
+    assert QUERY_TOKEN not in out + err
     assert any("cachetools" in path for path in served) and any("git" in p for p in served)
     assert TOKEN not in out + err
     assert leaks(prefix / ".verl-bootstrap") == [] and leaks(tmp_path / "home") == []
@@ -138,3 +151,30 @@ def test_lifting_keeps_the_argv_clean_and_the_netrc_private(tmp_path: Path) -> N
     assert not netrc.exists()
     assert split_url("https://h/x?a=1") == ("https://h/x?a=1", None)
     assert os.environ.get("NETRC") != str(netrc)
+
+
+def test_an_index_url_with_a_query_token_moves_into_the_environment_whole() -> None:
+    url = f"http://127.0.0.1:1/simple?token={QUERY_TOKEN}"
+    plain = "http://127.0.0.1:2/simple"
+    uv = lift(["/x/uv", "pip", "install", "--default-index", url, "--extra-index-url", plain,
+               "--extra-index-url", url, "pkg"], {})  # fmt: skip
+    assert uv.argv == ["/x/uv", "pip", "install", "pkg"]
+    assert uv.env["UV_DEFAULT_INDEX"] == uv.env["UV_INDEX_URL"] == url
+    assert uv.env["UV_EXTRA_INDEX_URL"] == f"{plain} {url}"  # every URL of the kind, in order
+    pip = lift(["py", "-m", "pip", "install", f"--index-url={url}", "--extra-index-url", plain],
+               {})  # fmt: skip
+    assert pip.argv == ["py", "-m", "pip", "install", "--extra-index-url", plain]
+    assert pip.env == {"PIP_INDEX_URL": url}
+    clean = lift(["/x/uv", "pip", "install", "--default-index", plain], {})
+    assert clean.argv[-1] == plain and clean.env == {}
+
+
+def test_a_git_url_with_a_query_token_is_fetched_through_an_insteadof_setting() -> None:
+    url = f"https://git.example/verl.git?token={QUERY_TOKEN}"
+    lifted = lift(["git", "clone", url, "dest"], {"GIT_CONFIG_COUNT": "1"})
+    assert lifted.argv == ["git", "clone", "https://git.example/verl.git", "dest"]
+    assert lifted.env == {
+        "GIT_CONFIG_COUNT": "2",
+        "GIT_CONFIG_KEY_1": f"url.{url}.insteadOf",
+        "GIT_CONFIG_VALUE_1": "https://git.example/verl.git",
+    }

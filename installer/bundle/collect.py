@@ -7,17 +7,13 @@ indexes), so a bundle holds exactly the files such an install would fetch.
 
 from __future__ import annotations
 
-import tarfile
-import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from installer import proc
 from installer.envs.inventory import canonical
-from installer.errors import CommandFailed, Refused
 from installer.host.indexes import IndexSettings
-from installer.installers import uv_binary
+from installer.lockfile.buildlock import resolve_pylock
 from installer.lockfile.lookup import (
     Artifact,
     hashed_dists,
@@ -26,15 +22,13 @@ from installer.lockfile.lookup import (
     served_artifacts,
 )
 from installer.lockfile.model import Lockfile
-from installer.lockfile.resolve import Target, index_args, load_toml
-from installer.paths import atomic_write
+from installer.lockfile.resolve import Target, load_toml
 from installer.platforms import DEFAULT_GLIBC
 from installer.steps.locked import fetch_checked
 
-__all__ = ["Collected", "artifact_cache", "build_requirements", "collect_locked", "download"]
-
-# What PEP 517 front ends assume of an sdist without a pyproject.toml (or without build-system)
-LEGACY_BUILD = ("setuptools>=40.8.0", "wheel")
+__all__ = [
+    "Collected", "artifact_cache", "collect_locked", "download", "resolve_build", "resolve_download"
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -73,36 +67,6 @@ def collect_locked(
     return download(chosen, cache)
 
 
-def build_requirements(sources: Sequence[tuple[str, bytes | None]]) -> list[str]:
-    """The union of the `[build-system] requires` of each (origin, pyproject.toml text)."""
-    wanted: dict[str, None] = {}
-    for _, text in sources:
-        requires = None
-        if text is not None:
-            requires = load_toml(text.decode("utf-8")).get("build-system", {}).get("requires")
-        for requirement in requires if requires is not None else LEGACY_BUILD:
-            wanted[str(requirement)] = None
-    return sorted(wanted)
-
-
-def sdist_pyproject(archive: Path) -> bytes | None:
-    """The top-level pyproject.toml of an sdist (None: it has none)."""
-    if archive.name.endswith(".zip"):
-        with zipfile.ZipFile(archive) as zipped:
-            names = [n for n in zipped.namelist() if _is_top_pyproject(n)]
-            return zipped.read(names[0]) if names else None
-    with tarfile.open(archive) as tar:
-        for member in tar.getmembers():
-            if member.isfile() and _is_top_pyproject(member.name):
-                handle = tar.extractfile(member)
-                return handle.read() if handle is not None else None
-    return None
-
-
-def _is_top_pyproject(name: str) -> bool:
-    return name.count("/") == 1 and name.endswith("/pyproject.toml")
-
-
 def resolve_build(
     requirements: Sequence[str], lock: Lockfile, settings: IndexSettings, *, cache: Path, work: Path
 ) -> list[Collected]:
@@ -119,20 +83,8 @@ def resolve_download(
     """`requirements` and their dependencies resolved for `target`, downloaded and checked."""
     if not requirements:
         return []
-    work.mkdir(parents=True, exist_ok=True)
-    pins, out = work / "requirements.in", work / "pylock.resolved.toml"
-    atomic_write(pins, "".join(f"{r}\n" for r in requirements))
-    argv = [uv_binary(), "pip", "compile", str(pins), "--no-header", "--quiet", "--upgrade"]
-    argv += ["--format", "pylock.toml", "-o", str(out), "--python-version", target.python]
-    argv += ["--python-platform", target.uv_platform, "--no-sources"]
-    argv += ["--exclude-newer", target.exclude_newer] if target.exclude_newer else []
-    argv += index_args(settings, None)
-    try:
-        proc.run(argv, log_path=work / "resolve.log")
-    except CommandFailed as exc:
-        reason = next((line for line in reversed(exc.tail) if line.strip()), exc.message)
-        raise Refused(f"{', '.join(requirements)} did not resolve: {reason}") from None
-    served = served_artifacts(load_toml(out.read_text(encoding="utf-8")))
+    text = resolve_pylock(requirements, target, settings, work=work)
+    served = served_artifacts(load_toml(text))
     return download(((name, a) for name, files in served.items() for a in _wheels(files)), cache)
 
 

@@ -23,17 +23,12 @@ from importlib import resources
 from pathlib import Path
 
 from installer import __version__
-from installer.bundle.collect import (
-    Collected,
-    build_requirements,
-    collect_locked,
-    resolve_build,
-    sdist_pyproject,
-)
+from installer.bundle.collect import Collected, collect_locked, resolve_build
 from installer.bundle.conda import collect_conda, conda_arcname
 from installer.bundle.manifest import MANIFEST_NAME, Manifest, Member, Role, dump_manifest
 from installer.bundle.sources import tool_wheels, verl_git_bundle, verl_pyproject
 from installer.host.indexes import IndexSettings
+from installer.lockfile.buildlock import build_requirements, sdist_pyproject
 from installer.lockfile.io import read_lockfile
 from installer.lockfile.model import Lockfile
 from installer.paths import file_sha256

@@ -71,7 +71,8 @@ def install_with(ns: argparse.Namespace, options: RunOptions) -> int:
         with listening(console):
             result = run_install(plan, force=frozenset(ns.force), preflight=not ns.no_preflight)
     if ns.json:
-        emit_json({**report_json(result), "notes": [*plan.notes, *console.notes]})
+        notes = [*plan.notes, *console.notes]
+        emit_json({**report_json(result), "notes": notes, "build_progress": console.progress})
     else:
         err(summary_text(result))
     return EXIT_OK if result.report.ok else EXIT_STEP_FAILED
@@ -139,7 +140,8 @@ def cmd_profiles_validate(ns: argparse.Namespace) -> int:
     from installer.profile import load_profile
 
     if not ns.file.is_file():
-        raise InputError(f"{ns.file} does not exist")
+        why = "is not a regular file" if ns.file.exists() else "does not exist"
+        raise InputError(f"{ns.file} {why}", hint="name the profile's YAML file")
     # `extends` looks beside the file first, then among the shipped profiles (as install does)
     profile = load_profile(str(ns.file))
     out(f"{ns.file}: valid profile {profile.name!r} ({len(profile.stages)} stages)")

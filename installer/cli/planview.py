@@ -30,6 +30,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
         "variant_reason": plan.variant_reason,
         "verl": {"repo": redact(plan.source.repo), "ref": plan.source.ref},
         "notes": list(plan.notes),
+        "hash_gaps": plan.hash_gaps,
         "steps": [
             {
                 "id": s.id,
@@ -72,6 +73,7 @@ def plan_text(plan: Plan) -> str:
         f"verl: {redact(plan.source.repo)} @ {plan.source.ref}",
     ]
     lines += [f"note: {n}" for n in plan.notes]
+    lines += plan.hash_gaps
     for number, step in enumerate(plan.steps, 1):
         after = f"  (after {', '.join(step.deps)})" if step.deps else "  (no dependencies)"
         lines.append(f"{number}. {step.id} [{step.kind}]{after}")

@@ -26,11 +26,14 @@ class Console:
         self.started: dict[str, float] = {}
         self.status_shown = False
         self.notes: list[str] = []  # kept even when quiet: --json reports them
+        self.progress: dict[str, dict[str, object]] = {}  # step -> its build's latest progress
 
     def __call__(self, event: Event) -> None:
         with self.lock:  # workers emit too: one event at a time, in the order they came
             if event.kind[:1] == ("note",):
                 self.notes.append(event.message)
+            if event.kind[:1] == ("progress",):
+                self.progress[str(event.data.get("step", ""))] = _progress(event)
             if not self.quiet:
                 self._show(event)
 
@@ -55,6 +58,10 @@ class Console:
             self._line(text)
         elif kind[:1] == ("note",):
             self._line(f"note: {event.message}")
+        elif kind[:1] == ("progress",) and self.tty:
+            self._status(step, event.message)
+        elif kind[:1] == ("progress",):
+            self._line(f"  {event.message}")
 
     def _status(self, step: str, line: str) -> None:
         width = shutil.get_terminal_size((100, 20)).columns
@@ -70,3 +77,8 @@ class Console:
             self.status_shown = False
         self.stream.write(text + "\n")
         self.stream.flush()
+
+
+def _progress(event: Event) -> dict[str, object]:
+    keep = ("units", "total", "seconds")
+    return {"message": event.message, **{k: event.data.get(k) for k in keep}}

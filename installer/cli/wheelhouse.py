@@ -12,7 +12,7 @@ from installer.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 
 if TYPE_CHECKING:
     from installer.kernels.key import BuildKey
-    from installer.kernels.wheelhouse import Wheelhouse
+    from installer.kernels.remotehouse import AnyWheelhouse
 
 __all__ = ["register"]
 
@@ -40,16 +40,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         parser.set_defaults(handler=handler)
 
 
-def _house(ns: argparse.Namespace) -> Wheelhouse:
-    from installer.kernels.host import wheelhouse_root  # noqa: PLC0415 - kept off --help
-    from installer.kernels.wheelhouse import Wheelhouse  # noqa: PLC0415 - kept off --help
+def _house(ns: argparse.Namespace) -> AnyWheelhouse:
+    from installer.kernels.host import open_wheelhouse  # noqa: PLC0415 - kept off --help
 
     configured = str(ns.wheelhouse) if ns.wheelhouse else None
     if configured is None:
         from installer.siteconfig import load_site  # noqa: PLC0415 - kept off --help
 
         configured = load_site(ns.config).config.wheelhouse
-    return Wheelhouse(wheelhouse_root(configured, os.environ))
+    return open_wheelhouse(configured, os.environ)
 
 
 def cmd_list(ns: argparse.Namespace) -> int:
@@ -57,7 +56,7 @@ def cmd_list(ns: argparse.Namespace) -> int:
     house = _house(ns)
     entries = house.entries()
     if ns.json:
-        emit_json({"wheelhouse": str(house.root), "wheels": [e.to_json() for e in entries]})
+        emit_json({"wheelhouse": house.shown(), "wheels": [e.to_json() for e in entries]})
         return EXIT_OK
     out(f"wheelhouse {house.root}: {len(entries)} wheel(s)")
     for e in entries:
@@ -73,7 +72,7 @@ def cmd_add(ns: argparse.Namespace) -> int:
     key = _key(ns)
     entry = house.publish(Path(ns.wheel), key)
     if ns.json:
-        emit_json({"wheelhouse": str(house.root), "added": entry.to_json()})
+        emit_json({"wheelhouse": house.shown(), "added": entry.to_json()})
     else:
         out(f"added {entry.file} to {house.root} ({key.describe()}, sha256 {entry.sha256})")
     return EXIT_OK
@@ -111,7 +110,7 @@ def cmd_check(ns: argparse.Namespace) -> int:
     house = _house(ns)
     problems = house.check()
     if ns.json:
-        emit_json({"wheelhouse": str(house.root), "ok": not problems, "problems": problems})
+        emit_json({"wheelhouse": house.shown(), "ok": not problems, "problems": problems})
     else:
         out(f"wheelhouse {house.root}: {len(house.entries())} wheel(s), {len(problems)} problem(s)")
         for problem in problems:

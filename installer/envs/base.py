@@ -5,6 +5,10 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from installer.envs.condahash import LockedConda
 
 __all__ = ["EnvBackend", "EnvRequest", "env_python"]
 
@@ -21,6 +25,8 @@ class EnvRequest:
     conda_packages: tuple[str, ...] = ()  # conda: extra packages beside python
     seed_pip: bool = False  # the env needs pip itself (pip installer, verl's script)
     log_path: Path | None = None
+    # conda, --locked: every package's locked digests (None: not a locked install)
+    locked_conda: tuple[LockedConda, ...] | None = None
 
 
 def env_python(prefix: Path) -> Path:

@@ -40,6 +40,7 @@ from rattler.exceptions import (
 
 from installer import paths, proc
 from installer.envs.base import EnvBackend, EnvRequest, env_python
+from installer.envs.condahash import check_local_archives, check_locked_digests
 from installer.envs.condarc import CondaSettings, channel_urls, load_condarc
 from installer.errors import CommandFailed, InputError, StepFailed
 from installer.events import emit
@@ -122,6 +123,10 @@ class CondaBackend(EnvBackend):
         check_target(request.prefix)
         installed = read_prefix(request.prefix)
         changed = False
+        if installed and request.locked_conda is not None:
+            check_locked_digests(
+                installed, request.locked_conda, where=f"the conda env at {request.prefix}"
+            )
         if not prefix_matches(request, installed):
             channels = self._channels(request)
             _install_prefix(request, channels, installed, self._cache_root)
@@ -301,6 +306,9 @@ async def _solve_and_install(
     request: EnvRequest, channels: tuple[str, ...], installed: list[PrefixRecord], cache: Path
 ) -> tuple[list[RepoDataRecord], list[str]]:
     records, specs = await _solve(request, channels, installed, cache)
+    if request.locked_conda is not None:
+        check_locked_digests(records, request.locked_conda, where=f"the solve for {request.prefix}")
+        check_local_archives(records)
     await install(
         records,
         target_prefix=request.prefix,

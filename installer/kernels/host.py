@@ -12,18 +12,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from installer import proc
+from installer.kernels.remotehouse import AnyWheelhouse, RemoteWheelhouse, is_url
 from installer.kernels.sizing import ARCH_VARIABLES, HostResources, read_resources
 from installer.kernels.wheelhouse import Entry, Wheelhouse
 from installer.paths import default_wheelhouse
 
-__all__ = ["KernelHost", "gather_kernel_host", "wheelhouse_root"]
+__all__ = ["KernelHost", "gather_kernel_host", "open_wheelhouse", "wheelhouse_root"]
 
 
 @dataclass(frozen=True)
 class KernelHost:
     """The facts; `entries` is the wheelhouse's index as read when the plan was made."""
 
-    wheelhouse: Path
+    wheelhouse: Path | str  # a folder, or an index URL (as shown: credentials redacted)
     entries: tuple[Entry, ...]
     writable: bool
     resources: HostResources
@@ -41,6 +42,13 @@ def wheelhouse_root(configured: str | None, environ: Mapping[str, str]) -> Path:
     return default_wheelhouse(environ)
 
 
+def open_wheelhouse(configured: str | None, environ: Mapping[str, str]) -> AnyWheelhouse:
+    """The lab wheelhouse: the site config's folder or index URL, else the tool home's."""
+    if configured and is_url(configured):
+        return RemoteWheelhouse(configured)
+    return Wheelhouse(wheelhouse_root(configured, environ))
+
+
 def gather_kernel_host(
     *,
     configured: str | None,
@@ -50,10 +58,10 @@ def gather_kernel_host(
     environ: Mapping[str, str],
 ) -> KernelHost:
     """Read the wheelhouse and the host (an unreadable index is an InputError naming it)."""
-    house = Wheelhouse(wheelhouse_root(configured, environ))
+    house = open_wheelhouse(configured, environ)
     watched = ("MAX_JOBS", *ARCH_VARIABLES)
     return KernelHost(
-        wheelhouse=house.root,
+        wheelhouse=house.root if isinstance(house, Wheelhouse) else house.shown(),
         entries=house.entries(),
         writable=house.writable(),
         resources=read_resources(),

@@ -21,7 +21,7 @@ from installer.kernels.sources import KernelChoice, choose_source, pinned_versio
 from installer.profile.kernel import KernelSpec
 from installer.profile.models import Profile
 
-__all__ = ["KernelDecision", "plan_kernels"]
+__all__ = ["KernelDecision", "cxx11_abi", "decision", "plan_kernels"]
 
 # PyPI's torch wheels use the C++11 ABI from 2.7 on (earlier ones the pre-C++11 ABI).
 _CXX11_FROM = Version("2.7")
@@ -69,7 +69,11 @@ def expected_key(packages: list[str], profile: Profile, variant: str, host: Kern
     torch = pinned_version(packages, "torch")
     cuda = "cpu" if variant == "cpu" else _variant_cuda(profile, variant)
     return BuildKey(
-        torch=torch, cuda=cuda, cxx11abi=_cxx11(torch), python=host.python, platform=host.platform
+        torch=torch,
+        cuda=cuda,
+        cxx11abi=cxx11_abi(torch),
+        python=host.python,
+        platform=host.platform,
     )
 
 
@@ -78,7 +82,8 @@ def _variant_cuda(profile: Profile, variant: str) -> str | None:
     return spec.cuda if spec else None
 
 
-def _cxx11(torch: str | None) -> bool | None:
+def cxx11_abi(torch: str | None) -> bool | None:
+    """Whether the index's torch of this version uses the C++11 ABI (unknown: None)."""
     try:
         return None if torch is None else Version(torch) >= _CXX11_FROM
     except InvalidVersion:
@@ -96,6 +101,19 @@ def _decide(
 ) -> KernelDecision:
     version = pinned_version(packages, kernel.distribution)
     choice = choose_source(kernel, version, key, host.entries, str(host.wheelhouse))
+    return decision(kernel, key, choice, host=host, driver=driver, flags=flags)
+
+
+def decision(
+    kernel: KernelSpec,
+    key: BuildKey,
+    choice: KernelChoice,
+    *,
+    host: KernelHost,
+    driver: DriverInfo | None,
+    flags: tuple[str, ...],
+) -> KernelDecision:
+    """The stage's decision: `choice`, with the variables that size a source build."""
     archs, arch_why = choose_archs(driver, flags, host.site_archs)
     jobs, jobs_why = choose_max_jobs(host.resources, kernel.job_ram_gb)
     preset = dict(host.preset or {})

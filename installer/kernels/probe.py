@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from installer import proc
 from installer.errors import StepFailed
 from installer.kernels.key import BuildKey
 from installer.paths import PROBES
+from installer.steps.verify import import_needs_driver
 
-__all__ = ["load_failures", "probe_key", "undefined_symbol"]
+__all__ = ["check_loads", "load_failures", "probe_key", "undefined_symbol"]
 
 _UNDEFINED = re.compile(r"undefined symbol:?\s*(\S+)")
 
@@ -45,3 +47,27 @@ def undefined_symbol(error: str) -> str | None:
     """The symbol an `undefined symbol` import error names, if that is what it is."""
     match = _UNDEFINED.search(error)
     return match.group(1) if match else None
+
+
+def check_loads(
+    python: Path,
+    modules: tuple[str, ...],
+    built_for: BuildKey,
+    key: BuildKey,
+    *,
+    gpu_present: bool,
+    note: Callable[[str], None],
+) -> None:
+    """The stage's compiled modules load in the env; an `undefined symbol` names both keys."""
+    for module, error in load_failures(python, modules).items():
+        if not gpu_present and import_needs_driver(error):
+            note(f"kernel {module}: not loaded here, it needs the NVIDIA driver ({error})")
+            continue
+        symbol = undefined_symbol(error)
+        if symbol is not None:
+            raise StepFailed(
+                f"{module} does not load: undefined symbol {symbol}. The wheel was built for "
+                f"{built_for.describe()}; this env has {key.describe()}",
+                hint="remove that wheel from the wheelhouse (or state its real key) and re-run",
+            )
+        raise StepFailed(f"{module} does not load after the stage: {error}")

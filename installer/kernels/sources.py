@@ -16,7 +16,7 @@ from installer.kernels.key import BuildKey, render_template
 from installer.kernels.wheelhouse import Entry
 from installer.profile.kernel import KernelSpec
 
-__all__ = ["KernelChoice", "choose_source", "pinned_version"]
+__all__ = ["KernelChoice", "choose_source", "pinned_version", "wheelhouse_match"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def choose_source(
         reason = f"as the stage installs it (it pins no exact version of {name}), sized build"
         return KernelChoice("stage", reason)
     why_not: list[str] = []
-    entry = _from_wheelhouse(kernel, version, key, wheelhouse, why_not)
+    entry = wheelhouse_match(kernel, version, key, wheelhouse, why_not)
     if entry is not None:
         where = f"{wheelhouse_root}/{entry.file}" if wheelhouse_root else entry.file
         reason = (
@@ -76,9 +76,10 @@ def choose_source(
     return KernelChoice("build", f"source build: {'; '.join(why_not)}")
 
 
-def _from_wheelhouse(
+def wheelhouse_match(
     kernel: KernelSpec, version: str, key: BuildKey, entries: Sequence[Entry], why_not: list[str]
 ) -> Entry | None:
+    """The wheelhouse's wheel of (kernel, version) for `key`; else None, with why in `why_not`."""
     wanted = canonicalize_name(kernel.distribution)
     same = [e for e in entries if canonicalize_name(e.name) == wanted and e.version == version]
     for entry in same:

@@ -4,10 +4,11 @@ wheel, the wheel published when it was built here, and the compiled modules load
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlparse
 
 from packaging.utils import canonicalize_name
@@ -18,15 +19,23 @@ from installer.httpclient import HttpError, download
 from installer.installers import InstallRequest, install_command
 from installer.kernels.build import build_wheel, download_wheel
 from installer.kernels.key import BuildKey
-from installer.kernels.probe import load_failures, probe_key, undefined_symbol
+from installer.kernels.probe import check_loads, probe_key
+from installer.kernels.remotehouse import AnyWheelhouse
 from installer.kernels.sources import KernelChoice, choose_source, pinned_version
-from installer.kernels.wheelhouse import Wheelhouse
 from installer.paths import file_sha256
 from installer.profile.kernel import KernelSpec
 from installer.redact import redact
-from installer.steps.verify import import_needs_driver
 
-__all__ = ["KernelRun", "run_kernel_stage"]
+__all__ = [
+    "KernelRun",
+    "download_release",
+    "house_wheel",
+    "kernel_output",
+    "publish_built",
+    "run_kernel_stage",
+]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -38,7 +47,7 @@ class KernelRun:
     request: InstallRequest
     settings: IndexSettings
     installer: str
-    wheelhouse: Path | None
+    wheelhouse: AnyWheelhouse | None
     work: Path  # the env's state folder for this stage (built wheels, downloads)
     env: Mapping[str, str]
     run: Callable[[list[str]], None]
@@ -50,7 +59,8 @@ class KernelRun:
 def run_kernel_stage(job: KernelRun) -> dict[str, Any]:
     """Install the kernel from its first matching source; the step's outputs."""
     python = job.request.python
-    key = probe_key(python)
+    clock = _Phases()
+    key = clock.time("key probe", lambda: probe_key(python))
     if _kernel_spec(job) is None:  # e.g. TransformerEngine's compiled part comes as a dependency
         job.note(
             f"kernel {job.kernel.distribution}: the stage pins no {job.kernel.distribution} "
@@ -60,36 +70,55 @@ def run_kernel_stage(job: KernelRun) -> dict[str, Any]:
         _check_loads(job, python, None, key)
         return {"kernel": {"source": "stage", "key": key.to_json()}}
     version = pinned_version(job.packages, job.kernel.distribution)
-    house = Wheelhouse(job.wheelhouse) if job.wheelhouse else None
+    house = job.wheelhouse
     entries = house.entries() if house else ()
-    root = str(house.root) if house else None
+    root = house.shown() if house else None
     choice = choose_source(job.kernel, version, key, entries, root)
     job.note(f"kernel {job.kernel.distribution}: env is {key.describe()}; {choice.reason}")
-    wheel, source = _wheel(job, choice, house, key)
-    _install(job, wheel)
-    _check_loads(job, python, choice.built_for if source != "build" else key, key)
+    wheel, source = clock.time("wheel", lambda: _wheel(job, choice, house, key))
+    clock.time("install", lambda: _install(job, wheel))
+    built_for = choice.built_for if source != "build" else key
+    clock.time("load check", lambda: _check_loads(job, python, built_for, key))
     digest = file_sha256(wheel)
-    return {
-        "kernel": {"source": source, "wheel": wheel.name, "sha256": digest, "key": key.to_json()}
-    }
+    url = choice.wheel if source == "release" else None
+    output = kernel_output(source, wheel, digest, choice.built_for or key, url)
+    return {"kernel": {**output, "phase_seconds": clock.seconds}}
+
+
+def kernel_output(
+    source: str, wheel: Path, sha256: str, key: BuildKey, url: str | None = None
+) -> dict[str, Any]:
+    """A kernel stage's outputs: the env's record names the wheel by these."""
+    out = {"source": source, "wheel": wheel.name, "sha256": sha256, "key": key.to_json()}
+    return {**out, "url": url} if url else out
+
+
+class _Phases:
+    """Seconds per phase of the stage (in its outputs, so `make bench` can show where time goes:
+    the load check imports torch, a fixed cost whichever source the wheel came from)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def time(self, name: str, work: Callable[[], _T]) -> _T:
+        started = time.monotonic()
+        try:
+            return work()
+        finally:
+            self.seconds[name] = round(time.monotonic() - started, 3)
 
 
 def _wheel(
-    job: KernelRun, choice: KernelChoice, house: Wheelhouse | None, key: BuildKey
+    job: KernelRun, choice: KernelChoice, house: AnyWheelhouse | None, key: BuildKey
 ) -> tuple[Path, str]:
     """The wheel to install and the source it came from (a failed download falls to a build)."""
     name = job.kernel.distribution
-    if choice.source == "wheelhouse" and choice.wheel:
-        wheel = Path(choice.wheel)
-        if file_sha256(wheel) != choice.sha256:
-            raise StepFailed(
-                f"{wheel} does not have the sha256 the wheelhouse lists",
-                hint="run `verl-bootstrap wheelhouse check` and replace the file",
-            )
+    if choice.source == "wheelhouse" and choice.wheel and house is not None:
+        wheel = house_wheel(house, choice, job.work)
         job.note(f"kernel {name}: no compiler ran (installing {wheel})")
         return wheel, "wheelhouse"
     if choice.source == "release" and choice.wheel:
-        fetched = _download(choice.wheel, job.work / "release", job.note)
+        fetched = download_release(choice.wheel, job.work / "release", job.note)
         if fetched is not None:
             job.note(f"kernel {name}: no compiler ran (installing {fetched})")
             return fetched, "release"
@@ -117,7 +146,18 @@ def _from_index(job: KernelRun) -> Path | None:
         return None
 
 
-def _build_and_publish(job: KernelRun, key: BuildKey, house: Wheelhouse | None) -> Path:
+def house_wheel(house: AnyWheelhouse, choice: KernelChoice, work: Path) -> Path:
+    """The wheel the choice names, as a local file whose sha256 is the one the index lists."""
+    wheel = house.local_wheel(str(choice.wheel).rsplit("/", 1)[-1], work / "wheelhouse")
+    if file_sha256(wheel) != choice.sha256:
+        raise StepFailed(
+            f"{wheel.name} from {house.shown()} does not have the sha256 the wheelhouse lists",
+            hint="run `verl-bootstrap wheelhouse check` and replace the file",
+        )
+    return wheel
+
+
+def _build_and_publish(job: KernelRun, key: BuildKey, house: AnyWheelhouse | None) -> Path:
     spec = _kernel_spec(job) or job.kernel.distribution
     shown = ", ".join(f"{k}={v}" for k, v in sorted(job.env.items()))
     job.note(f"kernel {job.kernel.distribution}: building from source ({shown})")
@@ -125,19 +165,24 @@ def _build_and_publish(job: KernelRun, key: BuildKey, house: Wheelhouse | None) 
         spec, job.kernel, request=job.request, settings=job.settings, out=job.work / "built",
         env=job.env, run=job.run, available_gb=job.available_gb,
     )  # fmt: skip
+    publish_built(house, wheel, key, job.kernel.distribution, job.note)
+    return wheel
+
+
+def publish_built(
+    house: AnyWheelhouse | None, wheel: Path, key: BuildKey, name: str, note: Callable[[str], None]
+) -> None:
+    """Publish a wheel built here, for the next env on any node (a read-only house: said)."""
     if house is None:
-        return wheel
+        return
     if not house.writable():
-        job.note(
-            f"kernel {job.kernel.distribution}: wheelhouse {house.root} is read-only; not published"
-        )
-        return wheel
+        note(f"kernel {name}: wheelhouse {house.shown()} is read-only; not published")
+        return
     entry = house.publish(wheel, key)
-    job.note(
-        f"kernel {job.kernel.distribution}: published {entry.file} to {house.root} "
+    note(
+        f"kernel {name}: published {entry.file} to {house.shown()} "
         f"(sha256 {entry.sha256[:12]}…, {key.describe()})"
     )
-    return wheel
 
 
 def _kernel_spec(job: KernelRun) -> str | None:
@@ -157,21 +202,11 @@ def _install(job: KernelRun, wheel: Path) -> None:
 
 
 def _check_loads(job: KernelRun, python: Path, built_for: BuildKey | None, key: BuildKey) -> None:
-    for module, error in load_failures(python, job.kernel.modules).items():
-        if not job.gpu_present and import_needs_driver(error):
-            job.note(f"kernel {module}: not loaded here, it needs the NVIDIA driver ({error})")
-            continue
-        symbol = undefined_symbol(error)
-        if symbol is not None:
-            raise StepFailed(
-                f"{module} does not load: undefined symbol {symbol}. The wheel was built for "
-                f"{(built_for or key).describe()}; this env has {key.describe()}",
-                hint="remove that wheel from the wheelhouse (or state its real key) and re-run",
-            )
-        raise StepFailed(f"{module} does not load after the stage: {error}")
+    check_loads(python, job.kernel.modules, built_for or key, key, gpu_present=job.gpu_present,
+                note=job.note)  # fmt: skip
 
 
-def _download(url: str, folder: Path, note: Callable[[str], None]) -> Path | None:
+def download_release(url: str, folder: Path, note: Callable[[str], None]) -> Path | None:
     """The release wheel at `url`, or None (said in the log) when it cannot be fetched."""
     filename = unquote(urlparse(url).path.rsplit("/", 1)[-1])
     if not filename.endswith(".whl") or filename.startswith("."):

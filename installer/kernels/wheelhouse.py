@@ -24,8 +24,9 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from installer.errors import InputError
 from installer.kernels.key import BuildKey
 from installer.paths import atomic_write, file_sha256
+from installer.safety.shapes import inside
 
-__all__ = ["INDEX_NAME", "Entry", "Wheelhouse"]
+__all__ = ["INDEX_NAME", "Entry", "Wheelhouse", "parse_index"]
 
 INDEX_NAME = "index.json"
 SCHEMA = "verl-bootstrap.wheelhouse/1"
@@ -71,7 +72,8 @@ class Wheelhouse:
         """What the index lists (empty when there is no index yet)."""
         if not self.index_path.is_file():
             return ()
-        return tuple(_entries(self.index_path))
+        text = self.index_path.read_text(encoding="utf-8")
+        return tuple(parse_index(text, str(self.index_path)))
 
     def lookup(self, name: str, version: str, key: BuildKey) -> Entry | None:
         """The wheel for (name, version) whose key matches `key` in every field."""
@@ -85,6 +87,14 @@ class Wheelhouse:
     def path_of(self, entry: Entry) -> Path:
         """Where an entry's wheel lies (its name was checked to stay inside the folder)."""
         return self.root / entry.file
+
+    def local_wheel(self, file: str, work: Path) -> Path:
+        """The listed wheel `file` as a local file (here: where it lies)."""
+        return inside(self.root, file, what="wheel file name")
+
+    def shown(self) -> str:
+        """The wheelhouse as plans and logs name it."""
+        return str(self.root)
 
     def publish(self, wheel: Path, key: BuildKey) -> Entry:
         """Copy `wheel` in and list it with its sha256 and key (replacing the same file name)."""
@@ -144,9 +154,10 @@ def _wheel_name(filename: str, *, where: str) -> tuple[str, str]:
     return str(name), str(version)
 
 
-def _entries(path: Path) -> Iterator[Entry]:
+def parse_index(text: str, path: str) -> Iterator[Entry]:
+    """The entries of an index's text (`path` names it in errors); a bad one is an InputError."""
     try:
-        body = json.loads(path.read_text(encoding="utf-8"))
+        body = json.loads(text)
         rows = body["wheels"]
         assert isinstance(rows, list)
     except (ValueError, KeyError, TypeError, AssertionError):

@@ -23,6 +23,7 @@ from installer.envs.inventory import canonical
 from installer.errors import InputError
 from installer.host.facts import index_settings
 from installer.host.indexes import IndexSettings
+from installer.lockfile.buildlock import lock_stage_builds
 from installer.lockfile.io import dump_lockfile, read_lockfile
 from installer.lockfile.model import (
     CondaPackage,
@@ -147,6 +148,9 @@ def _resolve(
         work=work,
     )
     stages, resolved = lock_stages(stage_specs(profile, variant), inputs)
+    stages = lock_stage_builds(
+        stages, source.path, target, settings, cache=cache_root(), work=work / "build"
+    )
     cuda = _cuda_target(profile, variant, target, resolved)
     backend = request.options.backend or profile.env.backend
     return Lockfile(

@@ -25,12 +25,17 @@ def dump_lockfile(lock: Lockfile) -> str:
     data = lock.model_dump(mode="json")
     for stage in data["stages"]:
         stage["distributions"] = [_compact(d) for d in stage["distributions"]]
+        build = [_compact(d) for d in stage.pop("build")]
+        if build:  # most stages build nothing: no empty list in each
+            stage["build"] = build
     body = yaml.safe_dump(data, sort_keys=True, default_flow_style=False, width=1000)
     return header + body
 
 
 def _compact(dist: dict[str, Any]) -> dict[str, Any]:
     """A distribution without its unset fields: hundreds of them make the file hard to review."""
+    if isinstance(dist.get("kernel_wheel"), dict):
+        dist = {**dist, "kernel_wheel": _compact(dist["kernel_wheel"])}
     return {k: v for k, v in dist.items() if v not in (None, {}, [])}
 
 

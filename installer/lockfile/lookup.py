@@ -27,6 +27,7 @@ __all__ = [
     "Served",
     "hashed_dists",
     "lookup",
+    "lookup_dists",
     "mismatches",
     "refuse_unserved",
     "served_artifacts",
@@ -91,6 +92,18 @@ def lookup(lock: Lockfile, settings: IndexSettings, *, offline: bool, work: Path
         if dists:
             found.update(_lookup(dists, index, target, settings, work / f"group-{number}"))
     return found
+
+
+def lookup_dists(
+    dists: Sequence[LockedDist],
+    index: str | None,
+    target: Target,
+    settings: IndexSettings,
+    *,
+    work: Path,
+) -> dict[str, list[Artifact]]:
+    """The files each of `dists` (exact versions) has on the indexes of one stage."""
+    return _lookup(dists, index, target, settings, work)
 
 
 def _lookup(

@@ -33,7 +33,9 @@ __all__ = [
     "CondaPackage",
     "CudaTarget",
     "DistSource",
+    "KernelWheel",
     "LockedDist",
+    "LockedKey",
     "LockedSource",
     "LockedStage",
     "Lockfile",
@@ -71,6 +73,51 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+Version = Annotated[str, _shaped(re.compile(r"^[0-9][0-9A-Za-z.+!_-]{0,63}$"), "version")]
+CudaTag = Annotated[
+    str, _shaped(re.compile(r"^(cpu|[0-9]{1,3}(\.[0-9]{1,3})?)$"), "CUDA (X.Y or cpu)")
+]
+PythonTag = Annotated[str, _shaped(re.compile(r"^cp3[0-9]{1,3}$"), "Python tag (cp3XX)")]
+PlatformTag = Annotated[str, _shaped(re.compile(r"^[a-z0-9_]{1,64}$"), "platform tag")]
+
+
+def _wheel_url(value: str | None) -> str | None:
+    """A release wheel's URL: http(s), one line, no credentials (a lockfile is shared)."""
+    if value is None:
+        return None
+    _one_line(value)
+    scheme, _, rest = value.partition("://")
+    if scheme not in {"https", "http"} or "@" in rest.split("/", 1)[0] or " " in value:
+        raise ValueError("must be an http(s) URL without credentials")
+    if not rest.rsplit("/", 1)[-1].split("?", 1)[0].endswith(".whl"):
+        raise ValueError("must name a .whl file")
+    return value
+
+
+class LockedKey(_Strict):
+    """The build key a kernel wheel was made for (see docs/kernels.md)."""
+
+    torch: Version
+    cuda: CudaTag
+    cxx11abi: bool
+    python: PythonTag
+    platform: PlatformTag
+
+
+class KernelWheel(_Strict):
+    """The wheel a kernel stage installed: prebuilt (lab wheelhouse, release, index) or built
+    here from the sdist and published. A `--locked` install of this record takes the same file
+    (by sha256, from a wheelhouse or the release URL) or builds the locked sdist and says so."""
+
+    file: FileName
+    sha256: Sha256
+    source: Literal["wheelhouse", "release", "index", "build"]
+    key: LockedKey
+    url: Annotated[str | None, AfterValidator(_wheel_url)] = Field(
+        default=None, description="Release wheels: where the file was downloaded from"
+    )
+
+
 class LockedDist(_Strict):
     """One distribution a stage installs.
 
@@ -96,6 +143,9 @@ class LockedDist(_Strict):
     record_sha256: Sha256 | None = Field(
         default=None, description="Env records only: digest of the installed RECORD file"
     )
+    kernel_wheel: KernelWheel | None = Field(
+        default=None, description="Env records only: the kernel wheel a kernel stage installed"
+    )
 
 
 class LockedStage(_Strict):
@@ -106,6 +156,11 @@ class LockedStage(_Strict):
     options: tuple[str, ...] = Field(default=(), description="installer flags the stage used")
     env: dict[str, str] = Field(default_factory=dict)
     distributions: tuple[LockedDist, ...] = ()
+    build: tuple[LockedDist, ...] = Field(
+        default=(),
+        description="The build backends and build dependencies of what the stage builds from "
+        "source (its sdists; verl's checkout for install-verl), each with its sha256",
+    )
 
 
 class LockedSource(_Strict):

@@ -11,6 +11,7 @@ from graphlib import CycleError, TopologicalSorter
 
 from installer.errors import InputError
 from installer.host.facts import HostFacts
+from installer.kernels.locked import plan_locked_kernels
 from installer.kernels.planning import KernelDecision, plan_kernels
 from installer.options import RunOptions
 from installer.paths import state_dir
@@ -35,7 +36,7 @@ def compile_plan(
     source = SourceSpec.from_profile(profile, options, state_dir(options.prefix))
     settings = host.settings
     if locked is not None:
-        stages = locked_stage_specs(locked.lock)
+        stages = locked_stage_specs(locked.lock, {s.id: s.kernel for s in stages if s.kernel})
         source = locked_source_spec(source, locked.lock)
         # every pin already met pip's constraints when it was locked; --require-hashes refuses
         # unpinned constraint lines
@@ -55,17 +56,26 @@ def compile_plan(
         notes=host.notes,
         driver=host.driver,
         locked=locked,
-        kernels=_kernels(profile, options, host, stages) if locked is None else {},
+        kernels=_kernels(profile, options, host, stages, locked),
     )
     steps = _order(plan_steps(draft))
     return Plan(**{**draft.__dict__, "steps": steps})
 
 
 def _kernels(
-    profile: Profile, options: RunOptions, host: HostFacts, stages: tuple[StageSpec, ...]
+    profile: Profile,
+    options: RunOptions,
+    host: HostFacts,
+    stages: tuple[StageSpec, ...],
+    locked: LockedInstall | None,
 ) -> dict[str, KernelDecision]:
     if host.kernels is None:
         return {}
+    if locked is not None:
+        return plan_locked_kernels(
+            locked.lock, {s.id: s.kernel for s in stages if s.kernel}, host=host.kernels,
+            driver=host.driver, flags=options.cuda_arch,
+        )  # fmt: skip
     listed = tuple((s.id, s.packages, s.kernel) for s in stages)
     return plan_kernels(
         listed, profile=profile, variant=host.variant, host=host.kernels,

@@ -36,6 +36,7 @@ from installer.lockfile.model import Lockfile, profile_hash
 from installer.options import RunOptions
 from installer.paths import default_lockfile
 from installer.platforms import MACHINES, host_platform
+from installer.profile.kernel import KernelSpec
 from installer.profile.models import RESERVED_STEP_IDS, Profile, PythonSpec
 from installer.profile.stagespec import StageSpec, stage_specs
 from installer.steps.source import SourceSpec
@@ -137,8 +138,12 @@ def _check_glibc(lock: Lockfile, path: Path) -> None:
         )
 
 
-def locked_stage_specs(lock: Lockfile) -> tuple[StageSpec, ...]:
-    """The plan's stages, as the lockfile recorded them (install-verl is the plan's own step)."""
+def locked_stage_specs(
+    lock: Lockfile, kernels: Mapping[str, KernelSpec] | None = None
+) -> tuple[StageSpec, ...]:
+    """The plan's stages, as the lockfile recorded them (install-verl is the plan's own step);
+    `kernels` (stage id -> the profile's `kernel:` block) marks the kernel stages."""
+    kernels = kernels or {}
     return tuple(
         StageSpec(
             id=stage.id,
@@ -149,6 +154,7 @@ def locked_stage_specs(lock: Lockfile) -> tuple[StageSpec, ...]:
             no_build_isolation="--no-build-isolation" in stage.options,
             no_deps=True,
             env=dict(stage.env),
+            kernel=kernels.get(stage.id),
         )
         for stage in lock.stages
         if stage.kind != "install-verl"

@@ -12,6 +12,7 @@ from typing import Any
 from installer.gpu.model import DriverInfo
 from installer.host.indexes import IndexSettings
 from installer.kernels.planning import KernelDecision
+from installer.lockfile.gaps import hash_gaps
 from installer.options import RunOptions
 from installer.plan.locked import LockedInstall
 from installer.profile.models import Profile
@@ -58,6 +59,14 @@ class Plan:
     def prefix(self) -> Path:
         """Where the env lives."""
         return self.options.prefix
+
+    @property
+    def hash_gaps(self) -> list[str]:
+        """What this run takes without a hash check (`--locked` only; see lockfile.gaps)."""
+        if self.locked is None:
+            return []
+        conda_exe = self.options.conda_exe is not None and self.backend != "venv"
+        return hash_gaps(self.locked.lock, installer=self.options.installer, conda_exe=conda_exe)
 
     def step(self, step_id: str) -> Step:
         """The step with this id."""

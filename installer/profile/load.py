@@ -23,7 +23,8 @@ def profile_path(name_or_path: str, *, search: Path = PROFILES_DIR) -> Path:
     candidate = Path(name_or_path)
     if candidate.suffix in {".yaml", ".yml"}:
         if not candidate.is_file():
-            raise InputError(f"profile file {candidate} does not exist")
+            why = "is not a regular file" if candidate.exists() else "does not exist"
+            raise InputError(f"profile file {candidate} {why}")
         return candidate
     found = search / f"{name_or_path}.yaml"
     if not found.is_file():

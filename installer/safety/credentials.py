@@ -9,8 +9,8 @@ each tool documents:
   removed when the child ends;
 - git (a clone, or the git that pip or uv call for a `git+` requirement) gets an
   `http.<url>.extraHeader` with the Basic authorization through GIT_CONFIG_COUNT/KEY/VALUE.
-A token in a URL's query string cannot travel that way: it stays in the argv, and only redaction
-(installer.redact) keeps it out of logs and output.
+A URL whose secret is in its query string or path travels whole in the environment instead
+(installer.safety.secreturls).
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
+
+from installer.safety.secreturls import move_secret_urls
 
 __all__ = [
     "Credential",
@@ -89,18 +91,23 @@ class Lifted:
 
 
 def lift(args: Sequence[str], environ: Mapping[str, str]) -> Lifted:
-    """`args` with every URL's userinfo removed, and the environment that carries it instead."""
+    """`args` with every URL's userinfo removed, and the environment that carries it instead;
+    a URL with another kind of secret moves into the environment whole (safety.secreturls)."""
+    moved, git_settings, env = move_secret_urls(args, environ)
     argv, found = [], []
-    for arg in args:
+    for arg in moved:
         clean, cred = _split_arg(arg)
         argv.append(clean)
         found.extend(cred)
     if not found:
-        return Lifted(argv=list(args), env={})
+        if git_settings:
+            env.update(git_config_env(git_settings, environ))
+        return Lifted(argv=argv, env=env)
     folder = Path(tempfile.mkdtemp(prefix="verl-bootstrap-auth-"))  # 0700
     netrc = folder / "netrc"
     _write_private(netrc, _user_netrc(environ) + _netrc_lines(found))
-    return Lifted(argv=argv, env={"NETRC": str(netrc), **_git_env(found, environ)}, folder=folder)
+    env.update(git_config_env([*git_settings, *git_auth_settings(found)], environ))
+    return Lifted(argv=argv, env={"NETRC": str(netrc), **env}, folder=folder)
 
 
 def _split_arg(arg: str) -> tuple[str, list[Credential]]:
@@ -159,7 +166,3 @@ def git_config_env(
         env[f"GIT_CONFIG_KEY_{start + offset}"] = key
         env[f"GIT_CONFIG_VALUE_{start + offset}"] = value
     return env
-
-
-def _git_env(found: list[Credential], environ: Mapping[str, str]) -> dict[str, str]:
-    return git_config_env(git_auth_settings(found), environ)

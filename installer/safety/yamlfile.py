@@ -16,6 +16,8 @@ objects by PyYAML's safe constructor. Duplicate keys are found on the composed n
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,11 +64,25 @@ class Located:
 def read_untrusted(path: Path, *, what: str, max_bytes: int = MAX_BYTES) -> str:
     """`path`'s text, or an InputError: unreadable, too large, binary, or not UTF-8."""
     try:
-        with path.open("rb") as fh:
-            raw = fh.read(max_bytes + 1)
+        # O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise InputError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as fh:
+        _check_regular(path, os.fstat(fd).st_mode, what)
+        try:
+            raw = fh.read(max_bytes + 1)
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
     return decode_untrusted(raw, name=str(path), what=what, max_bytes=max_bytes)
+
+
+def _check_regular(path: Path, mode: int, what: str) -> None:
+    """A file, or /dev/null (an empty file); a folder, FIFO, socket or device is refused."""
+    if stat.S_ISREG(mode) or str(path) == os.devnull:
+        return
+    kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, socket or device)"
+    raise InputError(f"{path}: not a {what}: {kind}", hint=f"point at the {what} file itself")
 
 
 def decode_untrusted(raw: bytes, *, name: str, what: str, max_bytes: int = MAX_BYTES) -> str:

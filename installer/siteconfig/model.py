@@ -12,6 +12,8 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from installer.redact import redact
+
 __all__ = [
     "SITE_SCHEMA_VERSION",
     "Caches",
@@ -190,14 +192,15 @@ class SiteConfig(_Strict):
     wheelhouse: str | None = Field(
         default=None,
         description="The lab wheelhouse: a folder (on a shared filesystem) where every kernel "
-        "wheel the tool builds is published and looked up (default: "
-        "$VERL_BOOTSTRAP_HOME/wheelhouse).",
+        "wheel the tool builds is published and looked up, or an http(s) URL serving such a "
+        "folder, which is only read (default: $VERL_BOOTSTRAP_HOME/wheelhouse).",
     )
 
     @field_validator("wheelhouse")
     @classmethod
     def _wheelhouse(cls, value: str | None) -> str | None:
-        if value is not None and "://" in value and not value.startswith("file://"):
-            msg = f"{value!r}: the wheelhouse must be a folder (an index URL is not supported yet)"
+        remote = ("file://", "https://", "http://")
+        if value is not None and "://" in value and not value.startswith(remote):
+            msg = f"{redact(value)!r}: the wheelhouse must be a folder or an http(s) URL"
             raise ValueError(msg)
         return value

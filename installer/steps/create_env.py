@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from installer.envs.base import EnvRequest
+from installer.envs.condahash import LockedConda
 from installer.envs.registry import get_backend
 from installer.plan.model import Plan, Step
 from installer.redact import redact
@@ -26,6 +27,7 @@ def env_request(plan: Plan, log_path: Path | None = None) -> EnvRequest:
         conda_packages=(*plan.profile.env.conda_packages, *_locked_conda(plan)),
         seed_pip=needs_pip,
         log_path=log_path,
+        locked_conda=_locked_digests(plan),
     )
 
 
@@ -34,6 +36,15 @@ def _locked_conda(plan: Plan) -> tuple[str, ...]:
     if plan.locked is None or plan.backend != "conda":
         return ()
     return tuple(f"{p.name} =={p.version} {p.build}" for p in plan.locked.lock.conda)
+
+
+def _locked_digests(plan: Plan) -> tuple[LockedConda, ...] | None:
+    """A --locked conda env links only packages with the lock's digests."""
+    if plan.locked is None or plan.backend != "conda":
+        return None
+    return tuple(
+        LockedConda(name=p.name, sha256=p.sha256, md5=p.md5) for p in plan.locked.lock.conda
+    )
 
 
 def describe(plan: Plan) -> Step:

@@ -6,11 +6,20 @@ from typing import Any
 
 from installer.envs.base import env_python
 from installer.installers import InstallRequest, install_command
+from installer.lockfile.model import LockedStage
 from installer.plan.model import Plan, Step
 from installer.redact import redact
 from installer.steps.base import StepContext, run_in_env
+from installer.steps.locked import build_constraints_file, write_build_constraints
 
 __all__ = ["describe", "execute"]
+
+
+def _locked(plan: Plan) -> LockedStage | None:
+    """The lock's install-verl stage (its `build`: verl's locked build backend)."""
+    if plan.locked is None:
+        return None
+    return next((s for s in plan.locked.lock.stages if s.kind == "install-verl"), None)
 
 
 def _argv(plan: Plan) -> list[str]:
@@ -19,6 +28,7 @@ def _argv(plan: Plan) -> list[str]:
         editable=str(plan.source.checkout),
         no_deps=True,
         offline=plan.options.offline,
+        build_constraints=build_constraints_file(plan.prefix, _locked(plan)),
     )
     return install_command(plan.options.installer, request, plan.settings)
 
@@ -34,5 +44,6 @@ def describe(plan: Plan) -> Step:
 
 
 def execute(ctx: StepContext) -> dict[str, Any]:
+    write_build_constraints(ctx.plan.prefix, _locked(ctx.plan))
     run_in_env(ctx, _argv(ctx.plan))
     return {}

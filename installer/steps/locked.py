@@ -15,8 +15,8 @@ from installer.errors import InputError, StepFailed
 from installer.httpclient import HttpError, download
 from installer.lockfile.io import write_lockfile
 from installer.lockfile.lookup import Artifact
-from installer.lockfile.model import LockedDist, LockedStage, Lockfile
-from installer.paths import cache_root, env_lockfile, file_sha256
+from installer.lockfile.model import KernelWheel, LockedDist, LockedStage, Lockfile
+from installer.paths import atomic_write, cache_root, env_lockfile, file_sha256, locked_build_file
 from installer.plan.locked import LockedInstall
 from installer.redact import redact
 from installer.safety.shapes import inside
@@ -24,12 +24,14 @@ from installer.steps import source
 from installer.steps.source import SourceResult, SourceSpec
 
 __all__ = [
+    "build_constraints_file",
     "cached_archive",
     "check_source",
     "fetch_checked",
     "fetch_locked_sdist",
     "locked_requirements",
     "record_locked_env",
+    "write_build_constraints",
 ]
 
 
@@ -64,6 +66,26 @@ def _requirement(dist: LockedDist, artifact: Artifact | None) -> str:
     return f"{dist.name}=={dist.version}{hashes}"
 
 
+def build_constraints_file(prefix: Path, stage: LockedStage | None) -> Path | None:
+    """The build constraints a locked stage builds with (None: it locks no build env)."""
+    if stage is None or not stage.build:
+        return None
+    return locked_build_file(prefix, stage.id)
+
+
+def write_build_constraints(prefix: Path, stage: LockedStage | None) -> None:
+    """Write the stage's locked build dependencies, pinned with their sha256, for uv's
+    `--build-constraints` (with `--require-build-hashes`: an unlisted one is refused too)."""
+    path = build_constraints_file(prefix, stage)
+    if path is None or stage is None:
+        return
+    lines = [f"# stage {stage.id}'s locked build dependencies, from the lockfile"]
+    for dist in stage.build:
+        hashes = "".join(f" --hash=sha256:{h}" for h in dist.hashes)
+        lines.append(f"{dist.name}=={dist.version}{hashes}")
+    atomic_write(path, "\n".join(lines) + "\n")
+
+
 def fetch_locked_sdist(
     spec: SourceSpec, locked: LockedInstall, *, log_path: Path, cache: Path | None = None
 ) -> SourceResult | None:
@@ -83,9 +105,7 @@ def fetch_locked_sdist(
         return None
     fetch_checked(artifact, archive, want.sdist_sha256)
     # the same checkout and mark fetch_source makes, so a resumed run reuses it
-    source.unpack_sdist(archive, spec.checkout)
-    mark = f"{archive.name} {want.sdist_sha256}\n"
-    (spec.checkout / source.SDIST_MARK).write_text(mark)
+    source.unpack_sdist(archive, spec.checkout, want.sdist_sha256)
     with log_path.open("a", encoding="utf-8") as log:
         log.write(f"unpacked verl's locked sdist {archive} (sha256 {want.sdist_sha256})\n")
     return SourceResult(
@@ -137,18 +157,26 @@ def check_source(lock: Lockfile, source: SourceResult) -> None:
         )
 
 
-def record_locked_env(prefix: Path, lock: Lockfile, built: Mapping[str, str] | None = None) -> Path:
-    """The env's record after a locked install: the lockfile, plus each installed RECORD's digest
-    and, for each distribution built here from its locked sdist, the built wheel's sha256.
+def record_locked_env(
+    prefix: Path,
+    lock: Lockfile,
+    built: Mapping[str, str] | None = None,
+    kernels: Mapping[str, KernelWheel] | None = None,
+) -> Path:
+    """The env's record after a locked install: the lockfile, plus each installed RECORD's digest,
+    for each distribution built here from its locked sdist the built wheel's sha256, and for a
+    kernel the wheel its stage installed (prebuilt or built: file, sha256, build key).
 
     `verify --against` compares those digests with the env later, to tell a replaced build.
     """
 
-    now, built = installed(prefix), built or {}
+    now, built, kernels = installed(prefix), built or {}, kernels or {}
     stages = tuple(
         stage.model_copy(
             update={
-                "distributions": tuple(_with_record(d, now, built) for d in stage.distributions)
+                "distributions": tuple(
+                    _with_record(d, now, built, kernels) for d in stage.distributions
+                )
             }
         )
         for stage in lock.stages
@@ -156,7 +184,17 @@ def record_locked_env(prefix: Path, lock: Lockfile, built: Mapping[str, str] | N
     return write_lockfile(lock.model_copy(update={"stages": stages}), env_lockfile(prefix))
 
 
-def _with_record(dist: LockedDist, now: Mapping[str, Dist], built: Mapping[str, str]) -> LockedDist:
+def _with_record(
+    dist: LockedDist,
+    now: Mapping[str, Dist],
+    built: Mapping[str, str],
+    kernels: Mapping[str, KernelWheel],
+) -> LockedDist:
     found = now.get(dist.name)
-    digest = found.record_sha256 if found is not None else None
-    return dist.model_copy(update={"record_sha256": digest, "built_sha256": built.get(dist.name)})
+    update: dict[str, object] = {
+        "record_sha256": found.record_sha256 if found is not None else None,
+        "built_sha256": built.get(dist.name),
+    }
+    if dist.name in kernels:  # a lockfile's own record is kept when this run took another way
+        update["kernel_wheel"] = kernels[dist.name]
+    return dist.model_copy(update=update)

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from installer import __version__, proc
 from installer.envs.base import env_python
 from installer.envs.inventory import canonical, installed
@@ -18,7 +20,7 @@ from installer.lockfile import (
     profile_hash,
     write_lockfile,
 )
-from installer.lockfile.model import CudaTarget, channel_name
+from installer.lockfile.model import CudaTarget, KernelWheel, channel_name
 from installer.paths import env_lockfile
 from installer.plan.model import Plan, Step
 from installer.platforms import host_platform
@@ -26,7 +28,7 @@ from installer.steps.base import StepContext
 from installer.steps.locked import record_locked_env
 from installer.steps.source import SourceResult, locked_source
 
-__all__ = ["describe", "execute", "write_env_lock"]
+__all__ = ["describe", "execute", "kernel_wheels", "write_env_lock"]
 
 
 def write_env_lock(
@@ -39,11 +41,15 @@ def write_env_lock(
     now = installed(plan.prefix)
     stages = [_verl_stage(now)]
     seen = {d.name: d.version for s in stages for d in s.distributions}
+    wheels = kernel_wheels(plan, snapshots)
     for stage in plan.stages:
         snapshot = _stage_snapshot(snapshots.get(stage.id, {}), now)
         added = {n: v for n, v in snapshot.items() if seen.get(n) != v}
         seen.update(added)
-        dists = tuple(LockedDist(name=n, version=v) for n, v in sorted(added.items()))
+        dists = tuple(
+            LockedDist(name=n, version=v, kernel_wheel=wheels.get(n))
+            for n, v in sorted(added.items())
+        )
         stages.append(
             LockedStage(id=stage.id, kind=stage.kind, env=dict(stage.env), distributions=dists)
         )
@@ -63,6 +69,31 @@ def write_env_lock(
         allow_unsupported_ref=plan.options.allow_unsupported_ref,
     )
     return write_lockfile(lock, env_lockfile(plan.prefix))
+
+
+def kernel_wheels(
+    plan: Plan, outputs: Mapping[str, Mapping[str, object]]
+) -> dict[str, KernelWheel]:
+    """distribution -> the wheel its kernel stage installed (prebuilt or built here), from the
+    stages' outputs; a stage whose outputs do not name a whole key records none."""
+    out = {}
+    for stage in plan.stages:
+        done = outputs.get(stage.id, {}).get("kernel")
+        if stage.kernel is None or not isinstance(done, dict) or "sha256" not in done:
+            continue
+        names = {
+            "file": "wheel",
+            "sha256": "sha256",
+            "source": "source",
+            "key": "key",
+            "url": "url",
+        }
+        body = {field: done.get(name) for field, name in names.items()}
+        try:
+            out[canonical(stage.kernel.distribution)] = KernelWheel.model_validate(body)
+        except ValidationError:
+            continue
+    return out
 
 
 def _verl_stage(now: Mapping[str, object]) -> LockedStage:
@@ -127,7 +158,8 @@ def execute(ctx: StepContext) -> dict[str, Any]:
             for outputs in ctx.prior.values()
             for name, digest in dict(outputs.get("built") or {}).items()
         }
-        path = record_locked_env(ctx.plan.prefix, ctx.plan.locked.lock, built)
+        kernels = kernel_wheels(ctx.plan, ctx.prior)
+        path = record_locked_env(ctx.plan.prefix, ctx.plan.locked.lock, built, kernels)
         return {"lockfile": str(path)}
     source = SourceResult(
         **{**ctx.prior["fetch-source"], "path": Path(ctx.prior["fetch-source"]["path"])}

@@ -9,9 +9,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
 import sys
 import tarfile
 import tempfile
+import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -242,8 +244,7 @@ def _from_sdist(
         if archive is None:
             raise StepFailed(f"the index has no sdist of verl {version}")
         sha = file_sha256(archive)
-        unpack_sdist(archive, spec.checkout)
-    (spec.checkout / SDIST_MARK).write_text(f"{archive.name} {sha}\n")
+        unpack_sdist(archive, spec.checkout, sha)
     note = (
         f"git repository {redact(spec.repo)} unreachable ({why}); using verl {version}'s release "
         f"sdist from the configured index (sha256 {sha[:12]}…), recorded in the lockfile"
@@ -264,9 +265,29 @@ def _pip_index_args(settings: IndexSettings) -> list[str]:
     return args
 
 
-def unpack_sdist(archive: Path, dest: Path) -> None:
-    """Unpack a release sdist into `dest`, its top folder stripped, members filtered as data."""
-    dest.mkdir(parents=True)
+def unpack_sdist(archive: Path, dest: Path, sha256: str) -> None:
+    """Unpack a release sdist into `dest`, its top folder stripped, members filtered as data.
+
+    It is unpacked beside `dest` and renamed into place with its mark written, so `dest` never
+    exists half-unpacked: a run killed midway leaves only the staging folder, which the next
+    run removes and redoes. A damaged (truncated) archive is a step failure naming it.
+    """
+    staging = dest.with_name(f".{dest.name}.unpacking")
+    shutil.rmtree(staging, ignore_errors=True)  # the tool's own, from a run killed midway
+    staging.mkdir(parents=True)
+    try:
+        _extract(archive, staging)
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise StepFailed(
+            f"verl's sdist {archive} could not be unpacked ({exc}); nothing was kept",
+            hint="the archive is damaged (a cut download?): run the same command again",
+        ) from None
+    (staging / SDIST_MARK).write_text(f"{archive.name} {sha256}\n")
+    staging.rename(dest)
+
+
+def _extract(archive: Path, into: Path) -> None:
     with tarfile.open(archive) as tar:
         members = tar.getmembers()
         top = members[0].name.split("/")[0]
@@ -274,9 +295,9 @@ def unpack_sdist(archive: Path, dest: Path) -> None:
             member.name = member.name.removeprefix(top).lstrip("/")
         kept = [m for m in members if m.name]
         if hasattr(tarfile, "data_filter"):
-            tar.extractall(dest, members=kept, filter="data")
+            tar.extractall(into, members=kept, filter="data")
         else:  # Python without PEP 706: the names were checked above
-            tar.extractall(dest, members=kept)
+            tar.extractall(into, members=kept)
 
 
 def pip_launcher() -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
@@ -18,7 +19,9 @@ from installer.envs.inventory import canonical, installed
 from installer.errors import CommandFailed, StepFailed
 from installer.events import emit
 from installer.installers import InstallRequest, install_command
-from installer.kernels.host import wheelhouse_root
+from installer.kernels.host import open_wheelhouse
+from installer.kernels.lockedrun import LockedKernel, check_locked_loads, locked_kernel_wheels
+from installer.kernels.progress import BuildProgress, chain
 from installer.kernels.sizing import read_resources
 from installer.kernels.stage import KernelRun, run_kernel_stage
 from installer.lockfile.lookup import Artifact
@@ -35,7 +38,11 @@ from installer.plan.model import Plan, Step
 from installer.profile.stagespec import StageSpec
 from installer.redact import redact
 from installer.steps.base import StepContext, run_in_env
-from installer.steps.locked import locked_requirements
+from installer.steps.locked import (
+    build_constraints_file,
+    locked_requirements,
+    write_build_constraints,
+)
 from installer.steps.protect import check_protected, protected_pins, refused_by_pins
 from installer.steps.srcbuild import build_locked_sdists
 
@@ -52,6 +59,7 @@ def stage_request(plan: Plan, stage: StageSpec) -> InstallRequest:
             no_deps=True,
             no_build_isolation=stage.no_build_isolation,
             offline=plan.options.offline,
+            build_constraints=build_constraints_file(plan.prefix, _locked_stage(plan, stage.id)),
         )
     editable = None
     if stage.kind == "verl-deps":
@@ -68,6 +76,12 @@ def stage_request(plan: Plan, stage: StageSpec) -> InstallRequest:
         constraints_file=protected_file(plan.prefix, stage.id) if stage.protect else None,
         offline=plan.options.offline,
     )
+
+
+def _locked_stage(plan: Plan, stage_id: str) -> LockedStage | None:
+    if plan.locked is None:
+        return None
+    return next((s for s in plan.locked.lock.stages if s.id == stage_id), None)
 
 
 def _argv(plan: Plan, stage: StageSpec) -> list[str]:
@@ -102,19 +116,29 @@ def _locked_inputs(plan: Plan, stage_id: str) -> dict[str, str]:
     if plan.locked is None:
         return {}
     stage = next(s for s in plan.locked.lock.stages if s.id == stage_id)
-    return {"locked": locked_requirements(stage)}
+    inputs = {"locked": locked_requirements(stage)}
+    if stage.build:  # a changed build env re-runs the stage (older records stay as they were)
+        inputs["build"] = " ".join(
+            f"{d.name}=={d.version}:{','.join(d.hashes)}" for d in stage.build
+        )
+    return inputs
 
 
 def execute(ctx: StepContext) -> dict[str, Any]:
     stage = next(s for s in ctx.plan.stages if s.id == ctx.step.id)
     if stage.overrides:
         atomic_write(override_file(ctx.plan.prefix, stage.id), "\n".join(stage.overrides) + "\n")
-    built = _write_locked_requirements(ctx, stage) if ctx.plan.locked is not None else {}
+    built: dict[str, Artifact] = {}
     kernel: dict[str, Any] = {}
+    if ctx.plan.locked is not None:
+        built, kernel = _write_locked_requirements(ctx, stage)
     if stage.kind == "script":
         run_in_env(ctx, _argv(ctx.plan, stage), env=dict(stage.env), cwd=ctx.plan.source.checkout)
     else:
-        kernel = _install_stage(ctx, stage)
+        kernel = _install_stage(ctx, stage) or kernel
+    if ctx.plan.locked is not None and stage.kernel is not None:
+        check_locked_loads(_locked_kernel(ctx, stage), kernel.get("kernel", {}),
+                           gpu_present=ctx.plan.driver is not None)  # fmt: skip
     now = installed(ctx.plan.prefix)
     _check_expect(stage.id, stage.expect, now)
     ctx.protected.update(check_protected(ctx.protected, now, stage=stage.id, names=stage.protect))
@@ -125,31 +149,61 @@ def execute(ctx: StepContext) -> dict[str, Any]:
     }
 
 
-def _write_locked_requirements(ctx: StepContext, stage: StageSpec) -> dict[str, Artifact]:
-    """A locked stage's hashed requirements (its sdists built into wheels first); the built."""
+def _write_locked_requirements(
+    ctx: StepContext, stage: StageSpec
+) -> tuple[dict[str, Artifact], dict[str, Any]]:
+    """A locked stage's hashed requirements (its sdists built into wheels first, a kernel's
+    wheel taken from the wheelhouse where one matches); the wheels and the kernel's outputs."""
     assert ctx.plan.locked is not None
     locked = next(s for s in ctx.plan.locked.lock.stages if s.id == stage.id)
+    write_build_constraints(ctx.plan.prefix, locked)
     built: dict[str, Artifact] = {}
-    if stage.kind != "script":
-        built = _build_locked_sdists(ctx, stage, locked, ctx.plan.locked.artifacts)
+    taken: dict[str, Artifact] = {}
+    kernel: dict[str, Any] = {}
+    artifacts = ctx.plan.locked.artifacts
+    if stage.kind != "script" and stage.kernel is not None:
+        built, taken, kernel = locked_kernel_wheels(
+            _locked_kernel(ctx, stage),
+            lambda given: _build_locked_sdists(ctx, stage, locked, given),
+        )
+    elif stage.kind != "script":
+        built = _build_locked_sdists(ctx, stage, locked, artifacts)
     atomic_write(
         locked_requirements_file(ctx.plan.prefix, stage.id),
-        locked_requirements(locked, ctx.plan.locked.artifacts, built),
+        locked_requirements(locked, artifacts, {**built, **taken}),
     )
-    return built
+    return built, {"kernel": kernel} if kernel else {}
+
+
+def _locked_kernel(ctx: StepContext, stage: StageSpec) -> LockedKernel:
+    assert ctx.plan.locked is not None and stage.kernel is not None
+    return LockedKernel(
+        kernel=stage.kernel, stage=next(s for s in ctx.plan.locked.lock.stages if s.id == stage.id),
+        artifacts=ctx.plan.locked.artifacts, python=env_python(ctx.plan.prefix),
+        wheelhouse=open_wheelhouse(ctx.plan.options.site.wheelhouse, os.environ),
+        work=kernel_dir(ctx.plan.prefix, stage.id), note=lambda line: _note(ctx, line),
+    )  # fmt: skip
 
 
 def _build_locked_sdists(
     ctx: StepContext, stage: StageSpec, locked: LockedStage, artifacts: Mapping[str, Artifact]
 ) -> dict[str, Artifact]:
     """The stage's locked sdists, built here into wheels that the stage then installs."""
-
+    watched, env = _watched(ctx, stage), dict(ctx.step.env or stage.env)  # a kernel's sizing too
     return build_locked_sdists(
         locked, artifacts,
         prefix=ctx.plan.prefix, request=stage_request(ctx.plan, stage),
         settings=ctx.plan.settings, cache=cache_root(),
-        run=lambda argv: run_in_env(ctx, argv, env=dict(stage.env)),
+        run=lambda argv: run_in_env(watched, argv, env=env),
     )  # fmt: skip
+
+
+def _watched(ctx: StepContext, stage: StageSpec) -> StepContext:
+    """A kernel stage's context whose output lines also count compiled units (live progress)."""
+    if stage.kernel is None:
+        return ctx
+    progress = BuildProgress(stage.id, stage.kernel.distribution)
+    return replace(ctx, on_line=chain(ctx.on_line, progress))
 
 
 def _install_stage(ctx: StepContext, stage: StageSpec) -> dict[str, Any]:
@@ -175,12 +229,13 @@ def _kernel_job(
     ctx: StepContext, stage: StageSpec, request: InstallRequest, env: dict[str, str]
 ) -> KernelRun:
     assert stage.kernel is not None
+    watched = _watched(ctx, stage)
     return KernelRun(
         kernel=stage.kernel, packages=stage.packages, request=request,
         settings=ctx.plan.settings, installer=ctx.plan.options.installer,
-        wheelhouse=wheelhouse_root(ctx.plan.options.site.wheelhouse, os.environ),
+        wheelhouse=open_wheelhouse(ctx.plan.options.site.wheelhouse, os.environ),
         work=kernel_dir(ctx.plan.prefix, stage.id), env=env,
-        run=lambda argv: run_in_env(ctx, argv, env=env),
+        run=lambda argv: run_in_env(watched, argv, env=env),
         note=lambda line: _note(ctx, line), gpu_present=ctx.plan.driver is not None,
         available_gb=read_resources().available_gb,
     )  # fmt: skip

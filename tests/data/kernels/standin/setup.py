@@ -4,9 +4,7 @@ isolation), whose module links torch's c10 and so carries torch's C++ ABI in its
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
-setup(
-    name="standin-kernel",
-    version="0.1.0",
+setup(  # name and version: pyproject.toml
     packages=["standin_kernel"],
     ext_modules=[CppExtension("standin_kernel._C", ["csrc/standin.cpp"])],
     cmdclass={"build_ext": BuildExtension},

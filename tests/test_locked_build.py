@@ -1,0 +1,211 @@
+"""`--locked` builds of sdists hash-check their build backend and build dependencies.
+
+A real sdist (made here, built by setuptools) is built by real uv with the build env the lock
+records: the locked one builds; a build dependency whose sha256 was changed, or one the lock
+does not list, stops the build before anything is built.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from lockfixtures import CUTOFF, HOST_XY
+
+from installer import proc
+from installer.errors import CommandFailed
+from installer.host.indexes import IndexSettings
+from installer.installers import InstallRequest
+from installer.lockfile.buildlock import build_requirements, lock_build, sdist_pyproject
+from installer.lockfile.gaps import documented_gaps, hash_gaps
+from installer.lockfile.io import dump_lockfile
+from installer.lockfile.lookup import Artifact
+from installer.lockfile.model import (
+    CondaPackage,
+    CudaTarget,
+    LockedDist,
+    LockedSource,
+    LockedStage,
+    Lockfile,
+)
+from installer.lockfile.resolve import Target
+from installer.paths import file_sha256, locked_build_file
+from installer.steps.locked import cached_archive, write_build_constraints
+from installer.steps.srcbuild import build_locked_sdists
+
+NAME = "vb-tiny"
+PYPROJECT = b"""[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "vb-tiny"
+version = "1.0"
+"""
+
+
+def _sdist(folder: Path) -> Path:
+    """A real sdist: pyproject.toml, PKG-INFO and one module."""
+    archive = folder / "vb_tiny-1.0.tar.gz"
+    files = {
+        "pyproject.toml": PYPROJECT,
+        "PKG-INFO": b"Metadata-Version: 2.1\nName: vb-tiny\nVersion: 1.0\n",
+        "vb_tiny.py": b"VALUE = 1\n",
+    }
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"vb_tiny-1.0/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return archive
+
+
+@pytest.fixture(scope="module")
+def locked_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[LockedDist, ...]]:
+    """The sdist and its build env as `lock` records it (resolved on the default index)."""
+    work = tmp_path_factory.mktemp("buildlock")
+    archive = _sdist(work)
+    requirements = build_requirements([(archive.name, sdist_pyproject(archive))])
+    assert requirements == ["setuptools>=61"]
+    target = Target(HOST_XY, "linux-64", CUTOFF)
+    return archive, lock_build(requirements, target, IndexSettings(), work=work / "resolve")
+
+
+def _build(tmp: Path, archive: Path, build: tuple[LockedDist, ...]) -> dict[str, Artifact]:
+    sha = file_sha256(archive)
+    cache, prefix = tmp / "cache", tmp / "prefix"
+    cached = cached_archive(cache, sha, archive.name)
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(archive.read_bytes())
+    dist = LockedDist(name=NAME, version="1.0", source="sdist", hashes=(sha,))
+    stage = LockedStage(id="deps", kind="packages", distributions=(dist,), build=build)
+    write_build_constraints(prefix, stage)
+    request = InstallRequest(
+        python=Path(sys.executable), build_constraints=locked_build_file(prefix, stage.id)
+    )
+    artifacts = {NAME: Artifact(url=cached.as_uri(), sha256=sha, kind="sdist")}
+    log = tmp / "build.log"
+    return build_locked_sdists(
+        stage, artifacts, prefix=prefix, request=request, settings=IndexSettings(), cache=cache,
+        run=lambda argv: proc.run(argv, log_path=log),
+    )  # fmt: skip
+
+
+def test_the_lock_records_the_build_backend_with_its_hashes(
+    locked_build: tuple[Path, tuple[LockedDist, ...]],
+) -> None:
+    _, build = locked_build
+    setuptools = next(d for d in build if d.name == "setuptools")
+    assert setuptools.source == "wheel" and setuptools.hashes and setuptools.version
+    stage = LockedStage(id="deps", kind="packages", build=build)
+    lock = Lockfile(
+        generated_by="t", regenerate="t", profile="cpu", profile_hash="x", python=HOST_XY,
+        verl=LockedSource(repo="r", ref="v", kind="git", commit="c"),
+        cuda=CudaTarget(variant="cpu"), backend="venv", stages=(stage,),
+    )  # fmt: skip
+    assert f"sha256:{setuptools.hashes[0]}" not in dump_lockfile(lock)  # hashes, not flags
+    assert setuptools.hashes[0] in dump_lockfile(lock)
+
+
+def test_a_locked_build_env_builds_the_sdist(
+    locked_build: tuple[Path, tuple[LockedDist, ...]], tmp_path: Path
+) -> None:
+    archive, build = locked_build
+    built = _build(tmp_path, archive, build)
+    assert Path(built[NAME].url.removeprefix("file://")).name.endswith(".whl")
+    assert "--require-build-hashes" in (tmp_path / "build.log").read_text()
+
+
+def _tampered(dist: LockedDist) -> LockedDist:
+    """`dist` with the last digit of each sha256 changed."""
+    hashes = tuple(h[:-1] + ("0" if h[-1] != "0" else "1") for h in dist.hashes)
+    return dist.model_copy(update={"hashes": hashes})
+
+
+def test_a_tampered_build_dependency_is_refused(
+    locked_build: tuple[Path, tuple[LockedDist, ...]], tmp_path: Path
+) -> None:
+    archive, build = locked_build
+    tampered = tuple(_tampered(d) if d.name == "setuptools" else d for d in build)
+    with pytest.raises(CommandFailed):
+        _build(tmp_path, archive, tampered)
+    log = (tmp_path / "build.log").read_text()
+    assert "Hash mismatch" in log and "setuptools" in log
+    assert not list((tmp_path / "prefix").rglob("*.whl"))
+
+
+def test_a_build_dependency_the_lock_does_not_list_is_refused(
+    locked_build: tuple[Path, tuple[LockedDist, ...]], tmp_path: Path
+) -> None:
+    archive, build = locked_build
+    other = LockedDist(name="wheel", version="0.45.1", source="wheel", hashes=("0" * 64,))
+    with pytest.raises(CommandFailed):
+        _build(tmp_path, archive, (*(d for d in build if d.name != "setuptools"), other))
+    assert "no trusted hash was provided for: `setuptools`" in (tmp_path / "build.log").read_text()
+
+
+def _lock(*stages: LockedStage, verl: str = "git", conda: bool = False) -> Lockfile:
+    source = (
+        LockedSource(repo="r", ref="v1", kind="git", commit="c" * 40)
+        if verl == "git"
+        else LockedSource(
+            repo="r", ref="v1", kind="sdist", sdist="verl-1.tar.gz", sdist_sha256="a" * 64
+        )
+    )
+    packages = (
+        (CondaPackage(name="python", version="3.12.1", build="h0", channel="c", subdir="linux-64",
+                      filename="python-3.12.1-h0.conda", sha256="b" * 64),) if conda else ()
+    )  # fmt: skip
+    return Lockfile(
+        generated_by="t", regenerate="t", profile="cpu", profile_hash="x", python=HOST_XY,
+        verl=source, cuda=CudaTarget(variant="cpu"), backend="conda" if conda else "venv",
+        stages=stages, conda=packages,
+    )  # fmt: skip
+
+
+SETUPTOOLS = LockedDist(name="setuptools", version="80.0", source="wheel", hashes=("d" * 64,))
+VERL = LockedStage(
+    id="install-verl", kind="install-verl",
+    distributions=(LockedDist(name="verl", version="1", source="editable"),),
+)  # fmt: skip
+DEPS = LockedStage(
+    id="verl-deps", kind="verl-deps",
+    distributions=(LockedDist(name="antlr", version="4", source="sdist", hashes=("e" * 64,)),),
+)  # fmt: skip
+
+
+def test_a_lock_with_every_build_env_locked_names_only_the_git_checkout() -> None:
+    locked = (VERL.model_copy(update={"build": (SETUPTOOLS,)}),
+              DEPS.model_copy(update={"build": (SETUPTOOLS,)}))  # fmt: skip
+    assert hash_gaps(_lock(*locked), installer="uv", conda_exe=False) == [
+        "not hash-checked: verl's own source (its git checkout, installed editable), checked by "
+        "its commit id, which must be the locked one"
+    ]
+    assert hash_gaps(_lock(*locked, verl="sdist"), installer="uv", conda_exe=False) == []
+    pip = hash_gaps(_lock(*locked, verl="sdist"), installer="pip", conda_exe=False)
+    assert len(pip) == 2 and all("pip cannot require hashes" in g for g in pip)
+    assert "verl's editable install" in pip[0] and "verl-deps's source builds (antlr)" in pip[1]
+
+
+def test_a_lock_without_build_envs_names_each_build_and_how_to_close_it() -> None:
+    gaps = hash_gaps(_lock(VERL, DEPS, verl="sdist"), installer="uv", conda_exe=False)
+    assert len(gaps) == 2 and all("regenerate it with `verl-bootstrap lock`" in g for g in gaps)
+    isolated = DEPS.model_copy(update={"options": ("--no-deps", "--no-build-isolation")})
+    assert len(hash_gaps(_lock(VERL, isolated, verl="sdist"), installer="uv", conda_exe=False)) == 1
+
+
+def test_conda_packages_are_a_gap_only_under_the_users_own_conda() -> None:
+    lock = _lock(verl="sdist", conda=True)
+    assert hash_gaps(lock, installer="uv", conda_exe=False) == []
+    (line,) = hash_gaps(lock, installer="uv", conda_exe=True)
+    assert line.startswith("not hash-checked: the conda packages")
+
+
+def test_the_security_page_lists_every_gap_the_plan_can_name() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "security.md").read_text()
+    flat = " ".join(page.split())
+    for line in documented_gaps():
+        assert line in flat, line
