@@ -122,3 +122,19 @@ def test_collect_only_imports_the_files_without_running_them(
     (failure,) = body["failures"]
     assert (failure["cls"], failure["nodeid"]) == ("gpu", "tests/test_engine_on_cpu.py")
     assert code == EXIT_OK
+
+
+def test_the_tests_run_with_the_env_first_on_path(
+    cpu_env_session: Installed, tmp_path: Path
+) -> None:
+    # verl's tests/utils/test_config_on_cpu.py runs `python3 scripts/print_cfg.py` (needs hydra)
+    checkout = tmp_path / "verl"
+    (checkout / "tests").mkdir(parents=True)
+    (checkout / "tests" / "test_python3_on_cpu.py").write_text(
+        "import os, subprocess, sys\n\n\ndef test_python3_is_the_envs():\n"
+        "    out = subprocess.check_output(['python3', '-c', 'import sys; print(sys.prefix)'])\n"
+        "    assert os.path.realpath(out.decode().strip()) == os.path.realpath(sys.prefix)\n"
+    )
+    code, body = run_test(["--prefix", str(cpu_env_session.prefix), "--checkout", str(checkout)])
+    assert body["counts"]["passed"] == 1, body["failures"]
+    assert code == EXIT_OK

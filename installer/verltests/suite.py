@@ -8,6 +8,7 @@ a release sdist a subset), without `-x`, so that every failure is seen and class
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -135,7 +136,7 @@ def run_suite(
     if not python.exists():
         raise InputError(f"{prefix} is not an env (no {python})")
     tools = _require_tools(python, prefix, per_test=test_timeout is not None)
-    env = {**_ENV, **({} if allow_downloads else _OFFLINE)}
+    env = {**_ENV, **({} if allow_downloads else _OFFLINE), "PATH": _env_path(python)}
     with tempfile.TemporaryDirectory(prefix="verl-tests-") as scratch:
         where = Path(scratch)
         args = _pytest_args(python, where / "junit.xml", files, tools=tools,
@@ -171,6 +172,11 @@ def _require_tools(python: Path, prefix: Path, *, per_test: bool) -> dict[str, b
             "or install pytest-timeout into the env yourself",
         )
     return tools
+
+
+def _env_path(python: Path) -> str:
+    """PATH with the env's bin first, as in an activated env: verl's tests run `python3 ...`."""
+    return os.pathsep.join([str(python.parent), os.environ.get("PATH", os.defpath)])
 
 
 def _with_plugin(scratch: Path) -> dict[str, str]:
