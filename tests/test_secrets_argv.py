@@ -9,11 +9,17 @@ env's lockfile, every export format and all output are scanned for it too.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import http.server
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
+import zipfile
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -178,3 +184,71 @@ def test_a_git_url_with_a_query_token_is_fetched_through_an_insteadof_setting() 
         "GIT_CONFIG_KEY_1": f"url.{url}.insteadOf",
         "GIT_CONFIG_VALUE_1": "https://git.example/verl.git",
     }
+
+
+def _flat_wheel(folder: Path, name: str) -> None:
+    """A one-module wheel `name` 1.0 in `folder` (a real wheel uv can install)."""
+
+    info = f"{name}-1.0.dist-info"
+    files = {
+        f"{name}/__init__.py": b"",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\n"
+        b"Tag: py3-none-any\n",
+    }
+    digest = {
+        k: base64.urlsafe_b64encode(hashlib.sha256(v).digest()).rstrip(b"=")
+        for k, v in files.items()
+    }
+    record = "".join(f"{k},sha256={digest[k].decode()},{len(v)}\n" for k, v in files.items())
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(folder / f"{name}-1.0-py3-none-any.whl", "w") as wheel:
+        for path, body in files.items():
+            wheel.writestr(path, body)
+        wheel.writestr(f"{info}/RECORD", record + f"{info}/RECORD,,\n")
+
+
+def test_find_links_with_a_query_token_reach_uv_through_its_variable(tmp_path: Path) -> None:
+    # Two find-links locations, one of them a URL with a token: both leave argv for
+    # UV_FIND_LINKS (comma-separated), and a real uv finds the packages of both from there.
+
+    for name in ("alpha", "beta"):
+        _flat_wheel(tmp_path / name, name)
+    seen: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            if f"token={QUERY_TOKEN}" not in self.path and not self.path.endswith(".whl"):
+                self.send_error(403)
+                return
+            self.path = self.path.split("?", 1)[0]
+            super().do_GET()
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), partial(Handler, directory=str(tmp_path / "beta"))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/?token={QUERY_TOKEN}"
+    uv = str(Path(sys.executable).parent / "uv")
+    subprocess.run([uv, "venv", "-q", str(tmp_path / "v")], check=True)
+    argv = [uv, "pip", "install", "--python", str(tmp_path / "v" / "bin" / "python"),
+            "--no-index", "--dry-run", "-f", str(tmp_path / "alpha"), "--find-links", url,
+            "alpha", "beta"]  # fmt: skip
+    try:
+        lifted = lift(argv, {})
+        assert QUERY_TOKEN not in " ".join(lifted.argv)
+        assert lifted.env == {"UV_FIND_LINKS": f"{tmp_path / 'alpha'},{url}"}
+        done = subprocess.run(lifted.argv, env={**os.environ, **lifted.env},
+                              capture_output=True, text=True, check=False)  # fmt: skip
+    finally:
+        server.shutdown()
+    assert done.returncode == 0, done.stderr
+    assert "alpha==1.0" in done.stderr and "beta==1.0" in done.stderr
+    assert any(QUERY_TOKEN in path for path in seen)  # the server got the token
+    pip = lift(["py", "-m", "pip", "install", "-f", url, "-f", "/links", "x"], {})
+    assert pip.argv == ["py", "-m", "pip", "install", "x"]
+    assert pip.env == {"PIP_FIND_LINKS": f"{url} /links"}

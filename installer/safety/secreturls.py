@@ -3,7 +3,8 @@
 Such a URL cannot be split into a clean URL and a login (installer.safety.credentials), so the
 whole URL travels in the child's environment, where each tool documents it reads it:
 - uv takes its index flags from UV_DEFAULT_INDEX / UV_INDEX_URL and UV_EXTRA_INDEX_URL (a
-  space-separated list), pip from PIP_INDEX_URL and PIP_EXTRA_INDEX_URL. When one index URL of a
+  space-separated list) and UV_FIND_LINKS (comma-separated), pip from PIP_INDEX_URL,
+  PIP_EXTRA_INDEX_URL and PIP_FIND_LINKS. When one index URL of a
   kind holds a secret, every URL of that kind moves (a flag on the command line would replace
   the variable, not add to it);
 - git is given the clean URL (its query left out) on its command line, and a
@@ -28,11 +29,23 @@ _UV_FLAGS = {
     "--default-index": ("UV_DEFAULT_INDEX", "UV_INDEX_URL"),
     "--index-url": ("UV_DEFAULT_INDEX", "UV_INDEX_URL"),
     "--extra-index-url": ("UV_EXTRA_INDEX_URL",),
+    "--find-links": ("UV_FIND_LINKS",),
+    "-f": ("UV_FIND_LINKS",),
 }
 _PIP_FLAGS = {
     "--index-url": ("PIP_INDEX_URL",),
     "-i": ("PIP_INDEX_URL",),
     "--extra-index-url": ("PIP_EXTRA_INDEX_URL",),
+    "--find-links": ("PIP_FIND_LINKS",),
+    "-f": ("PIP_FIND_LINKS",),
+}
+# variables that hold a list, and how each tool splits it (uv's find-links: commas, checked on
+# uv 0.13; the rest: whitespace)
+_LIST_SEPARATOR = {
+    "UV_EXTRA_INDEX_URL": " ",
+    "UV_FIND_LINKS": ",",
+    "PIP_EXTRA_INDEX_URL": " ",
+    "PIP_FIND_LINKS": " ",
 }
 
 
@@ -79,8 +92,8 @@ def _move_flags(
         if names not in secret_kinds:
             continue
         for name in names:
-            joined = name.endswith("EXTRA_INDEX_URL") and name in env
-            env[name] = f"{env[name]} {url}" if joined else url
+            sep = _LIST_SEPARATOR.get(name)
+            env[name] = f"{env[name]}{sep}{url}" if sep and name in env else url
         drop.update((index, index + 1) if argv[index] == flag else (index,))
     return [a for i, a in enumerate(argv) if i not in drop], env
 
