@@ -17,7 +17,7 @@ from installer.kernels.wheelhouse import Wheelhouse
 from installer.lockfile import read_lockfile
 from installer.paths import env_lockfile
 
-BUILD_COMMAND = " wheel -v --no-deps --no-binary standin-kernel"
+BUILD_COMMAND = " wheel -v --no-deps --no-cache-dir --no-binary standin-kernel"
 
 
 def assert_kernel_installed(run: Run, prefix: Path) -> None:

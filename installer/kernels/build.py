@@ -57,7 +57,10 @@ def _wheel_command(
     spec: str, kernel: KernelSpec, request: InstallRequest, settings: IndexSettings, out: Path
 ) -> list[str]:
     cmd = [*pip_launcher(), "--python", str(request.python), "wheel", "-v", "--no-deps"]
-    cmd += ["--no-binary", kernel.distribution, "--wheel-dir", str(out)]
+    # pip's own wheel cache is keyed by the sdist, not by the torch a wheel was compiled
+    # against: a wheel it kept from another env could be handed back here. The keyed lab
+    # wheelhouse is the cache for kernels, so this build always compiles.
+    cmd += ["--no-cache-dir", "--no-binary", kernel.distribution, "--wheel-dir", str(out)]
     if request.no_build_isolation:
         cmd.append("--no-build-isolation")
     if settings.index_url:
