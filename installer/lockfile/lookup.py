@@ -90,7 +90,8 @@ def lookup(lock: Lockfile, settings: IndexSettings, *, offline: bool, work: Path
     found: dict[str, Sequence[Artifact]] = {}
     for number, (index, dists) in enumerate(sorted(groups.items(), key=lambda g: g[0] or "")):
         if dists:
-            found.update(_lookup(dists, index, target, settings, work / f"group-{number}"))
+            group = work / f"group-{number}"
+            found.update(lookup_dists(dists, index, target, settings, work=group))
     return found
 
 
@@ -103,16 +104,6 @@ def lookup_dists(
     work: Path,
 ) -> dict[str, list[Artifact]]:
     """The files each of `dists` (exact versions) has on the indexes of one stage."""
-    return _lookup(dists, index, target, settings, work)
-
-
-def _lookup(
-    dists: Sequence[LockedDist],
-    index: str | None,
-    target: Target,
-    settings: IndexSettings,
-    work: Path,
-) -> dict[str, list[Artifact]]:
     work.mkdir(parents=True, exist_ok=True)
     pins = work / "pins.txt"
     atomic_write(pins, "".join(f"{d.name}=={d.version}\n" for d in dists))
