@@ -25,6 +25,7 @@ __all__ = [
     "activation_file",
     "atomic_write",
     "built_wheels_dir",
+    "bytecode_store",
     "cache_root",
     "cannot_write",
     "checkout_dir",
@@ -85,6 +86,11 @@ def cache_root(environ: Mapping[str, str] | None = None) -> Path:
     if env.get("VERL_BOOTSTRAP_CACHE"):
         return Path(env["VERL_BOOTSTRAP_CACHE"]).expanduser()
     return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "verl-bootstrap"
+
+
+def bytecode_store(environ: Mapping[str, str] | None = None) -> Path:
+    """The per-user store of compiled modules (installer/steps/bytecode.py): safe to delete."""
+    return cache_root(environ) / "bytecode"
 
 
 def default_prefix(profile: str) -> Path:

@@ -18,6 +18,7 @@ from installer.installers import uv_binary
 from installer.paths import PROBES
 from installer.plan.model import Plan, Step
 from installer.profile.models import VerifySpec
+from installer.steps import bytecode
 from installer.steps.base import StepContext
 
 __all__ = ["Check", "VerifyReport", "describe", "execute", "import_needs_driver", "verify_env"]
@@ -49,6 +50,7 @@ class VerifyReport:
 
     prefix: str
     checks: tuple[Check, ...]
+    bytecode: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -65,6 +67,7 @@ class VerifyReport:
             "prefix": self.prefix,
             "ok": self.ok,
             "checks": [c.__dict__ for c in self.checks],
+            "bytecode": self.bytecode,
         }
 
 
@@ -80,11 +83,30 @@ def verify_env(
     python = env_python(prefix)
     if not python.exists():
         raise InputError(f"{prefix} is not an env (no {python})")
+    restored = bytecode.restore(python, prefix, log_path)
     answer = _probe(python, spec, gpu_present=gpu_present, log_path=log_path)
-    checks = [*_import_checks(answer, gpu_present=gpu_present), *_version_checks(answer, spec)]
+    imports = _import_checks(answer, gpu_present=gpu_present)
+    checks = [*imports, *_version_checks(answer, spec)]
     checks.append(_pip_check(python, log_path, spec.overridden))
     checks.append(_gpu_check(answer["gpu"], require_gpu=require_gpu))
-    return VerifyReport(prefix=str(prefix), checks=tuple(checks))
+    stored = {}
+    if all(c.status != "fail" for c in imports):  # keep only what a working env compiled
+        stored = bytecode.harvest(python, prefix, log_path)
+    summary = _bytecode_summary(restored, stored)
+    return VerifyReport(prefix=str(prefix), checks=tuple(checks), bytecode=summary)
+
+
+def _bytecode_summary(restored: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """What the bytecode store did around the imports (steps/bytecode.py), for the outputs."""
+    summary = {
+        "restored": restored.get("restored", 0),
+        "stored": stored.get("stored", 0),
+        "seconds": round(restored.get("seconds", 0.0) + stored.get("seconds", 0.0), 2),
+    }
+    problems = [a.get("error") or a.get("off") for a in (restored, stored)]
+    if any(problems):
+        summary["note"] = "; ".join(dict.fromkeys(p for p in problems if p))
+    return summary
 
 
 def _probe(
