@@ -243,3 +243,14 @@ def test_verify_reports_what_the_store_did_and_the_opt_out_turns_it_off(
     _fresh(two)
     off = verify_env(two.parents[1], spec).to_json()["bytecode"]
     assert off["restored"] == 0 and bytecode.OPT_OUT in off["note"]
+
+
+def test_a_pyc_others_can_write_is_not_stored(store: Path, envs: tuple[Path, Path]) -> None:
+    one, _ = envs
+    package = _fresh(one)
+    _import_verbose(one)
+    for pyc in package.glob("__pycache__/*.pyc"):
+        pyc.chmod(0o666)  # its code could be anyone's: Python checks only its date and size
+    answer = bytecode.harvest(one, one.parents[1], None)
+    assert answer["stored"] == 0 and answer["not_own"] >= 3, answer
+    assert not list(store.rglob("*.pyc"))

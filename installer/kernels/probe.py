@@ -11,6 +11,7 @@ from installer import proc
 from installer.errors import StepFailed
 from installer.kernels.key import BuildKey
 from installer.paths import PROBES
+from installer.steps import bytecode
 from installer.steps.verify import import_needs_driver
 
 __all__ = ["check_loads", "load_failures", "probe_key", "undefined_symbol"]
@@ -59,6 +60,10 @@ def check_loads(
     note: Callable[[str], None],
 ) -> None:
     """The stage's compiled modules load in the env; an `undefined symbol` names both keys."""
+    # loading them imports torch: its first import in the env, cold unless the store has its pycs
+    if modules:
+        restored = bytecode.restore(python, python.parents[1], None)
+        note(f"bytecode store: {restored.get('restored', 0)} compiled modules restored")
     for module, error in load_failures(python, modules).items():
         if not gpu_present and import_needs_driver(error):
             note(f"kernel {module}: not loaded here, it needs the NVIDIA driver ({error})")

@@ -211,12 +211,20 @@ def _valid_timestamp_pyc(data, source_stat):
     return mtime == int(source_stat.st_mtime) & mask and size == source_stat.st_size & mask
 
 
+def _own_file(info):
+    """A plain file this user wrote and no one else can change: only such a pyc is stored (the
+    code in a pyc is not checked against its source; another user's pyc could be anything)."""
+    return stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022
+
+
 def harvest_one(store, source, key, counts):
     pyc = _pyc_path(source)
     try:
-        if not stat.S_ISREG(os.lstat(pyc).st_mode):
-            return
+        info = os.lstat(pyc)
     except FileNotFoundError:
+        return
+    if not _own_file(info):
+        counts["not_own"] += 1
         return
     if key is not None and store.lookup(key) is not None:
         return  # already stored (a source that differs from RECORD is left out: no harm)
@@ -239,7 +247,7 @@ def run(request):
     started = time.monotonic()
     store = Store(request["store"])
     action = restore_one if request["mode"] == "restore" else harvest_one
-    counts = {"sources": 0, "restored": 0, "stored": 0, "present": 0, "errors": 0}
+    counts = {"sources": 0, "restored": 0, "stored": 0, "present": 0, "not_own": 0, "errors": 0}
     sources = [*_record_sources()]
     for tree in request.get("trees", ()):
         sources.extend(_tree_sources(tree))

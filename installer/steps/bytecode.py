@@ -24,7 +24,7 @@ from installer import proc
 from installer.errors import BootstrapError
 from installer.paths import PROBES, bytecode_store, checkout_dir
 
-__all__ = ["OPT_OUT", "enabled", "harvest", "restore"]
+__all__ = ["OPT_OUT", "enabled", "harvest", "restore", "summary"]
 
 OPT_OUT = "VERL_BOOTSTRAP_NO_BYTECODE_CACHE"
 PROBE = PROBES / "bytecode.py"
@@ -46,6 +46,24 @@ def restore(python: Path, prefix: Path, log_path: Path | None) -> dict[str, Any]
 def harvest(python: Path, prefix: Path, log_path: Path | None) -> dict[str, Any]:
     """Store the pycs Python compiled in the env that the store lacks."""
     return _run("harvest", python, prefix, log_path)
+
+
+def summary(restored: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """What the store did around verify's imports, for its outputs."""
+    shown = {
+        "restored": restored.get("restored", 0),
+        "stored": stored.get("stored", 0),
+        "seconds": round(restored.get("seconds", 0.0) + stored.get("seconds", 0.0), 2),
+    }
+    if stored.get("not_own"):  # e.g. a umask that makes files group-writable
+        shown["not_stored_writable_by_others"] = stored["not_own"]
+    errors = restored.get("errors", 0) + stored.get("errors", 0)
+    if errors:  # files the probe could not read or write (the first is in the step's log)
+        shown["errors"] = errors
+    problems = [a.get("error") or a.get("off") for a in (restored, stored)]
+    if any(problems):
+        shown["note"] = "; ".join(dict.fromkeys(p for p in problems if p))
+    return shown
 
 
 def _run(mode: str, python: Path, prefix: Path, log_path: Path | None) -> dict[str, Any]:

@@ -92,21 +92,8 @@ def verify_env(
     stored = {}
     if all(c.status != "fail" for c in imports):  # keep only what a working env compiled
         stored = bytecode.harvest(python, prefix, log_path)
-    summary = _bytecode_summary(restored, stored)
+    summary = bytecode.summary(restored, stored)
     return VerifyReport(prefix=str(prefix), checks=tuple(checks), bytecode=summary)
-
-
-def _bytecode_summary(restored: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
-    """What the bytecode store did around the imports (steps/bytecode.py), for the outputs."""
-    summary = {
-        "restored": restored.get("restored", 0),
-        "stored": stored.get("stored", 0),
-        "seconds": round(restored.get("seconds", 0.0) + stored.get("seconds", 0.0), 2),
-    }
-    problems = [a.get("error") or a.get("off") for a in (restored, stored)]
-    if any(problems):
-        summary["note"] = "; ".join(dict.fromkeys(p for p in problems if p))
-    return summary
 
 
 def _probe(
