@@ -8,6 +8,9 @@ Baselines (issue 10):
   the fair baseline for the tool's whole run (verify included) is an install plus that import;
 - raw uv installing the same exact pins the tool's env ended with (`uv venv` + `uv pip install`,
   the same warm uv cache and the same pip settings): the floor for the tool's install steps.
+
+The warm-up run also fills the user's bytecode store (installer/steps/bytecode.py), so the
+measured run restores compiled modules; a second run with the store off shows what it saves.
 """
 
 from __future__ import annotations
@@ -45,12 +48,14 @@ def timed(cmd: list[str], **kw: object) -> float:
     return time.perf_counter() - start
 
 
-def tool_install(prefix: Path, repo: Path) -> tuple[float, float, dict[str, float]]:
+def tool_install(
+    prefix: Path, repo: Path, env: dict[str, str] | None = None
+) -> tuple[float, float, dict[str, float]]:
     """(whole run, install steps only, each step's seconds) for the cpu profile."""
     start = time.perf_counter()
     done = subprocess.run(
         [TOOL, "--profile", "cpu", "--prefix", str(prefix), "--verl-source", str(repo), "--json"],
-        check=True, capture_output=True, text=True,
+        check=True, capture_output=True, text=True, env={**os.environ, **(env or {})},
     )  # fmt: skip
     total = time.perf_counter() - start
     steps = {s["id"]: float(s["seconds"]) for s in json.loads(done.stdout)["steps"]}
@@ -118,7 +123,10 @@ def measure(work: Path) -> list[tuple[str, float, str]]:
     raw_uv(work / "uv-warmup", repo, python, pins)
     for name in ("warmup", "hand-warmup", "uv-warmup"):
         shutil.rmtree(work / name)
-    total, install, steps = tool_install(work / "tool", repo)
+    total, install, steps = tool_install(work / "tool", repo)  # the warm-up filled the store
+    # the same run with the bytecode store off: verify compiles what it imports, as before it
+    no_store = tool_install(work / "no-store", repo, {"VERL_BOOTSTRAP_NO_BYTECODE_CACHE": "1"})
+    shutil.rmtree(work / "no-store")
     hand, first_import = by_hand(work / "hand", repo, python)
     shutil.rmtree(work / "hand")
     floor = raw_uv(work / "uv", repo, python, pins)
@@ -133,6 +141,9 @@ def measure(work: Path) -> list[tuple[str, float, str]]:
          f"{baseline / total:.1f}x faster than [a]+[b]"),
         ("  of which: the install steps", install, f"{hand / install:.1f}x faster than [a]"),
         ("  of which: verify (imports, versions, uv pip check)", verify, ""),
+        ("the same, bytecode store off: whole run", no_store[0],
+         f"{baseline / no_store[0]:.1f}x faster than [a]+[b]"),
+        ("  of which: verify", no_store[2].get("verify", 0.0), ""),
         ("[a] by hand: venv + pip, warm pip cache", hand, ""),
         (f"[b] then the first import: python -c '{FIRST_IMPORT}'", first_import, ""),
         ("[c] raw uv: uv venv + uv pip install of the env's exact pins", floor,
