@@ -9,8 +9,10 @@ import importlib.util
 import marshal
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -254,3 +256,36 @@ def test_a_pyc_others_can_write_is_not_stored(store: Path, envs: tuple[Path, Pat
     answer = bytecode.harvest(one, one.parents[1], None)
     assert answer["stored"] == 0 and answer["not_own"] >= 3, answer
     assert not list(store.rglob("*.pyc"))
+
+
+def test_a_store_on_another_filesystem_is_copied_from(
+    envs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one, two = envs
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    shm = Path("/dev/shm")  # a tmpfs on Linux hosts: another filesystem than the envs'
+    root = Path(tempfile.mkdtemp(dir=shm if shm.is_dir() else None))
+    try:
+        monkeypatch.setenv("VERL_BOOTSTRAP_CACHE", str(root))
+        assert _filled(one) >= 3
+        package = _fresh(two)
+        assert bytecode.restore(two, two.parents[1], None)["restored"] >= 3
+        cross = root.stat().st_dev != package.stat().st_dev
+        for pyc in _pycs(package).values():
+            assert pyc.stat().st_nlink == (1 if cross else 2)  # a copy where a link cannot be
+            assert pyc.read_bytes()[4:8] == (0b11).to_bytes(4, "little")
+        assert set(_loaded_from(_import_verbose(two), package).values()) == {"pyc"}
+    finally:
+        shutil.rmtree(root)
+
+
+def test_restore_never_replaces_a_pyc_that_is_there(store: Path, envs: tuple[Path, Path]) -> None:
+    one, two = envs
+    _filled(one)
+    package = _fresh(two)
+    _import_verbose(two)  # Python's own timestamp pycs
+    before = {name: (p.stat().st_ino, p.read_bytes()) for name, p in _pycs(package).items()}
+    answer = bytecode.restore(two, two.parents[1], None)
+    assert answer["restored"] == 0 and answer["present"] >= 3, answer
+    after = {name: (p.stat().st_ino, p.read_bytes()) for name, p in _pycs(package).items()}
+    assert after == before
