@@ -179,6 +179,7 @@ def _copy_new(stored, pyc):
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
+        os.chmod(tmp, 0o444)  # as the store's entries (and readable where the env is shared)
         os.link(tmp, pyc)
         return True
     except FileExistsError:
@@ -195,7 +196,7 @@ def restore_one(store, source, key, counts):
     if key is None:
         key = _file_sha256(source)
     stored = store.lookup(key)
-    if stored is None or not _is_checked_pyc(stored):
+    if stored is None or not os.path.isfile(source) or not _is_checked_pyc(stored):
         return
     if _place(stored, pyc):
         counts["restored"] += 1
