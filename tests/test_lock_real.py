@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 from lockfixtures import CUTOFF, HOST_XY, TOMORROW, cli, lock_args, make_lock
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 from verlrepo import git
 
 from installer.errors import EXIT_REFUSED, EXIT_STEP_FAILED
@@ -126,6 +128,25 @@ def test_relocking_an_unchanged_profile_at_the_same_cutoff_gives_the_same_bytes(
     )
     rerun = cli(*lock_args(verl_repo_session, again))
     assert rerun.returncode == 0 and rerun.stdout.startswith("unchanged"), rerun.stdout
+
+
+def test_a_later_stage_resolves_with_verls_requirements_in_force(
+    verl_repo_session: Path, tmp_path: Path
+) -> None:
+    # The stage after verl's deps carries TransferQueue's pin; TransferQueue wants an open
+    # tensordict>=0.10.0 and verl 0.9.1 (setup.py) caps it: tensordict>=0.8.0,<=0.10.0,!=0.9.0.
+    # Resolved without verl, that stage locked tensordict 0.15.3, which verl's env cannot hold.
+    profile = Path(__file__).parent / "data" / "profiles" / "verl-later-stage" / "profile.yaml"
+    output = tmp_path / "later.lock.yaml"
+    done = cli("lock", "--profile", str(profile), "--cuda", "cpu", "--python", HOST_XY,
+               "--exclude-newer", CUTOFF, "--verl-source", str(verl_repo_session),
+               "--output", str(output))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    locked = {
+        d.name: d.version for stage in read_lockfile(output).stages for d in stage.distributions
+    }
+    assert "transferqueue" in locked
+    assert Version(locked["tensordict"]) in SpecifierSet(">=0.8.0,<=0.10.0,!=0.9.0"), locked
 
 
 def test_the_conda_lock_records_the_conda_packages(conda_lock: Path, python_channel: Path) -> None:

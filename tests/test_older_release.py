@@ -5,7 +5,8 @@ The cpu profile, a real local git repo made from that release's sdist, the CLI a
 
 - v0.9.0 (default suite): v0.9.1's stack under v0.9.0's cutoff, with the CPU torch wheel the
   machine's pip settings carry, so it shares uv's cache with the other cpu installs.
-- v0.7.1 (heavy): torch 2.8.0, numpy < 2 and transformers 4.57.1, and both worker modules of that
+- v0.7.1 (heavy): torch 2.8.0, numpy < 2 and transformers >= 5 (what its CPU workflow upgrades
+  to), and both worker modules of that
   release (fsdp_workers and engine_workers). The PyTorch CPU index is unreachable here, so torch
   2.8.0 comes as the default index's CUDA build: about 7 GB, too much for the default suite's disk.
 """
@@ -104,7 +105,7 @@ def test_v0_7_1_installs_and_verifies_with_its_own_stack(v071: Installed) -> Non
                    "verl.trainer.ppo.ray_trainer", "tensordict"):  # fmt: skip
         assert checks[f"import {module}"]["status"] == "ok", checks[f"import {module}"]
     assert checks["version torch"]["detail"].startswith("torch 2.8.0")
-    assert checks["version transformers"]["detail"].startswith("transformers 4.57.1")
+    assert checks["version transformers"]["detail"].startswith("transformers 5.")
     assert checks["version numpy"]["detail"].startswith("numpy 1.")
     assert checks["uv pip check"]["status"] == "ok"
     assert _verl_version(prefix) == "0.7.1"

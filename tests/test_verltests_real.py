@@ -138,3 +138,26 @@ def test_the_tests_run_with_the_env_first_on_path(
     code, body = run_test(["--prefix", str(cpu_env_session.prefix), "--checkout", str(checkout)])
     assert body["counts"]["passed"] == 1, body["failures"]
     assert code == EXIT_OK
+
+
+def test_a_checkout_inside_another_project_runs_with_its_own_settings(
+    cpu_env_session: Installed, tmp_path: Path
+) -> None:
+    # Found by the heavy tier: an env under this project's build/ ran verl's tests with this
+    # project's `filterwarnings = error`, and verl's own warning "torchtitan engine is not
+    # available" (verl/workers/engine/__init__.py) became an import error of class env.
+    import shutil  # noqa: PLC0415
+
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    (lab / "pyproject.toml").write_text('[tool.pytest.ini_options]\nfilterwarnings = ["error"]\n')
+    (lab / "conftest.py").write_text("raise RuntimeError('a conftest above the checkout ran')\n")
+    checkout = lab / "verl"
+    shutil.copytree(cpu_env_session.prefix / "src" / "verl", checkout,
+                    ignore=shutil.ignore_patterns(".git", "__pycache__"))  # fmt: skip
+    warns = "tests/checkpoint_engine/test_fsdp_lora_only_checkpoint_on_cpu.py"
+    code, body = run_test(["--prefix", str(cpu_env_session.prefix), "--checkout", str(checkout),
+                           "--file", warns, "--collect-only"])  # fmt: skip
+    assert body["failures"] == [], body["failures"]
+    assert body["counts"]["collected"] > 0, body
+    assert code == EXIT_OK

@@ -2,9 +2,11 @@
 
 Stage N is resolved together with what earlier stages asked for, pinned to the versions they
 locked (and with their overrides), so that their requests (torch, the engine) and the profile's
-protected packages are hard constraints. A dependency an earlier stage merely pulled in may
-move, as it would when stage N is installed into the env; it is then recorded once, in the stage
-that installs its final version.
+protected packages are hard constraints. verl itself, once its deps stage is in, is a requirement
+of every later stage: it stays installed, so its ranges keep holding (TransferQueue asks for an
+open `tensordict>=0.10.0`; verl caps it at 0.10.0, and a later stage must not float past that).
+A dependency an earlier stage merely pulled in may otherwise move, as it would when stage N is
+installed into the env; it is then recorded once, in the stage that installs its final version.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class _Locked:
     owner: dict[str, tuple[str, Resolved]] = field(default_factory=dict)
     requested: set[str] = field(default_factory=set)
     overrides: dict[str, str] = field(default_factory=dict)  # name -> override, the latest wins
+    verl: str | None = None  # verl's editable requirement, from its deps stage on
 
     def pins(self, names: Iterable[str]) -> list[str]:
         return sorted(
@@ -71,6 +74,7 @@ def lock_stages(
                 state.owner[dist.name] = (spec.id, dist)
         state.requested |= _names(spec.packages)
         state.overrides.update(_by_name(spec.overrides))
+        state.verl = _verl_requirement(spec, inputs) or state.verl
     verl = LockedDist(name="verl", version=inputs.verl_version, source="editable")
     stages = [
         LockedStage(
@@ -111,10 +115,8 @@ def _lock_stage(
         )
     stem = inputs.work / f"{number:02d}-{spec.id}"
     carried = state.pins(state.requested)
-    lines = [*spec.packages, *carried]
-    if spec.kind == "verl-deps":
-        extras = f"[{','.join(spec.extras)}]" if spec.extras else ""
-        lines.insert(0, f"-e {inputs.checkout}{extras}")
+    verl = _verl_requirement(spec, inputs) or state.verl
+    lines = [*([verl] if verl else []), *spec.packages, *carried]
     atomic_write(stem.with_suffix(".in"), "\n".join(lines) + "\n")
     hard = state.pins(state.requested | (inputs.protected & state.owner.keys()))
     extra = _file_flag(stem, "constraints", "--constraint", hard)
@@ -129,6 +131,14 @@ def _lock_stage(
         extra=extra,
         log_path=stem.with_suffix(".log"),
     )
+
+
+def _verl_requirement(spec: StageSpec, inputs: StageInputs) -> str | None:
+    """verl's checkout, editable, with the extras its deps stage asks for (that stage only)."""
+    if spec.kind != "verl-deps":
+        return None
+    extras = f"[{','.join(spec.extras)}]" if spec.extras else ""
+    return f"-e {inputs.checkout}{extras}"
 
 
 def _stage_target(target: Target, spec: StageSpec) -> Target:

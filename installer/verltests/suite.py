@@ -140,6 +140,7 @@ def run_suite(
     with tempfile.TemporaryDirectory(prefix="verl-tests-") as scratch:
         where = Path(scratch)
         args = _pytest_args(python, where / "junit.xml", files, tools=tools,
+                            settings=_confined_to(checkout, scratch=where),
                             collect_only=collect_only, test_timeout=test_timeout)  # fmt: skip
         done = proc.run(args, log_path=log_path, env={**env, **_with_plugin(where)},
                         cwd=checkout, check=False, keep_output=True, timeout=timeout)  # fmt: skip
@@ -177,6 +178,41 @@ def _require_tools(python: Path, prefix: Path, *, per_test: bool) -> dict[str, b
 def _env_path(python: Path) -> str:
     """PATH with the env's bin first, as in an activated env: verl's tests run `python3 ...`."""
     return os.pathsep.join([str(python.parent), os.environ.get("PATH", os.defpath)])
+
+
+# The files pytest reads its settings from, in the order it looks for them, with the section that
+# makes a file count (None: the file counts as it is).
+_CONFIGS = (
+    ("pytest.ini", None),
+    (".pytest.ini", None),
+    ("pyproject.toml", "[tool.pytest.ini_options]"),
+    ("tox.ini", "[pytest]"),
+    ("setup.cfg", "[tool:pytest]"),
+)
+
+
+def _confined_to(checkout: Path, *, scratch: Path) -> list[str]:
+    """pytest's settings and conftest files from the checkout only, never from a folder above it.
+
+    Without a settings file of its own (verl has none), pytest walks up from the checkout and
+    takes the first one it finds: a checkout inside another project ran with that project's
+    `filterwarnings = error`, and verl's own "torchtitan engine is not available" warning
+    became an import error. The checkout's own settings win; else an empty file stands in.
+    """
+    own = next(
+        (checkout / name for name, section in _CONFIGS if _is_config(checkout / name, section)),
+        None,
+    )
+    if own is None:
+        own = scratch / "pytest.ini"
+        own.write_text("[pytest]\n", encoding="utf-8")
+    return ["-c", str(own), f"--rootdir={checkout}", f"--confcutdir={checkout}"]
+
+
+def _is_config(path: Path, section: str | None) -> bool:
+    if not path.is_file():
+        return False
+    return section is None or section in path.read_text(encoding="utf-8", errors="replace")
 
 
 def _with_plugin(scratch: Path) -> dict[str, str]:
@@ -220,10 +256,11 @@ def _pytest_args(
     files: tuple[str, ...],
     *,
     tools: dict[str, bool],
+    settings: list[str],
     collect_only: bool,
     test_timeout: float | None,
 ) -> list[str]:
-    args = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-p", PLUGIN,
+    args = [str(python), "-m", "pytest", *settings, "-p", "no:cacheprovider", "-p", PLUGIN,
             "-o", f"python_files={PATTERN}", "--continue-on-collection-errors", "-q", "-rN",
             f"--junitxml={junit}"]  # fmt: skip
     if collect_only:
