@@ -129,6 +129,13 @@ def test_the_evidence_is_the_exception_lines_not_the_code(cases: dict[str, Case]
         # measured: verl 0.9.1's Ray tests on a host with a load of 12 on 2 cores
         ("Exception: The current node timed out during startup. This could happen because some "
          "of the raylet failed to startup or the GCS has become overloaded.", "other"),
+        # measured: verl v0.8.0's git tests/utils/dataset/test_rl_dataset_on_cpu.py with
+        # transformers 5, before verl's CPU workflow downloaded the model to ~/models
+        ("OSError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': "
+         "'/root/models/deepseek-ai/deepseek-coder-1.3b-instruct'. Use `repo_type` argument if "
+         "needed.", "download"),
+        ("OSError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': 'a/b/c'.",
+         "other"),
     ],
 )  # fmt: skip
 def test_the_shapes_only_a_gpu_stack_or_the_hub_produce(line: str, cls: str) -> None:

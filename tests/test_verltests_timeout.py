@@ -68,6 +68,25 @@ def test_a_hung_test_is_stopped_and_reported_as_a_timeout(
     assert gone(int((tmp_path / "pid").read_text()))
 
 
+def test_an_interrupted_run_is_not_a_finished_one(
+    cpu_env_session: Installed, tmp_path: Path
+) -> None:
+    # Found in a real run: pytest stopped by a SIGINT (a user's Ctrl-C, a job scheduler) still
+    # writes what it has, and the run was reported as finished with no env problem.
+    interrupts = (
+        "import os, signal\n\n\ndef test_sleeps():\n    os.kill(os.getpid(), signal.SIGINT)\n"
+    )
+    source = checkout(tmp_path, interrupts)
+    code, body = run_test(["--prefix", str(cpu_env_session.prefix), "--checkout", str(source)])
+    assert code == EXIT_STEP_FAILED
+    assert (body["ok"], body["interrupted"], body["timed_out"]) == (False, True, False)
+    assert body["counts"]["passed"] == 1
+    (failure,) = body["failures"]
+    assert failure["nodeid"] == "tests/test_b_hangs_on_cpu.py::test_sleeps"
+    assert (failure["cls"], failure["rule"]) == ("other", "interrupted")
+    assert body["not_reached"] == ["tests/test_c_after_on_cpu.py"]
+
+
 def test_a_file_that_hangs_while_imported_is_named(
     cpu_env_session: Installed, tmp_path: Path
 ) -> None:

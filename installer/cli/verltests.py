@@ -116,4 +116,9 @@ def _verdict(report: SuiteReport) -> str:
             f"STOPPED at the time limit (--timeout): {len(report.not_reached)} file(s) not "
             "reached: " + ", ".join(report.not_reached)
         )
+    if report.interrupted:
+        return (
+            f"STOPPED: pytest was interrupted before it finished; {len(report.not_reached)} "
+            "file(s) not reached: " + ", ".join(report.not_reached)
+        )
     return "no env problem"

@@ -22,7 +22,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["CLASSES", "RULES", "Rule", "Verdict", "classify", "evidence", "stopped_at_time_limit"]
+__all__ = [
+    "CLASSES",
+    "RULES",
+    "Rule",
+    "Verdict",
+    "classify",
+    "evidence",
+    "interrupted_here",
+    "stopped_at_time_limit",
+]
 
 CLASSES = ("env", "download", "gpu", "timeout", "other")
 
@@ -91,9 +100,14 @@ RULES: tuple[Rule, ...] = (
           r"ConnectionError|urlopen error|Connection refused",
           "needs the network (a download)"),
     _rule("downloaded-files", "download",
-          r"(?:FileNotFoundError|No such file or directory|does not exist).*"
+          # transformers 5 takes a local model path that is not there for a hub repo id
+          r"(?:FileNotFoundError|No such file or directory|does not exist|"
+          r"Repo id must be in the form).*"
           r"(?:/models/|hf_data|verl-data|\.parquet|data/gsm8k|geometry3k)",
           "needs a model or dataset that verl's CPU workflow downloads before its tests"),
+    _rule("interrupted", "other",
+          r"^Interrupted: pytest was stopped here",
+          "the run was interrupted here, before it finished; run it again"),
     _rule("ray-startup", "other",
           r"node timed out during startup|GCS has become overloaded",
           "Ray's local node did not start in time (an overloaded host); re-run those files"),
@@ -101,6 +115,11 @@ RULES: tuple[Rule, ...] = (
           r"\bImportError\b",
           "an import fails in the env"),
 )  # fmt: skip
+
+
+def interrupted_here() -> str:
+    """The failure message of the test a run was interrupted in (the rule above matches it)."""
+    return "Interrupted: pytest was stopped here before the run finished (a signal or Ctrl-C)"
 
 
 def stopped_at_time_limit(seconds: float) -> str:

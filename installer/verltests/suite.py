@@ -20,7 +20,13 @@ from typing import Any
 from installer import proc
 from installer.envs.base import env_python
 from installer.errors import InputError, StepFailed
-from installer.verltests.classify import CLASSES, Verdict, classify, stopped_at_time_limit
+from installer.verltests.classify import (
+    CLASSES,
+    Verdict,
+    classify,
+    interrupted_here,
+    stopped_at_time_limit,
+)
 from installer.verltests.junit import Case, read_junit
 
 __all__ = ["Failure", "SuiteReport", "find_test_files", "run_suite"]
@@ -30,6 +36,7 @@ _RUN = ("passed", "failed", "error", "skipped", "timeout")
 _COLLECT_ONLY = ("collected", "error", "timeout")
 _TOOLS = ("pytest", "pytest_asyncio", "pytest_rerunfailures", "pytest_timeout")
 PLUGIN = "verl_bootstrap_progress"  # the module name progress_plugin.py gets in the run
+_INTERRUPTED = 2  # pytest's exit code when a signal, Ctrl-C or pytest.exit() stopped the run
 # As verl's CPU workflow sets them; the hub is offline unless the user allows downloads, so a
 # test that needs one fails at once (and is classified) instead of waiting on the network.
 _ENV = {
@@ -66,6 +73,7 @@ class SuiteReport:
     failures: tuple[Failure, ...]
     log: str
     timed_out: bool = False  # the run was stopped at its time limit
+    interrupted: bool = False  # pytest was stopped early some other way (a signal, pytest.exit)
     not_reached: tuple[str, ...] = ()  # files it never got to, then
 
     @property
@@ -77,7 +85,7 @@ class SuiteReport:
     @property
     def ok(self) -> bool:
         """No env-class failure and a finished run (a stopped run proved nothing of the rest)."""
-        return self.by_class["env"] == 0 and not self.timed_out
+        return self.by_class["env"] == 0 and not self.timed_out and not self.interrupted
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON form."""
@@ -88,6 +96,7 @@ class SuiteReport:
             "by_class": self.by_class,
             "ok": self.ok,
             "timed_out": self.timed_out,
+            "interrupted": self.interrupted,
             "not_reached": list(self.not_reached),
             "log": self.log,
             "failures": [
@@ -145,8 +154,12 @@ def run_suite(
         done = proc.run(args, log_path=log_path, env={**env, **_with_plugin(where)},
                         cwd=checkout, check=False, keep_output=True, timeout=timeout)  # fmt: skip
         cases = read_junit(where / "junit.xml") if (where / "junit.xml").exists() else ()
+        interrupted = not done.timed_out and done.returncode == _INTERRUPTED
         if done.timed_out:
-            cases = (*cases, _stuck(where / "progress.txt", timeout or 0.0))
+            cases = (*cases, _stuck(where / "progress.txt", "timeout",
+                                    stopped_at_time_limit(timeout or 0.0)))  # fmt: skip
+        elif interrupted:
+            cases = (*cases, _stuck(where / "progress.txt", "error", interrupted_here()))
     collected = _COLLECTED.findall(done.output) if collect_only else None
     if not cases and not collected:
         raise StepFailed(
@@ -154,7 +167,8 @@ def run_suite(
             hint=f"see its output in {log_path}",
         )
     number = int(collected[-1]) if collected else (0 if collect_only else None)
-    return _report(checkout, files, cases, log_path, collected=number, timed_out=done.timed_out)
+    return _report(checkout, files, cases, log_path, collected=number,
+                   timed_out=done.timed_out, interrupted=interrupted)  # fmt: skip
 
 
 def _require_tools(python: Path, prefix: Path, *, per_test: bool) -> dict[str, bool]:
@@ -221,11 +235,11 @@ def _with_plugin(scratch: Path) -> dict[str, str]:
     return {"PYTHONPATH": str(scratch), "VERL_BOOTSTRAP_PROGRESS": str(scratch / "progress.txt")}
 
 
-def _stuck(progress: Path, timeout: float) -> Case:
-    """The file or test the run was in when its time limit came (the plugin's last line)."""
+def _stuck(progress: Path, outcome: str, message: str) -> Case:
+    """The file or test the run was in when it was stopped (the plugin's last line)."""
     lines = progress.read_text(encoding="utf-8").splitlines() if progress.exists() else []
     where = lines[-1] if lines else "<pytest start-up>"
-    return Case(where, "timeout", stopped_at_time_limit(timeout))
+    return Case(where, outcome, message)
 
 
 def _not_reached(files: tuple[str, ...], cases: tuple[Case, ...]) -> tuple[str, ...]:
@@ -280,6 +294,7 @@ def _report(
     *,
     collected: int | None = None,
     timed_out: bool = False,
+    interrupted: bool = False,
 ) -> SuiteReport:
     counts = Counter(c.outcome for c in cases)
     if collected is not None:  # collection only: nothing ran
@@ -296,5 +311,6 @@ def _report(
         failures=failures,
         log=str(log_path),
         timed_out=timed_out,
-        not_reached=_not_reached(files, cases) if timed_out else (),
+        interrupted=interrupted,
+        not_reached=_not_reached(files, cases) if timed_out or interrupted else (),
     )
