@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import shlex
 import signal
@@ -18,12 +19,13 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from installer.errors import CommandFailed, Interrupted
 from installer.redact import redact, redact_args
 from installer.safety.credentials import Lifted, lift
 
-__all__ = ["Completed", "allow_new_children", "capture", "run", "terminate_all"]
+__all__ = ["Completed", "allow_new_children", "capture", "marked", "run", "terminate_all"]
 
 TAIL_LINES = 30
 _GRACE_SECONDS = 5.0
@@ -143,6 +145,18 @@ def capture(
         )
     finally:
         lifted.cleanup()
+
+
+def marked(output: str, mark: str) -> Any:
+    """The JSON a probe printed after `mark` on its last such line (None when it printed none).
+
+    Probes print their answer on one marked line among whatever else the env prints (warnings,
+    Ray's prefixed worker output), so the answer is found by its mark, from the end.
+    """
+    for line in reversed(output.splitlines()):
+        if mark in line:
+            return json.loads(line.split(mark, 1)[1])
+    return None
 
 
 def allow_new_children() -> None:

@@ -51,13 +51,6 @@ class NodeJob:
                 "timeout": self.timeout}  # fmt: skip
 
 
-def _marked(output: str, mark: str) -> Any:
-    for line in reversed(output.splitlines()):
-        if mark in line:
-            return json.loads(line.split(mark, 1)[1])
-    return None
-
-
 def ray_answers(
     python: Path, address: str, job: NodeJob, *, log_path: Path
 ) -> list[dict[str, Any]]:
@@ -77,7 +70,7 @@ def ray_answers(
     }
     argv = [str(python), str(PROBES / "ray_nodes.py"), json.dumps(request)]
     done = proc.run(argv, log_path=log_path, check=False, keep_output=True)
-    answers = _marked(done.output, _RAY_MARK)
+    answers = proc.marked(done.output, _RAY_MARK)
     if answers is None:
         raise StepFailed(
             f"could not run a task on each node of the Ray cluster at {address} "
@@ -131,7 +124,7 @@ def _task_answer(task: int, lines: Sequence[str], job: NodeJob) -> dict[str, Any
         code = _rc(lines)
         body = [ln for ln in lines if not ln.startswith(_RC_MARK)]
         return {"task": task, "returncode": code, "tail": body[-30:]}
-    answer = _marked(text, _NODE_MARK)
+    answer = proc.marked(text, _NODE_MARK)
     if answer is None:
         return {"task": task, "error": "no answer: " + " | ".join(lines[-3:])}
     return {"task": task, **answer}

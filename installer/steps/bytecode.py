@@ -83,10 +83,9 @@ def _ask(mode: str, python: Path, prefix: Path, log_path: Path | None) -> dict[s
         [str(python), "-I", str(PROBE), json.dumps(request)],
         log_path=log_path, check=False, keep_output=True, timeout=_TIMEOUT_S,
     )  # fmt: skip
-    for line in reversed(done.output.splitlines()):
-        if line.startswith(_MARK):
-            answer: dict[str, Any] = json.loads(line[len(_MARK) :])
-            return answer
+    answer: dict[str, Any] | None = proc.marked(done.output, _MARK)
+    if answer is not None:
+        return answer
     raise ValueError(f"the bytecode probe did not answer (exit {done.returncode})")
 
 

@@ -112,10 +112,9 @@ def _probe(
         [str(python), str(PROBE), json.dumps(request)],
         log_path=log_path, env=env, check=False, keep_output=True,
     )  # fmt: skip
-    for line in reversed(done.output.splitlines()):
-        if line.startswith(_MARK):
-            result: dict[str, Any] = json.loads(line[len(_MARK) :])
-            return result
+    result: dict[str, Any] | None = proc.marked(done.output, _MARK)
+    if result is not None:
+        return result
     raise InputError(f"the verify probe did not answer in {python} (exit {done.returncode})")
 
 
