@@ -73,7 +73,24 @@ def test_an_h100_host_builds_flash_attn_for_9_0_with_jobs_its_memory_holds(tmp_p
     name = "flash_attn-2.8.3+cu13torch2.11cxx11abiTRUE-cp312-cp312-"
     assert kernel["wheel"].endswith(f"/v2.8.3/{name}{kernel['expected_key']['platform']}.whl")
     assert kernel["cuda_archs"] == ["9.0"] and kernel["max_jobs"] == 6
-    assert "a source build takes about 11 min on this host" in step.description
+    assert "a source build takes about 45 min on this host" in step.description  # 17 x 16 / 6
+    assert step.env["NVCC_THREADS"] == "1"  # one architecture pass per job: 4 GB a job holds
+
+
+def test_a_threads_count_the_user_exported_is_kept_and_sizes_each_jobs_memory(
+    tmp_path: Path,
+) -> None:
+    """flash-attn runs NVCC_THREADS architecture passes per job (each about 3.4 GB, measured):
+    four at once for the default list need four times a pass's memory per job."""
+    options, facts = host("fsdp", tmp_path, None, cores=16, ram=24.0, cuda="cu130")
+    assert facts.kernels is not None
+    facts = replace(facts, kernels=replace(facts.kernels, preset={"NVCC_THREADS": "4"}))
+    step = plan_for("fsdp", options, facts).step("flash-attn")
+    assert "NVCC_THREADS" not in step.env  # the user's own value reaches the build
+    assert step.env["MAX_JOBS"] == "1"  # 24 GB at 4 passes x 4 GB a job
+    options, facts = host("fsdp", tmp_path, driver(H100), cores=16, ram=24.0)
+    facts = replace(facts, kernels=replace(facts.kernels, preset={"NVCC_THREADS": "4"}))
+    assert plan_for("fsdp", options, facts).step("flash-attn").env["MAX_JOBS"] == "6"  # 1 arch
 
 
 def test_mixed_gpus_and_many_cores_give_every_arch_and_more_jobs(tmp_path: Path) -> None:
@@ -84,6 +101,7 @@ def test_mixed_gpus_and_many_cores_give_every_arch_and_more_jobs(tmp_path: Path)
     assert te.env["NVTE_CUDA_ARCHS"] == "75;89;90"
     assert te.env["TORCH_CUDA_ARCH_LIST"] == "7.5;8.9;9.0"
     assert flash.env["MAX_JOBS"] == te.env["MAX_JOBS"] == "64"
+    assert flash.env["NVCC_THREADS"] == "1" and "NVCC_THREADS" not in te.env
     assert "pins no exact version of transformer-engine-torch" in te.description
 
 

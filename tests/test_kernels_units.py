@@ -22,6 +22,7 @@ from installer.kernels.sizing import (
     arch_variables,
     choose_archs,
     choose_max_jobs,
+    device_passes,
     oom_message,
     read_resources,
 )
@@ -204,6 +205,15 @@ def test_max_jobs_follows_ram_and_cores(cores: int, ram: float, per_job: float, 
     assert choose_max_jobs(HostResources(cores, ram), per_job)[0] == jobs
 
 
+@pytest.mark.parametrize(
+    ("threads", "archs", "passes"),
+    [(None, 1, 1), ("4", 1, 1), ("4", 0, 4), ("4", 2, 2), ("8", 0, 4), ("x", 3, 1), ("0", 3, 1)],
+)
+def test_device_passes_per_job(threads: str | None, archs: int, passes: int) -> None:
+    """nvcc --threads N runs at most one pass per architecture; no list is about four."""
+    assert device_passes(threads, archs) == passes
+
+
 def test_this_hosts_resources_are_read(tmp_path: Path) -> None:
     here = read_resources()
     assert here.cores >= 1 and here.available_gb > 0
@@ -327,3 +337,11 @@ def test_a_locked_kernel_takes_the_recorded_file_or_builds_the_locked_sdist(tmp_
     build = choose_locked(kernel, with_record, newer, house.entries(), str(tmp_path))
     assert build.source == "build"
     assert build.reason.startswith("source build of the locked sdist: the lockfile's flash_attn")
+
+
+def test_a_threads_variable_no_build_reads_is_refused() -> None:
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    assert KernelSpec(distribution="flash-attn", threads_variable="NVCC_THREADS").threads_variable
+    with pytest.raises(ValidationError, match="must be one of NVCC_THREADS"):
+        KernelSpec(distribution="flash-attn", threads_variable="THREADS")

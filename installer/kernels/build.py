@@ -7,6 +7,7 @@ that fits.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 from installer.errors import CommandFailed, StepFailed
 from installer.host.indexes import IndexSettings
 from installer.installers import InstallRequest
-from installer.kernels.sizing import oom_message
+from installer.kernels.sizing import device_passes, oom_message
 from installer.profile.kernel import KernelSpec
 from installer.steps.source import pip_launcher
 
@@ -43,7 +44,10 @@ def build_wheel(
         run(_wheel_command(spec, kernel, request, settings, out))
     except CommandFailed as failed:
         jobs = int(env.get("MAX_JOBS", "0") or 0)
-        oom = oom_message(failed.returncode, jobs or 1, kernel.job_ram_gb, available_gb)
+        var = kernel.threads_variable
+        threads = (env.get(var) or os.environ.get(var)) if var else None  # the build sees both
+        per_job = kernel.job_ram_gb * device_passes(threads, 0)
+        oom = oom_message(failed.returncode, jobs or 1, per_job, available_gb)
         if oom is None:
             raise
         raise StepFailed(oom, hint=f"the build's log: {failed.log_path}") from failed

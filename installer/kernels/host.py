@@ -13,7 +13,12 @@ from pathlib import Path
 
 from installer import proc
 from installer.kernels.remotehouse import AnyWheelhouse, RemoteWheelhouse, is_url
-from installer.kernels.sizing import ARCH_VARIABLES, HostResources, read_resources
+from installer.kernels.sizing import (
+    ARCH_VARIABLES,
+    THREADS_VARIABLES,
+    HostResources,
+    read_resources,
+)
 from installer.kernels.wheelhouse import Entry, Wheelhouse
 from installer.paths import default_wheelhouse
 
@@ -59,7 +64,7 @@ def gather_kernel_host(
 ) -> KernelHost:
     """Read the wheelhouse and the host (an unreadable index is an InputError naming it)."""
     house = open_wheelhouse(configured, environ)
-    watched = ("MAX_JOBS", *ARCH_VARIABLES)
+    watched = ("MAX_JOBS", *ARCH_VARIABLES, *THREADS_VARIABLES)
     return KernelHost(
         wheelhouse=house.root if isinstance(house, Wheelhouse) else house.shown(),
         entries=house.entries(),

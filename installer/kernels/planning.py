@@ -12,10 +12,12 @@ from installer.gpu.model import DriverInfo
 from installer.kernels.host import KernelHost
 from installer.kernels.key import BuildKey
 from installer.kernels.sizing import (
+    DEFAULT_ARCH_COUNT,
     BuildSizing,
     arch_variables,
     choose_archs,
     choose_max_jobs,
+    device_passes,
 )
 from installer.kernels.sources import KernelChoice, choose_source, pinned_version
 from installer.profile.kernel import KernelSpec
@@ -115,12 +117,16 @@ def decision(
 ) -> KernelDecision:
     """The stage's decision: `choice`, with the variables that size a source build."""
     archs, arch_why = choose_archs(driver, flags, host.site_archs)
-    jobs, jobs_why = choose_max_jobs(host.resources, kernel.job_ram_gb)
     preset = dict(host.preset or {})
+    # one device pass per job unless the user asked for more: MAX_JOBS then spreads the passes
+    # over the cores, and each job's memory is one pass's (job_ram_gb)
+    threads = {kernel.threads_variable: "1"} if kernel.threads_variable else {}
+    passes = device_passes(preset.get(kernel.threads_variable or ""), len(archs))
+    jobs, jobs_why = choose_max_jobs(host.resources, kernel.job_ram_gb * passes)
     if "MAX_JOBS" in preset:
         jobs, jobs_why = int(preset["MAX_JOBS"]), "from $MAX_JOBS"
     sizing = BuildSizing(archs, arch_why, jobs, jobs_why)
-    env = {"MAX_JOBS": str(jobs), **arch_variables(kernel.arch_variables, archs)}
+    env = {"MAX_JOBS": str(jobs), **arch_variables(kernel.arch_variables, archs), **threads}
     env = {k: v for k, v in env.items() if k not in preset or k == "MAX_JOBS"}
     estimate = _estimate(kernel, sizing, host) if choice.source in {"build", "release"} else ""
     return KernelDecision(key, choice, sizing, env, estimate)
@@ -131,6 +137,6 @@ def _estimate(kernel: KernelSpec, sizing: BuildSizing, host: KernelHost) -> str:
     slow = "" if host.ninja else "; ninja is not on PATH, so the build runs one file at a time"
     if kernel.build_minutes is None:
         return slow
-    archs = len(sizing.archs) or 4  # a project's default list is about four architectures
+    archs = len(sizing.archs) or DEFAULT_ARCH_COUNT
     minutes = kernel.build_minutes * archs * 16 / max(1, min(sizing.max_jobs, host.resources.cores))
     return f"; a source build takes about {minutes:.0f} min on this host{slow}"

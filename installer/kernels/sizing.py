@@ -15,11 +15,14 @@ from installer.gpu.model import DriverInfo
 
 __all__ = [
     "ARCH_VARIABLES",
+    "DEFAULT_ARCH_COUNT",
+    "THREADS_VARIABLES",
     "BuildSizing",
     "HostResources",
     "arch_variables",
     "choose_archs",
     "choose_max_jobs",
+    "device_passes",
     "oom_message",
     "read_resources",
 ]
@@ -30,6 +33,12 @@ ARCH_VARIABLES = {
     "NVTE_CUDA_ARCHS": "digits",
     "TORCH_CUDA_ARCH_LIST": "dotted",
 }
+# Variables through which a build runs several of nvcc's per-architecture passes at once inside
+# one compile job (flash-attn's setup.py passes `--threads $NVCC_THREADS`, default 4). Each pass is
+# a cicc process of its own: measured here, one flash-attn file for four architectures ran four
+# of about 3.4 GB each, so a job sized at one pass's memory ran the host out of memory.
+THREADS_VARIABLES = ("NVCC_THREADS",)
+DEFAULT_ARCH_COUNT = 4  # a project's default list is about four architectures
 OOM_EXITS = frozenset({-9, 137})
 
 
@@ -92,6 +101,16 @@ def choose_max_jobs(resources: HostResources, job_ram_gb: float) -> tuple[int, s
         f"about {job_ram_gb:g} GB per compile job"
     )
     return jobs, why
+
+
+def device_passes(threads: str | None, archs: int) -> int:
+    """How many per-architecture passes one compile job runs at once: one, unless the user
+    exported a threads variable, then that many, but never more than there are architectures."""
+    try:
+        wanted = int(threads) if threads else 1
+    except ValueError:
+        wanted = 1
+    return max(1, min(wanted, archs or DEFAULT_ARCH_COUNT))
 
 
 def arch_variables(names: tuple[str, ...], archs: tuple[str, ...]) -> dict[str, str]:

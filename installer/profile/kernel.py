@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from installer.kernels.key import check_template
+from installer.kernels.sizing import THREADS_VARIABLES
 
 __all__ = ["KernelSpec", "PrebuiltIndex"]
 
@@ -45,13 +46,29 @@ class KernelSpec(_Strict):
         default=("TORCH_CUDA_ARCH_LIST",),
         description="Variables through which the build reads the GPU architectures.",
     )
-    job_ram_gb: float = Field(default=4.0, gt=0, description="RAM one compile job may take.")
+    threads_variable: str | None = Field(
+        default=None,
+        description="The variable through which the build runs several per-architecture nvcc "
+        "passes inside one compile job (flash-attn: NVCC_THREADS, default 4 there). "
+        "verl-bootstrap sets it to 1, so that a job is one pass and MAX_JOBS, sized at "
+        "job_ram_gb a job, keeps the cores busy without running out of memory.",
+    )
+    job_ram_gb: float = Field(
+        default=4.0, gt=0, description="RAM one compile job (one nvcc pass) may take."
+    )
     build_minutes: float | None = Field(
         default=None,
         gt=0,
         description="About how long a source build takes, per architecture, "
         "on 16 cores (for the plan's estimate).",
     )
+
+    @field_validator("threads_variable")
+    @classmethod
+    def _threads(cls, value: str | None) -> str | None:
+        if value is not None and value not in THREADS_VARIABLES:
+            raise ValueError(f"must be one of {', '.join(THREADS_VARIABLES)}, not {value!r}")
+        return value
 
     @field_validator("release_wheels")
     @classmethod
