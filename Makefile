@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 test-deps:
 	@command -v zsh >/dev/null && command -v fish >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && apt-get install -y -qq zsh fish >/dev/null; } || echo "zsh/fish not installed: their activation tests will say so"
 
-.PHONY: test-deps install lint type test test-heavy bench lock lock-check gpu-check schema clean
+.PHONY: test-deps install lint type test test-heavy bench bench-heavy lock lock-check gpu-check schema clean
 
 install:  ## the tool and its dev tools, into ./.venv
 	$(PY) -m venv $(VENV)
@@ -27,6 +27,10 @@ test-heavy:  ## installs every GPU profile for real (several GB each); not in CI
 
 bench:
 	$(BIN)/python bench/run.py
+
+bench-heavy:  ## nvcc builds for one GPU arch vs the default list (a cu130 env of several GB); not in make bench
+	$(BIN)/python bench/bench_kernels_cuda.py
+	$(BIN)/python bench/bench_flash_attn_unit.py
 
 lock:  ## regenerate every committed lockfile (aarch64: cu130 only, see docs/aarch64.md)
 	$(BIN)/verl-bootstrap lock --all

@@ -6,8 +6,11 @@ itself was built for. No GPU is needed: the CUDA 13.0 toolkit comes as NVIDIA's 
 With no TORCH_CUDA_ARCH_LIST and no GPU, torch's cpp_extension has no list at all (it asks the
 GPUs), so a build meant for other machines carries torch's own list, as prebuilt kernels do.
 
-Run: .venv/bin/python bench/bench_kernels_cuda.py   (about 10 minutes per architecture on this
-project's 2-core machine). Target (issue 10): the one-architecture build at least 3x faster.
+Run: .venv/bin/python bench/bench_kernels_cuda.py, or `make bench-heavy` (1 to 2 minutes per
+build on this project's quiet 2-core machine, once the env's wheels are in uv's cache). Target
+(issue 10): the one-architecture build at least 3x faster. This stand-in has little device code,
+so its ratio is mostly the host-side cost paid once; bench_flash_attn_unit.py measures one of
+flash-attn's own files.
 """
 
 from __future__ import annotations
