@@ -237,7 +237,11 @@ def test_the_cpu_plan_runs_the_commands_it_shows(tmp_path: Path) -> None:
     (torch,) = plan.step("torch").commands
     assert torch[-1] == "torch==2.13.0"
     (deps,) = plan.step("verl-deps").commands
-    assert deps[-2:] == ("-e", f"{checkout}[verl-core]")
+    # verl by name, pinned to its editable install in a constraints file: not built again
+    assert deps[-1] == "verl[verl-core]"
+    assert "-e" not in deps
+    pins = str(prefix / ".verl-bootstrap" / "protected" / "verl-deps.txt")
+    assert deps[deps.index(pins) - 1] == "--constraint"
     assert "--no-deps" not in deps
 
 

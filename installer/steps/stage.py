@@ -45,6 +45,7 @@ from installer.steps.locked import (
 )
 from installer.steps.protect import check_protected, protected_pins, refused_by_pins
 from installer.steps.srcbuild import build_locked_sdists
+from installer.steps.verldeps import check_verl_editable, verl_pin, verl_requirement
 
 __all__ = ["describe", "execute", "stage_request"]
 
@@ -61,19 +62,18 @@ def stage_request(plan: Plan, stage: StageSpec) -> InstallRequest:
             offline=plan.options.offline,
             build_constraints=build_constraints_file(plan.prefix, _locked_stage(plan, stage.id)),
         )
-    editable = None
-    if stage.kind == "verl-deps":
-        extras = f"[{','.join(stage.extras)}]" if stage.extras else ""
-        editable = f"{plan.source.checkout}{extras}"
+    packages = stage.packages
+    if stage.kind == "verl-deps":  # verl is installed editable by now: see steps/verldeps.py
+        packages = (verl_requirement(stage.extras), *packages)
+    pinned = stage.protect or stage.kind == "verl-deps"
     return InstallRequest(
         python=env_python(plan.prefix),
-        packages=stage.packages,
-        editable=editable,
+        packages=packages,
         index=stage.index,
         no_deps=stage.no_deps,
         no_build_isolation=stage.no_build_isolation,
         overrides_file=override_file(plan.prefix, stage.id) if stage.overrides else None,
-        constraints_file=protected_file(plan.prefix, stage.id) if stage.protect else None,
+        constraints_file=protected_file(plan.prefix, stage.id) if pinned else None,
         offline=plan.options.offline,
     )
 
@@ -211,12 +211,16 @@ def _install_stage(ctx: StepContext, stage: StageSpec) -> dict[str, Any]:
     request = stage_request(ctx.plan, stage)
     if request.constraints_file:
         pins = protected_pins(ctx.protected, stage=stage.id)
+        if stage.kind == "verl-deps":
+            pins.append(verl_pin(ctx.plan.prefix, ctx.plan.source.checkout))
         atomic_write(request.constraints_file, "".join(f"{pin}\n" for pin in pins))
     env = dict(ctx.step.env or stage.env)  # a kernel stage's sizing variables included
     try:
         if stage.kernel is not None and ctx.plan.locked is None:
             return run_kernel_stage(_kernel_job(ctx, stage, request, env))
         run_in_env(ctx, _argv(ctx.plan, stage), env=env)
+        if stage.kind == "verl-deps":
+            check_verl_editable(ctx.plan.prefix, ctx.plan.source.checkout)
     except CommandFailed as failed:
         refused = refused_by_pins(ctx.protected, failed.tail, stage=stage.id)
         if refused is None:
