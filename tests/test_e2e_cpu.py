@@ -252,9 +252,18 @@ def kill_leftovers(prefix: Path) -> None:
 
 
 def start_install(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """The CLI as a user starts it in a terminal, where Ctrl-C reaches it."""
     with log.open("wb") as out:
         return subprocess.Popen([sys.executable, "-m", "installer", *argv],
-                                stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+                                stdout=out, stderr=subprocess.STDOUT,
+                                preexec_fn=_sigint_default)  # noqa: PLW1509  # fmt: skip
+
+
+def _sigint_default() -> None:
+    """A test run started in the background (`pytest ... &`) ignores SIGINT, and its children
+    would inherit that: the CLI would then rightly ignore the test's Ctrl-C, as any program
+    started from a background job does."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_a_killed_then_interrupted_run_resumes_at_the_unfinished_stage(
