@@ -7,7 +7,8 @@ Baselines (issue 10):
 - the by-hand recipe followed by the first import a user runs: a verified env is the product, so
   the fair baseline for the tool's whole run (verify included) is an install plus that import;
 - raw uv installing the same exact pins the tool's env ended with (`uv venv` + `uv pip install`,
-  the same warm uv cache and the same pip settings): the floor for the tool's install steps.
+  the same warm uv cache and the same pip settings): the floor for the tool's install steps;
+  measured again with both sides `--offline`, which leaves out the index's response times.
 
 The warm-up run also fills the user's bytecode store (installer/steps/bytecode.py), so the
 measured run restores compiled modules; a second run with the store off shows what it saves.
