@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from cpuenv import run_cli
 from tinyenv import HOST_XY, publish_wheel, standin_verl
-from verlrepo import git
 
+from installer.envs.inventory import installed
 from installer.errors import StepFailed
 from installer.installers import uv_binary
-from installer.steps.verldeps import check_verl_editable, verl_pin
+from installer.steps.verldeps import editable_verl, verl_pin
 
 PROFILE = """schema_version: 1
 name: tiny-deps
@@ -43,17 +43,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Env:
     root = tmp_path_factory.mktemp("verldeps")
     links = root / "links"
     publish_wheel(links, "vbtiny", "1.0")
-    repo = standin_verl(root / "verl")
-    pyproject = repo / "pyproject.toml"  # verl with an extra that needs vbtiny
-    pyproject.write_text(
-        pyproject.read_text().replace(
-            'version = "0.9.1"\n', 'version = "0.9.1"\n[project.optional-dependencies]\n'
-            'tiny = ["vbtiny"]\n'
-        ),
-        encoding="utf-8",
-    )  # fmt: skip
-    git(repo, "commit", "-q", "-am", "an extra")
-    git(repo, "tag", "-f", "v0.9.1")
+    repo = standin_verl(root / "verl", extras='tiny = ["vbtiny"]\n')
     profile = root / "tiny-deps.yaml"
     profile.write_text(PROFILE.format(python=HOST_XY), encoding="utf-8")
     prefix = root / "env"
@@ -66,9 +56,9 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Env:
 
 
 def test_the_extra_is_installed_and_verl_stays_its_editable_checkout(env: Env) -> None:
-    checkout = env.prefix / "src" / "verl"
-    check_verl_editable(env.prefix, checkout)  # raises if verl is not the checkout
-    assert verl_pin(env.prefix, checkout) == "verl==0.9.1"
+    checkout, dists = env.prefix / "src" / "verl", installed(env.prefix)
+    editable_verl(dists, env.prefix, checkout)  # raises if verl is not the checkout
+    assert verl_pin(dists, env.prefix, checkout) == "verl==0.9.1"
     assert list((env.prefix / "lib").glob("python3*/site-packages/vbtiny/__init__.py"))
     pins = (env.prefix / ".verl-bootstrap" / "protected" / "verl-deps.txt").read_text()
     assert "verl==0.9.1" in pins.splitlines()
@@ -95,7 +85,7 @@ def test_a_verl_that_is_not_the_checkout_fails_the_check(
         check=True, capture_output=True,
     )  # fmt: skip
     with pytest.raises(StepFailed) as failed:
-        check_verl_editable(env.prefix, env.prefix / "src" / "verl")
+        editable_verl(installed(env.prefix), env.prefix, env.prefix / "src" / "verl")
     assert "verl 0.9.1" in failed.value.message
     assert "not an editable install" in failed.value.message
     assert "install-verl" in (failed.value.hint or "")

@@ -59,10 +59,12 @@ def tiny_parts(root: Path, patch: pytest.MonkeyPatch) -> TinyParts:
     return TinyParts(links, standin_verl(root / "verl"), tiny_profile(root / "tiny.yaml", HOST_XY))
 
 
-def standin_verl(dest: Path) -> Path:
-    """A git repo tagged v0.9.1 holding a dependency-free package named verl."""
+def standin_verl(dest: Path, extras: str = "") -> Path:
+    """A git repo tagged v0.9.1 holding a dependency-free package named verl; `extras` is a
+    `[project.optional-dependencies]` table's body (TOML), for a stand-in with extras."""
     (dest / "verl" / "version").mkdir(parents=True)
-    (dest / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
+    table = f"\n[project.optional-dependencies]\n{extras}" if extras else ""
+    (dest / "pyproject.toml").write_text(PYPROJECT + table, encoding="utf-8")
     (dest / "verl" / "__init__.py").write_text('__version__ = "0.9.1"\n', encoding="utf-8")
     (dest / "verl" / "version" / "version").write_text("0.9.1\n", encoding="utf-8")
     (dest / ".gitignore").write_text("build/\n*.egg-info/\n__pycache__/\n", encoding="utf-8")

@@ -7,7 +7,6 @@ import subprocess
 from collections.abc import Callable, Mapping
 from importlib.metadata import Distribution, distributions
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
@@ -16,6 +15,7 @@ from packaging.version import InvalidVersion, Version
 from installer import proc
 from installer.doctor.inputs import Context, EnvFacts, exact_env
 from installer.doctor.model import CheckResult, fail, ok, skipped, warn
+from installer.envs.inventory import editable_path
 from installer.installers import find_uv
 from installer.steps.source import SDIST_MARK
 
@@ -67,9 +67,7 @@ def _editable_checkout(dist: Distribution) -> Path | None:
         info = json.loads(dist.read_text("direct_url.json") or "{}")
     except json.JSONDecodeError:
         return None
-    url = urlparse(str(info.get("url", "")))
-    editable = bool((info.get("dir_info") or {}).get("editable"))
-    return Path(unquote(url.path)) if editable and url.scheme == "file" else None
+    return editable_path(info if isinstance(info, dict) else None)
 
 
 def _verl_commit(env: EnvFacts) -> tuple[Path, str] | CheckResult:

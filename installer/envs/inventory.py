@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
-__all__ = ["Dist", "canonical", "installed", "site_packages"]
+__all__ = ["Dist", "canonical", "editable_path", "installed", "site_packages"]
 
 
 @dataclass(frozen=True)
@@ -66,3 +68,13 @@ def _direct_url(info: Path) -> dict[str, object] | None:
     except (OSError, json.JSONDecodeError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def editable_path(direct_url: Mapping[str, object] | None) -> Path | None:
+    """The folder an editable install points at, from its PEP 610 direct_url.json, or None."""
+    info = direct_url or {}
+    dir_info = info.get("dir_info")
+    if not (isinstance(dir_info, dict) and dir_info.get("editable")):
+        return None
+    url = urlparse(str(info.get("url", "")))
+    return Path(unquote(url.path)) if url.scheme == "file" else None

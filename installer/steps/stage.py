@@ -45,7 +45,7 @@ from installer.steps.locked import (
 )
 from installer.steps.protect import check_protected, protected_pins, refused_by_pins
 from installer.steps.srcbuild import build_locked_sdists
-from installer.steps.verldeps import check_verl_editable, verl_pin, verl_requirement
+from installer.steps.verldeps import editable_verl, verl_pin, verl_requirement
 
 __all__ = ["describe", "execute", "stage_request"]
 
@@ -140,6 +140,8 @@ def execute(ctx: StepContext) -> dict[str, Any]:
         check_locked_loads(_locked_kernel(ctx, stage), kernel.get("kernel", {}),
                            gpu_present=ctx.plan.driver is not None)  # fmt: skip
     now = installed(ctx.plan.prefix)
+    if stage.kind == "verl-deps":  # verl is still its checkout (steps/verldeps.py)
+        editable_verl(now, ctx.plan.prefix, ctx.plan.source.checkout)
     _check_expect(stage.id, stage.expect, now)
     ctx.protected.update(check_protected(ctx.protected, now, stage=stage.id, names=stage.protect))
     return {
@@ -212,15 +214,14 @@ def _install_stage(ctx: StepContext, stage: StageSpec) -> dict[str, Any]:
     if request.constraints_file:
         pins = protected_pins(ctx.protected, stage=stage.id)
         if stage.kind == "verl-deps":
-            pins.append(verl_pin(ctx.plan.prefix, ctx.plan.source.checkout))
+            pins.append(verl_pin(installed(ctx.plan.prefix), ctx.plan.prefix,
+                                 ctx.plan.source.checkout))  # fmt: skip
         atomic_write(request.constraints_file, "".join(f"{pin}\n" for pin in pins))
     env = dict(ctx.step.env or stage.env)  # a kernel stage's sizing variables included
     try:
         if stage.kernel is not None and ctx.plan.locked is None:
             return run_kernel_stage(_kernel_job(ctx, stage, request, env))
         run_in_env(ctx, _argv(ctx.plan, stage), env=env)
-        if stage.kind == "verl-deps":
-            check_verl_editable(ctx.plan.prefix, ctx.plan.source.checkout)
     except CommandFailed as failed:
         refused = refused_by_pins(ctx.protected, failed.tail, stage=stage.id)
         if refused is None:

@@ -9,13 +9,13 @@ checkout must stay as it is: the pin and the check after the stage make sure of 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
-from installer.envs.inventory import Dist, installed
+from installer.envs.inventory import Dist, editable_path
 from installer.errors import StepFailed
 
-__all__ = ["check_verl_editable", "verl_pin", "verl_requirement"]
+__all__ = ["editable_verl", "verl_pin", "verl_requirement"]
 
 _REINSTALL = "run verl-bootstrap again: install-verl puts the checkout back"
 
@@ -25,22 +25,18 @@ def verl_requirement(extras: tuple[str, ...]) -> str:
     return f"verl[{','.join(extras)}]" if extras else "verl"
 
 
-def verl_pin(prefix: Path, checkout: Path) -> str:
+def verl_pin(dists: Mapping[str, Dist], prefix: Path, checkout: Path) -> str:
     """`verl==<version>` of the editable install, the stage's constraint: no index build of
     the same name (a newer release, or this one) can replace the checkout."""
-    return f"verl=={_editable_verl(prefix, checkout).version}"
+    return f"verl=={editable_verl(dists, prefix, checkout).version}"
 
 
-def check_verl_editable(prefix: Path, checkout: Path) -> None:
-    """After the stage: verl is still the editable install of its checkout."""
-    _editable_verl(prefix, checkout)
-
-
-def _editable_verl(prefix: Path, checkout: Path) -> Dist:
-    dist = installed(prefix).get("verl")
+def editable_verl(dists: Mapping[str, Dist], prefix: Path, checkout: Path) -> Dist:
+    """verl among the env's `dists`, checked to be the editable install of its checkout."""
+    dist = dists.get("verl")
     if dist is None:
         raise StepFailed(f"verl is not installed in {prefix}", hint=_REINSTALL)
-    found = editable_path(dist)
+    found = editable_path(dist.direct_url)
     if found is None or found.resolve() != checkout.resolve():
         where = f"editable from {found}" if found else "not an editable install"
         raise StepFailed(
@@ -48,13 +44,3 @@ def _editable_verl(prefix: Path, checkout: Path) -> Dist:
             hint=_REINSTALL,
         )
     return dist
-
-
-def editable_path(dist: Dist) -> Path | None:
-    """The folder an editable install points at (PEP 610 direct_url.json), or None."""
-    info = dist.direct_url or {}
-    dir_info = info.get("dir_info")
-    if not (isinstance(dir_info, dict) and dir_info.get("editable")):
-        return None
-    url = urlparse(str(info.get("url", "")))
-    return Path(unquote(url.path)) if url.scheme == "file" else None
