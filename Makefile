@@ -15,8 +15,8 @@ install:  ## the tool and its dev tools, into ./.venv
 	$(BIN)/pip install -q -e '.[dev]'
 
 lint:
-	$(BIN)/ruff check installer tests bench
-	$(BIN)/ruff format --check installer tests bench
+	$(BIN)/ruff check verl_bootstrap tests bench
+	$(BIN)/ruff format --check verl_bootstrap tests bench
 	$(BIN)/mypy
 
 test:
@@ -40,7 +40,7 @@ lock-check:
 	$(BIN)/verl-bootstrap lock --check
 
 schema:  ## regenerate the JSON schemas checked into schemas/
-	$(BIN)/python -m installer.schemas
+	$(BIN)/python -m verl_bootstrap.schemas
 
 gpu-check:  ## on a GPU host: doctor + the GPU smoke test against an existing PyTorch env
 	bash scripts/gpu-check.sh

@@ -42,7 +42,7 @@ def bench_bundle(work: Path) -> tuple[float, int]:
 def bench_offline(work: Path, n: int, cut: list[str]) -> tuple[float, float]:
     """An install from the bundle into a fresh prefix: (whole command, without verify)."""
     prefix = work / f"offline-{n}"
-    argv = [*cut, sys.executable, "-m", "installer", "--bundle", str(work / "cpu.tar")]
+    argv = [*cut, sys.executable, "-m", "verl_bootstrap", "--bundle", str(work / "cpu.tar")]
     argv += ["--profile", "cpu", "--prefix", str(prefix), "--json"]
     start = time.perf_counter()
     # the bundle is unpacked into the tool's cache once and kept: a scratch cache, not the user's

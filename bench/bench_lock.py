@@ -28,7 +28,7 @@ UV = str(find_uv_bin())
 
 def tool(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     """verl-bootstrap ARGS in a fresh process."""
-    argv = [sys.executable, "-m", "installer", *args]
+    argv = [sys.executable, "-m", "verl_bootstrap", *args]
     done = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, check=False)
     if done.returncode != 0:
         raise SystemExit(f"verl-bootstrap {' '.join(args)} failed:\n{done.stderr[-3000:]}")

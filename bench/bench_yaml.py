@@ -16,8 +16,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from installer.errors import InputError  # noqa: E402
-from installer.safety.yamlfile import load_yaml  # noqa: E402
+from verl_bootstrap.errors import InputError  # noqa: E402
+from verl_bootstrap.safety.yamlfile import load_yaml  # noqa: E402
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -10,7 +10,7 @@ Baselines (issue 10):
   the same warm uv cache and the same pip settings): the floor for the tool's install steps;
   measured again with both sides `--offline`, which leaves out the index's response times.
 
-The warm-up run also fills the user's bytecode store (installer/steps/bytecode.py), so the
+The warm-up run also fills the user's bytecode store (verl_bootstrap/steps/bytecode.py), so the
 measured run restores compiled modules; a second run with the store off shows what it saves.
 """
 
@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 from verlrepo import make_verl_repo  # noqa: E402
 
-from installer.host.indexes import read_pip_settings  # noqa: E402
-from installer.installers import InstallRequest, install_command, uv_binary  # noqa: E402
+from verl_bootstrap.commands import InstallRequest, install_command, uv_binary  # noqa: E402
+from verl_bootstrap.host.indexes import read_pip_settings  # noqa: E402
 
 BIN = Path(sys.executable).parent
 TOOL = str(BIN / "verl-bootstrap")

@@ -11,7 +11,7 @@ echo "== verl-bootstrap doctor --python $PY"
 doctor_rc=$?
 echo
 echo "== GPU smoke test in $PY (bf16 matmul + a tiny bf16 forward)"
-"$PY" installer/probes/verify_env.py \
+"$PY" verl_bootstrap/probes/verify_env.py \
   '{"imports": ["torch"], "versions": ["torch"], "gpu_smoke": true, "gpu_present": true, "bf16": true}' \
   | sed -n 's/^@@VERIFY@@//p' | "$PY" -m json.tool
 smoke_rc=${PIPESTATUS[0]}

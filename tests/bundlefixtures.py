@@ -32,7 +32,7 @@ def run_tool(
     *args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess[str]:
     """`verl-bootstrap ARGS` in a fresh process (optionally under `prefix`, e.g. unshare -n)."""
-    argv = [*prefix, sys.executable, "-m", "installer", *args]
+    argv = [*prefix, sys.executable, "-m", "verl_bootstrap", *args]
     return subprocess.run(
         argv, capture_output=True, text=True, timeout=1200, cwd=REPO, env=env or tool_env(),
         check=False,

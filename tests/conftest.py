@@ -14,7 +14,7 @@ from cpuenv import Installed, install_cpu_env
 from kernellab import Lab, make_lab
 from verlrepo import make_two_release_repo, make_verl_repo
 
-from installer import proc
+from verl_bootstrap import proc
 
 
 @pytest.fixture(scope="session", autouse=True)

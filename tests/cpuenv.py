@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from installer import cli
+from verl_bootstrap import cli
 
 __all__ = ["Installed", "Run", "install_cpu_env", "run_cli"]
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from installer.host.indexes import read_pip_settings
-from installer.installers import uv_binary
-from installer.profile.models import Profile, Stage
-from installer.profile.stagespec import StageSpec
+from verl_bootstrap.commands import uv_binary
+from verl_bootstrap.host.indexes import read_pip_settings
+from verl_bootstrap.profile.models import Profile, Stage
+from verl_bootstrap.profile.stagespec import StageSpec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -143,7 +143,7 @@ def sdists_blamed(error: str) -> dict[str, str]:
 
 def host_python(profile: Profile) -> tuple[Path, str]:
     """The interpreter the venv backend picks here for `profile`, and its X.Y."""
-    from installer.host.facts import find_interpreter  # noqa: PLC0415
+    from verl_bootstrap.host.facts import find_interpreter  # noqa: PLC0415
 
     path = find_interpreter(profile.python.requires, profile.python.prefer)
     done = subprocess.run(
@@ -225,7 +225,7 @@ def run_cli(
 ) -> tuple[int, dict[str, Any], str]:
     """Run the verl-bootstrap CLI as a user does, in a child process; parse its JSON report."""
     done = subprocess.run(
-        [sys.executable, "-m", "installer", *argv], env={**os.environ, **(env or {})},
+        [sys.executable, "-m", "verl_bootstrap", *argv], env={**os.environ, **(env or {})},
         capture_output=True, text=True, timeout=timeout, check=False,
     )  # fmt: skip
     try:

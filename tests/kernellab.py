@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from installer import cli
+from verl_bootstrap import cli
 
 DATA = Path(__file__).parent / "data"
 PROFILE = DATA / "profiles" / "kernel-stage" / "profile.yaml"

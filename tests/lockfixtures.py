@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Run `verl-bootstrap ARGS` in a fresh process, as a user would."""
     return subprocess.run(
-        [sys.executable, "-m", "installer", *args],
+        [sys.executable, "-m", "verl_bootstrap", *args],
         capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False,
     )  # fmt: skip
 

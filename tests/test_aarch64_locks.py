@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from installer.host.facts import index_settings
-from installer.lockfile import read_lockfile
-from installer.lockfile.lookup import hashed_dists, lookup, mismatches
-from installer.options import RunOptions
-from installer.profile import load_profile
+from verl_bootstrap.host.facts import index_settings
+from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.lockfile.lookup import hashed_dists, lookup, mismatches
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.profile import load_profile
 
 LOCKFILES = Path(__file__).resolve().parents[1] / "lockfiles"
 AARCH64 = sorted(LOCKFILES.glob("*/*-linux-aarch64.lock.yaml"))

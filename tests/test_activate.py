@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from installer import cli
-from installer.envs.activation import activation_line, activation_script, write_activation
-from installer.onboard import rc_file, write_rc_block
+from verl_bootstrap import cli
+from verl_bootstrap.envs.activation import activation_line, activation_script, write_activation
+from verl_bootstrap.onboard import rc_file, write_rc_block
 
 POSIX_SHELLS = ["bash", "sh", "zsh"]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from installer import cli
+from verl_bootstrap import cli
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD_LOCK = (REPO / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml").read_text()
@@ -454,7 +454,7 @@ def test_yaml_that_is_fine_still_loads(tmp_path: Path) -> None:
     """The bounds refuse abuse, not YAML features: anchors, merge keys, and every shipped file."""
     path = tmp_path / "p.yaml"
     path.write_text("schema_version: 1\nbase: &b {x: 1}\nc:\n  <<: *b\n  y: 2\nd: [*b, *b]\n")
-    from installer.safety.yamlfile import load_yaml  # noqa: PLC0415
+    from verl_bootstrap.safety.yamlfile import load_yaml  # noqa: PLC0415
 
     located = load_yaml(path, what="profile")
     assert located.data["c"] == {"x": 1, "y": 2} and located.data["d"] == [{"x": 1}] * 2
@@ -466,8 +466,8 @@ def test_yaml_that_is_fine_still_loads(tmp_path: Path) -> None:
 def test_an_alias_bomb_is_refused_in_milliseconds(tmp_path: Path) -> None:
     """Not a performance assertion (bench/ measures it): a generous bound that only fails when
     the 9**12 values are actually expanded, which takes minutes and gigabytes."""
-    from installer.errors import InputError  # noqa: PLC0415
-    from installer.safety.yamlfile import load_yaml  # noqa: PLC0415
+    from verl_bootstrap.errors import InputError  # noqa: PLC0415
+    from verl_bootstrap.safety.yamlfile import load_yaml  # noqa: PLC0415
 
     path = tmp_path / "bomb.yaml"
     path.write_text(bomb(levels=12))

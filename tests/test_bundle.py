@@ -27,9 +27,9 @@ from bundlefixtures import (
 from lockfixtures import REPO
 from verlrepo import git
 
-from installer.errors import EXIT_BAD_INPUT, EXIT_REFUSED
-from installer.lockfile import read_lockfile
-from installer.lockfile.lookup import hashed_dists
+from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_REFUSED
+from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.lockfile.lookup import hashed_dists
 
 
 def test_the_bundle_holds_every_locked_artifact_verl_and_the_tool(

@@ -24,8 +24,8 @@ from condafixture import MARKER_PACKAGE, PYTHON_BUILD, PYTHON_VERSION
 from lockfixtures import HOST_XY, TOMORROW
 from verlrepo import git
 
-from installer.errors import EXIT_REFUSED
-from installer.lockfile import read_lockfile
+from verl_bootstrap.errors import EXIT_REFUSED
+from verl_bootstrap.lockfile import read_lockfile
 
 PROFILE = """\
 schema_version: 1

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from installer import __version__, cli
-from installer.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_STEP_FAILED
-from installer.profile import PROFILES_DIR, list_profiles
+from verl_bootstrap import __version__, cli
+from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_STEP_FAILED
+from verl_bootstrap.profile import PROFILES_DIR, list_profiles
 
 # The keys scripts and CI read from `--json`. Adding a key is fine (add it here); renaming or
 # removing one breaks every consumer, so this contract test must fail first.

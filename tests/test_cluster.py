@@ -18,20 +18,20 @@ import pytest
 from labextras import make_wheel
 from slurmfake import FAKE_SRUN
 
-from installer import cli
-from installer.cluster.compare import compare
-from installer.cluster.nodes import NodeJob, slurm_answers
-from installer.cluster.run import Target, local_prefix
-from installer.cluster.table import table_text
-from installer.errors import InputError
-from installer.host.filesystems import (
+from verl_bootstrap import cli
+from verl_bootstrap.cluster.compare import compare
+from verl_bootstrap.cluster.nodes import NodeJob, slurm_answers
+from verl_bootstrap.cluster.run import Target, local_prefix
+from verl_bootstrap.cluster.table import table_text
+from verl_bootstrap.commands import uv_binary
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.host.filesystems import (
     lock_scope,
     mount_of,
     parse_mountinfo,
     read_mounts,
     storage_notes,
 )
-from installer.installers import uv_binary
 
 
 @pytest.fixture(scope="module")
@@ -247,7 +247,7 @@ def test_an_env_on_a_shared_filesystem_is_built_once_then_verified_everywhere(
         f"40 22 0:50 / {venvs[0].parent} rw - nfs4 fs1:/export/envs rw,vers=4.2,local_lock=none"
     )
     monkeypatch.setattr(
-        "installer.cluster.run.read_mounts", lambda: parse_mountinfo(MOUNTINFO + shared)
+        "verl_bootstrap.cluster.run.read_mounts", lambda: parse_mountinfo(MOUNTINFO + shared)
     )
     tool = tmp_path / "fake-tool"
     tool.write_text('#!/bin/sh\necho "ran $* on ${SLURMD_NODENAME:-the login node}"\n')
@@ -270,7 +270,7 @@ def test_the_plan_warns_about_a_shared_prefix_and_a_remote_cache(
     lustre = f"41 22 0:51 / {tmp_path} rw - lustre 10.0.0.9@o2ib:/scratch rw,localflock"
     nfs = f"42 22 0:52 / {tmp_path / 'home'} rw - nfs4 fs1:/home rw,vers=4.2"
     mounts = parse_mountinfo("\n".join([MOUNTINFO.splitlines()[0], lustre, nfs]))
-    monkeypatch.setattr("installer.host.filesystems.read_mounts", lambda: mounts)
+    monkeypatch.setattr("verl_bootstrap.host.filesystems.read_mounts", lambda: mounts)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("UV_CACHE_DIR", raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)

@@ -18,8 +18,8 @@ import pytest
 from labextras import make_wheel
 from labfixtures import lab, lab_env, write_yaml
 
-from installer import cli
-from installer.installers import uv_binary
+from verl_bootstrap import cli
+from verl_bootstrap.commands import uv_binary
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
 

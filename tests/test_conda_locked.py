@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from installer.envs.base import EnvRequest, env_python
-from installer.envs.conda import CondaBackend
-from installer.envs.condahash import LockedConda
-from installer.envs.condarc import CondaSettings
-from installer.errors import StepFailed
+from verl_bootstrap.envs.base import EnvRequest, env_python
+from verl_bootstrap.envs.conda import CondaBackend
+from verl_bootstrap.envs.condahash import LockedConda
+from verl_bootstrap.envs.condarc import CondaSettings
+from verl_bootstrap.errors import StepFailed
 
 HOST_XY = "{}.{}".format(*sys.version_info[:2])
 

@@ -16,7 +16,7 @@ import pytest
 from apptainerdef import SECTIONS, body, parse_definition
 from bundlefixtures import run_tool
 
-from installer.errors import EXIT_BAD_INPUT
+from verl_bootstrap.errors import EXIT_BAD_INPUT
 
 CPU_LOCK = Path(__file__).resolve().parents[1] / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"
 

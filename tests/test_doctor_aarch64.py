@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from installer.doctor import DoctorInputs, run_doctor
-from installer.doctor.model import CheckResult, Status
-from installer.errors import InputError
-from installer.gpu.cuda import known_compute_capability, planned_arch_list
-from installer.gpu.table import parse_smi_table
-from installer.options import RunOptions
-from installer.plan.locked import prepare_locked
-from installer.profile import load_profile
-from installer.profile.models import Profile
+from verl_bootstrap.doctor import DoctorInputs, run_doctor
+from verl_bootstrap.doctor.model import CheckResult, Status
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.gpu.cuda import known_compute_capability, planned_arch_list
+from verl_bootstrap.gpu.table import parse_smi_table
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.plan.locked import prepare_locked
+from verl_bootstrap.profile import load_profile
+from verl_bootstrap.profile.models import Profile
 
 DATA = Path(__file__).parent / "data" / "nvidia"
 LOCKFILES = Path(__file__).resolve().parents[1] / "lockfiles"

@@ -7,19 +7,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from installer.doctor import DoctorInputs, run_doctor
-from installer.doctor.checks_gpu import (
+from verl_bootstrap.doctor import DoctorInputs, run_doctor
+from verl_bootstrap.doctor.checks_gpu import (
     check_driver,
     check_driver_vs_plan,
     check_gpu_vs_build,
     check_visibility,
 )
-from installer.doctor.inputs import Context
-from installer.doctor.model import Status
-from installer.gpu.model import DriverInfo
-from installer.gpu.parse import parse_smi_xml
-from installer.gpu.table import parse_query_csv, parse_smi_table
-from installer.profile.models import Profile
+from verl_bootstrap.doctor.inputs import Context
+from verl_bootstrap.doctor.model import Status
+from verl_bootstrap.gpu.model import DriverInfo
+from verl_bootstrap.gpu.parse import parse_smi_xml
+from verl_bootstrap.gpu.table import parse_query_csv, parse_smi_table
+from verl_bootstrap.profile.models import Profile
 
 DATA = Path(__file__).parent / "data" / "nvidia"
 

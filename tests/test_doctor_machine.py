@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from installer.doctor import DoctorInputs, Status, run_doctor
-from installer.doctor.checks_machine import GIB, PIP_SHARE, host_glibc, manylinux_glibc
-from installer.doctor.model import CheckResult
-from installer.profile.models import Profile
+from verl_bootstrap.doctor import DoctorInputs, Status, run_doctor
+from verl_bootstrap.doctor.checks_machine import GIB, PIP_SHARE, host_glibc, manylinux_glibc
+from verl_bootstrap.doctor.model import CheckResult
+from verl_bootstrap.profile.models import Profile
 
 HOST_PYTHON = ".".join(str(n) for n in sys.version_info[:3])
 NVCC = shutil.which("nvcc")

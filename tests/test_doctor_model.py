@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from installer.doctor.model import (
+from verl_bootstrap.doctor.model import (
     SCHEMA,
     CheckResult,
     DoctorReport,

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from installer.doctor import DoctorInputs, Status, run_doctor
-from installer.doctor.checks_network import probe_url
-from installer.doctor.model import CheckResult
-from installer.httpclient import proxies_for
-from installer.profile.models import Profile
+from verl_bootstrap.doctor import DoctorInputs, Status, run_doctor
+from verl_bootstrap.doctor.checks_network import probe_url
+from verl_bootstrap.doctor.model import CheckResult
+from verl_bootstrap.httpclient import proxies_for
+from verl_bootstrap.profile.models import Profile
 
 
 class _Index(BaseHTTPRequestHandler):
@@ -149,13 +149,13 @@ def test_a_url_that_only_timed_out_gets_a_second_longer_try(server: str) -> None
     assert "no answer within 0.9 s" in stuck.finding
 
 
-# --- the plan's probe of optional indexes (installer.httpclient) ---------------------------
+# --- the plan's probe of optional indexes (verl_bootstrap.httpclient) ---------------------------
 
 
 def test_the_plans_probe_takes_any_answer_below_500_as_reachable(
     server: str, closed_port: int, tmp_path: Path
 ) -> None:
-    from installer.httpclient import reachable  # noqa: PLC0415
+    from verl_bootstrap.httpclient import reachable  # noqa: PLC0415
 
     assert reachable(f"{server}/simple/")
     assert reachable(f"{server}/private/")  # 401: the index is there, it wants credentials
@@ -169,7 +169,7 @@ def test_the_plans_probe_takes_any_answer_below_500_as_reachable(
 def test_an_unreadable_ca_bundle_makes_an_https_index_unreachable_not_a_crash(
     tmp_path: Path, closed_port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from installer.httpclient import reachable  # noqa: PLC0415
+    from verl_bootstrap.httpclient import reachable  # noqa: PLC0415
 
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tmp_path / "no-such-bundle.pem"))
     assert not reachable(f"https://127.0.0.1:{closed_port}/simple/")
@@ -178,7 +178,7 @@ def test_an_unreadable_ca_bundle_makes_an_https_index_unreachable_not_a_crash(
 def test_the_plans_probe_goes_through_the_users_proxy(
     server: str, closed_port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from installer.httpclient import reachable  # noqa: PLC0415
+    from verl_bootstrap.httpclient import reachable  # noqa: PLC0415
 
     # the loopback server stands in as the proxy: an unresolvable host answers through it
     target = "http://index.invalid/simple/"

@@ -6,11 +6,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from installer.doctor import PREFLIGHT_CHECKS, inputs_from_plan, preflight_failures
-from installer.doctor.preflight import plan_urls, run_preflight_checks
-from installer.options import RunOptions
-from installer.plan.model import Plan
-from installer.run.install import prepare_plan
+from verl_bootstrap.doctor import PREFLIGHT_CHECKS, inputs_from_plan, preflight_failures
+from verl_bootstrap.doctor.preflight import plan_urls, run_preflight_checks
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.plan.model import Plan
+from verl_bootstrap.run.install import prepare_plan
 
 
 def _plan(tmp_path: Path, **options: Any) -> Plan:

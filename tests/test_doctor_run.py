@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from installer.doctor import (
+from verl_bootstrap.doctor import (
     ALL_CHECKS,
     PREFLIGHT_CHECKS,
     DoctorInputs,
@@ -20,8 +20,8 @@ from installer.doctor import (
     raise_on_failure,
     run_doctor,
 )
-from installer.errors import InputError, Refused
-from installer.profile.models import Profile
+from verl_bootstrap.errors import InputError, Refused
+from verl_bootstrap.profile.models import Profile
 
 HOST_HAS_DRIVER = (
     Path("/proc/driver/nvidia/version").exists()

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from installer.errors import InputError, Refused
-from installer.gpu.model import DriverInfo
-from installer.gpu.parse import parse_smi_xml
-from installer.gpu.table import parse_smi_table
-from installer.host.variants import choose_variant, variant_window
-from installer.profile.models import CudaVariant, Profile
+from verl_bootstrap.errors import InputError, Refused
+from verl_bootstrap.gpu.model import DriverInfo
+from verl_bootstrap.gpu.parse import parse_smi_xml
+from verl_bootstrap.gpu.table import parse_smi_table
+from verl_bootstrap.host.variants import choose_variant, variant_window
+from verl_bootstrap.profile.models import CudaVariant, Profile
 
 DATA = Path(__file__).parent / "data" / "nvidia"
 

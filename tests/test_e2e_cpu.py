@@ -24,18 +24,18 @@ import pytest
 from cpuenv import Installed, run_cli
 from verlrepo import git, verl_sdist
 
-from installer.envs.venv import VenvBackend
-from installer.errors import EXIT_INTERRUPTED, EXIT_OK, StepFailed
-from installer.events import Event, listening
-from installer.host.indexes import IndexSettings
-from installer.lockfile import read_lockfile
-from installer.options import RunOptions
-from installer.run.install import prepare_plan
-from installer.steps.base import StepContext
-from installer.steps.create_env import env_request
-from installer.steps.kinds import execute_step
-from installer.steps.record_lock import write_env_lock
-from installer.steps.source import SourceSpec, fetch_source, pip_launcher
+from verl_bootstrap.envs.venv import VenvBackend
+from verl_bootstrap.errors import EXIT_INTERRUPTED, EXIT_OK, StepFailed
+from verl_bootstrap.events import Event, listening
+from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.steps.base import StepContext
+from verl_bootstrap.steps.create_env import env_request
+from verl_bootstrap.steps.kinds import execute_step
+from verl_bootstrap.steps.record_lock import write_env_lock
+from verl_bootstrap.steps.source import SourceSpec, fetch_source, pip_launcher
 
 DATA = Path(__file__).parent / "data" / "profiles"
 STEPS = [
@@ -254,7 +254,7 @@ def kill_leftovers(prefix: Path) -> None:
 def start_install(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
     """The CLI as a user starts it in a terminal, where Ctrl-C reaches it."""
     with log.open("wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "installer", *argv],
+        return subprocess.Popen([sys.executable, "-m", "verl_bootstrap", *argv],
                                 stdout=out, stderr=subprocess.STDOUT,
                                 preexec_fn=_sigint_default)  # noqa: PLW1509  # fmt: skip
 

@@ -12,14 +12,15 @@ from typing import Any
 import pytest
 from uv import find_uv_bin
 
-from installer import paths
-from installer.envs.base import EnvRequest, env_python
-from installer.envs.conda import (
+from tests.condafixture import MARKER_PACKAGE, PYTHON_VERSION, python_channel_fixture
+from verl_bootstrap import paths
+from verl_bootstrap.envs.base import EnvRequest, env_python
+from verl_bootstrap.envs.conda import (
     CondaBackend,
     ExternalCondaBackend,
     python_spec,
 )
-from installer.envs.condarc import (
+from verl_bootstrap.envs.condarc import (
     CondaSettings,
     channel_url,
     channel_urls,
@@ -27,8 +28,7 @@ from installer.envs.condarc import (
     load_condarc,
     read_condarc,
 )
-from installer.errors import InputError, StepFailed
-from tests.condafixture import MARKER_PACKAGE, PYTHON_VERSION, python_channel_fixture
+from verl_bootstrap.errors import InputError, StepFailed
 
 HOST_XY = "{}.{}".format(*sys.version_info[:2])
 NO_CONDARC = CondaSettings()  # tests must not depend on this machine's .condarc

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from installer import cli
+from verl_bootstrap import cli
 
 TOOL = Path(sys.executable).parent / "verl-bootstrap"
 
@@ -26,7 +26,7 @@ def explode(*args: object, **kwargs: object) -> list[str]:
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("VERL_BOOTSTRAP_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr("installer.profile.list_profiles", explode)
+    monkeypatch.setattr("verl_bootstrap.profile.list_profiles", explode)
     return tmp_path / "home"
 
 

@@ -16,8 +16,8 @@ import pytest
 from lockfixtures import TOMORROW, cli, conda_lock_tool, make_lock
 from uv import find_uv_bin
 
-from installer.envs.inventory import installed
-from installer.lockfile import read_lockfile
+from verl_bootstrap.envs.inventory import installed
+from verl_bootstrap.lockfile import read_lockfile
 
 UV = str(find_uv_bin())
 

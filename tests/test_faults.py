@@ -21,14 +21,14 @@ from typing import Any
 
 import pytest
 
-from installer.errors import CannotWrite, InputError
-from installer.options import RunOptions
-from installer.plan.model import Plan
-from installer.run.guard import guarding
-from installer.run.install import prepare_plan
-from installer.run.runner import Status, run_plan
-from installer.run.state import State
-from installer.steps.base import StepContext
+from verl_bootstrap.errors import CannotWrite, InputError
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.plan.model import Plan
+from verl_bootstrap.run.guard import guarding
+from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.run.runner import Status, run_plan
+from verl_bootstrap.run.state import State
+from verl_bootstrap.steps.base import StepContext
 
 
 def make_plan(prefix: Path) -> Plan:
@@ -176,9 +176,9 @@ def test_a_stale_lock_from_a_dead_run_is_taken_over(tmp_path: Path) -> None:
 KILLED_RUN = """
 import sys, time
 from pathlib import Path
-from installer.options import RunOptions
-from installer.run.install import prepare_plan
-from installer.run.runner import run_plan
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.run.runner import run_plan
 
 def step(ctx):
     if ctx.step.id == "torch":

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from installer.errors import StepFailed
-from installer.httpclient import HttpError, download
-from installer.lockfile.lookup import Artifact
-from installer.steps.locked import cached_archive, fetch_checked
-from installer.steps.source import SDIST_MARK, unpack_sdist
+from verl_bootstrap.errors import StepFailed
+from verl_bootstrap.httpclient import HttpError, download
+from verl_bootstrap.lockfile.lookup import Artifact
+from verl_bootstrap.steps.locked import cached_archive, fetch_checked
+from verl_bootstrap.steps.source import SDIST_MARK, unpack_sdist
 
 PAYLOAD = os.urandom(256 * 1024)
 SHA = hashlib.sha256(PAYLOAD).hexdigest()
@@ -102,7 +102,7 @@ def test_a_site_config_fetch_cut_midway_is_a_clear_error_and_a_rerun_works(
     server: _Server, tmp_path: Path
 ) -> None:
     env = {**os.environ, "VERL_BOOTSTRAP_HOME": str(tmp_path / "home"), "HOME": str(tmp_path)}
-    argv = [sys.executable, "-m", "installer", "config", "show", "--config"]
+    argv = [sys.executable, "-m", "verl_bootstrap", "config", "show", "--config"]
     argv.append(_url(server, "lab.yaml"))
     server.mode = "cut"
     cut = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
@@ -144,7 +144,7 @@ def test_a_truncated_sdist_is_refused_and_nothing_half_unpacked_remains(tmp_path
 _CHILD = """
 import sys, time, tarfile
 from pathlib import Path
-from installer.steps import source
+from verl_bootstrap.steps import source
 real = tarfile.TarFile.extractall
 def halfway(self, path, members, **kw):
     real(self, path, members=members[: len(members) // 2], **kw)

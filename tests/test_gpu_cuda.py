@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from installer.gpu.cuda import (
+from verl_bootstrap.gpu.cuda import (
     arch_supported,
     cuda_for_driver,
     driver_for_cuda,
@@ -15,8 +15,8 @@ from installer.gpu.cuda import (
     planned_arch_list,
     supports_bf16,
 )
-from installer.gpu.parse import parse_smi_xml
-from installer.gpu.table import parse_smi_table
+from verl_bootstrap.gpu.parse import parse_smi_xml
+from verl_bootstrap.gpu.table import parse_smi_table
 
 DATA = Path(__file__).parent / "data" / "nvidia"
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from installer.errors import InputError
-from installer.gpu.detect import detect_driver
-from installer.gpu.nvml import read_nvml
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.gpu.detect import detect_driver
+from verl_bootstrap.gpu.nvml import read_nvml
 
 DATA = Path(__file__).parent / "data" / "nvidia"
 HOST_HAS_DRIVER = (

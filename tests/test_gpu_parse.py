@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from installer.gpu.model import DriverInfo
-from installer.gpu.parse import (
+from verl_bootstrap.gpu.model import DriverInfo
+from verl_bootstrap.gpu.parse import (
     parse_proc_version,
     parse_smi_list,
     parse_smi_version,
     parse_smi_xml,
 )
-from installer.gpu.table import parse_query_csv, parse_query_gpus, parse_smi_table
+from verl_bootstrap.gpu.table import parse_query_csv, parse_query_gpus, parse_smi_table
 
 DATA = Path(__file__).parent / "data" / "nvidia"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from installer.gpu.shadow import find_foreign_libs, lib_family, parse_maps
+from verl_bootstrap.gpu.shadow import find_foreign_libs, lib_family, parse_maps
 
 REAL_SO = Path("/lib/x86_64-linux-gnu/libz.so.1").resolve()
 DLOPEN_AND_DUMP = (

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from installer.gpu.model import GpuInfo
-from installer.gpu.parse import parse_smi_list, parse_smi_xml
-from installer.gpu.visible import RAY_NOSET, parse_visible_devices, ray_note
+from verl_bootstrap.gpu.model import GpuInfo
+from verl_bootstrap.gpu.parse import parse_smi_list, parse_smi_xml
+from verl_bootstrap.gpu.visible import RAY_NOSET, parse_visible_devices, ray_note
 
 DATA = Path(__file__).parent / "data" / "nvidia"
 A = "GPU-12345678-aaaa-bbbb-cccc-0123456789ab"  # the two recorded RTX A5000s

@@ -51,12 +51,12 @@ from heavysupport import (
 )
 from packaging.specifiers import SpecifierSet
 
-from installer.envs.base import env_python
-from installer.installers import uv_binary
-from installer.profile import list_profiles, load_profile
-from installer.profile.models import Profile
-from installer.profile.stacks import apply_stack, supported_refs
-from installer.profile.stagespec import StageSpec, stage_specs
+from verl_bootstrap.commands import uv_binary
+from verl_bootstrap.envs.base import env_python
+from verl_bootstrap.profile import list_profiles, load_profile
+from verl_bootstrap.profile.models import Profile
+from verl_bootstrap.profile.stacks import apply_stack, supported_refs
+from verl_bootstrap.profile.stagespec import StageSpec, stage_specs
 
 pytestmark = pytest.mark.heavy
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from kernellab import CUDA_STANDIN, Run, make_sdist, run_cli
 
-from installer.kernels.wheelhouse import Wheelhouse
+from verl_bootstrap.kernels.wheelhouse import Wheelhouse
 
 pytestmark = pytest.mark.heavy
 

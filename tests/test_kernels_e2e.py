@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from kernellab import Lab, Run, build_broken_wheel, install_argv, run_cli
 
-from installer.doctor.checks_env import find_uv
-from installer.errors import EXIT_OK, EXIT_STEP_FAILED, CommandFailed
-from installer.kernels.wheelhouse import Wheelhouse
-from installer.lockfile import read_lockfile
-from installer.paths import env_lockfile
+from verl_bootstrap.doctor.checks_env import find_uv
+from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, CommandFailed
+from verl_bootstrap.kernels.wheelhouse import Wheelhouse
+from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.paths import env_lockfile
 
 BUILD_COMMAND = " wheel -v --no-deps --no-cache-dir --no-binary standin-kernel"
 
@@ -113,8 +113,8 @@ def test_a_mismatched_wheel_forced_in_fails_with_undefined_symbol(lab: Lab, tmp_
 
 
 def test_a_prebuilt_index_gives_a_wheel_and_never_builds(lab: Lab, tmp_path: Path) -> None:
-    from installer import proc  # noqa: PLC0415
-    from installer.kernels.build import download_wheel  # noqa: PLC0415
+    from verl_bootstrap import proc  # noqa: PLC0415
+    from verl_bootstrap.kernels.build import download_wheel  # noqa: PLC0415
 
     wheel = next(lab.wheelhouse.glob("*.whl"))
     project = tmp_path / "simple" / "standin-kernel"

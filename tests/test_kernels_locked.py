@@ -22,12 +22,12 @@ import yaml
 from kernellab import PROFILE, Lab, run_cli
 from slurmfake import fake_allocation
 
-from installer import cli
-from installer.errors import EXIT_OK, InputError
-from installer.kernels.wheelhouse import Wheelhouse
-from installer.lockfile import read_lockfile
-from installer.lockfile.model import KernelWheel
-from installer.paths import env_lockfile, logs_dir
+from verl_bootstrap import cli
+from verl_bootstrap.errors import EXIT_OK, InputError
+from verl_bootstrap.kernels.wheelhouse import Wheelhouse
+from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.lockfile.model import KernelWheel
+from verl_bootstrap.paths import env_lockfile, logs_dir
 
 COMPILED = "standin.cpp -o"  # the compiler line of the stand-in's one unit
 

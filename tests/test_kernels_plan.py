@@ -10,18 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from installer import cli
-from installer.cli.planview import plan_json, plan_text
-from installer.errors import EXIT_BAD_INPUT, EXIT_OK
-from installer.gpu.model import DriverInfo
-from installer.gpu.table import parse_query_gpus
-from installer.host.facts import HostFacts, gather_host
-from installer.kernels.sizing import HostResources
-from installer.kernels.wheelhouse import Wheelhouse
-from installer.options import RunOptions
-from installer.plan.compile import compile_plan
-from installer.plan.model import Plan
-from installer.profile import load_profile
+from verl_bootstrap import cli
+from verl_bootstrap.cli.planview import plan_json, plan_text
+from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
+from verl_bootstrap.gpu.model import DriverInfo
+from verl_bootstrap.gpu.table import parse_query_gpus
+from verl_bootstrap.host.facts import HostFacts, gather_host
+from verl_bootstrap.kernels.sizing import HostResources
+from verl_bootstrap.kernels.wheelhouse import Wheelhouse
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.plan.compile import compile_plan
+from verl_bootstrap.plan.model import Plan
+from verl_bootstrap.profile import load_profile
 
 NVIDIA = Path(__file__).parent / "data" / "nvidia"
 H100 = "590.48.01-H100-MIG-csv.txt"  # compute capability 9.0
@@ -131,7 +131,7 @@ def test_a_matching_wheel_in_the_wheelhouse_wins(tmp_path: Path) -> None:
 
 
 def test_a_login_node_uses_the_sites_archs_or_says_it_has_none(tmp_path: Path) -> None:
-    from installer.options import SiteOptions  # noqa: PLC0415
+    from verl_bootstrap.options import SiteOptions  # noqa: PLC0415
 
     site = SiteOptions(cuda_arch=("9.0", "10.0"))
     options, facts = host("fsdp", tmp_path, None, cores=8, ram=32.0, cuda="cu130", site=site)
@@ -181,7 +181,7 @@ def test_sizing_does_not_change_a_steps_fingerprint(tmp_path: Path) -> None:
 
 
 def test_the_expected_abi_follows_the_torch_the_stages_pin(tmp_path: Path) -> None:
-    from installer.kernels.planning import expected_key  # noqa: PLC0415
+    from verl_bootstrap.kernels.planning import expected_key  # noqa: PLC0415
 
     _, facts = host("fsdp", tmp_path, driver(H100), cores=16, ram=64.0)
     assert facts.kernels is not None

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from installer.errors import InputError
-from installer.gpu.model import DriverInfo
-from installer.gpu.table import parse_query_gpus
-from installer.kernels.key import BuildKey, parse_wheel_name, render_template
-from installer.kernels.sizing import (
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.gpu.model import DriverInfo
+from verl_bootstrap.gpu.table import parse_query_gpus
+from verl_bootstrap.kernels.key import BuildKey, parse_wheel_name, render_template
+from verl_bootstrap.kernels.sizing import (
     HostResources,
     arch_variables,
     choose_archs,
@@ -26,10 +26,10 @@ from installer.kernels.sizing import (
     oom_message,
     read_resources,
 )
-from installer.kernels.sources import choose_source, pinned_version
-from installer.kernels.wheelhouse import Wheelhouse
-from installer.paths import file_sha256
-from installer.profile.kernel import KernelSpec
+from verl_bootstrap.kernels.sources import choose_source, pinned_version
+from verl_bootstrap.kernels.wheelhouse import Wheelhouse
+from verl_bootstrap.paths import file_sha256
+from verl_bootstrap.profile.kernel import KernelSpec
 
 NVIDIA = Path(__file__).parent / "data" / "nvidia"
 FLASH = (
@@ -278,7 +278,7 @@ def test_the_key_probe_reads_torch_without_importing_it(
     (torch / "version.py").write_text("__version__ = '2.9.1+cu128'\ncuda = '12.8'\n")
     symbol = b"_ZN3c104Type3strB5cxx11Ev NSt7__cxx1112basic_string" if marked else b"_ZN3c10Ss"
     (torch / "lib" / "libc10.so").write_bytes(b"\x7fELF" + symbol)
-    probe = Path(__file__).parents[1] / "installer" / "probes" / "build_key.py"
+    probe = Path(__file__).parents[1] / "verl_bootstrap" / "probes" / "build_key.py"
     done = subprocess.run(
         [sys.executable, str(probe)], env={**os.environ, "PYTHONPATH": str(tmp_path)},
         capture_output=True, text=True, check=True,
@@ -289,8 +289,8 @@ def test_the_key_probe_reads_torch_without_importing_it(
 
 
 def test_build_progress_counts_ninja_and_compiler_lines() -> None:
-    from installer.events import Event, listening  # noqa: PLC0415
-    from installer.kernels.progress import BuildProgress  # noqa: PLC0415
+    from verl_bootstrap.events import Event, listening  # noqa: PLC0415
+    from verl_bootstrap.kernels.progress import BuildProgress  # noqa: PLC0415
 
     seen: list[Event] = []
     ticks = iter([0.0, 4.0, 9.0, 12.0])
@@ -311,8 +311,8 @@ def test_build_progress_counts_ninja_and_compiler_lines() -> None:
 
 
 def test_a_locked_kernel_takes_the_recorded_file_or_builds_the_locked_sdist(tmp_path: Path) -> None:
-    from installer.kernels.locked import choose_locked  # noqa: PLC0415
-    from installer.lockfile.model import KernelWheel, LockedDist  # noqa: PLC0415
+    from verl_bootstrap.kernels.locked import choose_locked  # noqa: PLC0415
+    from verl_bootstrap.lockfile.model import KernelWheel, LockedDist  # noqa: PLC0415
 
     kernel = KernelSpec(distribution="flash-attn", release_wheels=(FLASH,))
     url = "https://releases.example/v2.8.1/flash_attn-2.8.1+cu12torch2.8cxx11abiFALSE-cp312-cp312-linux_x86_64.whl"

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from verlrepo import git
 
-from installer.errors import InputError, StepFailed
-from installer.host.indexes import IndexSettings
-from installer.lifecycle.resume import merge_indexes, merge_options
-from installer.steps.source import SourceSpec, fetch_source, pip_launcher
+from verl_bootstrap.errors import InputError, StepFailed
+from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.lifecycle.resume import merge_indexes, merge_options
+from verl_bootstrap.steps.source import SourceSpec, fetch_source, pip_launcher
 
 BIN = Path(sys.executable).parent  # the dev venv, where verl-bootstrap is installed
 
@@ -122,7 +122,7 @@ def test_zsh_loads_the_completion_and_its_protocol_completes_a_profile_name() ->
 
 
 def test_help_does_not_import_the_completion_library() -> None:
-    code = ("import sys; from installer import cli\ntry:\n    cli.main(['--help'])\n"
+    code = ("import sys; from verl_bootstrap import cli\ntry:\n    cli.main(['--help'])\n"
             "except SystemExit:\n    pass\nprint('argcomplete' in sys.modules)")  # fmt: skip
     done = subprocess.run([str(BIN / "python"), "-c", code], capture_output=True, text=True,
                           check=True)  # fmt: skip
@@ -130,7 +130,7 @@ def test_help_does_not_import_the_completion_library() -> None:
 
 
 def test_a_state_with_a_wrong_record_type_is_named_not_crashed_on(tmp_path: Path) -> None:
-    from installer.run.state import State  # noqa: PLC0415
+    from verl_bootstrap.run.state import State  # noqa: PLC0415
 
     path = tmp_path / "state.json"
     path.write_text('{"version": 1, "steps": {}, "made": "bin"}', encoding="utf-8")
@@ -142,7 +142,7 @@ def test_a_state_with_a_wrong_record_type_is_named_not_crashed_on(tmp_path: Path
 
 
 def test_completion_offers_exactly_the_shipped_profiles() -> None:
-    from installer.lifecycle.completion import _profiles  # noqa: PLC0415
-    from installer.profile import list_profiles  # noqa: PLC0415
+    from verl_bootstrap.lifecycle.completion import _profiles  # noqa: PLC0415
+    from verl_bootstrap.profile import list_profiles  # noqa: PLC0415
 
     assert list(_profiles()) == list_profiles()

@@ -21,9 +21,9 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from verlrepo import git
 
-from installer.errors import EXIT_REFUSED, EXIT_STEP_FAILED
-from installer.lockfile import read_lockfile
-from installer.lockfile.gaps import hash_gaps
+from verl_bootstrap.errors import EXIT_REFUSED, EXIT_STEP_FAILED
+from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.lockfile.gaps import hash_gaps
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -59,7 +59,7 @@ def installed(
             [
                 sys.executable,
                 "-m",
-                "installer",
+                "verl_bootstrap",
                 "--profile",
                 "cpu",
                 "--locked",

@@ -10,8 +10,8 @@ from test_lifecycle import run
 from tinyenv import HOST_XY, tiny_parts
 from verlrepo import git
 
-from installer.errors import EXIT_OK
-from installer.lockfile import read_lockfile
+from verl_bootstrap.errors import EXIT_OK
+from verl_bootstrap.lockfile import read_lockfile
 
 
 def lock(profile: Path, repo: Path, output: Path) -> str:

@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 from lockfixtures import CUTOFF, HOST_XY
 
-from installer import proc
-from installer.errors import CommandFailed
-from installer.host.indexes import IndexSettings
-from installer.installers import InstallRequest
-from installer.lockfile.buildlock import build_requirements, lock_build, sdist_pyproject
-from installer.lockfile.gaps import documented_gaps, hash_gaps
-from installer.lockfile.io import dump_lockfile
-from installer.lockfile.lookup import Artifact
-from installer.lockfile.model import (
+from verl_bootstrap import proc
+from verl_bootstrap.commands import InstallRequest
+from verl_bootstrap.errors import CommandFailed
+from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.lockfile.buildlock import build_requirements, lock_build, sdist_pyproject
+from verl_bootstrap.lockfile.gaps import documented_gaps, hash_gaps
+from verl_bootstrap.lockfile.io import dump_lockfile
+from verl_bootstrap.lockfile.lookup import Artifact
+from verl_bootstrap.lockfile.model import (
     CondaPackage,
     CudaTarget,
     LockedDist,
@@ -31,10 +31,10 @@ from installer.lockfile.model import (
     LockedStage,
     Lockfile,
 )
-from installer.lockfile.resolve import Target
-from installer.paths import file_sha256, locked_build_file
-from installer.steps.locked import cached_archive, write_build_constraints
-from installer.steps.srcbuild import build_locked_sdists
+from verl_bootstrap.lockfile.resolve import Target
+from verl_bootstrap.paths import file_sha256, locked_build_file
+from verl_bootstrap.steps.locked import cached_archive, write_build_constraints
+from verl_bootstrap.steps.srcbuild import build_locked_sdists
 
 NAME = "vb-tiny"
 PYPROJECT = b"""[build-system]

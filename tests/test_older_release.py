@@ -23,7 +23,7 @@ import pytest
 import yaml
 from verlrepo import git, make_verl_repo
 
-from installer.errors import EXIT_OK
+from verl_bootstrap.errors import EXIT_OK
 
 Installed = tuple[Path, Path, dict[str, Any]]
 
@@ -33,8 +33,8 @@ def _install(factory: pytest.TempPathFactory, version: str) -> Installed:
     ref = f"v{version}"
     repo = make_verl_repo(root / "verl", version, ref)
     prefix = root / "env"
-    argv = [sys.executable, "-m", "installer", "install", "--profile", "cpu", "--verl-ref", ref,
-            "--verl-source", str(repo), "--prefix", str(prefix), "--json"]  # fmt: skip
+    argv = [sys.executable, "-m", "verl_bootstrap", "install", "--profile", "cpu"]
+    argv += ["--verl-ref", ref, "--verl-source", str(repo), "--prefix", str(prefix), "--json"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == EXIT_OK, done.stderr[-3000:]
     return repo, prefix, json.loads(done.stdout)

@@ -24,9 +24,9 @@ import yaml
 from labfixtures import COMMITTED_LOCK, DEAD, TOKEN, lab, lab_config, write_yaml
 from labmirror import mirror_wheels
 
-from installer import cli
-from installer.envs.inventory import installed
-from installer.installers import uv_binary
+from verl_bootstrap import cli
+from verl_bootstrap.commands import uv_binary
+from verl_bootstrap.envs.inventory import installed
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -81,7 +81,9 @@ def _tool_wheel(dest: Path) -> Path:
     shutil.rmtree(source, ignore_errors=True)
     source.mkdir()
     shutil.copytree(
-        REPO / "installer", source / "installer", ignore=shutil.ignore_patterns("__pycache__")
+        REPO / "verl_bootstrap",
+        source / "verl_bootstrap",
+        ignore=shutil.ignore_patterns("__pycache__"),
     )
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, source / name)

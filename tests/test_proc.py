@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from installer import proc
-from installer.errors import CommandFailed, Interrupted
+from verl_bootstrap import proc
+from verl_bootstrap.errors import CommandFailed, Interrupted
 
 
 def test_output_goes_to_the_log_with_secrets_masked(tmp_path: Path) -> None:
@@ -51,7 +51,7 @@ def test_children_die_when_verl_bootstrap_is_killed(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import threading, time
-        from installer import proc
+        from verl_bootstrap import proc
         cmd = ["sh", "-c", "echo $$ > {marker}; exec sleep 60"]
         threading.Thread(target=lambda: proc.run(cmd), daemon=True).start()
         time.sleep(60)

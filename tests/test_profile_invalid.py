@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from installer import cli
-from installer.errors import EXIT_BAD_INPUT, InputError
-from installer.profile import list_profiles, load_profile
+from verl_bootstrap import cli
+from verl_bootstrap.errors import EXIT_BAD_INPUT, InputError
+from verl_bootstrap.profile import list_profiles, load_profile
 
 DATA = Path(__file__).parent / "data" / "profiles"
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from installer.errors import InputError
-from installer.profile import PROFILES_DIR, list_profiles, load_profile, profile_path
-from installer.profile.stacks import apply_stack, supported_refs
-from installer.profile.yamlsrc import load_located
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.profile import PROFILES_DIR, list_profiles, load_profile, profile_path
+from verl_bootstrap.profile.stacks import apply_stack, supported_refs
+from verl_bootstrap.profile.yamlsrc import load_located
 
 PARENT = """\
 schema_version: 1

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from installer.errors import InputError
-from installer.options import RunOptions
-from installer.profile import list_profiles, load_profile
-from installer.profile.stacks import apply_stack, supported_refs
-from installer.profile.stagespec import stage_specs
-from installer.run.install import prepare_plan
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.profile import list_profiles, load_profile
+from verl_bootstrap.profile.stacks import apply_stack, supported_refs
+from verl_bootstrap.profile.stagespec import stage_specs
+from verl_bootstrap.run.install import prepare_plan
 
 FA4_DROPPED = "flash-attn-4 ; platform_machine == 'flash-attn-4-excluded'"
 SGLANG_BASE = """\
@@ -221,9 +221,9 @@ def test_verify_may_only_tolerate_mismatches_a_stage_overrides(tmp_path: Path) -
 
 def test_uv_pip_check_mismatches_from_the_profiles_overrides_warn(tmp_path: Path) -> None:
     # a real env whose only unmet requirements are ones the spec declares as overridden
-    from installer.installers import uv_binary  # noqa: PLC0415
-    from installer.profile.models import VerifySpec  # noqa: PLC0415
-    from installer.steps.verify import verify_env  # noqa: PLC0415
+    from verl_bootstrap.commands import uv_binary  # noqa: PLC0415
+    from verl_bootstrap.profile.models import VerifySpec  # noqa: PLC0415
+    from verl_bootstrap.steps.verify import verify_env  # noqa: PLC0415
 
     env = tmp_path / "env"
     subprocess.run([uv_binary(), "venv", "-q", str(env)], check=True)

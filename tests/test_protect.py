@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from installer import cli
-from installer.envs.inventory import Dist, installed
-from installer.errors import EXIT_STEP_FAILED, StepFailed
-from installer.steps.protect import check_protected, protected_pins, refused_by_pins
+from verl_bootstrap import cli
+from verl_bootstrap.envs.inventory import Dist, installed
+from verl_bootstrap.errors import EXIT_STEP_FAILED, StepFailed
+from verl_bootstrap.steps.protect import check_protected, protected_pins, refused_by_pins
 
 DATA = Path(__file__).parent / "data" / "profiles"
 

@@ -10,8 +10,8 @@ from test_e2e_cpu import closed_port
 from test_lifecycle import DATA, run
 from tinyenv import HOST_XY, tiny_parts
 
-from installer.errors import EXIT_OK, EXIT_REFUSED
-from installer.lifecycle.owned import foreign_files
+from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED
+from verl_bootstrap.lifecycle.owned import foreign_files
 
 SITE = f"lib/python{HOST_XY}/site-packages"
 

@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from installer import proc
-from installer.errors import Interrupted, StepFailed
-from installer.options import RunOptions
-from installer.plan.model import Plan
-from installer.run.install import prepare_plan
-from installer.run.runner import RunReport, Status, run_plan
-from installer.run.state import State
-from installer.steps.base import StepContext
+from verl_bootstrap import proc
+from verl_bootstrap.errors import Interrupted, StepFailed
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.plan.model import Plan
+from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.run.runner import RunReport, Status, run_plan
+from verl_bootstrap.run.state import State
+from verl_bootstrap.steps.base import StepContext
 
 STEPS = [
     "create-env",

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from verlrepo import git
 
-from installer import cli
-from installer.envs.inventory import installed
-from installer.errors import EXIT_STEP_FAILED
+from verl_bootstrap import cli
+from verl_bootstrap.envs.inventory import installed
+from verl_bootstrap.errors import EXIT_STEP_FAILED
 
 DATA = Path(__file__).parent / "data" / "profiles"
 SCRIPT = "scripts/install_vllm_sglang_mcore.sh"

@@ -15,10 +15,10 @@ import pytest
 import yaml
 from labfixtures import TOKEN, TOOL, clean_environ, lab, lab_config, lab_env, write_yaml
 
-from installer import cli
-from installer.errors import InputError
-from installer.onboard import onboarding_script
-from installer.siteconfig import load_site
+from verl_bootstrap import cli
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.onboard import onboarding_script
+from verl_bootstrap.siteconfig import load_site
 
 pytestmark = pytest.mark.timeout(600)
 

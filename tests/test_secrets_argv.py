@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from labfixtures import TOKEN, TOOL, clean_environ, lab, lab_config, write_yaml
 
-from installer.safety.credentials import lift, split_url
+from verl_bootstrap.safety.credentials import lift, split_url
 
 pytestmark = pytest.mark.timeout(600)
 QUERY_TOKEN = "q5ecret-query-token-91be"  # a secret in an index URL's query string

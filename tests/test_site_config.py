@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from installer import cli
-from installer.envs.condarc import channel_urls, load_condarc
-from installer.errors import InputError
-from installer.host.indexes import IndexSettings
-from installer.options import SiteOptions
-from installer.siteconfig import backend_environment, condarc_text, load_site, site_options
-from installer.siteconfig.apply import applied_environment, apply_site_indexes, pytorch_mirrors
+from verl_bootstrap import cli
+from verl_bootstrap.envs.condarc import channel_urls, load_condarc
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.options import SiteOptions
+from verl_bootstrap.siteconfig import backend_environment, condarc_text, load_site, site_options
+from verl_bootstrap.siteconfig.apply import applied_environment, apply_site_indexes, pytorch_mirrors
 
 
 def write(path: Path, data: dict[str, object]) -> Path:

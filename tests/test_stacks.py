@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from installer import cli
-from installer.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
-from installer.options import RunOptions
-from installer.profile import load_profile
-from installer.profile.models import Profile
-from installer.profile.stacks import EXCLUDE_NEWER_ENV, apply_stack, stack_for, supported_refs
-from installer.profile.stagespec import stage_specs
-from installer.run.install import prepare_plan
+from verl_bootstrap import cli
+from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.profile import load_profile
+from verl_bootstrap.profile.models import Profile
+from verl_bootstrap.profile.stacks import EXCLUDE_NEWER_ENV, apply_stack, stack_for, supported_refs
+from verl_bootstrap.profile.stagespec import stage_specs
+from verl_bootstrap.run.install import prepare_plan
 
 OLDER = ("v0.6.1", "v0.7.0", "v0.7.1", "v0.8.0", "v0.9.0")
 DECLARATIVE = ("cpu", "vllm-only", "fsdp", "megatron", "sglang")

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from installer import cli
-from installer.errors import EXIT_OK, EXIT_REFUSED, InputError, PrefixBusy
-from installer.paths import atomic_write
-from installer.run.guard import guarding
-from installer.run.state import State, StepRecord
+from verl_bootstrap import cli
+from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED, InputError, PrefixBusy
+from verl_bootstrap.paths import atomic_write
+from verl_bootstrap.run.guard import guarding
+from verl_bootstrap.run.state import State, StepRecord
 
 DATA = Path(__file__).parent / "data" / "profiles"
 
@@ -121,7 +121,7 @@ HOLDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from installer.run.guard import guarding
+    from verl_bootstrap.run.guard import guarding
 
     with guarding(Path(sys.argv[1])):
         print("held", flush=True)

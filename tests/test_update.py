@@ -12,8 +12,8 @@ import pytest
 from test_lifecycle import run, state, versions
 from tinyenv import publish_wheel, tiny_parts
 
-from installer.errors import EXIT_OK, EXIT_REFUSED
-from installer.lockfile import read_lockfile
+from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED
+from verl_bootstrap.lockfile import read_lockfile
 
 
 @dataclass(frozen=True)

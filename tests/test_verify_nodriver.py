@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from installer.installers import uv_binary
-from installer.profile.models import VerifySpec
-from installer.steps.verify import verify_env
+from verl_bootstrap.commands import uv_binary
+from verl_bootstrap.profile.models import VerifySpec
+from verl_bootstrap.steps.verify import verify_env
 
 MODULES = {
     # an AttributeError about triton while no stand-in is loaded is the env's fault (imported

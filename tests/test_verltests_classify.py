@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from installer.verltests.classify import CLASSES, RULES, classify, evidence
-from installer.verltests.junit import Case, read_junit
+from verl_bootstrap.verltests.classify import CLASSES, RULES, classify, evidence
+from verl_bootstrap.verltests.junit import Case, read_junit
 
 CASES = """
 import os, urllib.request

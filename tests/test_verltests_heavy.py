@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 from verlrepo import make_verl_repo
 
-from installer.errors import EXIT_OK
-from installer.profile import load_profile
-from installer.profile.stacks import supported_refs
+from verl_bootstrap.errors import EXIT_OK
+from verl_bootstrap.profile import load_profile
+from verl_bootstrap.profile.stacks import supported_refs
 
 pytestmark = pytest.mark.heavy
 
@@ -38,7 +38,7 @@ GIT = os.environ.get("VERL_BOOTSTRAP_TEST_VERL_GIT")  # a local clone of verl wi
 
 def _cli(*argv: str, timeout: float) -> tuple[int, dict[str, Any], str]:
     done = subprocess.run(
-        [sys.executable, "-m", "installer", *argv, "--json"],
+        [sys.executable, "-m", "verl_bootstrap", *argv, "--json"],
         capture_output=True, text=True, timeout=timeout, check=False,
     )  # fmt: skip
     try:

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from cpuenv import Installed
 
-from installer import cli
-from installer.errors import EXIT_OK, EXIT_STEP_FAILED
+from verl_bootstrap import cli
+from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED
 
 FILES = (
     "tests/test_base_config_on_cpu.py",

@@ -21,8 +21,8 @@ import pytest
 from cpuenv import Installed
 from test_verltests_real import run_test
 
-from installer.errors import EXIT_OK, EXIT_STEP_FAILED
-from installer.installers import uv_binary
+from verl_bootstrap.commands import uv_binary
+from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED
 
 PASSES = "def test_passes():\n    pass\n"
 SLEEPS = "import os, time\n\n\ndef test_sleeps():\n    {pid}\n    time.sleep(600)\n"
@@ -103,7 +103,7 @@ def test_a_file_that_hangs_while_imported_is_named(
 def test_a_test_limit_needs_pytest_timeout_in_the_env(
     cpu_env_session: Installed, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from installer import cli  # noqa: PLC0415
+    from verl_bootstrap import cli  # noqa: PLC0415
 
     source = checkout(tmp_path, PASSES)
     code = cli.main(["test", "--prefix", str(cpu_env_session.prefix), "--checkout", str(source),

@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from installer import proc
-from installer.cli.render import Console
-from installer.events import Event, emit, listening
-from installer.options import RunOptions
-from installer.plan.model import Plan
-from installer.run.install import prepare_plan
-from installer.run.runner import run_plan
-from installer.steps.base import StepContext
+from verl_bootstrap import proc
+from verl_bootstrap.cli.render import Console
+from verl_bootstrap.events import Event, emit, listening
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.plan.model import Plan
+from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.run.runner import run_plan
+from verl_bootstrap.steps.base import StepContext
 
 
 @pytest.fixture

@@ -1,0 +1,98 @@
+"""The bundle's two non-index parts: verl's locked git commit, and the tool itself.
+
+verl's checkout travels as a git bundle of one branch at the locked commit, so the env's checkout
+on the node has the very commit the lock names. The tool travels as its own wheel plus its
+dependency wheels (uv among them) for the lock's Python and platform, so a node with only a Python
+can run it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import verl_bootstrap
+from verl_bootstrap import proc
+from verl_bootstrap.bundle.collect import Collected, resolve_download
+from verl_bootstrap.commands import uv_binary
+from verl_bootstrap.errors import CommandFailed, Refused
+from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.lockfile.model import Lockfile
+from verl_bootstrap.lockfile.resolve import Target, load_toml
+from verl_bootstrap.paths import file_sha256
+from verl_bootstrap.platforms import DEFAULT_GLIBC
+
+__all__ = ["LOCKED_BRANCH", "build_tool_wheel", "tool_wheels", "verl_git_bundle", "verl_pyproject"]
+
+LOCKED_BRANCH = "verl-bootstrap-locked"  # the one branch of the git bundle, at the locked commit
+_GIT_ENV = {"GIT_TERMINAL_PROMPT": "0"}  # a credential prompt would hang a batch run
+
+
+def verl_git_bundle(repo: str, commit: str, dest: Path, *, work: Path) -> Path:
+    """A git bundle of `repo` holding `commit` on one branch (the repo itself is not changed)."""
+    clone, log = work / "verl.git", work / "verl-source.log"
+    try:
+        proc.run(
+            ["git", "clone", "--bare", "--quiet", repo, str(clone)], log_path=log, env=_GIT_ENV
+        )
+        proc.run(["git", "-C", str(clone), "branch", "-f", LOCKED_BRANCH, commit], log_path=log)
+        proc.run(
+            ["git", "-C", str(clone), "bundle", "create", str(dest), LOCKED_BRANCH], log_path=log
+        )
+    except CommandFailed as exc:
+        raise Refused(
+            f"verl's locked commit {commit} could not be taken from {repo}: {exc.message}",
+            hint="pass --verl-source with a clone that has the locked commit",
+        ) from None
+    return dest
+
+
+def verl_pyproject(repo_git: Path, commit: str, *, work: Path) -> bytes | None:
+    """verl's pyproject.toml at the locked commit, from the bare clone `verl_git_bundle` made."""
+    try:
+        done = proc.run(
+            ["git", "-C", str(repo_git), "show", f"{commit}:pyproject.toml"],
+            log_path=work / "verl-source.log",
+            keep_output=True,
+        )
+    except CommandFailed:
+        return None
+    return done.output.encode()
+
+
+def build_tool_wheel(out: Path) -> Path:
+    """verl-bootstrap's own wheel, built from its source tree into `out`."""
+    root = _source_tree()
+    out.mkdir(parents=True, exist_ok=True)
+    proc.run(
+        [uv_binary(), "build", "--wheel", "--quiet", "--out-dir", str(out), str(root)],
+        log_path=out / "build.log",
+    )
+    (wheel,) = out.glob("verl_bootstrap-*.whl")
+    return wheel
+
+
+def _source_tree() -> Path:
+    root = Path(verl_bootstrap.__file__).resolve().parents[1]
+    if not (root / "pyproject.toml").is_file():
+        raise Refused(
+            "the tool's own wheel is built from its source tree, and this verl-bootstrap is "
+            "installed without one",
+            hint="run this from a checkout of verl-bootstrap",
+        )
+    return root
+
+
+def tool_wheels(
+    lock: Lockfile, settings: IndexSettings, *, cache: Path, work: Path
+) -> list[Collected]:
+    """verl-bootstrap's own wheel (built from its source tree) and its dependencies' wheels."""
+    root = _source_tree()
+    wheel = build_tool_wheel(work / "tool-wheel")
+    project = load_toml((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    glibc = lock.cuda.virtual_packages.get("__glibc", DEFAULT_GLIBC)
+    target = Target(lock.python, lock.platform, "", False, glibc)
+    deps = resolve_download(
+        project["dependencies"], target, settings, cache=cache, work=work / "tool-deps"
+    )
+    own = Collected(path=wheel, name="verl-bootstrap", sha256=file_sha256(wheel))
+    return [own, *deps]

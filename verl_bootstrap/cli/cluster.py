@@ -1,0 +1,156 @@
+"""Subcommands of the cluster feature: `cluster verify|install|script` (registered by cliparse)."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from verl_bootstrap.cli.output import emit_json, err, out, path_arg
+from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
+from verl_bootstrap.paths import atomic_write, tool_home
+
+__all__ = ["register"]
+
+_PREFIX_HELP = (
+    "the env's prefix on the nodes; $VARIABLES in it are expanded on each node "
+    "(quote it: '$LOCAL_SCRATCH/verl')"
+)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add this feature's subcommands to `sub`."""
+    cluster = sub.add_parser("cluster", help="verify or install an env on every node (Ray, Slurm)")
+    actions = cluster.add_subparsers(dest="action", required=True, metavar="ACTION")
+    verify = actions.add_parser("verify", help="check every node's env and compare the nodes")
+    _target_flags(verify)
+    verify.add_argument("--fingerprint-only", action="store_true", help="skip the import checks")
+    verify.set_defaults(handler=cmd_cluster_verify)
+    install = actions.add_parser("install", help="the locked install on every node")
+    _target_flags(install)
+    _install_flags(install)
+    install.set_defaults(handler=cmd_cluster_install)
+    script = actions.add_parser("script", help="emit the sbatch script for verify or install")
+    script.add_argument("--slurm", action="store_true", required=True)
+    script.add_argument("--action", choices=["verify", "install"], default="verify")
+    script.add_argument("--nodes", type=int, required=True)
+    script.add_argument("--time", default="01:00:00")
+    script.add_argument("--partition")
+    script.add_argument("--prefix", required=True, help=_PREFIX_HELP)
+    script.add_argument("--profile")
+    _install_flags(script)
+    script.add_argument("--output", "-o", type=path_arg, help="write here (default stdout)")
+    script.set_defaults(handler=cmd_cluster_script)
+
+
+def _target_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ray-address", metavar="ADDR", help="a running Ray cluster (host:port)")
+    p.add_argument("--slurm", action="store_true", help="the current Slurm allocation (srun)")
+    p.add_argument("--ray-python", type=path_arg, help="a Python with the cluster's Ray")
+    p.add_argument("--prefix", required=True, help=_PREFIX_HELP)
+    p.add_argument("--profile", help="whose checks to run (default: the env's own)")
+    p.add_argument("--json", action="store_true")
+
+
+def _install_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lockfile", help="install exactly this lockfile (--locked)")
+    p.add_argument("--config", help="site config for the nodes' installs")
+    p.add_argument("--tool", help="verl-bootstrap's path on the nodes (default: this one's)")
+
+
+def _log_path() -> Path:
+
+    folder = tool_home() / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"cluster-{time.strftime('%Y%m%d-%H%M%S')}.log"
+
+
+def _target(ns: argparse.Namespace) -> Any:
+    from verl_bootstrap.cluster.run import Target
+
+    return Target(ray_address=ns.ray_address, slurm=ns.slurm, ray_python=ns.ray_python)
+
+
+def cmd_cluster_verify(ns: argparse.Namespace) -> int:
+    """`cluster verify`: the node table; any difference or failed check exits non-zero."""
+    from verl_bootstrap.cluster.run import verify_cluster
+    from verl_bootstrap.cluster.table import table_text
+
+    log = _log_path()
+    report = verify_cluster(
+        _target(ns), ns.prefix, profile=ns.profile, fingerprint_only=ns.fingerprint_only,
+        log_path=log,
+    )  # fmt: skip
+    if ns.json:
+        emit_json(
+            {"schema": "verl-bootstrap.cluster-verify/1", **report.to_json(), "log": str(log)}
+        )
+    else:
+        out(table_text(report))
+    return EXIT_OK if report.ok else EXIT_STEP_FAILED
+
+
+def _tool(ns: argparse.Namespace) -> str:
+    if ns.tool:
+        return str(ns.tool)
+    here = Path(sys.executable).parent / "verl-bootstrap"
+    return str(here) if here.exists() else shutil.which("verl-bootstrap") or "verl-bootstrap"
+
+
+def _install_args(ns: argparse.Namespace) -> list[str]:
+    if not ns.profile:
+        raise InputError("cluster install needs --profile", hint="e.g. --profile fsdp")
+    args = ["--profile", ns.profile, "--prefix", ns.prefix, "--wait", "3600"]
+    if ns.lockfile:
+        args += ["--locked", "--lockfile", ns.lockfile]
+    if ns.config:
+        args += ["--config", ns.config]
+    return args
+
+
+def cmd_cluster_install(ns: argparse.Namespace) -> int:
+    """`cluster install`: install on every node (once on a shared filesystem), then verify."""
+    from verl_bootstrap.cluster.run import install_cluster
+    from verl_bootstrap.cluster.table import table_text
+
+    command = [_tool(ns), "install", *_install_args(ns)]
+    result = install_cluster(_target(ns), ns.prefix, command, log_path=_log_path())
+    if ns.json:
+        verify = result.verify.to_json() if result.verify else None
+        emit_json({"schema": "verl-bootstrap.cluster-install/1", "ok": result.ok,
+                   "mode": result.mode, "lock_scope": result.scope.__dict__,
+                   "nodes": [dict(r) for r in result.results], "verify": verify})  # fmt: skip
+        return EXIT_OK if result.ok else EXIT_STEP_FAILED
+    err(f"prefix lock: {result.scope.scope} ({result.scope.reason})")
+    for node in result.results:
+        mark = "✓" if node.get("returncode") == 0 else "✗"
+        out(f"{mark} install on {node.get('label')}: exit {node.get('returncode')}")
+        if node.get("returncode") != 0:
+            out("    " + "\n    ".join(node.get("tail") or []))
+    if result.verify is not None:
+        out(table_text(result.verify))
+    return EXIT_OK if result.ok else EXIT_STEP_FAILED
+
+
+def cmd_cluster_script(ns: argparse.Namespace) -> int:
+    """`cluster script --slurm`: the sbatch script."""
+    from verl_bootstrap.cluster.script import sbatch_script
+
+    args = ["--prefix", ns.prefix]
+    if ns.action == "install":
+        args = _install_args(ns)
+    elif ns.profile:
+        args += ["--profile", ns.profile]
+    text = sbatch_script(
+        action=ns.action, tool=_tool(ns), args=args, nodes=ns.nodes, time=ns.time,
+        partition=ns.partition,
+    )  # fmt: skip
+    if ns.output is None:
+        out(text.rstrip("\n"))
+    else:
+        atomic_write(ns.output, text)
+        err(f"wrote {ns.output}: submit it with `sbatch {ns.output}`")
+    return EXIT_OK

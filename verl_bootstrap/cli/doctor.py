@@ -1,0 +1,85 @@
+"""The `doctor` subcommand: named checks of the machine (and an env), before and after installs."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from verl_bootstrap.cli.options import run_options
+from verl_bootstrap.cli.output import emit_json, out, path_arg
+from verl_bootstrap.errors import Refused
+
+if TYPE_CHECKING:
+    from verl_bootstrap.doctor import DoctorInputs, DoctorReport
+    from verl_bootstrap.plan.model import Plan
+
+__all__ = ["doctor_inputs", "register"]
+
+_MARK = {"ok": "✓", "warn": "!", "fail": "✗", "skipped": "·"}
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `doctor`."""
+    p = sub.add_parser("doctor", help="check this machine (and an env) for the classic verl traps")
+    p.add_argument("--profile", help="judge the machine against this profile's plan")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--prefix", type=path_arg, help="an env to check")
+    where.add_argument("--python", type=path_arg, help="an env's interpreter")
+    p.add_argument("--cuda", default="auto", help="auto | cpu | cuXYZ")
+    p.add_argument("--verl-ref", help="the verl ref the env is for")
+    p.add_argument("--skip-check", action="append", default=[], metavar="NAME")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_doctor)
+
+
+def cmd_doctor(ns: argparse.Namespace) -> int:
+    """Run every check and print the verdict; exit 3 when one fails."""
+    from verl_bootstrap.doctor import run_doctor
+
+    report = run_doctor(doctor_inputs(ns))
+    if ns.json:
+        emit_json(report.to_dict())
+    else:
+        out(render(report))
+    return int(report.exit_code)
+
+
+def doctor_inputs(ns: argparse.Namespace) -> DoctorInputs:
+    """Doctor's inputs: from the profile's plan when one is named, else the machine (and env)."""
+    from verl_bootstrap.doctor import DoctorInputs, inputs_from_plan
+
+    skip = frozenset(ns.skip_check)
+    if not ns.profile:
+        return DoctorInputs(prefix=ns.prefix, python=ns.python, skip=skip)
+    try:
+        plan = _plan(ns)
+    except Refused:
+        # No variant this host can run (no driver, or too old): check the profile anyway, so the
+        # driver checks say why and what to do.
+        from verl_bootstrap.profile import load_profile
+
+        profile = load_profile(ns.profile)
+        return DoctorInputs(profile=profile, prefix=ns.prefix, python=ns.python, skip=skip)
+    inputs = inputs_from_plan(plan)
+    from dataclasses import replace
+
+    return replace(
+        inputs, prefix=ns.prefix or inputs.prefix, python=ns.python, skip=skip | inputs.skip
+    )
+
+
+def _plan(ns: argparse.Namespace) -> Plan:
+    from verl_bootstrap.run.install import prepare_plan
+
+    return prepare_plan(run_options(ns, python=None))  # --python names an env here, not a base
+
+
+def render(report: DoctorReport) -> str:
+    """One line per check; a fix under each warning and failure; the verdict last."""
+    lines = []
+    for check in report.checks:
+        lines.append(f"{_MARK.get(check.status.value, '?')} {check.name:20} {check.finding}")
+        if check.fix:
+            lines.append(f"  {'':20} fix: {check.fix}")
+    verdict = "doctor: problems found (exit 3)" if report.failed else "doctor: nothing fails"
+    return "\n".join([*lines, "", verdict])

@@ -1,0 +1,148 @@
+"""One adapter per subcommand: build options, call one library function, render the result."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from verl_bootstrap.cli.options import run_options
+from verl_bootstrap.cli.output import emit_json, err, out
+from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
+from verl_bootstrap.events import listening
+from verl_bootstrap.options import RunOptions
+
+__all__ = [
+    "cmd_install",
+    "cmd_plan",
+    "cmd_profiles_list",
+    "cmd_profiles_show",
+    "cmd_profiles_validate",
+    "cmd_verify",
+    "install_with",
+]
+
+
+def cmd_plan(ns: argparse.Namespace) -> int:
+    """`plan`: print the graph, run nothing."""
+    if ns.bundle is not None:
+        raise InputError("plan reads no bundle", hint="use `install --bundle PATH --dry-run`")
+    from verl_bootstrap.cli.planview import plan_json, plan_text
+    from verl_bootstrap.run.install import prepare_plan
+    from verl_bootstrap.siteconfig.apply import applied_environment
+
+    options = run_options(ns)
+    with applied_environment(dict(options.site.environment)):
+        plan = prepare_plan(options)
+    if ns.json:
+        emit_json(plan_json(plan))
+    else:
+        out(plan_text(plan))
+    return EXIT_OK
+
+
+def cmd_install(ns: argparse.Namespace) -> int:
+    """The main job."""
+    options = run_options(ns)
+    if ns.bundle is not None:  # from an offline bundle: checked, then unpacked
+        from verl_bootstrap.cli.bundle import bundle_options
+
+        options = bundle_options(ns.bundle, options)
+    return install_with(ns, options)
+
+
+def install_with(ns: argparse.Namespace, options: RunOptions) -> int:
+    """Plan, then run (or show, with --dry-run) the install `options` describe."""
+    from verl_bootstrap.cli.planview import plan_json, plan_text, report_json, summary_text
+    from verl_bootstrap.cli.render import Console
+    from verl_bootstrap.run.install import prepare_plan, run_install
+    from verl_bootstrap.siteconfig.apply import applied_environment
+
+    with applied_environment(dict(options.site.environment)):
+        plan = prepare_plan(options)
+        if ns.dry_run:
+            emit_json(plan_json(plan)) if ns.json else out(plan_text(plan))
+            return EXIT_OK
+        for note in plan.notes:
+            err(f"note: {note}")
+        from verl_bootstrap.cli.envs import confirm_changes
+
+        confirm_changes(plan, yes=ns.yes)
+        console = Console(quiet=ns.json)
+        with listening(console):
+            result = run_install(plan, force=frozenset(ns.force), preflight=not ns.no_preflight)
+    if ns.json:
+        notes = [*plan.notes, *console.notes]
+        emit_json({**report_json(result), "notes": notes, "build_progress": console.progress})
+    else:
+        err(summary_text(result))
+    return EXIT_OK if result.report.ok else EXIT_STEP_FAILED
+
+
+def cmd_verify(ns: argparse.Namespace) -> int:
+    """`verify --prefix P`: the verification checks on any env."""
+    from verl_bootstrap.cli.verify import verify_prefix
+
+    if getattr(ns, "against", None) is not None:  # `--against LOCKFILE`: the drift report
+        from verl_bootstrap.cli.lock import cmd_verify_against
+
+        return cmd_verify_against(ns)
+
+    report = verify_prefix(ns.prefix, profile=ns.profile, require_gpu=ns.require_gpu)
+    if ns.json:
+        emit_json({"schema": "verl-bootstrap.verify/1", **report.to_json()})
+    else:
+        for check in report.checks:
+            out(f"{_mark(check.status)} {check.name}: {check.detail}")
+        out("verified" if report.ok else "verification FAILED")
+    return EXIT_OK if report.ok else EXIT_STEP_FAILED
+
+
+def _mark(status: str) -> str:
+    return {"ok": "✓", "fail": "✗", "skipped": "·", "warn": "!"}.get(status, "?")
+
+
+def cmd_profiles_list(ns: argparse.Namespace) -> int:
+    """`profiles list`."""
+    from verl_bootstrap.profile import list_profiles, load_profile
+
+    names = list_profiles()
+    width = max((len(n) for n in names), default=0)
+    for name in names:
+        profile = load_profile(name)
+        variants = ",".join(profile.cuda_variants)
+        out(f"{name:{width}} {variants:14} {profile.description}")
+    return EXIT_OK
+
+
+def cmd_profiles_show(ns: argparse.Namespace) -> int:
+    """`profiles show NAME [--verl-ref REF]`: the profile with inheritance and stack applied."""
+    from verl_bootstrap.profile import load_profile
+    from verl_bootstrap.profile.stacks import apply_stack, stack_for, supported_refs
+
+    base = load_profile(ns.name)
+    profile = apply_stack(base, ns.verl_ref)
+    body: dict[str, Any] = profile.model_dump(mode="json", exclude={"stacks", "extends"})
+    if ns.json:
+        emit_json(body)
+    else:
+        import yaml
+
+        stack = stack_for(base, profile.verl.ref)
+        if stack is not None and stack.note:
+            out(f"# verl {profile.verl.ref}: {stack.note}")
+        out(f"# verl refs with a stack: {', '.join(supported_refs(base))}")
+        out(yaml.safe_dump(body, sort_keys=False, width=100).rstrip())
+    return EXIT_OK
+
+
+def cmd_profiles_validate(ns: argparse.Namespace) -> int:
+    """`profiles validate FILE`."""
+    from verl_bootstrap.profile import load_profile
+
+    if not ns.file.is_file():
+        why = "is not a regular file" if ns.file.exists() else "does not exist"
+        raise InputError(f"{ns.file} {why}", hint="name the profile's YAML file")
+    # `extends` looks beside the file first, then among the shipped profiles (as install does)
+    profile = load_profile(str(ns.file))
+    out(f"{ns.file}: valid profile {profile.name!r} ({len(profile.stages)} stages)")
+    return EXIT_OK

@@ -1,0 +1,231 @@
+"""Subcommands of the lock feature: `lock` (resolve, write, `--check`) and `export`; also the
+`verify --against LOCKFILE` adapter."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from verl_bootstrap.cli.lockinput import (
+    lock_channels,
+    lock_index_settings,
+    lock_source_flags,
+    named_lock,
+    scratch_options,
+)
+from verl_bootstrap.cli.output import emit_json, err, out, path_arg
+from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, BootstrapError, InputError
+
+__all__ = ["cmd_export", "cmd_lock", "cmd_verify_against", "register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `lock` and `export` to `sub`."""
+    from verl_bootstrap.export.names import FORMATS
+
+    lock = sub.add_parser("lock", help="resolve profiles into lockfiles; install nothing")
+    lock.add_argument("--profile", help="a shipped profile name or a YAML file")
+    lock.add_argument("--cuda", help="one CUDA variant (default: every variant of the profile)")
+    lock.add_argument("--platform", default="linux-64", help="linux-64 (default) or linux-aarch64")
+    lock.add_argument("--all", action="store_true", help="every shipped profile and variant")
+    lock.add_argument(
+        "--check", action="store_true", help="exit non-zero when a committed lockfile is stale"
+    )
+    lock.add_argument("--python", help="the Python X.Y to lock for (default: the old lock's)")
+    lock.add_argument(
+        "--exclude-newer", metavar="DATE", help="ignore files uploaded after DATE (default: kept)"
+    )
+    lock.add_argument(
+        "--upgrade", action="store_true", help="resolve against today's index, not the old cutoff"
+    )
+    lock.add_argument(
+        "--glibc", help="the oldest glibc of the machines (default 2.28; SGLang needs 2.34)"
+    )
+    lock.add_argument("--output", type=path_arg, help="where to write (one lockfile only)")
+    lock.add_argument("--dir", type=path_arg, help="the lockfiles folder (default: lockfiles/)")
+    lock_source_flags(lock)
+    lock.set_defaults(handler=cmd_lock)
+
+    export = sub.add_parser("export", help="write a lockfile in another tool's format")
+    export.add_argument("--format", required=True, choices=FORMATS)
+    export.add_argument("--lockfile", type=path_arg, help="the lockfile (default: the profile's)")
+    export.add_argument("--profile", help="the profile whose committed lockfile to export")
+    export.add_argument("--cuda", default="cpu", help="the variant's lockfile (default cpu)")
+    export.add_argument("--platform", default="linux-64")
+    export.add_argument("--output", type=path_arg, help="file (a folder for requirements)")
+    export.add_argument(
+        "--bundle", type=path_arg, help="apptainer/dockerfile: build from this bundle (no network)"
+    )
+    export.add_argument("--base", help="apptainer/dockerfile: the base image (default: python)")
+    lock_source_flags(export)
+    export.set_defaults(handler=cmd_export)
+
+
+def cmd_lock(ns: argparse.Namespace) -> int:
+    """`lock`: write lockfiles, or with --check say which committed ones are stale."""
+
+    if ns.check:
+        return _check(ns)
+    targets = _targets(ns)
+    results = [_lock_one(ns, p, v, single=len(targets) == 1) for p, v in targets]
+    failed = any("error" in r for r in results)
+    if ns.json:
+        emit_json({"schema": "verl-bootstrap.lock/1", "ok": not failed, "lockfiles": results})
+    return EXIT_STEP_FAILED if failed else EXIT_OK
+
+
+def _lock_one(
+    ns: argparse.Namespace, profile: str, variant: str, *, single: bool
+) -> dict[str, Any]:
+    """Lock one profile variant; a failure is reported and the others still run."""
+    from dataclasses import replace
+
+    from verl_bootstrap.lockfile.create import LockRequest, lock_profile
+    from verl_bootstrap.paths import default_lockfile
+
+    request = LockRequest(
+        options=scratch_options(ns, profile, variant),
+        platform=ns.platform,
+        python=ns.python,
+        exclude_newer=ns.exclude_newer,
+        output=ns.output if single else None,
+        upgrade=ns.upgrade,
+        glibc=ns.glibc,
+    )
+    if ns.dir is not None and request.output is None:
+        folder = default_lockfile(Path(profile).stem, variant, ns.platform, ns.dir)
+        request = replace(request, output=folder)
+    try:
+        result = lock_profile(request)
+    except BootstrapError as exc:
+        err(f"✗ {profile} {variant}: {exc.message}" + (f"\n  hint: {exc.hint}" if exc.hint else ""))
+        return {"profile": profile, "variant": variant, "error": exc.message}
+    for note in result.notes:
+        err(f"note: {note}")
+    state = "wrote" if result.changed else "unchanged"
+    out(f"{state} {result.path}")
+    return {"profile": profile, "variant": variant, "path": str(result.path), "state": state}
+
+
+def _targets(ns: argparse.Namespace) -> list[tuple[str, str]]:
+    """(profile, variant) pairs to lock; with --all, profiles that run a script are skipped."""
+    from verl_bootstrap.profile import list_profiles, load_profile
+
+    if ns.all:
+        names = list_profiles()
+    elif ns.profile:
+        names = [ns.profile]
+    else:
+        raise InputError("lock: pass --profile NAME or --all")
+    targets: list[tuple[str, str]] = []
+    for name in names:
+        profile = load_profile(name)
+        if ns.all and any(stage.kind == "script" for stage in profile.stages):
+            err(f"· {name}: skipped, it runs verl's install script (what a script installs "
+                "cannot be locked)")  # fmt: skip
+            continue
+        variants = [ns.cuda] if ns.cuda else list(profile.cuda_variants)
+        targets.extend((name, v) for v in variants)
+    if ns.output is not None and len(targets) != 1:
+        raise InputError("--output needs exactly one lockfile: pass --profile and --cuda")
+    return targets
+
+
+def _check(ns: argparse.Namespace) -> int:
+    from verl_bootstrap.lockfile.drift import committed_lockfiles, stale_lockfile
+    from verl_bootstrap.paths import LOCKFILES_DIR
+
+    paths = committed_lockfiles(ns.dir or LOCKFILES_DIR, ns.profile)
+    verdicts = [stale_lockfile(p) for p in paths]
+    stale = [v for v in verdicts if v.reason]
+    if ns.json:
+        body = [
+            {"path": str(v.path), "stale": v.reason, "regenerate": v.regenerate} for v in verdicts
+        ]
+        emit_json({"schema": "verl-bootstrap.lock-check/1", "ok": not stale, "lockfiles": body})
+    else:
+        for v in verdicts:
+            out(
+                f"{'✗ stale' if v.reason else '✓ current'} {v.path}"
+                + (f": {v.reason}" if v.reason else "")
+            )
+            if v.reason and v.regenerate:
+                out(f"    regenerate: {v.regenerate}")
+        out(
+            f"{len(stale)} of {len(verdicts)} lockfile(s) stale"
+            if stale
+            else f"{len(verdicts)} lockfile(s) current"
+        )
+    return EXIT_STEP_FAILED if stale else EXIT_OK
+
+
+def cmd_export(ns: argparse.Namespace) -> int:
+    """`export --format F`: the lockfile in conda-lock, PEP 751 or hashed-requirements form."""
+    from verl_bootstrap.export.names import CONTAINER_FORMATS
+    from verl_bootstrap.export.write import DEFAULT_OUTPUT, export_lockfile
+
+    lock, path = named_lock(ns)
+    if ns.format in CONTAINER_FORMATS:
+        from verl_bootstrap.export.containerfmt import write_container
+
+        output = ns.output or DEFAULT_OUTPUT[ns.format]
+        written = write_container(lock, path, ns.format, output, bundle=ns.bundle, base=ns.base)
+        return _report_export(ns, path, written)
+    options = scratch_options(ns, lock.profile, lock.cuda.variant)
+    written = export_lockfile(
+        lock,
+        ns.format,
+        ns.output or DEFAULT_OUTPUT[ns.format],
+        settings=lock_index_settings(lock, options),
+        channels=lock_channels(lock, options),
+        offline=ns.offline,
+    )
+    return _report_export(ns, path, written)
+
+
+def _report_export(ns: argparse.Namespace, path: Path, written: list[Path]) -> int:
+    if ns.json:
+        emit_json(
+            {
+                "schema": "verl-bootstrap.export/1",
+                "lockfile": str(path),
+                "files": [str(w) for w in written],
+            }
+        )
+    else:
+        for file in written:
+            out(f"wrote {file}")
+    return EXIT_OK
+
+
+def cmd_verify_against(ns: argparse.Namespace) -> int:
+    """`verify --prefix P --against LOCKFILE`: every difference; non-zero on any."""
+    from verl_bootstrap.lockfile import read_lockfile
+    from verl_bootstrap.lockfile.drift import env_differences, hashes_unknown
+
+    if not (ns.prefix / "bin" / "python").exists():
+        raise InputError(f"{ns.prefix} is not an env (it has no bin/python)")
+    lock = read_lockfile(ns.against)
+    found = env_differences(ns.prefix, lock)
+    unknown = hashes_unknown(ns.prefix, lock)
+    if ns.json:
+        emit_json({
+            "schema": "verl-bootstrap.verify-against/1",
+            "ok": not found,
+            "lockfile": str(ns.against),
+            "hashes_checked": not unknown,
+            "differences": [d.__dict__ for d in found],
+        })  # fmt: skip
+    else:
+        for difference in found:
+            out(difference.line())
+        if unknown:
+            out("note: the env has no record of the artifacts it was installed from "
+                "(not installed with --locked): hashes were not compared")  # fmt: skip
+        out(
+            f"{len(found)} difference(s) from {ns.against}"
+            if found
+            else f"the env matches {ns.against}"
+        )
+    return EXIT_STEP_FAILED if found else EXIT_OK

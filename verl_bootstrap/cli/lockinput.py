@@ -1,0 +1,82 @@
+"""What the commands that read a lockfile share (`export`, `bundle`; `lock` for its flags): the
+lockfile named by --lockfile or --profile, the run options of a scratch prefix, and the user's
+indexes and conda channels for the lock."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from verl_bootstrap.cli.flags import index_flags, json_flag, source_flags
+from verl_bootstrap.cli.options import run_options
+from verl_bootstrap.errors import InputError
+
+if TYPE_CHECKING:
+    from verl_bootstrap.host.indexes import IndexSettings
+    from verl_bootstrap.lockfile.model import Lockfile
+    from verl_bootstrap.options import RunOptions
+
+__all__ = [
+    "lock_channels",
+    "lock_index_settings",
+    "lock_source_flags",
+    "named_lock",
+    "scratch_options",
+]
+
+
+def lock_source_flags(p: argparse.ArgumentParser) -> None:
+    """Where a lock's packages and verl come from, and --json."""
+    index_flags(p, offline_help="resolve from uv's cache only")
+    source_flags(p)
+    json_flag(p)
+
+
+def scratch_options(ns: argparse.Namespace, profile: str, cuda: str) -> RunOptions:
+    """The run options of a command that installs nothing (its prefix is a scratch folder)."""
+    scratch = Path(tempfile.gettempdir()) / "verl-bootstrap-lock"  # nothing is installed there
+    return run_options(ns, profile=profile, cuda=cuda, prefix=scratch)
+
+
+def named_lock(ns: argparse.Namespace) -> tuple[Lockfile, Path]:
+    """The lockfile --lockfile names, else the committed one of --profile/--cuda/--platform."""
+    from verl_bootstrap.lockfile import read_lockfile
+    from verl_bootstrap.paths import default_lockfile
+
+    if ns.lockfile is not None:
+        return read_lockfile(ns.lockfile), ns.lockfile
+    if not ns.profile:
+        raise InputError(f"{ns.command}: pass --lockfile PATH or --profile NAME")
+    path = default_lockfile(ns.profile, ns.cuda, ns.platform)
+    if not path.is_file():
+        raise InputError(
+            f"no lockfile at {path}",
+            hint=f"make it with `verl-bootstrap lock --profile {ns.profile} --cuda {ns.cuda}`",
+        )
+    return read_lockfile(path), path
+
+
+def lock_index_settings(lock: Lockfile, options: RunOptions) -> IndexSettings:
+    """The user's index settings, with the lock's profile's named indexes when it is known."""
+    from verl_bootstrap.host.facts import index_settings
+    from verl_bootstrap.host.indexes import read_pip_settings
+    from verl_bootstrap.profile import load_profile
+
+    try:
+        profile = load_profile(lock.profile)
+    except InputError:  # a lockfile from elsewhere: pip's settings and --index only
+        return read_pip_settings().with_named(dict(options.indexes))
+    return index_settings(profile, options)[0]
+
+
+def lock_channels(lock: Lockfile, options: RunOptions) -> dict[str, str]:
+    """The lock's channel names -> URLs from --channel, else the user's .condarc."""
+    from verl_bootstrap.envs.condarc import channel_url, channel_urls, load_condarc
+    from verl_bootstrap.lockfile.model import channel_name
+
+    settings = load_condarc()
+    configured = {channel_name(u): u for u in channel_urls(options.channels, settings)}
+    names = {p.channel for p in lock.conda}
+    return {n: configured.get(n) or channel_url(n, settings) for n in sorted(names)}

@@ -1,0 +1,144 @@
+"""The one options builder: every command turns its flags and the site config into RunOptions here.
+
+Flags win over the site config; a command that lacks a flag gets RunOptions' default for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.paths import default_prefix
+
+__all__ = ["profile_stem", "run_options"]
+
+
+def profile_stem(profile: str) -> str:
+    """The env's name for a profile given by name or by file (`lab/fsdp.yaml` -> `fsdp`)."""
+    return profile.rsplit("/", 1)[-1].removesuffix(".yaml").removesuffix(".yml")
+
+
+def run_options(ns: argparse.Namespace, **fixed: Any) -> RunOptions:
+    """RunOptions from `ns` over the env's record over the site config's settings; `fixed` fields
+    are the command's own (lock resolves into a scratch prefix, for one variant).
+
+    A flag left out takes the value recorded in the env at --prefix, so `--prefix P` alone
+    resumes P as it was made (verl_bootstrap.lifecycle.resume).
+    """
+    from verl_bootstrap.host.indexes import parse_index_flags
+    from verl_bootstrap.lifecycle.resume import merge_indexes, merge_options
+    from verl_bootstrap.siteconfig import load_site, named_indexes, site_options
+    from verl_bootstrap.siteconfig.files import local_profile, site_lockfile
+
+    flag = vars(ns).get
+    flags = parse_index_flags(tuple(flag("index") or ()))
+    given = {**_given_flags(ns), "indexes": flags}
+    if "profile" in fixed:
+        given["profile"] = fixed.pop("profile")
+    own_prefix = "prefix" not in fixed  # lock's scratch prefix has no record
+    given_prefix = flag("prefix")
+    recorded = _recorded(given_prefix) if own_prefix and given_prefix else None
+    values = merge_options(given, recorded)
+    site = load_site(values["config"])
+    profile = values["profile"] or local_profile(site.config.defaults.profile or "", os.environ)
+    if not profile:
+        raise InputError(
+            "no --profile given, and no site config names a default profile",
+            hint="pass --profile NAME (see `verl-bootstrap profiles list`)",
+        )
+    envs_dir = site.config.defaults.envs_dir
+    name = profile_stem(profile)
+    prefix = given_prefix or (Path(envs_dir) / name if envs_dir else default_prefix(name))
+    if recorded is None and own_prefix and not given_prefix:  # the default prefix's record
+        recorded = _recorded(Path(prefix))
+        values = merge_options({**given, "profile": profile}, recorded)
+    _check_prefix(Path(prefix))
+    indexes = merge_indexes(named_indexes(site.config), (recorded or {}).get("indexes"), flags)
+    locked, frozen = bool(values["locked"]), bool(values["frozen"])
+    lockfile = _path(values["lockfile"])
+    if lockfile is None and (locked or frozen):
+        lockfile = site_lockfile(site, os.environ)  # the lab's lockfile, when it names one
+    chosen: dict[str, Any] = {
+        "profile": profile,
+        "prefix": Path(prefix).absolute(),
+        "backend": values["backend"],
+        "verl_source": values["verl_source"],
+        "verl_ref": values["verl_ref"],
+        "cuda": values["cuda"] or "auto",
+        "indexes": tuple(indexes.items()),
+        "channels": tuple(values["channels"] or ()),
+        "installer": values["installer"] or "uv",
+        "python": _path(values["python"]),
+        "conda_exe": values["conda_exe"],
+        "skip_checks": tuple(values["skip_checks"] or ()),
+        "require_gpu": bool(values["require_gpu"]),
+        "allow_unsupported_ref": bool(values["allow_unsupported_ref"]),
+        "guard_wait": flag("wait") or 0.0,
+        "offline": bool(values["offline"]),
+        "with_tests": bool(values["with_tests"]),
+        "site": site_options(site),
+        "locked": locked,
+        "frozen": frozen,
+        "lockfile": lockfile,
+        "cuda_arch": _cuda_archs(values["cuda_arch"] or ()),
+        "config": values["config"],
+    }
+    return RunOptions(**{**chosen, **fixed})
+
+
+def _cuda_archs(values: Sequence[str]) -> tuple[str, ...]:
+    """--cuda-arch 9.0 --cuda-arch 10.0, or --cuda-arch 9.0,10.0."""
+    from verl_bootstrap.siteconfig.model import check_cuda_arch
+
+    archs = [v.strip() for value in values for v in value.split(",") if v.strip()]
+    try:
+        return tuple(check_cuda_arch(a) for a in archs)
+    except ValueError as exc:
+        raise InputError(f"--cuda-arch: {exc}") from None
+
+
+def _check_prefix(prefix: Path) -> None:
+    """The env goes in a folder: a file (or a link to one) there is the user's, not ours."""
+    if prefix.exists() and not prefix.is_dir():
+        raise InputError(
+            f"--prefix {prefix} is a file, not a folder",
+            hint="name a new folder (or an env made by verl-bootstrap) for the env",
+        )
+    if "\n" in str(prefix) or "\r" in str(prefix):
+        raise InputError(
+            f"--prefix {str(prefix)!r} holds a line break",
+            hint="choose a folder name without control characters",
+        )
+
+
+def _given_flags(ns: argparse.Namespace) -> dict[str, Any]:
+    """The plan-shaping flags as parsed: None, [] or False where the user left one out."""
+    flag = vars(ns).get
+    return {
+        "profile": flag("profile"), "backend": flag("backend"),
+        "verl_source": flag("verl_source"), "verl_ref": flag("verl_ref"), "cuda": flag("cuda"),
+        "channels": list(flag("channel") or ()), "installer": flag("installer"),
+        "python": flag("python"), "conda_exe": flag("conda_exe"),
+        "skip_checks": list(flag("skip_check") or ()), "require_gpu": bool(flag("require_gpu")),
+        "allow_unsupported_ref": bool(flag("allow_unsupported_ref")),
+        "offline": bool(flag("offline")), "locked": bool(flag("locked")),
+        "frozen": bool(flag("frozen")), "lockfile": flag("lockfile"), "config": flag("config"),
+        "with_tests": bool(flag("with_tests")), "cuda_arch": list(flag("cuda_arch") or ()),
+    }  # fmt: skip
+
+
+def _recorded(prefix: Path) -> dict[str, Any] | None:
+    """The options recorded in the env at `prefix`, if it has a record."""
+    from verl_bootstrap.lifecycle.record import read_record
+
+    record = read_record(Path(prefix).absolute())
+    return None if record is None else dict(record["options"])
+
+
+def _path(value: str | Path | None) -> Path | None:
+    return None if value is None else Path(value)

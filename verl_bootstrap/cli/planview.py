@@ -1,0 +1,133 @@
+"""Plans and run reports as text and as JSON (pure functions; the CLI prints them)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING, Any
+
+from verl_bootstrap.lifecycle.hints import resume_command
+from verl_bootstrap.redact import redact
+
+if TYPE_CHECKING:
+    from verl_bootstrap.plan.model import Plan
+    from verl_bootstrap.run.install import InstallResult
+
+__all__ = ["PLAN_SCHEMA", "REPORT_SCHEMA", "plan_json", "plan_text", "report_json", "summary_text"]
+
+PLAN_SCHEMA = "verl-bootstrap.plan/1"
+REPORT_SCHEMA = "verl-bootstrap.install/1"
+
+
+def plan_json(plan: Plan) -> dict[str, Any]:
+    """The plan as one JSON document."""
+    fingerprints = plan.fingerprints()
+    return {
+        "schema": PLAN_SCHEMA,
+        "profile": plan.profile.name,
+        "prefix": str(plan.prefix),
+        "backend": plan.backend,
+        "variant": plan.variant,
+        "variant_reason": plan.variant_reason,
+        "verl": {"repo": redact(plan.source.repo), "ref": plan.source.ref},
+        "notes": list(plan.notes),
+        "hash_gaps": plan.hash_gaps,
+        "steps": [
+            {
+                "id": s.id,
+                "kind": s.kind,
+                "deps": list(s.deps),
+                "description": s.description,
+                "commands": [list(c) for c in s.commands],
+                "env": dict(s.env),
+                **_kernel_json(plan, s.id),
+                "fingerprint": fingerprints[s.id],
+            }
+            for s in plan.steps
+        ],
+    }
+
+
+def _kernel_json(plan: Plan, step_id: str) -> dict[str, Any]:
+    decision = plan.kernels.get(step_id)
+    if decision is None:
+        return {}
+    sizing = decision.sizing
+    kernel = {
+        "source": decision.choice.source,
+        "reason": decision.choice.reason,
+        "wheel": decision.choice.wheel,
+        "expected_key": decision.key.to_json(),
+        "cuda_archs": list(sizing.archs),
+        "cuda_archs_reason": sizing.arch_reason,
+        "max_jobs": sizing.max_jobs,
+        "max_jobs_reason": sizing.jobs_reason,
+    }
+    return {"kernel": kernel}
+
+
+def plan_text(plan: Plan) -> str:
+    """The plan for a person to read."""
+    lines = [
+        f"profile {plan.profile.name} → {plan.prefix} ({plan.backend})",
+        f"CUDA variant: {plan.variant} ({plan.variant_reason})",
+        f"verl: {redact(plan.source.repo)} @ {plan.source.ref}",
+    ]
+    lines += [f"note: {n}" for n in plan.notes]
+    lines += plan.hash_gaps
+    for number, step in enumerate(plan.steps, 1):
+        after = f"  (after {', '.join(step.deps)})" if step.deps else "  (no dependencies)"
+        lines.append(f"{number}. {step.id} [{step.kind}]{after}")
+        lines += [f"   {line}" for line in step.description.splitlines()]
+        if step.env:
+            shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(step.env.items()))
+            lines.append(f"   env: {redact(shown)}")
+        lines += [f"   $ {shlex.join(c)}" for c in step.commands]
+    return "\n".join(lines)
+
+
+def report_json(result: InstallResult) -> dict[str, Any]:
+    """A finished run as one JSON document."""
+    report = result.report
+    return {
+        "schema": REPORT_SCHEMA,
+        "ok": report.ok,
+        "profile": result.plan.profile.name,
+        "prefix": str(result.plan.prefix),
+        "variant": result.plan.variant,
+        "activate": result.activate,
+        "log_dir": str(report.log_dir),
+        "steps": [
+            {
+                "id": o.id,
+                "status": o.status.value,
+                "seconds": round(o.seconds, 2),
+                "reason": o.reason,
+                "log": o.log,
+            }
+            for o in report.outcomes
+        ],
+        "verify": report.outputs.get("verify", {}).get("verify"),
+    }
+
+
+def summary_text(result: InstallResult) -> str:
+    """The closing summary: each step, then the activation line or the failure and how to resume."""
+    report = result.report
+    lines = ["", "summary:"]
+    lines += [f"  {o.id:22} {o.status.value:11} {o.seconds:7.1f}s" for o in report.outcomes]
+    failed = report.failed()
+    if failed is not None:
+        lines += ["", f"step {failed.id!r} failed: {failed.reason}"]
+        if failed.tail:
+            lines += ["  last lines of its output:"] + [f"  | {t}" for t in failed.tail[-15:]]
+        if failed.hint:
+            lines.append(f"hint: {failed.hint}")
+        lines.append(f"full log: {failed.log}")
+        lines.append(f"resume with: {_resume(result)}")
+    elif result.activate:
+        lines += ["", "verified. Enter the env with:", f"  {result.activate}"]
+    return "\n".join(lines)
+
+
+def _resume(result: InstallResult) -> str:
+    return resume_command(result.plan.prefix)

@@ -1,0 +1,237 @@
+"""Subcommands of the site feature: `config show`, `onboard`, `activate` (registered by cliparse).
+
+It also gives `install` and `plan` their `--config` flag: the site config sits under every
+command-line flag (run_options merges it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from verl_bootstrap.cli.options import run_options
+from verl_bootstrap.cli.output import emit_json, err, out, path_arg
+from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
+from verl_bootstrap.events import listening
+from verl_bootstrap.paths import atomic_write, default_prefix
+
+__all__ = ["register"]
+
+_CONFIG_HELP = (
+    "a site config file or URL, over $VERL_BOOTSTRAP_CONFIG, ~/.config/verl-bootstrap/config.yaml "
+    "and /etc/verl-bootstrap/config.yaml"
+)
+_PASSED_TO_INSTALL = ("verl_source", "verl_ref", "cuda", "python", "backend")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add this feature's subcommands to `sub` (and --config to install and plan)."""
+    for name in ("install", "plan"):
+        if name in sub.choices:
+            _site_flags(sub.choices[name])
+    _register_config(sub)
+    _register_onboard(sub)
+    _register_activate(sub)
+
+
+def _site_flags(parser: argparse.ArgumentParser) -> None:
+    """--config, and --profile made optional: the site config may name the default profile."""
+    parser.add_argument("--config", metavar="FILE_OR_URL", help=_CONFIG_HELP)
+    for action in parser._actions:  # argparse offers no public way to relax a flag
+        if "--profile" in action.option_strings:
+            action.required = False
+            action.help = f"{action.help} (default: the site config's defaults.profile)"
+
+
+def _register_config(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    config = sub.add_parser("config", help="the site config: mirrors, proxies, caches, defaults")
+    actions = config.add_subparsers(dest="action", required=True, metavar="ACTION")
+    show = actions.add_parser("show", help="the effective settings and where each came from")
+    show.add_argument("--config", metavar="FILE_OR_URL", help=_CONFIG_HELP)
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(handler=cmd_config_show)
+
+
+def _register_onboard(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("onboard", help="a new lab member's env, from the lab config, in one go")
+    p.add_argument("--config", required=True, metavar="FILE_OR_URL", help="the lab's site config")
+    p.add_argument("--profile", help="default: the lab config's defaults.profile")
+    p.add_argument("--lockfile", help="default: the lab config's defaults.lockfile")
+    p.add_argument("--prefix", type=path_arg, help="default: the lab's envs_dir/PROFILE")
+    p.add_argument("--shell-init", action="store_true", help="also source it from your shell rc")
+    p.add_argument("--shell", action="append", choices=["bash", "zsh", "fish"], default=[])
+    p.add_argument("--skip-check", action="append", default=[], metavar="NAME")
+    for flag in ("--verl-source", "--verl-ref", "--cuda", "--backend"):
+        p.add_argument(flag, help=argparse.SUPPRESS)
+    p.add_argument("--python", type=path_arg, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--emit-script",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="write the lab's onboarding shell script (to FILE, or stdout) instead",
+    )
+    p.add_argument("--publish-config", metavar="URL", help="config location the script names")
+    p.add_argument("--tool", metavar="REQUIREMENT", help="what the script pip-installs")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_onboard)
+
+
+def _register_activate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("activate", help="print the lines that enter an env (eval them)")
+    p.add_argument("--prefix", type=path_arg, required=True)
+    p.add_argument("--shell", choices=["bash", "zsh", "fish"], help="default: your $SHELL")
+    p.set_defaults(handler=cmd_activate)
+
+
+def cmd_config_show(ns: argparse.Namespace) -> int:
+    """`config show`: every effective setting and its source, secrets redacted."""
+    from verl_bootstrap.host.indexes import read_pip_settings
+    from verl_bootstrap.siteconfig import load_site, site_options
+    from verl_bootstrap.siteconfig.apply import apply_site_indexes
+    from verl_bootstrap.siteconfig.show import show_json, show_text
+
+    site = load_site(ns.config)
+    options = site_options(site, write=False)
+    pip = apply_site_indexes(read_pip_settings(), options)
+    body = show_json(site, environment=dict(options.environment), environ=os.environ, pip=pip)
+    body["notes"] = _storage_notes(site.config.defaults.envs_dir, dict(options.environment))
+    emit_json(body) if ns.json else out(show_text(body))
+    return EXIT_OK
+
+
+def _storage_notes(envs_dir: str | None, site_env: dict[str, str | None]) -> list[str]:
+    """Where envs and caches would go, and whether that is a network filesystem."""
+    from verl_bootstrap.host.filesystems import storage_notes
+
+    environ = {k: v for k, v in {**os.environ, **site_env}.items() if v is not None}
+    envs = Path(envs_dir) if envs_dir else default_prefix("x").parent
+    return storage_notes(envs, environ)
+
+
+def cmd_activate(ns: argparse.Namespace) -> int:
+    """`activate --prefix P`: the shell code that enters the env."""
+    from verl_bootstrap.envs.activation import activation_script
+    from verl_bootstrap.envs.base import env_python
+    from verl_bootstrap.onboard import default_shell
+
+    prefix = ns.prefix.absolute()
+    if not env_python(prefix).exists():
+        raise InputError(f"{prefix} is not an env (no {env_python(prefix)})")
+    out(activation_script(prefix, ns.shell or default_shell(os.environ)).rstrip("\n"))
+    return EXIT_OK
+
+
+def cmd_onboard(ns: argparse.Namespace) -> int:
+    """`onboard --config LAB`: the lab's env, locked, activated, checked by doctor."""
+    from verl_bootstrap.onboard import (
+        default_shell,
+        fetch_lockfile,
+        lab_defaults,
+        local_profile,
+    )
+    from verl_bootstrap.siteconfig import load_site, site_options
+    from verl_bootstrap.siteconfig.apply import applied_environment
+
+    if ns.emit_script is not None:
+        return _emit_script(ns)
+    site = load_site(ns.config)
+    profile, lock_location = lab_defaults(site, ns.profile, ns.lockfile)
+    with applied_environment(dict(site_options(site).environment)):
+        lockfile = fetch_lockfile(lock_location, os.environ) if lock_location else None
+        options = _install_options(ns, local_profile(profile, os.environ), lockfile)
+        shells = tuple(ns.shell) or (default_shell(os.environ),)
+        return _run_onboard(ns, options, shells, lockfile)
+
+
+def _install_options(ns: argparse.Namespace, profile: str, lockfile: Path | None) -> Any:
+    """The install's options, parsed by the real `install` parser so every default applies."""
+    from verl_bootstrap.cli import build_parser
+
+    parser = build_parser()
+    argv = ["install", "--profile", profile, "--config", ns.config]
+    if ns.prefix:
+        argv += ["--prefix", str(ns.prefix)]
+    for name in _PASSED_TO_INSTALL:
+        if getattr(ns, name, None):
+            argv += [f"--{name.replace('_', '-')}", str(getattr(ns, name))]
+    for check in ns.skip_check:
+        argv += ["--skip-check", check]
+    if lockfile is not None:
+        if _install_accepts(parser, "--locked"):
+            argv += ["--locked", "--lockfile", str(lockfile)]
+        else:
+            err(f"note: this verl-bootstrap cannot install --locked yet; {lockfile} is not used")
+    return run_options(parser.parse_args(argv))
+
+
+def _install_accepts(parser: argparse.ArgumentParser, flag: str) -> bool:
+    for action in parser._actions:  # argparse keeps subparsers only here
+        if isinstance(action, argparse._SubParsersAction):
+            install = action.choices["install"]
+            return any(flag in a.option_strings for a in install._actions)
+    return False
+
+
+def _run_onboard(
+    ns: argparse.Namespace, options: Any, shells: tuple[str, ...], lockfile: Path | None
+) -> int:
+    from verl_bootstrap.cli.planview import report_json, summary_text
+    from verl_bootstrap.cli.render import Console
+    from verl_bootstrap.onboard import describe, onboard
+
+    with listening(Console(quiet=ns.json)):
+        result = onboard(options, shells=shells, shell_init=ns.shell_init, lockfile=lockfile)
+    if ns.json:
+        body = {"schema": "verl-bootstrap.onboard/1", **describe(result)}
+        emit_json({**body, "install": report_json(result.install)})
+    else:
+        err(summary_text(result.install))
+        _print_onboard(result)
+    if not result.install.report.ok:
+        return EXIT_STEP_FAILED
+    return EXIT_OK if result.ok else int(result.doctor.exit_code if result.doctor else 1)
+
+
+def _print_onboard(result: Any) -> None:
+    if not result.install.report.ok:
+        return
+    from verl_bootstrap.envs.activation import activation_line
+
+    prefix = result.install.plan.prefix
+    out(f"env ready: {prefix} (profile {result.install.plan.profile.name})")
+    out(f"enter it:  . {result.activation['bash']}    (fish: source {result.activation['fish']})")
+    out(f"   or:     {activation_line(prefix)}")
+    for rc in result.rc_files:
+        out(f"your shell enters it at start-up: {rc}")
+    if result.doctor is not None:
+        for check in result.doctor.checks:
+            if check.status.value in ("warn", "fail"):
+                out(
+                    f"doctor {check.status.value}: {check.name}: {check.finding} (fix: {check.fix})"
+                )
+        verdict = "ok" if result.doctor.ok else "FAILED"
+        out(f"doctor: {verdict} ({len(result.doctor.checks)} checks)")
+
+
+def _emit_script(ns: argparse.Namespace) -> int:
+    from verl_bootstrap.onboard import onboarding_script
+    from verl_bootstrap.siteconfig import load_site
+
+    site = load_site(ns.config)
+    location = ns.publish_config or _absolute(ns.config)
+    script = onboarding_script(site, config=location, tool=ns.tool)
+    if ns.emit_script == "-":
+        out(script.rstrip("\n"))
+    else:
+        target = Path(ns.emit_script)
+        atomic_write(target, script)
+        target.chmod(0o755)
+        err(f"wrote {target}: publish it; new members run `sh {target.name}`")
+    return EXIT_OK
+
+
+def _absolute(location: str) -> str:
+    return location if "://" in location else str(Path(location).expanduser().absolute())

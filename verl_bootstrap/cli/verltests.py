@@ -1,0 +1,124 @@
+"""The `test` subcommand: verl's own CPU test files, run in an env, each failure classified."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from verl_bootstrap.cli.output import emit_json, out
+from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED
+
+if TYPE_CHECKING:
+    from verl_bootstrap.verltests import SuiteReport
+
+__all__ = ["register"]
+
+DEFAULT_TIMEOUT = 3 * 3600  # a git checkout's full suite takes about an hour on a slow host
+
+
+def _seconds(value: str) -> float:
+    """A positive number of seconds (argparse type)."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {value!r}")
+    return seconds
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `test`."""
+    p = sub.add_parser("test", help="run verl's own CPU tests in an env and classify failures")
+    p.add_argument("--prefix", type=lambda v: Path(v).expanduser(), required=True)
+    p.add_argument(
+        "--checkout",
+        type=lambda v: Path(v).expanduser(),
+        help="verl's source tree whose tests to run (default PREFIX/src/verl)",
+    )
+    p.add_argument(
+        "--file",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="run only this test file (relative to the checkout; repeatable)",
+    )
+    p.add_argument(
+        "--allow-downloads",
+        action="store_true",
+        help="let tests reach the model hub (default: offline, so they fail at once)",
+    )
+    p.add_argument(
+        "--collect-only",
+        action="store_true",
+        help="import the test files without running them (an env for a GPU host, checked here)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"stop the whole run after this long (default {DEFAULT_TIMEOUT}); "
+        "where it was stuck is reported as a timeout",
+    )
+    p.add_argument(
+        "--test-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="each test's own limit (needs pytest-timeout in the env)",
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_test)
+
+
+def cmd_test(ns: argparse.Namespace) -> int:
+    """Run the suite; exit 1 when a failure is the env's own (the others are reported)."""
+    from verl_bootstrap.verltests import run_verl_tests
+
+    report = run_verl_tests(
+        ns.prefix.absolute(),
+        checkout=ns.checkout.absolute() if ns.checkout else None,
+        files=tuple(ns.file),
+        allow_downloads=ns.allow_downloads,
+        collect_only=ns.collect_only,
+        timeout=ns.timeout,
+        test_timeout=ns.test_timeout,
+    )
+    if ns.json:
+        emit_json({"schema": "verl-bootstrap.test/1", **report.to_json()})
+    else:
+        out(render(report))
+    return EXIT_OK if report.ok else EXIT_STEP_FAILED
+
+
+def render(report: SuiteReport) -> str:
+    """The summary a person reads: counts, failures by class, then each failure."""
+    counts = report.counts
+    lines = [
+        f"{len(report.files)} test files from {report.checkout}",
+        ", ".join(f"{name} {number}" for name, number in counts.items()),
+        "failures by class: " + ", ".join(f"{k} {v}" for k, v in report.by_class.items()),
+    ]
+    for failure in sorted(report.failures, key=lambda f: (f.verdict.cls, f.nodeid)):
+        verdict = failure.verdict
+        lines.append(f"  [{verdict.cls}] {failure.nodeid}: {verdict.reason}: {verdict.line}")
+    lines.append(f"log: {report.log}")
+    lines.append(_verdict(report))
+    return "\n".join(lines)
+
+
+def _verdict(report: SuiteReport) -> str:
+    if report.by_class["env"]:
+        return "ENV PROBLEMS: the env lacks what verl needs"
+    if report.timed_out:
+        return (
+            f"STOPPED at the time limit (--timeout): {len(report.not_reached)} file(s) not "
+            "reached: " + ", ".join(report.not_reached)
+        )
+    if report.interrupted:
+        return (
+            f"STOPPED: pytest was interrupted before it finished; {len(report.not_reached)} "
+            "file(s) not reached: " + ", ".join(report.not_reached)
+        )
+    return "no env problem"

@@ -1,0 +1,118 @@
+"""Subcommands of the lab wheelhouse: `wheelhouse list | add WHEEL --key ... | check`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from verl_bootstrap.cli.output import emit_json, out, path_arg
+from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
+
+if TYPE_CHECKING:
+    from verl_bootstrap.kernels.key import BuildKey
+    from verl_bootstrap.kernels.remotehouse import AnyWheelhouse
+
+__all__ = ["register"]
+
+_KEY_HELP = (
+    "the build key the wheel was made for: torch=2.11.0,cuda=13.0,cxx11abi=TRUE,python=cp312,"
+    "platform=linux_x86_64 (cuda=cpu for a CPU torch)"
+)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `wheelhouse` and its actions to `sub`."""
+    house = sub.add_parser("wheelhouse", help="the lab's prebuilt kernel wheels: list, add, check")
+    actions = house.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="each wheel with its build key and sha256")
+    add = actions.add_parser("add", help="publish a wheel built elsewhere, with its key")
+    add.add_argument("wheel", type=path_arg)
+    given = add.add_mutually_exclusive_group(required=True)
+    given.add_argument("--key", help=_KEY_HELP)
+    given.add_argument("--key-of", type=path_arg, metavar="PREFIX", help="the key of this env")
+    check = actions.add_parser("check", help="rehash every wheel against the index")
+    for parser, handler in ((listing, cmd_list), (add, cmd_add), (check, cmd_check)):
+        parser.add_argument("--wheelhouse", type=path_arg, help="default: the site config's")
+        parser.add_argument("--config", metavar="FILE_OR_URL", help="a site config file or URL")
+        parser.add_argument("--json", action="store_true")
+        parser.set_defaults(handler=handler)
+
+
+def _house(ns: argparse.Namespace) -> AnyWheelhouse:
+    from verl_bootstrap.kernels.host import open_wheelhouse  # noqa: PLC0415 - kept off --help
+
+    configured = str(ns.wheelhouse) if ns.wheelhouse else None
+    if configured is None:
+        from verl_bootstrap.siteconfig import load_site  # noqa: PLC0415 - kept off --help
+
+        configured = load_site(ns.config).config.wheelhouse
+    return open_wheelhouse(configured, os.environ)
+
+
+def cmd_list(ns: argparse.Namespace) -> int:
+    """`wheelhouse list`."""
+    house = _house(ns)
+    entries = house.entries()
+    if ns.json:
+        emit_json({"wheelhouse": house.shown(), "wheels": [e.to_json() for e in entries]})
+        return EXIT_OK
+    out(f"wheelhouse {house.root}: {len(entries)} wheel(s)")
+    for e in entries:
+        out(f"  {e.file}\n    {e.key.describe()}  sha256 {e.sha256}")
+    return EXIT_OK
+
+
+def cmd_add(ns: argparse.Namespace) -> int:
+    """`wheelhouse add WHEEL --key ...`: the key must be complete; it is never guessed."""
+    house = _house(ns)
+    if not Path(ns.wheel).is_file():
+        raise InputError(f"{ns.wheel}: no such wheel file")
+    key = _key(ns)
+    entry = house.publish(Path(ns.wheel), key)
+    if ns.json:
+        emit_json({"wheelhouse": house.shown(), "added": entry.to_json()})
+    else:
+        out(f"added {entry.file} to {house.root} ({key.describe()}, sha256 {entry.sha256})")
+    return EXIT_OK
+
+
+def _key(ns: argparse.Namespace) -> BuildKey:
+    from verl_bootstrap.kernels.key import FIELDS, BuildKey  # noqa: PLC0415 - kept off --help
+
+    if ns.key_of is not None:
+        from verl_bootstrap.envs.base import env_python  # noqa: PLC0415 - kept off --help
+        from verl_bootstrap.kernels.probe import probe_key  # noqa: PLC0415 - kept off --help
+
+        key = probe_key(env_python(Path(ns.key_of)))
+    else:
+        pairs = [p.split("=", 1) for p in ns.key.split(",") if p.strip()]
+        if any(len(p) != 2 for p in pairs):
+            raise InputError(f"--key {ns.key!r}: write it as FIELD=VALUE,... ({', '.join(FIELDS)})")
+        unknown = sorted({k.strip() for k, _ in pairs} - set(FIELDS))
+        if unknown:
+            raise InputError(
+                f"--key: unknown field(s) {', '.join(unknown)} (known: {', '.join(FIELDS)})"
+            )
+        key = BuildKey.from_mapping({k.strip(): v.strip() for k, v in pairs})
+    if not key.complete:
+        raise InputError(
+            f"the key {key.describe()} is incomplete: a wheel is only used for an env it matches "
+            "in every field",
+            hint=_KEY_HELP,
+        )
+    return key
+
+
+def cmd_check(ns: argparse.Namespace) -> int:
+    """`wheelhouse check`: non-zero when any wheel is missing or changed."""
+    house = _house(ns)
+    problems = house.check()
+    if ns.json:
+        emit_json({"wheelhouse": house.shown(), "ok": not problems, "problems": problems})
+    else:
+        out(f"wheelhouse {house.root}: {len(house.entries())} wheel(s), {len(problems)} problem(s)")
+        for problem in problems:
+            out(f"  {problem}")
+    return EXIT_OK if not problems else EXIT_STEP_FAILED

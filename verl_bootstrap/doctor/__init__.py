@@ -1,0 +1,38 @@
+"""doctor: read-only checks of a host and an env, before an install and after it."""
+
+from __future__ import annotations
+
+from verl_bootstrap.doctor.inputs import Context, DoctorInputs, EnvFacts
+from verl_bootstrap.doctor.model import SCHEMA, CheckResult, DoctorReport, Status
+from verl_bootstrap.doctor.preflight import (
+    inputs_from_plan,
+    preflight_failures,
+    run_preflight_checks,
+)
+from verl_bootstrap.doctor.run import (
+    ALL_CHECKS,
+    CHECKS,
+    PREFLIGHT_CHECKS,
+    raise_on_failure,
+    run_doctor,
+)
+from verl_bootstrap.host.variants import choose_variant
+
+__all__ = [
+    "ALL_CHECKS",
+    "CHECKS",
+    "PREFLIGHT_CHECKS",
+    "SCHEMA",
+    "CheckResult",
+    "Context",
+    "DoctorInputs",
+    "DoctorReport",
+    "EnvFacts",
+    "Status",
+    "choose_variant",
+    "inputs_from_plan",
+    "preflight_failures",
+    "raise_on_failure",
+    "run_doctor",
+    "run_preflight_checks",
+]

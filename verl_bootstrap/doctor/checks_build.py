@@ -1,0 +1,173 @@
+"""Checks of the interpreter and, for stages that compile, the build tools."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from verl_bootstrap import proc
+from verl_bootstrap.doctor.checks_machine import builds_from_source
+from verl_bootstrap.doctor.inputs import Context, exact_env
+from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped
+from verl_bootstrap.gpu.cuda import version_tuple
+from verl_bootstrap.host.variants import variant_window
+
+__all__ = ["BUILD_CHECKS"]
+
+_TIMEOUT = 15.0
+_ASK = (
+    "import sys, sysconfig; print('%d.%d.%d' % sys.version_info[:3]); "
+    "print(sysconfig.get_paths()['include'])"
+)
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """A Python interpreter's version and its headers folder."""
+
+    path: str
+    version: str
+    include: Path
+
+
+def _target_python(ctx: Context) -> Path | None:
+    """The env's interpreter when the env exists, else the one a new venv is made from."""
+    if ctx.env is not None and ctx.env.exists:
+        return ctx.env.python
+    return ctx.inputs.python
+
+
+def _ask(python: Path, environ: Mapping[str, str]) -> Interpreter | None:
+    try:
+        done = proc.capture([str(python), "-c", _ASK], env=exact_env(environ), timeout=_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = done.stdout.splitlines()
+    if done.returncode != 0 or len(lines) < 2:
+        return None
+    return Interpreter(str(python), lines[0].strip(), Path(lines[1].strip()))
+
+
+def _host() -> Interpreter:
+    version = ".".join(str(n) for n in sys.version_info[:3])
+    return Interpreter(sys.executable, version, Path(sysconfig.get_paths()["include"]))
+
+
+def _interpreter(ctx: Context) -> Interpreter | None:
+    target = _target_python(ctx)
+    return _ask(target, ctx.environ) if target is not None else _host()
+
+
+def check_python(ctx: Context) -> CheckResult:
+    """The env's interpreter (or the one a venv would be made from) against the profile's range."""
+    profile = ctx.profile
+    if profile is None:
+        return skipped("python", "no profile, so no Python range to check")
+    wanted = SpecifierSet(profile.python.requires)
+    target = _target_python(ctx)
+    if target is None and profile.env.backend == "conda":
+        prefer = profile.python.prefer
+        if Version(prefer) in wanted:
+            return ok("python", f"the conda env will get Python {prefer}, within {wanted}")
+        fix = f"set python.prefer in profile {profile.name!r} to a version within {wanted}"
+        return fail("python", f"python.prefer {prefer} is outside {wanted}", fix)
+    found = _interpreter(ctx)
+    if found is None:
+        return fail("python", f"{target} does not run", "pass --python a working interpreter")
+    data = {"python": found.path, "version": found.version, "requires": str(wanted)}
+    if Version(found.version) in wanted:
+        return ok("python", f"Python {found.version} ({found.path}) is within {wanted}", **data)
+    fix = (
+        f"use a Python within {wanted}: `uv python install {profile.python.prefer}` needs no "
+        "root, or use the conda backend, which brings its own Python"
+    )
+    return fail("python", f"Python {found.version} ({found.path}) is outside {wanted}", fix, **data)
+
+
+def _nvcc(environ: Mapping[str, str]) -> tuple[str, str] | None:
+    home = environ.get("CUDA_HOME") or environ.get("CUDA_PATH")
+    candidate = Path(home) / "bin" / "nvcc" if home else None
+    nvcc = str(candidate) if candidate and candidate.exists() else None
+    nvcc = nvcc or shutil.which("nvcc", path=environ.get("PATH"))
+    if nvcc is None:
+        return None
+    try:
+        done = proc.capture([nvcc, "--version"], env=exact_env(environ), timeout=_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r"release (\d+\.\d+)", done.stdout)
+    return (nvcc, match[1]) if match else None
+
+
+def _toolkit_fix(cuda: str) -> str:
+    return (
+        f"install the CUDA {cuda} toolkit without root (NVIDIA's runfile with `--silent --toolkit "
+        f"--installpath=$HOME/cuda-{cuda}`, or conda's cuda-toolkit={cuda}) and set CUDA_HOME to it"
+    )
+
+
+def _cuda_problem(ctx: Context, nvcc: tuple[str, str] | None) -> tuple[str, str] | None:
+    """(finding, fix) when the wheels' CUDA needs a toolkit that is missing or of another major."""
+    profile, variant = ctx.profile, ctx.inputs.variant
+    if profile is None or variant in (None, "cpu") or variant not in profile.cuda_variants:
+        return None
+    cuda = variant_window(variant, profile.cuda_variants[variant]).cuda or "12.8"
+    if nvcc is None:
+        return f"no nvcc (CUDA_HOME or PATH) for CUDA {cuda} builds", _toolkit_fix(cuda)
+    if version_tuple(nvcc[1])[:1] != version_tuple(cuda)[:1]:
+        found = f"nvcc {nvcc[1]} ({nvcc[0]}) is not CUDA {cuda.split('.')[0]}.x like the wheels"
+        return f"{found}: torch refuses to build extensions across CUDA majors", _toolkit_fix(cuda)
+    return None
+
+
+def _build_problems(ctx: Context) -> tuple[list[str], list[str], dict[str, object]]:
+    nvcc = _nvcc(ctx.environ)
+    python = _interpreter(ctx)
+    cxx = shutil.which("c++", path=ctx.environ.get("PATH")) or shutil.which(
+        "g++", path=ctx.environ.get("PATH")
+    )
+    problems, fixes = [], []
+    cuda = _cuda_problem(ctx, nvcc)
+    if cuda:
+        problems.append(cuda[0])
+        fixes.append(cuda[1])
+    if python is None or not (python.include / "Python.h").exists():
+        problems.append("no Python.h for the env's interpreter")
+        fixes.append("use an interpreter with headers (conda's python, or `uv python install`)")
+    if cxx is None:
+        problems.append("no C++ compiler (c++ or g++) on PATH")
+        fixes.append("load one (`module load gcc`) or add conda's gxx_linux-64 to the env")
+    data: dict[str, object] = {
+        "nvcc": nvcc[0] if nvcc else None,
+        "nvcc_cuda": nvcc[1] if nvcc else None,
+        "cxx": cxx,
+    }
+    return problems, fixes, data
+
+
+def check_build_tools(ctx: Context) -> CheckResult:
+    """nvcc, Python headers and a C++ compiler, where a stage builds from source."""
+    stages = [s.id for s in ctx.profile.stages if builds_from_source(s)] if ctx.profile else []
+    if not stages:
+        return skipped("build-tools", "no stage builds from source")
+    problems, fixes, data = _build_problems(ctx)
+    data["stages"] = stages
+    if problems:
+        return fail("build-tools", "; ".join(problems), "; ".join(fixes), **data)
+    found = f"nvcc {data['nvcc_cuda']}" if data["nvcc"] else "no CUDA build needed"
+    return ok("build-tools", f"{found}, Python.h and {data['cxx']} for {', '.join(stages)}", **data)
+
+
+BUILD_CHECKS: dict[str, Callable[[Context], CheckResult]] = {
+    "build-tools": check_build_tools,
+    "python": check_python,
+}

@@ -1,0 +1,100 @@
+"""The install's preflight: doctor's preflight checks on a compiled plan, before any download."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from packaging.utils import parse_wheel_filename
+
+from verl_bootstrap.doctor.inputs import DoctorInputs
+from verl_bootstrap.doctor.model import CheckResult
+from verl_bootstrap.doctor.run import PREFLIGHT_CHECKS, run_doctor
+from verl_bootstrap.envs.condarc import channel_urls, load_condarc
+from verl_bootstrap.plan.model import Plan
+
+__all__ = ["inputs_from_plan", "plan_urls", "preflight_failures", "run_preflight_checks"]
+
+
+def default_index_url() -> str | None:
+    """The installers' own default index, as pip names it (we write no index host ourselves)."""
+    try:
+        from pip._internal.models.index import PyPI  # noqa: PLC0415 - stable for a decade
+
+        return str(PyPI.simple_url)
+    except (ImportError, AttributeError):
+        return None
+
+
+def _index_urls(plan: Plan) -> list[tuple[str, str]]:
+    settings = plan.settings
+    default = settings.index_url or default_index_url()
+    urls = [("index:default", default)] if default else []
+    urls += [(f"index:extra-{i}", u) for i, u in enumerate(settings.extra_index_urls, 1)]
+    urls += [(f"find-links:{i}", u) for i, u in enumerate(settings.find_links, 1)]
+    used = {s.index for s in plan.profile.stages if s.index}
+    urls += [(f"index:{n}", u) for n in sorted(used) if (u := settings.url_of(n))]
+    return urls
+
+
+def _channel_urls(plan: Plan, environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    if plan.backend != "conda":
+        return []
+    names = plan.options.channels or plan.profile.env.channels
+    urls = channel_urls(names, load_condarc(environ))  # honours channel_alias mirrors
+    return [(f"channel:{name}", url) for name, url in zip(names, urls, strict=False)]
+
+
+def plan_urls(plan: Plan, environ: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """Every index, channel and git URL the plan will use, labelled by kind."""
+    if plan.options.offline:
+        return ()
+    urls = [("git:verl", plan.source.repo), *_index_urls(plan), *_channel_urls(plan, environ)]
+    return tuple(dict.fromkeys(urls))
+
+
+def inputs_from_plan(plan: Plan, environ: Mapping[str, str] | None = None) -> DoctorInputs:
+    """Doctor's inputs for a plan: its profile, variant, prefix, driver and URLs."""
+    env = dict(os.environ if environ is None else environ)
+    # verl's release sdist stands in for an unreachable git URL where the plan allows it.
+    optional = frozenset({"git:verl"}) if plan.source.sdist_fallback else frozenset()
+    return DoctorInputs(
+        profile=plan.profile,
+        variant=plan.variant,
+        prefix=plan.prefix,
+        python=plan.interpreter,
+        backend=plan.backend,
+        environ=env,
+        urls=plan_urls(plan, env),
+        optional_urls=optional,
+        skip=frozenset(plan.options.skip_checks),
+        driver=plan.driver,
+        detect=False,  # the plan already read the driver; doctor judges the same one
+        wheel_tags=_wheel_tags(plan),
+        lock_platform=plan.locked.lock.platform if plan.locked else None,
+    )
+
+
+def _wheel_tags(plan: Plan) -> tuple[str, ...]:
+    """The platform tags of the wheels a locked plan installs (an unlocked plan knows none yet)."""
+    if plan.locked is None:
+        return ()
+    tags = set()
+    for artifact in plan.locked.artifacts.values():
+        if artifact.kind == "wheel":
+            tags |= {t.platform for t in parse_wheel_filename(artifact.filename)[3]}
+    return tuple(sorted(tags))
+
+
+def run_preflight_checks(
+    plan: Plan, environ: Mapping[str, str] | None = None
+) -> tuple[CheckResult, ...]:
+    """Every preflight check's result for this plan."""
+    return run_doctor(inputs_from_plan(plan, environ), only=PREFLIGHT_CHECKS).checks
+
+
+def preflight_failures(
+    plan: Plan, environ: Mapping[str, str] | None = None
+) -> tuple[CheckResult, ...]:
+    """The preflight checks that fail for this plan (empty: the install may go ahead)."""
+    return tuple(c for c in run_preflight_checks(plan, environ) if c.status.value == "fail")

@@ -1,0 +1,105 @@
+"""Facts about this host that the plan depends on, gathered once before the plan is compiled."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from verl_bootstrap.gpu.model import DriverInfo
+from verl_bootstrap.host.filesystems import storage_notes
+from verl_bootstrap.host.indexes import IndexSettings, read_pip_settings
+from verl_bootstrap.host.interpreters import find_interpreter
+from verl_bootstrap.host.variants import choose_variant
+from verl_bootstrap.httpclient import reachable
+from verl_bootstrap.kernels.host import KernelHost, gather_kernel_host
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.profile.models import Profile
+from verl_bootstrap.redact import redact
+from verl_bootstrap.siteconfig.apply import apply_site_indexes, pytorch_mirrors
+
+__all__ = ["HostFacts", "find_interpreter", "gather_host", "index_settings"]
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """What the plan needs to know about the machine."""
+
+    variant: str
+    variant_reason: str
+    interpreter: Path | None
+    settings: IndexSettings
+    driver: DriverInfo | None = None
+    notes: tuple[str, ...] = ()
+    kernels: KernelHost | None = None  # only when a stage compiles a kernel
+
+
+def gather_host(
+    profile: Profile,
+    options: RunOptions,
+    *,
+    driver: DriverInfo | None,
+    environ: Mapping[str, str] | None = None,
+    check_optional: bool = True,
+) -> HostFacts:
+    """Choose the CUDA variant, the interpreter and the indexes for this run."""
+    variant, reason = choose_variant(profile, driver, options.cuda)
+    settings, notes = index_settings(
+        profile, options, environ=environ, check_optional=check_optional
+    )
+    backend = options.backend or profile.env.backend
+    interpreter = None
+    if backend == "venv":
+        interpreter = options.python or find_interpreter(
+            profile.python.requires, profile.python.prefer
+        )
+    kernels = None
+    if any(stage.kernel for stage in profile.stages):
+        kernels = gather_kernel_host(
+            configured=options.site.wheelhouse,
+            site_archs=options.site.cuda_arch,
+            interpreter=interpreter,
+            python_prefer=profile.python.prefer,
+            environ=current_environ() if environ is None else environ,
+        )
+    return HostFacts(
+        variant=variant,
+        variant_reason=reason,
+        interpreter=interpreter,
+        settings=settings,
+        driver=driver,
+        notes=(*options.site.notes, *notes, *storage_notes(options.prefix, environ)),
+        kernels=kernels,
+    )
+
+
+def index_settings(
+    profile: Profile,
+    options: RunOptions,
+    *,
+    environ: Mapping[str, str] | None = None,
+    check_optional: bool = True,
+) -> tuple[IndexSettings, list[str]]:
+    """pip's settings, the profile's named indexes, then --index overrides (the last wins)."""
+    settings = apply_site_indexes(read_pip_settings(environ), options.site)
+    profile_urls = {name: spec.url for name, spec in profile.indexes.items()}
+    overrides = {**pytorch_mirrors(profile_urls, options.site), **dict(options.indexes)}
+    named: dict[str, str] = {}
+    notes: list[str] = []
+    for name, spec in profile.indexes.items():
+        url = overrides.get(name, spec.url)
+        if spec.optional and name not in overrides and check_optional and not reachable(url):
+            notes.append(
+                f"index {name!r} ({redact(url)}) is unreachable; its packages come from the "
+                f"default index and your pip settings instead (set --index {name}=URL for a mirror)"
+            )
+            continue
+        named[name] = url
+    named.update(overrides)
+    return settings.with_named(named), notes
+
+
+def current_environ() -> dict[str, str]:
+    """A copy of the process environment (a seam for tests)."""
+    return dict(os.environ)

@@ -1,0 +1,70 @@
+"""Find a Python interpreter on this machine for the venv backend (never downloads one).
+
+Looks on PATH (skipping pyenv shims, which fail for versions not made global, and virtual envs,
+which make poor bases) and in pyenv's and the system's usual folders; the preferred version first.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from verl_bootstrap import proc
+from verl_bootstrap.errors import InputError
+
+__all__ = ["find_interpreter"]
+
+_MINORS = range(20, 7, -1)  # 3.20 … 3.8, newest first
+
+
+def find_interpreter(requires: str, prefer: str, *, path: str | None = None) -> Path:
+    """The preferred version if present, else the newest version in range."""
+    allowed = SpecifierSet(requires)
+    wanted = Version(prefer)
+    minors = [f"{wanted.major}.{wanted.minor}"]
+    minors += [f"3.{m}" for m in _MINORS if f"3.{m}" != minors[0] and f"3.{m}.0" in allowed]
+    for minor in minors:
+        for candidate in _candidates(minor, path):
+            version = _version(candidate)
+            if version and version in allowed:
+                return candidate
+    raise InputError(
+        f"no Python {requires} found on this machine for the venv backend",
+        hint="install one (your package manager, pyenv), pass --python PATH, "
+        "or use --backend conda, which brings its own Python",
+    )
+
+
+def _candidates(minor: str, path: str | None) -> Iterator[Path]:
+    seen: set[Path] = set()
+    on_path = shutil.which(f"python{minor}", path=path or os.environ.get("PATH"))
+    places = [Path(on_path)] if on_path else []
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    places += sorted(pyenv.glob(f"{minor}.*/bin/python{minor}"), reverse=True)
+    places += [Path(f"/usr/bin/python{minor}"), Path(f"/usr/local/bin/python{minor}")]
+    for place in places:
+        if place in seen or not place.exists() or "/shims/" in str(place) or _in_venv(place):
+            continue
+        seen.add(place)
+        yield place
+
+
+def _in_venv(python: Path) -> bool:
+    return (python.parent.parent / "pyvenv.cfg").exists()
+
+
+def _version(python: Path) -> str | None:
+    try:
+        done = proc.capture(
+            # -I -S: no site-packages or user settings to load, just the version (3x faster)
+            [str(python), "-I", "-S", "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+            timeout=20,
+        )
+    except OSError:
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None

@@ -1,0 +1,246 @@
+"""The one HTTP client: every probe and download the tool makes goes through here.
+
+It uses the standard library's client: `plan` probes optional indexes on every start, and
+importing requests would cost more than the probe itself. The user's settings come from an
+explicit environment mapping (doctor checks another user's or node's settings): proxies from
+HTTPS_PROXY, HTTP_PROXY and ALL_PROXY, with NO_PROXY honoured; a CA bundle from
+REQUESTS_CA_BUNDLE or SSL_CERT_FILE, as for pip and uv; credentials from the URL's userinfo,
+sent as a basic-auth header and never shown. Errors carry a redacted, one-line reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+from urllib.parse import unquote, urlparse, urlunparse
+
+from verl_bootstrap.redact import redact
+
+if TYPE_CHECKING:  # the client itself is imported only when a remote URL is asked for
+    import urllib.request
+
+__all__ = ["HttpError", "download", "fetch", "proxy_for", "reachable", "status"]
+
+PROBE_TIMEOUT = 3.0
+_NOT_ALLOWED = {405, 501}  # some indexes refuse HEAD; ask again with GET
+_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
+_PROXY_KEYS = {"http": ("http_proxy", "HTTP_PROXY"), "https": ("https_proxy", "HTTPS_PROXY")}
+
+
+class HttpError(Exception):
+    """No HTTP answer: `reason` is short and redacted; `timed_out` tells a slow host apart."""
+
+    def __init__(self, reason: str, *, timed_out: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.timed_out = timed_out
+
+
+@dataclass(frozen=True)
+class _Target:
+    url: str  # without userinfo
+    auth: str | None  # the basic-auth header value, when the URL carried credentials
+
+
+def _value(environ: Mapping[str, str], *keys: str) -> str | None:
+    return next((environ[k] for k in keys if environ.get(k)), None)
+
+
+def _env(environ: Mapping[str, str] | None) -> Mapping[str, str]:
+    return os.environ if environ is None else environ
+
+
+def proxies_for(url: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The user's proxy per scheme for `url`: none where NO_PROXY names its host; ALL_PROXY
+    serves a scheme that has none of its own."""
+    env = _env(environ)
+    host = urlparse(url).netloc.rpartition("@")[2]
+    if _bypassed(host, _value(env, "no_proxy", "NO_PROXY") or ""):
+        return {}
+    fallback = _value(env, "all_proxy", "ALL_PROXY")
+    found = {scheme: _value(env, *keys) or fallback for scheme, keys in _PROXY_KEYS.items()}
+    return {scheme: proxy for scheme, proxy in found.items() if proxy}
+
+
+def proxy_for(url: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The proxy a request for `url` goes through, or None."""
+    return proxies_for(url, environ).get(urlparse(url).scheme)
+
+
+def _bypassed(host: str, no_proxy: str) -> bool:
+    """NO_PROXY as pip and uv read it: `*`, host names and domain suffixes, a port optional."""
+    name, _, port = host.partition(":")
+    for entry in filter(None, (e.strip() for e in no_proxy.split(","))):
+        if entry == "*":
+            return True
+        want, _, want_port = entry.lstrip(".").partition(":")
+        if want_port and want_port != port:
+            continue
+        if name == want or name.endswith("." + want):
+            return True
+    return False
+
+
+def _target(url: str, environ: Mapping[str, str]) -> _Target:
+    """The URL to ask, and its credentials: from its userinfo, else from the user's netrc."""
+    parsed = urlparse(url)
+    if parsed.username is None:
+        return _Target(url, _netrc_auth(parsed.hostname or "", environ))
+    pair = f"{unquote(parsed.username)}:{unquote(parsed.password or '')}"
+    bare = parsed._replace(netloc=parsed.netloc.rpartition("@")[2])
+    return _Target(urlunparse(bare), _basic(pair))
+
+
+def _basic(pair: str) -> str:
+    return "Basic " + base64.b64encode(pair.encode()).decode()
+
+
+def _netrc_auth(host: str, environ: Mapping[str, str]) -> str | None:
+    """Credentials for `host` in $NETRC or ~/.netrc, as pip, uv and git read them."""
+    import netrc  # noqa: PLC0415 - only when a URL carries no credentials
+
+    home = environ.get("HOME") or str(Path.home())
+    path = Path(environ.get("NETRC") or Path(home) / ".netrc")
+    if not host or not path.is_file():
+        return None
+    try:
+        found = netrc.netrc(str(path)).authenticators(host)
+    except (OSError, netrc.NetrcParseError):
+        return None  # an unreadable netrc is no credentials, as for pip
+    if found is None:
+        return None
+    login, _, password = found
+    return _basic(f"{login}:{password or ''}")
+
+
+def _opener(url: str, environ: Mapping[str, str]) -> urllib.request.OpenerDirector:
+    import ssl  # noqa: PLC0415 - loaded only for a remote URL: plan starts faster
+    import urllib.request  # noqa: PLC0415 - loaded only for a remote URL: plan starts faster
+
+    proxy = proxy_for(url, environ)
+    proxies = {urlparse(url).scheme: proxy} if proxy else {}
+    bundle = _value(environ, "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
+    return urllib.request.build_opener(
+        urllib.request.ProxyHandler(proxies),  # only ours: the process's own are not consulted
+        urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=bundle)),
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost cause ('Connection refused'), not the whole exception chain."""
+    inner = getattr(exc, "reason", exc)
+    found = _ERRNO.search(str(inner))
+    return found[1].strip() if found else redact(f"{type(inner).__name__}: {inner}")[:200]
+
+
+def _timed_out(exc: BaseException) -> bool:
+    inner = getattr(exc, "reason", exc)
+    return isinstance(inner, TimeoutError) or "timed out" in str(inner)
+
+
+def _request(
+    url: str,
+    method: str,
+    environ: Mapping[str, str],
+    timeout: float,
+    *,
+    sink: BinaryIO | None = None,
+    limit: int = -1,
+) -> tuple[int, bytes]:
+    """(status, body) of `url`; the body goes to `sink` instead when one is given. At most
+    `limit` bytes of it are read (-1: all), so a server cannot make us buffer gigabytes.
+
+    An HTTP error status is an answer, not an exception; no answer at all is an HttpError.
+    """
+    import http.client  # noqa: PLC0415 - loaded only for a remote URL: plan starts faster
+    import urllib.error  # noqa: PLC0415 - loaded only for a remote URL: plan starts faster
+    import urllib.request  # noqa: PLC0415 - loaded only for a remote URL: plan starts faster
+
+    target = _target(url, environ)
+    request = urllib.request.Request(target.url, method=method)
+    if target.auth:
+        request.add_header("Authorization", target.auth)
+    try:
+        with _opener(url, environ).open(request, timeout=timeout) as answer:
+            if method == "HEAD":
+                return int(answer.status), b""
+            if sink is not None:
+                shutil.copyfileobj(answer, sink)
+                _check_whole(answer)
+                return int(answer.status), b""
+            body = bytes(answer.read(limit))
+            if limit < 0 or len(body) < limit:
+                _check_whole(answer)
+            return int(answer.status), body
+    except urllib.error.HTTPError as answer:
+        return answer.code, b""
+    except http.client.HTTPException as exc:  # IncompleteRead: the connection dropped midway
+        raise HttpError(f"the connection dropped mid-transfer ({type(exc).__name__})") from None
+    except (OSError, ValueError) as exc:  # no route, refused, timed out, TLS, unreadable CA file
+        raise HttpError(_reason(exc), timed_out=_timed_out(exc)) from None
+
+
+def _check_whole(answer: object) -> None:
+    """A body shorter than its Content-Length: http.client ends such a read quietly."""
+    missing = getattr(answer, "length", None)
+    if missing:
+        raise HttpError(f"the connection dropped mid-transfer ({missing} bytes missing)")
+
+
+def status(url: str, *, environ: Mapping[str, str] | None = None, timeout: float) -> int:
+    """The HTTP status `url` answers with (HEAD, else GET where HEAD is refused)."""
+    env = _env(environ)
+    code, _ = _request(url, "HEAD", env, timeout)
+    if code in _NOT_ALLOWED:
+        code, _ = _request(url, "GET", env, timeout)
+    return code
+
+
+def reachable(url: str, *, timeout: float = PROBE_TIMEOUT) -> bool:
+    """True when `url` answers (any HTTP status below 500) or names an existing local path."""
+    parsed = urlparse(url)
+    if parsed.scheme in ("", "file"):
+        return Path(unquote(parsed.path) if parsed.scheme else url).exists()
+    try:
+        return status(url, timeout=timeout) < 500
+    except HttpError:
+        return False
+
+
+def fetch(
+    url: str, *, environ: Mapping[str, str] | None = None, timeout: float = 30, limit: int = -1
+) -> bytes:
+    """The body of `url` (at most `limit` bytes); an HTTP error status or no answer is an
+    HttpError."""
+    code, body = _request(url, "GET", _env(environ), timeout, limit=limit)
+    if code >= 400:
+        raise HttpError(f"HTTP {code}")
+    return body
+
+
+def download(url: str, dest: Path, *, timeout: float = 60) -> None:
+    """Write `url` (or a file:// URL) into `dest` atomically."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    partial = dest.with_suffix(dest.suffix + ".part")
+    try:
+        _download_into(url, partial, timeout)
+    except BaseException:
+        partial.unlink(missing_ok=True)  # nothing half-written stays, even on Ctrl-C
+        raise
+    partial.replace(dest)
+
+
+def _download_into(url: str, partial: Path, timeout: float) -> None:
+    if url.startswith("file://"):
+        shutil.copyfile(Path(unquote(urlparse(url).path)), partial)
+        return
+    with partial.open("wb") as sink:
+        code, _ = _request(url, "GET", _env(None), timeout, sink=sink)
+    if code >= 400:
+        raise HttpError(f"HTTP {code}")

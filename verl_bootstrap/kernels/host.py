@@ -1,0 +1,87 @@
+"""What the plan needs to decide a kernel stage, gathered once before it is compiled: the lab
+wheelhouse's listing, this host's cores and memory, the Python tag the env will have, and the
+sizing variables the user already set (which are kept)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sysconfig
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from verl_bootstrap import proc
+from verl_bootstrap.kernels.remotehouse import AnyWheelhouse, RemoteWheelhouse, is_url
+from verl_bootstrap.kernels.sizing import (
+    ARCH_VARIABLES,
+    THREADS_VARIABLES,
+    HostResources,
+    read_resources,
+)
+from verl_bootstrap.kernels.wheelhouse import Entry, Wheelhouse
+from verl_bootstrap.paths import default_wheelhouse
+
+__all__ = ["KernelHost", "gather_kernel_host", "open_wheelhouse", "wheelhouse_root"]
+
+
+@dataclass(frozen=True)
+class KernelHost:
+    """The facts; `entries` is the wheelhouse's index as read when the plan was made."""
+
+    wheelhouse: Path | str  # a folder, or an index URL (as shown: credentials redacted)
+    entries: tuple[Entry, ...]
+    writable: bool
+    resources: HostResources
+    python: str | None  # "cp312"
+    platform: str  # "linux_x86_64"
+    site_archs: tuple[str, ...] = ()
+    preset: Mapping[str, str] | None = None  # MAX_JOBS / arch variables already in the environment
+    ninja: bool = True  # ninja is on PATH (torch's extension builds run serially without it)
+
+
+def wheelhouse_root(configured: str | None, environ: Mapping[str, str]) -> Path:
+    """The site config's wheelhouse, else $VERL_BOOTSTRAP_HOME/wheelhouse (~/.verl-bootstrap)."""
+    if configured:
+        return Path(os.path.expandvars(configured.removeprefix("file://"))).expanduser().absolute()
+    return default_wheelhouse(environ)
+
+
+def open_wheelhouse(configured: str | None, environ: Mapping[str, str]) -> AnyWheelhouse:
+    """The lab wheelhouse: the site config's folder or index URL, else the tool home's."""
+    if configured and is_url(configured):
+        return RemoteWheelhouse(configured)
+    return Wheelhouse(wheelhouse_root(configured, environ))
+
+
+def gather_kernel_host(
+    *,
+    configured: str | None,
+    site_archs: tuple[str, ...],
+    interpreter: Path | None,
+    python_prefer: str,
+    environ: Mapping[str, str],
+) -> KernelHost:
+    """Read the wheelhouse and the host (an unreadable index is an InputError naming it)."""
+    house = open_wheelhouse(configured, environ)
+    watched = ("MAX_JOBS", *ARCH_VARIABLES, *THREADS_VARIABLES)
+    return KernelHost(
+        wheelhouse=house.root if isinstance(house, Wheelhouse) else house.shown(),
+        entries=house.entries(),
+        writable=house.writable(),
+        resources=read_resources(),
+        python=_python_tag(interpreter) or "cp" + "".join(python_prefer.split(".")[:2]),
+        platform=sysconfig.get_platform().replace("-", "_").replace(".", "_"),
+        site_archs=site_archs,
+        preset={k: environ[k] for k in watched if environ.get(k)},
+        ninja=shutil.which("ninja", path=environ.get("PATH")) is not None,
+    )
+
+
+def _python_tag(interpreter: Path | None) -> str | None:
+    """The tag of the interpreter a venv will be made from."""
+    if interpreter is None:
+        return None
+    code = "import sys; print(f'cp{sys.version_info[0]}{sys.version_info[1]}')"
+    done = proc.capture([str(interpreter), "-I", "-S", "-c", code], timeout=30)
+    return done.stdout.strip() or None if done.returncode == 0 else None

@@ -1,0 +1,176 @@
+"""A lab wheelhouse: a folder of wheels the tool built (or a person added), each with its sha256
+and build key in `index.json`, shared by every env and node that can read the folder.
+
+Publishing copies the wheel in under a temporary name and renames it, then rewrites the index the
+same way while holding an flock on `.lock`, so two nodes publishing at once both land and a reader
+never sees half a file. A folder this user cannot write is used, never written.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.kernels.key import BuildKey
+from verl_bootstrap.paths import atomic_write, file_sha256
+from verl_bootstrap.safety.shapes import inside
+
+__all__ = ["INDEX_NAME", "Entry", "Wheelhouse", "parse_index"]
+
+INDEX_NAME = "index.json"
+SCHEMA = "verl-bootstrap.wheelhouse/1"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One wheel the wheelhouse holds."""
+
+    file: str
+    name: str
+    version: str
+    sha256: str
+    key: BuildKey
+
+    def to_json(self) -> dict[str, Any]:
+        """As the index stores it."""
+        return {
+            "file": self.file, "name": self.name, "version": self.version,
+            "sha256": self.sha256, "key": self.key.to_json(),
+        }  # fmt: skip
+
+
+class Wheelhouse:
+    """The wheelhouse at `root` (it need not exist until the first publish)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @property
+    def index_path(self) -> Path:
+        """The index file."""
+        return self.root / INDEX_NAME
+
+    def writable(self) -> bool:
+        """This user may publish here (the folder, or the first existing parent, is writable)."""
+        at = self.root
+        while not at.exists() and at != at.parent:
+            at = at.parent
+        return os.access(at, os.W_OK | os.X_OK)
+
+    def entries(self) -> tuple[Entry, ...]:
+        """What the index lists (empty when there is no index yet)."""
+        if not self.index_path.is_file():
+            return ()
+        text = self.index_path.read_text(encoding="utf-8")
+        return tuple(parse_index(text, str(self.index_path)))
+
+    def lookup(self, name: str, version: str, key: BuildKey) -> Entry | None:
+        """The wheel for (name, version) whose key matches `key` in every field."""
+        wanted = canonicalize_name(name)
+        for entry in self.entries():
+            same = canonicalize_name(entry.name) == wanted and entry.version == version
+            if same and not entry.key.mismatches(key):
+                return entry
+        return None
+
+    def path_of(self, entry: Entry) -> Path:
+        """Where an entry's wheel lies (its name was checked to stay inside the folder)."""
+        return self.root / entry.file
+
+    def local_wheel(self, file: str, work: Path) -> Path:
+        """The listed wheel `file` as a local file (here: where it lies)."""
+        return inside(self.root, file, what="wheel file name")
+
+    def shown(self) -> str:
+        """The wheelhouse as plans and logs name it."""
+        return str(self.root)
+
+    def publish(self, wheel: Path, key: BuildKey) -> Entry:
+        """Copy `wheel` in and list it with its sha256 and key (replacing the same file name)."""
+        if not self.writable():
+            raise InputError(f"the wheelhouse {self.root} is read-only for this user")
+        name, version = _wheel_name(wheel.name, where=str(wheel))
+        self.root.mkdir(parents=True, exist_ok=True)
+        digest = file_sha256(wheel)
+        _copy_atomically(wheel, self.root / wheel.name)
+        entry = Entry(wheel.name, name, version, digest, key)
+        with self._locked():
+            kept = [e for e in self.entries() if e.file != wheel.name]
+            self._write([*kept, entry])
+        return entry
+
+    def check(self) -> list[str]:
+        """Every problem found by rehashing each listed wheel (empty: all is well)."""
+        problems = []
+        for entry in self.entries():
+            path = self.path_of(entry)
+            if not path.is_file():
+                problems.append(f"{entry.file}: listed in {INDEX_NAME} but missing")
+            elif file_sha256(path) != entry.sha256:
+                problems.append(f"{entry.file}: sha256 differs from the index (the file changed)")
+        return problems
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with (self.root / ".lock").open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)  # released when the handle closes
+            yield
+
+    def _write(self, entries: list[Entry]) -> None:
+        body = {"schema": SCHEMA, "wheels": [e.to_json() for e in entries]}
+        atomic_write(self.index_path, json.dumps(body, indent=1, sort_keys=True) + "\n")
+
+
+def _copy_atomically(source: Path, dest: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(source, tmp)
+        Path(tmp).chmod(0o644)
+        Path(tmp).replace(dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _wheel_name(filename: str, *, where: str) -> tuple[str, str]:
+    if "/" in filename or filename.startswith("."):
+        raise InputError(f"{where}: {filename!r} is not a wheel file name inside the wheelhouse")
+    try:
+        name, version, _build, _tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename as exc:
+        raise InputError(f"{where}: {filename!r} is not a wheel file name ({exc})") from None
+    return str(name), str(version)
+
+
+def parse_index(text: str, path: str) -> Iterator[Entry]:
+    """The entries of an index's text (`path` names it in errors); a bad one is an InputError."""
+    try:
+        body = json.loads(text)
+        rows = body["wheels"]
+        assert isinstance(rows, list)
+    except (ValueError, KeyError, TypeError, AssertionError):
+        raise InputError(
+            f"{path}: not a wheelhouse index (expected JSON with a 'wheels' list)",
+            hint="run `verl-bootstrap wheelhouse check`, or move the file aside",
+        ) from None
+    for number, row in enumerate(rows):
+        where = f"{path}: wheels[{number}]"
+        try:
+            name, version = _wheel_name(str(row["file"]), where=where)
+            yield Entry(
+                row["file"], name, version, str(row["sha256"]), BuildKey.from_mapping(row["key"])
+            )
+        except (KeyError, TypeError, AttributeError):
+            raise InputError(f"{where}: needs file, sha256 and key") from None

@@ -1,0 +1,116 @@
+"""The env's record of how it was made: the profile, every option that shaped the plan, and what
+they resolved to. It lives in the env's state, so `--prefix P` alone can resume or re-verify it.
+
+Credentials never enter the record: URLs are masked, and a masked URL is asked for again on resume.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from verl_bootstrap import __version__
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.lockfile.model import profile_hash
+from verl_bootstrap.paths import state_file
+from verl_bootstrap.redact import redact
+from verl_bootstrap.run.state import State
+
+if TYPE_CHECKING:
+    from verl_bootstrap.plan.model import Plan
+
+__all__ = [
+    "MASK",
+    "OPTION_FIELDS",
+    "plan_options",
+    "profile_ref",
+    "read_record",
+    "record_of",
+]
+
+MASK = "***"
+# Every RunOptions field that changes the plan; --wait and --yes do not, so they are not kept.
+OPTION_FIELDS = (
+    "profile", "backend", "verl_source", "verl_ref", "cuda", "indexes", "channels", "installer",
+    "python", "conda_exe", "skip_checks", "require_gpu", "allow_unsupported_ref", "offline",
+    "locked", "frozen", "lockfile", "config", "with_tests", "cuda_arch",
+)  # fmt: skip
+
+
+def profile_ref(profile: str) -> str:
+    """A profile as the record keeps it: a shipped name as is, a YAML file as an absolute path."""
+    if profile.endswith((".yaml", ".yml")) or "/" in profile:
+        return str(Path(profile).expanduser().absolute())
+    return profile
+
+
+def plan_options(plan: Plan) -> dict[str, Any]:
+    """The options that shaped `plan`, in the form the record keeps and compares."""
+    o = plan.options
+    return {
+        "profile": profile_ref(o.profile),
+        "backend": o.backend,
+        # a local path is kept as the URL it resolved to, so a resume from elsewhere finds it
+        "verl_source": redact(plan.source.repo) if o.verl_source else None,
+        "verl_ref": o.verl_ref,
+        "cuda": o.cuda,
+        "indexes": [[name, redact(url)] for name, url in o.indexes],
+        "channels": [redact(c) for c in o.channels],
+        "installer": o.installer,
+        "python": _path(o.python),
+        "conda_exe": o.conda_exe,
+        "skip_checks": list(o.skip_checks),
+        "require_gpu": o.require_gpu,
+        "allow_unsupported_ref": o.allow_unsupported_ref,
+        "offline": o.offline,
+        "locked": o.locked,
+        "frozen": o.frozen,
+        "lockfile": _path(o.lockfile),
+        "config": _config(o.config),
+        "with_tests": o.with_tests,
+        "cuda_arch": list(o.cuda_arch),
+    }
+
+
+def record_of(plan: Plan) -> dict[str, Any]:
+    """The record a run of `plan` leaves in the env's state."""
+    return {
+        "options": plan_options(plan),
+        "profile_name": plan.profile.name,
+        "profile_hash": profile_hash(plan.profile, plan.variant),
+        "variant": plan.variant,
+        "backend": plan.backend,
+        "verl_repo": redact(plan.source.repo),
+        "verl_ref": plan.source.ref,
+        "interpreter": _path(plan.interpreter),
+        "site_files": [s for s in plan.options.site.origin.split(", ") if s],
+        "tool_version": __version__,
+        "recorded_at": time.time(),
+    }
+
+
+def read_record(prefix: Path) -> dict[str, Any] | None:
+    """The record in the env at `prefix`, or None when it has none (not ours, or made before)."""
+    path = state_file(prefix)
+    if not path.is_file():
+        return None
+    record = State.load(path).record
+    if not record:
+        return None
+    if not isinstance(record.get("options"), dict):
+        raise InputError(
+            f"{path}: field 'record.options' is not a mapping",
+            hint="the state was edited by hand; pass --profile and the options again",
+        )
+    return record
+
+
+def _config(value: str | None) -> str | None:
+    if value is None or "://" in value:
+        return None if value is None else redact(value)
+    return str(Path(value).expanduser().absolute())
+
+
+def _path(value: Path | None) -> str | None:
+    return None if value is None else str(Path(value).absolute())

@@ -1,0 +1,64 @@
+"""The tool's list of the prefixes it has built, so `envs list` finds envs outside its home too.
+
+A small JSON file under the tool home, changed under a lock and written atomically. It is only a
+pointer list: each env's own state stays the truth about it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.paths import STATE_DIRNAME, atomic_write, tool_home
+from verl_bootstrap.run.guard import guarding as holding
+
+__all__ = ["forget", "known_prefixes", "register", "registry_path"]
+
+
+def registry_path() -> Path:
+    """Where the list lives: $VERL_BOOTSTRAP_HOME/envs.json."""
+    return tool_home() / "envs.json"
+
+
+def register(prefix: Path) -> None:
+    """Remember `prefix` (idempotent)."""
+    _change(lambda prefixes: prefixes | {str(prefix.absolute())})
+
+
+def forget(prefix: Path) -> None:
+    """Drop `prefix` from the list (after `remove`)."""
+    _change(lambda prefixes: prefixes - {str(prefix.absolute())})
+
+
+def known_prefixes() -> list[Path]:
+    """Every registered prefix, and every env folder under the tool home, sorted."""
+    found = {Path(p) for p in _read(registry_path())}
+    envs = tool_home() / "envs"
+    if envs.is_dir():
+        found |= {p for p in envs.iterdir() if (p / STATE_DIRNAME).is_dir()}
+    return sorted(found)
+
+
+def _change(edit: Callable[[set[str]], set[str]]) -> None:
+    path = registry_path()
+    with holding(path.with_suffix(".lock"), wait=10.0):
+        prefixes = edit(set(_read(path)))
+        atomic_write(path, json.dumps({"prefixes": sorted(prefixes)}, indent=2) + "\n")
+
+
+def _read(path: Path) -> list[str]:
+    if not path.is_file():
+        return []
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(
+            f"{path}: unreadable list of envs ({exc})",
+            hint="delete it; each env keeps its own record, and runs register them again",
+        ) from exc
+    prefixes = raw.get("prefixes") if isinstance(raw, dict) else None
+    if not isinstance(prefixes, list) or not all(isinstance(p, str) for p in prefixes):
+        raise InputError(f"{path}: field 'prefixes' must be a list of paths", hint="delete it")
+    return [p for p in prefixes if Path(p).is_absolute()]

@@ -1,0 +1,57 @@
+"""A run's bookkeeping in the env's state: the record before the steps, the outcome after, and the
+top-level names the run created (what `remove` may delete later)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from verl_bootstrap.lifecycle.record import record_of
+from verl_bootstrap.lifecycle.registry import register
+from verl_bootstrap.paths import STATE_DIRNAME, state_file
+from verl_bootstrap.run.state import State
+
+if TYPE_CHECKING:
+    from verl_bootstrap.plan.model import Plan
+
+__all__ = ["PREFIX_ITSELF", "begin_run", "end_run", "top_level"]
+
+
+def top_level(prefix: Path) -> set[str]:
+    """The names directly inside `prefix` (none when it does not exist yet)."""
+    return {p.name for p in prefix.iterdir()} if prefix.is_dir() else set()
+
+
+PREFIX_ITSELF = "."  # in `made`: the prefix folder was created by the tool too
+
+
+def begin_run(plan: Plan, *, made_prefix: bool) -> None:
+    """Record how the env is being made, before any step runs; register the prefix.
+
+    `made_prefix`: the prefix did not exist before this run (the caller looked before the prefix
+    lock created its folder).
+    """
+    state = _state(plan.prefix)
+    state.record = record_of(plan)
+    state.last_run = {"started": time.time(), "status": "running"}
+    state.made = sorted({*state.made, STATE_DIRNAME, *([PREFIX_ITSELF] if made_prefix else [])})
+    state.save()
+    register(plan.prefix)
+
+
+def end_run(plan: Plan, status: str, before: set[str], log_dir: Path | None = None) -> None:
+    """The run's outcome, and the names it created, into the state."""
+    state = _state(plan.prefix)
+    state.last_run = {
+        **state.last_run,
+        "finished": time.time(),
+        "status": status,
+        "log_dir": None if log_dir is None else str(log_dir),
+    }
+    state.made = sorted(set(state.made) | (top_level(plan.prefix) - before))
+    state.save()
+
+
+def _state(prefix: Path) -> State:
+    return State.load(state_file(prefix))

@@ -1,0 +1,83 @@
+"""What a `--locked` install does not check by hash, named: the one list the plan prints and
+docs/security.md carries (a test keeps the page in step with `documented_gaps`).
+
+Everything else a locked install takes is compared with a sha256 from the lockfile before it is
+used: wheels and sdists (`--require-hashes`), the build env of each source build
+(`--require-build-hashes`), verl's release sdist, and each conda package (its record's sha256,
+or md5, against the lock's, before anything is linked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from verl_bootstrap.lockfile.model import LockedStage, Lockfile
+
+__all__ = ["GAPS", "documented_gaps", "hash_gaps"]
+
+# kind -> (what is not hash-checked, what checks it instead); {what} names the stage's builds
+GAPS: Final[dict[str, tuple[str, str]]] = {
+    "verl-git": (
+        "verl's own source (its git checkout, installed editable)",
+        "its commit id, which must be the locked one",
+    ),
+    "unlocked-build": (
+        "the build backend and build dependencies of {what}",
+        "nothing: the lockfile records no build env for them (regenerate it with "
+        "`verl-bootstrap lock`)",
+    ),
+    "pip-build": (
+        "the build backend and build dependencies of {what}",
+        "their locked versions only: pip cannot require hashes of build dependencies "
+        "(the default installer, uv, does)",
+    ),
+    "conda-exe": (
+        "the conda packages, installed by your own conda executable",
+        "name, version and build (`verl-bootstrap verify --against LOCKFILE` compares them after)",
+    ),
+}
+_GENERIC_WHAT = "a stage's source builds"
+
+
+def _line(kind: str, what: str = _GENERIC_WHAT) -> str:
+    gap, how = GAPS[kind]
+    return f"not hash-checked: {gap.format(what=what)}, checked by {how}"
+
+
+def documented_gaps() -> list[str]:
+    """Every gap as docs/security.md states it."""
+    return [_line(kind) for kind in GAPS]
+
+
+def hash_gaps(lock: Lockfile, *, installer: str, conda_exe: bool) -> list[str]:
+    """The gaps of installing `lock` this way, one line each (empty: all of it is hash-checked)."""
+    lines = []
+    if lock.verl.kind == "git":
+        lines.append(_line("verl-git"))
+    for stage in _isolated_builds(lock.stages):
+        what = _builds_of(stage)
+        if not stage.build:
+            lines.append(_line("unlocked-build", what))
+        elif installer == "pip":
+            lines.append(_line("pip-build", what))
+    if lock.conda and conda_exe:
+        lines.append(_line("conda-exe"))
+    return lines
+
+
+def _isolated_builds(stages: Iterable[LockedStage]) -> list[LockedStage]:
+    """Stages that build something in an isolated build env (a stage built without isolation
+    builds with the env's own packages, each installed hash-checked)."""
+    return [
+        s for s in stages
+        if "--no-build-isolation" not in s.options
+        and (s.kind == "install-verl" or any(d.source == "sdist" for d in s.distributions))
+    ]  # fmt: skip
+
+
+def _builds_of(stage: LockedStage) -> str:
+    if stage.kind == "install-verl":
+        return "verl's editable install"
+    names = ", ".join(d.name for d in stage.distributions if d.source == "sdist")
+    return f"stage {stage.id}'s source builds ({names})"

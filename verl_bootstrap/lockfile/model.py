@@ -1,0 +1,260 @@
+"""The lockfile model (schema version 1).
+
+A lockfile records names, versions and hashes, never download URLs: an index is recorded by the
+name the profile gives it ("default" is whatever default index the user configured), so one
+lockfile installs from the default index or from any mirror, and the hashes prove it is the same
+artifact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict
+from typing import Annotated, Final, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from verl_bootstrap.profile.models import Profile
+from verl_bootstrap.profile.stagespec import stage_specs
+from verl_bootstrap.safety.shapes import (
+    FILE_NAME,
+    PACKAGE_NAME,
+    PROFILE_NAME,
+    PYTHON_VERSION,
+    SHA256,
+    STAGE_ID,
+    check,
+)
+
+__all__ = [
+    "LOCK_SCHEMA_VERSION",
+    "CondaPackage",
+    "CudaTarget",
+    "DistSource",
+    "KernelWheel",
+    "LockedDist",
+    "LockedKey",
+    "LockedSource",
+    "LockedStage",
+    "Lockfile",
+    "channel_name",
+    "profile_hash",
+]
+
+LOCK_SCHEMA_VERSION: Final = 1
+DistSource = Literal["wheel", "sdist", "git", "editable"]
+
+
+# A lockfile is untrusted input: every value that later names a file, a folder or a hash has the
+# shape of what it claims to be, so no path built from it can leave its folder.
+def _shaped(shape: re.Pattern[str], what: str) -> AfterValidator:
+    return AfterValidator(lambda value: check(value, shape, what))
+
+
+def _one_line(value: str) -> str:
+    """A value written on one line of a file (a comment header, a shell word) holds no newline."""
+    if any(ord(c) < 32 for c in value):
+        raise ValueError("must be one line with no control characters")
+    return value
+
+
+StageId = Annotated[str, _shaped(STAGE_ID, "stage id")]
+PackageName = Annotated[str, _shaped(PACKAGE_NAME, "package name")]
+FileName = Annotated[str, _shaped(FILE_NAME, "file name")]
+Sha256 = Annotated[str, _shaped(SHA256, "sha256 (64 hex digits)")]
+ProfileName = Annotated[str, _shaped(PROFILE_NAME, "profile name")]
+PythonVersion = Annotated[str, _shaped(PYTHON_VERSION, "Python version (3.X)")]
+OneLine = Annotated[str, AfterValidator(_one_line)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Version = Annotated[str, _shaped(re.compile(r"^[0-9][0-9A-Za-z.+!_-]{0,63}$"), "version")]
+CudaTag = Annotated[
+    str, _shaped(re.compile(r"^(cpu|[0-9]{1,3}(\.[0-9]{1,3})?)$"), "CUDA (X.Y or cpu)")
+]
+PythonTag = Annotated[str, _shaped(re.compile(r"^cp3[0-9]{1,3}$"), "Python tag (cp3XX)")]
+PlatformTag = Annotated[str, _shaped(re.compile(r"^[a-z0-9_]{1,64}$"), "platform tag")]
+
+
+def _wheel_url(value: str | None) -> str | None:
+    """A release wheel's URL: http(s), one line, no credentials (a lockfile is shared)."""
+    if value is None:
+        return None
+    _one_line(value)
+    scheme, _, rest = value.partition("://")
+    if scheme not in {"https", "http"} or "@" in rest.split("/", 1)[0] or " " in value:
+        raise ValueError("must be an http(s) URL without credentials")
+    if not rest.rsplit("/", 1)[-1].split("?", 1)[0].endswith(".whl"):
+        raise ValueError("must name a .whl file")
+    return value
+
+
+class LockedKey(_Strict):
+    """The build key a kernel wheel was made for (see docs/kernels.md)."""
+
+    torch: Version
+    cuda: CudaTag
+    cxx11abi: bool
+    python: PythonTag
+    platform: PlatformTag
+
+
+class KernelWheel(_Strict):
+    """The wheel a kernel stage installed: prebuilt (lab wheelhouse, release, index) or built
+    here from the sdist and published. A `--locked` install of this record takes the same file
+    (by sha256, from a wheelhouse or the release URL) or builds the locked sdist and says so."""
+
+    file: FileName
+    sha256: Sha256
+    source: Literal["wheelhouse", "release", "index", "build"]
+    key: LockedKey
+    url: Annotated[str | None, AfterValidator(_wheel_url)] = Field(
+        default=None, description="Release wheels: where the file was downloaded from"
+    )
+
+
+class LockedDist(_Strict):
+    """One distribution a stage installs.
+
+    `source` says what the hashes are: "wheel" (the wheels for the lock's platform and Python),
+    "sdist" (no wheel exists: the source archive is hashed and built at install time with the
+    stage's `build_env`; a `--locked` install builds it into a wheel first and its env record
+    gives that wheel's `built_sha256`), "git" (`url` at
+    `commit`, no index), or "editable" (verl's own checkout, recorded under `verl`).
+    """
+
+    name: PackageName
+    version: OneLine
+    source: DistSource | None = None
+    hashes: tuple[Sha256, ...] = Field(default=(), description="sha256 of each allowed artifact")
+    index: str | None = Field(default=None, description="Index name; None: not from an index")
+    url: str | None = Field(default=None, description="For git-sourced builds: the repository")
+    commit: str | None = Field(default=None, description="For git-sourced builds: the commit")
+    build_env: dict[str, str] = Field(default_factory=dict)
+    built_sha256: Sha256 | None = Field(
+        default=None,
+        description="Env records of --locked installs: sha256 of the wheel built from the sdist",
+    )
+    record_sha256: Sha256 | None = Field(
+        default=None, description="Env records only: digest of the installed RECORD file"
+    )
+    kernel_wheel: KernelWheel | None = Field(
+        default=None, description="Env records only: the kernel wheel a kernel stage installed"
+    )
+
+
+class LockedStage(_Strict):
+    """A stage and what it installs, in install order."""
+
+    id: StageId
+    kind: StageId
+    options: tuple[str, ...] = Field(default=(), description="installer flags the stage used")
+    env: dict[str, str] = Field(default_factory=dict)
+    distributions: tuple[LockedDist, ...] = ()
+    build: tuple[LockedDist, ...] = Field(
+        default=(),
+        description="The build backends and build dependencies of what the stage builds from "
+        "source (its sdists; verl's checkout for install-verl), each with its sha256",
+    )
+
+
+class LockedSource(_Strict):
+    """verl's source: a git commit, or (when git was unreachable) the release sdist's hash."""
+
+    repo: str
+    ref: str
+    kind: Literal["git", "sdist"]
+    commit: OneLine | None = None
+    sdist: FileName | None = None
+    sdist_sha256: Sha256 | None = None
+
+
+class CondaPackage(_Strict):
+    """A conda package of the env (conda backend)."""
+
+    name: PackageName
+    version: OneLine
+    build: OneLine
+    channel: OneLine
+    subdir: FileName
+    filename: FileName
+    md5: OneLine | None = None
+    sha256: Sha256 | None = None
+
+
+class CudaTarget(_Strict):
+    """The CUDA variant and the virtual packages the lock was solved for."""
+
+    variant: str
+    cuda: str | None = None
+    virtual_packages: dict[str, str] = Field(default_factory=dict)
+    torch: str | None = Field(default=None, description="The locked torch version")
+    torch_cuda: str | None = Field(
+        default=None, description="CUDA of the locked torch build (None: a CPU build)"
+    )
+
+
+class Lockfile(_Strict):
+    """A whole lockfile."""
+
+    schema_version: Literal[1] = LOCK_SCHEMA_VERSION
+    generated_by: OneLine
+    regenerate: OneLine
+    profile: ProfileName
+    profile_hash: OneLine
+    verl: LockedSource
+    python: PythonVersion
+    platform: FileName = "linux-64"
+    cuda: CudaTarget
+    exclude_newer: str | None = None
+    backend: str
+    conda: tuple[CondaPackage, ...] = ()
+    stages: tuple[LockedStage, ...]
+    skipped_checks: tuple[str, ...] = ()
+    allow_unsupported_ref: bool = False
+
+    def distributions(self) -> dict[str, LockedDist]:
+        """Every locked distribution by name (the last stage to install one wins)."""
+        return {d.name: d for stage in self.stages for d in stage.distributions}
+
+
+def channel_name(channel: str) -> str:
+    """Channels are recorded by name, like indexes, so a mirror can serve them."""
+    return channel.rstrip("/").rsplit("/", 1)[-1] if channel else ""
+
+
+def profile_hash(profile: Profile, variant: str) -> str:
+    """The hash a lockfile is checked against: what a lock of `variant` is resolved from.
+
+    Inputs: the profile's name, verl source, python, env, named indexes and protected packages;
+    the variant's definition; and its stages as resolved for the variant (after `extends` and the
+    stack of the profile's verl ref): packages, overrides, kinds, flags, env, indexes and
+    expectations. Left out, because no lockfile records them: stacks of other verl refs, other
+    variants, verify checks, disk size, descriptions and a stage's `kernel:` block (where its
+    wheel may come from and how a build is sized, not what resolves). Changing this recipe makes
+    every committed lockfile stale, so it is versioned with the lock schema.
+    """
+
+    cuda = profile.cuda_variants.get(variant)
+    body = {
+        "lock_schema": LOCK_SCHEMA_VERSION,
+        "name": profile.name,
+        "variant": variant,
+        "cuda": cuda.model_dump(mode="json", exclude={"description"}) if cuda else None,
+        "verl": profile.verl.model_dump(mode="json"),
+        "python": profile.python.model_dump(mode="json"),
+        "env": profile.env.model_dump(mode="json"),
+        "indexes": {k: v.model_dump(mode="json") for k, v in profile.indexes.items()},
+        "protected": list(profile.protected),
+        "stages": [
+            {k: v for k, v in asdict(stage).items() if k not in {"description", "kernel"}}
+            for stage in stage_specs(profile, variant)
+        ],
+    }
+    blob = json.dumps(body, sort_keys=True, separators=(",", ":"), default=list).encode()
+    return "sha256:" + hashlib.sha256(blob).hexdigest()

@@ -1,0 +1,42 @@
+"""Where `lock` keeps verl's checkouts: the tool's cache, keyed by the repository, the ref and the
+commit the ref names there now, so a moved tag or an advanced branch is locked at its new commit
+instead of the commit an older lock cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+from verl_bootstrap import proc
+from verl_bootstrap.paths import cache_root
+
+__all__ = ["lock_checkout"]
+
+_LS_REMOTE_TIMEOUT = 120  # seconds: one round trip; an unreachable host must not hang the lock
+
+
+def lock_checkout(repo: str, ref: str, *, offline: bool) -> Path:
+    """The cached checkout of `repo` at `ref` as the repository names it now.
+
+    The repository is asked what `ref` names (`git ls-remote`, one round trip, no clone). When
+    it cannot answer (offline, unreachable, or `ref` is a commit, which never moves), the key is
+    the repository and ref alone: the last checkout of them (or the release sdist) serves.
+    """
+    names = "" if offline else _remote_names(repo, ref)
+    key = hashlib.sha256(f"{repo}@{ref}".encode() + (f"@{names}".encode() if names else b""))
+    return cache_root() / "lock-sources" / key.hexdigest()[:16] / "verl"
+
+
+def _remote_names(repo: str, ref: str) -> str:
+    """The `<commit> <ref>` lines the repository gives for `ref` (empty when it cannot say)."""
+    try:
+        done = proc.capture(
+            ["git", "ls-remote", "--", repo, ref],
+            env={"GIT_TERMINAL_PROMPT": "0"},
+            timeout=_LS_REMOTE_TIMEOUT,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""

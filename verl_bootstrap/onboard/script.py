@@ -1,0 +1,149 @@
+"""`onboard --emit-script`: a short POSIX shell script a lab can publish.
+
+It installs verl-bootstrap into the user's space (a venv under ~/.local/share, no sudo, no
+Docker), from the lab's own package index, then runs `verl-bootstrap onboard` with the lab's
+config. Credentials never go into it: a URL that needs one must name a variable (`${LAB_TOKEN}`),
+which the user's shell fills in when the script runs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from verl_bootstrap import __version__
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.siteconfig import LoadedSite
+
+__all__ = ["onboarding_script"]
+
+_REFERENCE = re.compile(r"^\$(\{[A-Za-z_]\w*\}|[A-Za-z_]\w*)$")
+_USERINFO = re.compile(r"://(?P<info>[^/@\s]+)@")
+_QUERY = re.compile(r"[?&](?:token|access_token|api_key|password)=(?P<value>[^&\s]+)", re.I)
+_DOLLAR = re.compile(r"\$(?!\{[A-Za-z_]\w*\}|[A-Za-z_])")
+
+_BODY = r"""
+set -f  # no globbing: URLs may hold '?' and '*'
+say() { printf 'onboard: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+[ "$(id -u)" != 0 ] || say "running as root; the env is meant to belong to a normal user"
+
+PY=
+for candidate in ${VB_PYTHON:-} python3.12 python3.11 python3.10 python3; do
+  command -v "$candidate" >/dev/null 2>&1 || continue
+  if "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+    PY=$candidate; break
+  fi
+done
+[ -n "$PY" ] || die "no Python >= 3.10 found; set VB_PYTHON to one (it stays in user space)"
+
+TOOL="$VB_HOME/tool"
+if [ ! -x "$TOOL/bin/verl-bootstrap" ] || [ -n "${VB_UPGRADE:-}" ]; then
+  say "installing $VB_TOOL into $TOOL"
+  "$PY" -m venv "$TOOL" ||
+    die "$PY cannot make a venv (Debian/Ubuntu package it apart); set VB_PYTHON to another"
+  args="--disable-pip-version-check --quiet"
+  [ -z "$VB_INDEX_URL" ] || args="$args --index-url $VB_INDEX_URL"
+  for url in $VB_EXTRA_INDEX_URLS; do args="$args --extra-index-url $url"; done
+  for url in $VB_FIND_LINKS; do args="$args --find-links $url"; done
+  # shellcheck disable=SC2086  # $args is a list of flags
+  "$TOOL/bin/python" -m pip install $args "$VB_TOOL" || die "could not install $VB_TOOL"
+fi
+mkdir -p "$HOME/.local/bin"
+ln -sf "$TOOL/bin/verl-bootstrap" "$HOME/.local/bin/verl-bootstrap"
+exec "$TOOL/bin/verl-bootstrap" onboard --config "$VB_CONFIG" "$@"
+"""
+
+
+def _shell_string(value: str) -> str:
+    """`value` in double quotes: variable references expand when the script runs, nothing else."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`")
+    return '"' + _DOLLAR.sub(r"\\$", escaped) + '"'
+
+
+def _literal(value: str) -> str:
+    """`value` in single quotes: verl-bootstrap fills in its variables itself, so the token
+    never shows in the process list."""
+    return "'" + value.replace("'", "'\\''") + "'"
+
+
+def _public(value: str, what: str) -> str:
+    """Refuse a literal credential: the script is meant to be published."""
+    secrets = [m["info"].partition(":")[2] or m["info"] for m in _USERINFO.finditer(value)]
+    secrets += [m["value"] for m in _QUERY.finditer(value)]
+    if any(not _REFERENCE.match(s) for s in secrets):
+        raise InputError(
+            f"{what} holds a credential, and a published script must not",
+            hint="write it as a variable in the lab config, e.g. "
+            "https://user:${LAB_TOKEN}@mirror/simple; users export LAB_TOKEN before running",
+        )
+    return value
+
+
+def _pick(raw: Mapping[str, Any], merged: Mapping[str, Any], *keys: str) -> Any:
+    """The --config file's own value (variables unexpanded) where it has one, else the merged."""
+    for source in (raw, merged):
+        value: Any = source
+        for key in keys:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if value is not None:
+            if source is raw and "$" not in str(value):
+                return _pick({}, merged, *keys)
+            return value
+    return None
+
+
+def _words(value: Any) -> str:
+    return " ".join(value) if isinstance(value, (list, tuple)) else (value or "")
+
+
+def _settings(site: LoadedSite, config: str, tool: str) -> list[tuple[str, str]]:
+    merged = site.config.model_dump(mode="json")
+    raw = site.raw
+
+    def pick(*keys: str) -> str:
+        return _public(_words(_pick(raw, merged, *keys)), ".".join(keys))
+
+    return [
+        ("VB_CONFIG", _public(config, "the config location")),
+        ("VB_TOOL", tool),
+        ("VB_INDEX_URL", pick("mirrors", "pypi", "index_url")),
+        ("VB_EXTRA_INDEX_URLS", pick("mirrors", "pypi", "extra_index_urls")),
+        ("VB_FIND_LINKS", pick("mirrors", "pypi", "find_links")),
+    ]
+
+
+def _network(site: LoadedSite) -> list[str]:
+    """Exports so that pip reaches the mirror the way the lab config says."""
+    merged = site.config.model_dump(mode="json")
+    lines = []
+    for name, keys in (
+        ("HTTP_PROXY", ("network", "proxy", "http")),
+        ("HTTPS_PROXY", ("network", "proxy", "https")),
+        ("NO_PROXY", ("network", "proxy", "no_proxy")),
+        ("PIP_CERT", ("network", "ca_bundle")),
+    ):
+        value = _pick(site.raw, merged, *keys)
+        if value is not None:
+            text = ",".join(value) if isinstance(value, list) else str(value)
+            lines.append(f"export {name}={_shell_string(_public(text, '.'.join(keys)))}")
+    return lines
+
+
+def onboarding_script(site: LoadedSite, *, config: str, tool: str | None = None) -> str:
+    """The script's text: settings from the lab config at the top, the same body for every lab."""
+    header = [
+        "#!/bin/sh",
+        "# Onboarding to the lab's verl env: installs verl-bootstrap into your user space (no",
+        "# sudo, no Docker), then builds, verifies and activates the lab's env. Run it as you:",
+        "#   sh onboard.sh [--shell-init] [other `verl-bootstrap onboard` flags]",
+        "# Generated by `verl-bootstrap onboard --emit-script`; every VB_* can be set beforehand.",
+        "set -eu",
+    ]
+    settings = [
+        f"{name}=${{{name}-{_literal(value) if name == 'VB_CONFIG' else _shell_string(value)}}}"
+        for name, value in _settings(site, config, tool or f"verl-bootstrap=={__version__}")
+    ]
+    home = 'VB_HOME=${VB_HOME:-"${XDG_DATA_HOME:-$HOME/.local/share}/verl-bootstrap"}'
+    return "\n".join([*header, *settings, home, *_network(site)]) + "\n" + _BODY.lstrip("\n")

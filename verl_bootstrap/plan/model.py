@@ -1,0 +1,88 @@
+"""The plan's data: the compiled step graph and every decision that shaped it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from verl_bootstrap.gpu.model import DriverInfo
+from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.kernels.planning import KernelDecision
+from verl_bootstrap.lockfile.gaps import hash_gaps
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.plan.locked import LockedInstall
+from verl_bootstrap.profile.models import Profile
+from verl_bootstrap.profile.stagespec import StageSpec
+from verl_bootstrap.steps.source import SourceSpec
+
+__all__ = ["Plan", "Step"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One node of the graph. `commands` are what it runs (shown by `plan`, fingerprinted)."""
+
+    id: str
+    kind: str
+    deps: tuple[str, ...]
+    description: str
+    commands: tuple[tuple[str, ...], ...] = ()
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    # the variables its commands run with (shown by `plan`; sizing is not part of the fingerprint)
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The compiled graph and every decision that shaped it."""
+
+    profile: Profile
+    options: RunOptions
+    variant: str
+    variant_reason: str
+    backend: str
+    interpreter: Path | None
+    source: SourceSpec
+    settings: IndexSettings
+    stages: tuple[StageSpec, ...]
+    steps: tuple[Step, ...]
+    notes: tuple[str, ...] = ()
+    driver: DriverInfo | None = None
+    locked: LockedInstall | None = None  # --locked/--frozen: the lockfile the stages install
+    kernels: Mapping[str, KernelDecision] = field(default_factory=dict)  # stage id -> decision
+
+    @property
+    def prefix(self) -> Path:
+        """Where the env lives."""
+        return self.options.prefix
+
+    @property
+    def hash_gaps(self) -> list[str]:
+        """What this run takes without a hash check (`--locked` only; see lockfile.gaps)."""
+        if self.locked is None:
+            return []
+        conda_exe = self.options.conda_exe is not None and self.backend != "venv"
+        return hash_gaps(self.locked.lock, installer=self.options.installer, conda_exe=conda_exe)
+
+    def step(self, step_id: str) -> Step:
+        """The step with this id."""
+        return next(s for s in self.steps if s.id == step_id)
+
+    def fingerprints(self) -> dict[str, str]:
+        """Each step's fingerprint: its own inputs chained with its dependencies' fingerprints."""
+        out: dict[str, str] = {}
+        for step in self.steps:  # steps are in dependency order
+            body = {
+                "kind": step.kind,
+                # the installer's own path changes when the tool is reinstalled; its name does not
+                "commands": [(Path(c[0]).name, *c[1:]) for c in step.commands if c],
+                "inputs": step.inputs,
+                "deps": [out[d] for d in step.deps],
+            }
+            blob = json.dumps(body, sort_keys=True, default=str).encode()
+            out[step.id] = hashlib.sha256(blob).hexdigest()[:16]
+        return out

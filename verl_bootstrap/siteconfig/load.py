@@ -1,0 +1,270 @@
+"""Find, read, check and merge the site config files, remembering where each setting came from.
+
+Files are merged lowest priority first: the system-wide file, the user's config dir,
+$VERL_BOOTSTRAP_CONFIG, then --config. A later file's value replaces an earlier one key by key
+(maps such as `mirrors.indexes` merge per entry); command-line flags override them all.
+Values, and the locations of the files themselves, may name environment variables
+(`${LAB_TOKEN}`) and `~`; relative paths are relative to the file that holds them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urljoin, urlparse
+
+from pydantic import ValidationError
+
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.httpclient import HttpError, fetch
+from verl_bootstrap.redact import redact
+from verl_bootstrap.safety.yamlfile import decode_untrusted, parse_yaml, read_untrusted
+from verl_bootstrap.siteconfig.model import SITE_SCHEMA_VERSION, SiteConfig
+
+__all__ = [
+    "ENV_VAR",
+    "SYSTEM_CONFIG",
+    "ConfigSource",
+    "LoadedSite",
+    "config_sources",
+    "load_site",
+    "read_location",
+]
+
+ENV_VAR = "VERL_BOOTSTRAP_CONFIG"
+SYSTEM_CONFIG = Path("/etc/verl-bootstrap/config.yaml")
+MAX_CONFIG_BYTES = 1024 * 1024
+_VAR = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))")
+# Which settings hold locations, and how a relative one is resolved against its file.
+_KINDS: dict[tuple[str, ...], str] = {
+    ("mirrors", "pypi", "index_url"): "url",
+    ("mirrors", "pypi", "extra_index_urls"): "url",
+    ("mirrors", "pypi", "find_links"): "link",
+    ("mirrors", "indexes", "*"): "url",
+    ("mirrors", "pytorch", "*"): "url",
+    ("mirrors", "git", "*"): "url",
+    ("mirrors", "conda", "channel_alias"): "url",
+    ("mirrors", "conda", "custom_channels", "*"): "url",
+    ("network", "ca_bundle"): "path",
+    ("caches", "uv"): "path",
+    ("caches", "pip"): "path",
+    ("caches", "conda"): "path",
+    ("defaults", "lockfile"): "link",
+    ("defaults", "profile"): "profile",  # a shipped profile's name, or the lab's own file
+    ("defaults", "envs_dir"): "path",
+}
+
+Leaf = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ConfigSource:
+    """One place a site config may come from, and whether it was there."""
+
+    label: str  # "system", "user", "$VERL_BOOTSTRAP_CONFIG", "--config"
+    location: str
+    found: bool
+
+
+@dataclass(frozen=True)
+class LoadedSite:
+    """The merged settings, where each came from, and the raw text of the last file given."""
+
+    config: SiteConfig
+    origins: Mapping[Leaf, str] = field(default_factory=dict)  # setting -> "label location"
+    sources: tuple[ConfigSource, ...] = ()
+    raw: Mapping[str, Any] = field(default_factory=dict)  # --config (or the last) unexpanded
+    location: str | None = None  # where that raw file came from
+
+    @property
+    def used(self) -> tuple[ConfigSource, ...]:
+        """The sources that existed and were merged."""
+        return tuple(s for s in self.sources if s.found)
+
+
+def config_sources(
+    cli: str | None,
+    environ: Mapping[str, str],
+    home: Path,
+    *,
+    system: Path = SYSTEM_CONFIG,
+) -> list[ConfigSource]:
+    """Every candidate, lowest priority first; an absent optional file is listed as not found."""
+    user = Path(environ.get("XDG_CONFIG_HOME") or home / ".config") / "verl-bootstrap"
+    found = [
+        ConfigSource("system", str(system), system.is_file()),
+        ConfigSource("user", str(user / "config.yaml"), (user / "config.yaml").is_file()),
+    ]
+    if environ.get(ENV_VAR):
+        found.append(ConfigSource(f"${ENV_VAR}", environ[ENV_VAR], True))
+    if cli:
+        found.append(ConfigSource("--config", cli, True))
+    return found
+
+
+def load_site(
+    cli: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    home: Path | None = None,
+    system: Path = SYSTEM_CONFIG,
+) -> LoadedSite:
+    """Merge every site config that exists (none at all gives an empty config)."""
+    env = dict(os.environ if environ is None else environ)
+    sources = config_sources(cli, env, home or Path.home(), system=system)
+    merged: dict[str, Any] = {"schema_version": SITE_SCHEMA_VERSION}
+    origins: dict[Leaf, str] = {}
+    raw: dict[str, Any] = {}
+    for source in (s for s in sources if s.found):
+        raw, data = _read_file(source, env)
+        merged = _merge(merged, data, f"{source.label} {redact(source.location)}", origins)
+    config = _validate(merged, "the merged site config")
+    last = next((s.location for s in reversed(sources) if s.found), None)
+    return LoadedSite(config, origins, tuple(sources), raw, last)
+
+
+def read_location(location: str) -> tuple[str, str]:
+    """The text at a path or URL, and the base that relative paths in it resolve against."""
+    parsed = urlparse(location)
+    if parsed.scheme in ("http", "https"):
+        return _fetch(location), location
+    path = Path(unquote(parsed.path)) if parsed.scheme == "file" else Path(location).expanduser()
+    if path.is_dir():
+        raise InputError(f"site config {path} is a folder",
+                         hint="name the config file itself with --config")  # fmt: skip
+    text = read_untrusted(path, what="site config", max_bytes=MAX_CONFIG_BYTES)
+    return text, str(path.resolve().parent)
+
+
+def _fetch(url: str) -> str:
+    try:
+        # read no more than a config may hold (one byte over says it is too large)
+        body = fetch(url, timeout=30, limit=MAX_CONFIG_BYTES + 1)
+    except HttpError as exc:
+        raise InputError(
+            f"cannot fetch site config {redact(url)}: {redact(str(exc))}",
+            hint="check the URL, your proxy settings, and any credentials it needs",
+        ) from None
+    return decode_untrusted(body, name=redact(url), what="site config", max_bytes=MAX_CONFIG_BYTES)
+
+
+def _read_file(
+    source: ConfigSource, environ: Mapping[str, str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the file's raw mapping, its checked, expanded and resolved mapping)."""
+    name = redact(source.location)
+    # a location may name variables too (`https://u:${LAB_TOKEN}@lab/c.yaml`): no token in argv
+    text, base = read_location(_expand(source.location, f"{source.label} {name}", environ))
+    raw = parse_yaml(text, Path(name), what="site config").data
+    if not isinstance(raw, dict):
+        raise InputError(f"{name}: a site config is a mapping with schema_version: 1")
+    _check_version(raw, name)
+    expanded = _map_leaves(raw, lambda leaf, v: _expand(v, f"{name}: {'.'.join(leaf)}", environ))
+    resolved = _map_leaves(expanded, lambda leaf, v: _resolve(v, _kind(leaf), base, name))
+    _validate(resolved, name)
+    return raw, resolved
+
+
+def _validate(data: Mapping[str, Any], name: str) -> SiteConfig:
+    _check_version(data, name)
+    try:
+        return SiteConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {redact(e['msg'])}" for e in exc.errors()
+        )
+        raise InputError(
+            f"{name}: invalid site config: {problems}",
+            hint="see the README's site config reference for every key",
+        ) from None
+
+
+def _check_version(data: Mapping[str, Any], name: str) -> None:
+    version = data.get("schema_version")
+    if version != SITE_SCHEMA_VERSION:
+        raise InputError(
+            f"{name}: site config schema_version {version!r} is not supported "
+            f"(this verl-bootstrap reads {SITE_SCHEMA_VERSION})",
+            hint="start the file with `schema_version: 1`",
+        )
+
+
+def _map_leaves(data: Any, fn: Callable[[Leaf, str], str], leaf: Leaf = ()) -> Any:
+    """A copy of `data` with `fn` applied to every string (lists element by element)."""
+    if isinstance(data, dict):
+        return {k: _map_leaves(v, fn, (*leaf, str(k))) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_map_leaves(v, fn, leaf) for v in data]
+    return fn(leaf, data) if isinstance(data, str) else data
+
+
+def _kind(leaf: Leaf) -> str | None:
+    for pattern, kind in _KINDS.items():
+        if len(pattern) == len(leaf) and all(
+            p in ("*", k) for p, k in zip(pattern, leaf, strict=True)
+        ):
+            return kind
+    return None
+
+
+def _expand(value: str, what: str, environ: Mapping[str, str]) -> str:
+    """`value` with ${VAR} and $VAR filled in; an unset variable is an error naming `what`."""
+
+    def one(found: re.Match[str]) -> str:
+        var = found["braced"] or found["bare"]
+        if var not in environ:
+            raise InputError(
+                f"{what} names ${{{var}}}, which is not set",
+                hint=f"export {var}=... before running verl-bootstrap",
+            )
+        return environ[var]
+
+    return _VAR.sub(one, value)
+
+
+def _resolve(value: str, kind: str | None, base: str, name: str) -> str:
+    """A location made absolute: URLs kept, paths resolved against the file's folder."""
+    if kind == "profile":
+        kind = "link" if value.endswith((".yaml", ".yml")) else None
+    if kind is None or "://" in value:
+        return value
+    if "://" in base:  # a config fetched from a URL: its relative links are relative to it
+        if kind == "path" and not value.startswith(("/", "~")):
+            raise InputError(f"{name}: {value!r} must be an absolute path in a config from a URL")
+        return urljoin(base, value) if kind != "path" else str(Path(value).expanduser())
+    path = Path(value).expanduser()
+    path = path if path.is_absolute() else Path(base) / path
+    return path.as_uri() if kind == "url" else str(path)
+
+
+def _merge(
+    base: dict[str, Any],
+    layer: Mapping[str, Any],
+    label: str,
+    origins: dict[Leaf, str],
+    at: Leaf = (),
+) -> dict[str, Any]:
+    """`layer` over `base`: maps merge key by key, anything else is replaced."""
+    out = dict(base)
+    for key, value in layer.items():
+        here = (*at, str(key))
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value, label, origins, here)
+            continue
+        out[key] = value
+        for stale in [k for k in origins if k[: len(here)] == here]:
+            del origins[stale]
+        origins.update(dict.fromkeys(_leaf_paths(value, here), label))
+    return out
+
+
+def _leaf_paths(value: Any, at: Leaf) -> Iterator[Leaf]:
+    if isinstance(value, dict) and value:
+        for key, inner in value.items():
+            yield from _leaf_paths(inner, (*at, str(key)))
+    else:
+        yield at

@@ -1,0 +1,53 @@
+"""What every step kind shares: the context a step runs with, and running a command in the env."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from verl_bootstrap import proc
+from verl_bootstrap.plan.model import Plan, Step
+
+__all__ = ["Executor", "StepContext", "activation_env", "run_in_env"]
+
+
+@dataclass
+class StepContext:
+    """What a step gets: the plan, its log, earlier outputs, and the protected-package record."""
+
+    plan: Plan
+    step: Step
+    log_path: Path
+    prior: Mapping[str, Mapping[str, Any]]
+    protected: dict[str, dict[str, str]] = field(default_factory=dict)
+    on_line: Callable[[str], None] | None = None
+
+
+Executor = Callable[[StepContext], dict[str, Any]]
+
+
+def activation_env(prefix: Path) -> dict[str, str | None]:
+    """Variables that make a child see the env first, as an activated shell would."""
+    path = f"{prefix / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+    is_conda = (prefix / "conda-meta").is_dir()
+    return {
+        "PATH": path,
+        "VIRTUAL_ENV": None if is_conda else str(prefix),
+        "CONDA_PREFIX": str(prefix) if is_conda else None,
+        "PYTHONNOUSERSITE": "1",  # ~/.local packages must not leak into the env
+    }
+
+
+def run_in_env(
+    ctx: StepContext,
+    argv: list[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> None:
+    """Run one command of the step as the activated env would, its output into the step's log."""
+    child = {**activation_env(ctx.plan.prefix), **(env or {})}
+    proc.run(argv, log_path=ctx.log_path, env=child, cwd=cwd, on_line=ctx.on_line)

@@ -1,0 +1,65 @@
+"""Step `create-env`: make (or reuse) the env through its backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from verl_bootstrap.envs.base import EnvRequest
+from verl_bootstrap.envs.condahash import LockedConda
+from verl_bootstrap.envs.registry import get_backend
+from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.redact import redact
+from verl_bootstrap.steps.base import StepContext
+
+__all__ = ["describe", "env_request", "execute"]
+
+
+def env_request(plan: Plan, log_path: Path | None = None) -> EnvRequest:
+    """What the env backend is asked for."""
+    needs_pip = plan.options.installer == "pip" or any(s.kind == "script" for s in plan.stages)
+    return EnvRequest(
+        prefix=plan.prefix,
+        python_requires=plan.profile.python.requires,
+        python_prefer=plan.profile.python.prefer,
+        interpreter=plan.interpreter,
+        channels=plan.options.channels or plan.profile.env.channels,
+        conda_packages=(*plan.profile.env.conda_packages, *_locked_conda(plan)),
+        seed_pip=needs_pip,
+        log_path=log_path,
+        locked_conda=_locked_digests(plan),
+    )
+
+
+def _locked_conda(plan: Plan) -> tuple[str, ...]:
+    """A --locked conda env gets the locked conda packages, each pinned to version and build."""
+    if plan.locked is None or plan.backend != "conda":
+        return ()
+    return tuple(f"{p.name} =={p.version} {p.build}" for p in plan.locked.lock.conda)
+
+
+def _locked_digests(plan: Plan) -> tuple[LockedConda, ...] | None:
+    """A --locked conda env links only packages with the lock's digests."""
+    if plan.locked is None or plan.backend != "conda":
+        return None
+    return tuple(
+        LockedConda(name=p.name, sha256=p.sha256, md5=p.md5) for p in plan.locked.lock.conda
+    )
+
+
+def describe(plan: Plan) -> Step:
+    backend = get_backend(plan.backend, conda_exe=plan.options.conda_exe)
+    return Step(
+        id="create-env",
+        kind="create-env",
+        deps=(),
+        description=f"create the {plan.backend} env at {plan.prefix}",
+        commands=(tuple(redact(a) for a in backend.describe(env_request(plan))),),
+        inputs={"backend": plan.backend, "python": plan.profile.python.requires},
+    )
+
+
+def execute(ctx: StepContext) -> dict[str, Any]:
+    backend = get_backend(ctx.plan.backend, conda_exe=ctx.plan.options.conda_exe)
+    created = backend.create(env_request(ctx.plan, ctx.log_path))
+    return {"created": created}

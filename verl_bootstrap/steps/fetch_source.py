@@ -1,0 +1,57 @@
+"""Step `fetch-source`: verl's checkout (git, the locked sdist, or the release sdist fallback)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from verl_bootstrap.events import emit
+from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.redact import redact
+from verl_bootstrap.steps.base import StepContext
+from verl_bootstrap.steps.locked import check_source, fetch_locked_sdist
+from verl_bootstrap.steps.source import fetch_source, pip_launcher
+
+__all__ = ["describe", "execute"]
+
+
+def describe(plan: Plan) -> Step:
+    src = plan.source
+    command = (
+        "git",
+        "clone",
+        "--depth",
+        "1",
+        "--branch",
+        src.ref,
+        redact(src.repo),
+        str(src.checkout),
+    )
+    fallback = (
+        f"if unreachable: verl=={src.release} sdist from the index" if src.sdist_fallback else ""
+    )
+    return Step(
+        id="fetch-source",
+        kind="fetch-source",
+        deps=(),
+        description=f"get verl {src.ref} from {redact(src.repo)}"
+        + (f" ({fallback})" if fallback else ""),
+        commands=(command,),
+        inputs={"repo": src.repo, "ref": src.ref, "fallback": src.sdist_fallback},
+    )
+
+
+def execute(ctx: StepContext) -> dict[str, Any]:
+    locked = ctx.plan.locked
+    result = None
+    if locked is not None:  # the checked sdist, cached by sha256
+        result = fetch_locked_sdist(ctx.plan.source, locked, log_path=ctx.log_path)
+    if result is None:
+        result = fetch_source(
+            ctx.plan.source, ctx.plan.settings, pip=pip_launcher(), log_path=ctx.log_path
+        )
+    if locked is not None:  # verl itself is checked before anything is installed
+        check_source(locked.lock, result)
+    if result.note:  # e.g. git was unreachable and verl's release sdist stands in: say so
+        emit(result.note, kind=("note",), step=ctx.step.id)
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in result.__dict__.items()}

@@ -1,0 +1,49 @@
+"""Step `install-verl`: verl from its checkout, editable, no dependencies, first of all."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verl_bootstrap.commands import InstallRequest, install_command
+from verl_bootstrap.envs.base import env_python
+from verl_bootstrap.lockfile.model import LockedStage
+from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.redact import redact
+from verl_bootstrap.steps.base import StepContext, run_in_env
+from verl_bootstrap.steps.locked import build_constraints_file, write_build_constraints
+
+__all__ = ["describe", "execute"]
+
+
+def _locked(plan: Plan) -> LockedStage | None:
+    """The lock's install-verl stage (its `build`: verl's locked build backend)."""
+    if plan.locked is None:
+        return None
+    return next((s for s in plan.locked.lock.stages if s.kind == "install-verl"), None)
+
+
+def _argv(plan: Plan) -> list[str]:
+    request = InstallRequest(
+        python=env_python(plan.prefix),
+        editable=str(plan.source.checkout),
+        no_deps=True,
+        offline=plan.options.offline,
+        build_constraints=build_constraints_file(plan.prefix, _locked(plan)),
+    )
+    return install_command(plan.options.installer, request, plan.settings)
+
+
+def describe(plan: Plan) -> Step:
+    return Step(
+        id="install-verl",
+        kind="install-verl",
+        deps=("create-env", "fetch-source"),
+        description="install verl from its checkout, editable, with no dependencies",
+        commands=(tuple(redact(a) for a in _argv(plan)),),
+    )
+
+
+def execute(ctx: StepContext) -> dict[str, Any]:
+    write_build_constraints(ctx.plan.prefix, _locked(ctx.plan))
+    run_in_env(ctx, _argv(ctx.plan))
+    return {}

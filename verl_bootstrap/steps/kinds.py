@@ -1,0 +1,42 @@
+"""The registry of step kinds: the plan's steps in order, and running one step by its kind.
+
+Each kind lives in its own module with `describe` (the step the plan shows and fingerprints)
+and `execute` (what runs); both use the same command builder, so what `plan` shows is what runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.steps import create_env, fetch_source, install_verl, record_lock, stage, verify
+from verl_bootstrap.steps.base import Executor, StepContext
+
+__all__ = ["STEP_KINDS", "execute_step", "plan_steps"]
+
+STEP_KINDS: dict[str, Executor] = {
+    "create-env": create_env.execute,
+    "fetch-source": fetch_source.execute,
+    "install-verl": install_verl.execute,
+    "stage": stage.execute,
+    "script": stage.execute,
+    "record-lock": record_lock.execute,
+    "verify": verify.execute,
+}
+
+
+def plan_steps(plan: Plan) -> list[Step]:
+    """The steps in profile order; `compile_plan` sorts them topologically."""
+    steps = [create_env.describe(plan), fetch_source.describe(plan), install_verl.describe(plan)]
+    previous = "install-verl"
+    for spec in plan.stages:
+        steps.append(stage.describe(plan, spec, previous))
+        previous = spec.id
+    steps.append(record_lock.describe(plan, previous))
+    steps.append(verify.describe(plan))
+    return steps
+
+
+def execute_step(ctx: StepContext) -> dict[str, Any]:
+    """Run one step by its kind."""
+    return STEP_KINDS[ctx.step.kind](ctx)

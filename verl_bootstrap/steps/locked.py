@@ -1,0 +1,206 @@
+"""The run-time half of `--locked` / `--frozen`: fetch checked files, write each stage's hashed
+requirements, check verl's source against the lock, and record the env afterwards.
+
+The plan-time half (finding the lockfile, checking it fits, looking every artifact up before the
+prefix is touched) is `verl_bootstrap.plan.locked`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from verl_bootstrap.envs.inventory import Dist, installed
+from verl_bootstrap.errors import InputError, StepFailed
+from verl_bootstrap.httpclient import HttpError, download
+from verl_bootstrap.lockfile.io import write_lockfile
+from verl_bootstrap.lockfile.lookup import Artifact
+from verl_bootstrap.lockfile.model import KernelWheel, LockedDist, LockedStage, Lockfile
+from verl_bootstrap.paths import (
+    atomic_write,
+    cache_root,
+    env_lockfile,
+    file_sha256,
+    locked_build_file,
+)
+from verl_bootstrap.plan.locked import LockedInstall
+from verl_bootstrap.redact import redact
+from verl_bootstrap.safety.shapes import inside
+from verl_bootstrap.steps import source
+from verl_bootstrap.steps.source import SourceResult, SourceSpec
+
+__all__ = [
+    "build_constraints_file",
+    "cached_archive",
+    "check_source",
+    "fetch_checked",
+    "fetch_locked_sdist",
+    "locked_requirements",
+    "record_locked_env",
+    "write_build_constraints",
+]
+
+
+def locked_requirements(
+    stage: LockedStage,
+    artifacts: Mapping[str, Artifact] | None = None,
+    built: Mapping[str, Artifact] | None = None,
+) -> str:
+    """The hashed requirements file a locked stage installs with `--require-hashes --no-deps`.
+
+    With `artifacts` (from `precheck`), each line names the checked file by URL and sha256:
+    nothing is looked up again at install time. `built` holds the wheels this run built from
+    the stage's locked sdists; those install in place of the sdists.
+    """
+    artifacts = {**(artifacts or {}), **(built or {})}
+    lines = [f"# stage {stage.id}, from the lockfile; installed with --no-deps --require-hashes"]
+    for dist in stage.distributions:
+        if dist.source == "git":
+            raise InputError(
+                f"{dist.name}: git-sourced distributions cannot be installed hash-checked",
+                hint="publish the built wheel to an index and lock it from there",
+            )
+        if dist.source != "editable":
+            lines.append(_requirement(dist, artifacts.get(dist.name)))
+    return "\n".join(lines) + "\n"
+
+
+def _requirement(dist: LockedDist, artifact: Artifact | None) -> str:
+    if artifact is not None:
+        return f"{dist.name} @ {artifact.url} \\\n    --hash=sha256:{artifact.sha256}"
+    hashes = "".join(f" \\\n    --hash=sha256:{h}" for h in dist.hashes)
+    return f"{dist.name}=={dist.version}{hashes}"
+
+
+def build_constraints_file(prefix: Path, stage: LockedStage | None) -> Path | None:
+    """The build constraints a locked stage builds with (None: it locks no build env)."""
+    if stage is None or not stage.build:
+        return None
+    return locked_build_file(prefix, stage.id)
+
+
+def write_build_constraints(prefix: Path, stage: LockedStage | None) -> None:
+    """Write the stage's locked build dependencies, pinned with their sha256, for uv's
+    `--build-constraints` (with `--require-build-hashes`: an unlisted one is refused too)."""
+    path = build_constraints_file(prefix, stage)
+    if path is None or stage is None:
+        return
+    lines = [f"# stage {stage.id}'s locked build dependencies, from the lockfile"]
+    for dist in stage.build:
+        hashes = "".join(f" --hash=sha256:{h}" for h in dist.hashes)
+        lines.append(f"{dist.name}=={dist.version}{hashes}")
+    atomic_write(path, "\n".join(lines) + "\n")
+
+
+def fetch_locked_sdist(
+    spec: SourceSpec, locked: LockedInstall, *, log_path: Path, cache: Path | None = None
+) -> SourceResult | None:
+    """verl's locked release sdist, from the tool's cache by sha256, else from the checked URL.
+
+    None when the lock is not an sdist lock or the checkout already exists (fetch-source's own
+    logic handles those). The archive is kept under `cache`, so later envs skip the download.
+    """
+    want = locked.lock.verl
+    artifact = locked.artifacts.get("verl")
+    if want.kind != "sdist" or not want.sdist_sha256 or spec.checkout.exists():
+        return None
+    if cache is None:
+        cache = cache_root()
+    archive = cached_archive(cache, want.sdist_sha256, want.sdist or "verl.tar.gz")
+    if not archive.is_file() and artifact is None:
+        return None
+    fetch_checked(artifact, archive, want.sdist_sha256)
+    # the same checkout and mark fetch_source makes, so a resumed run reuses it
+    source.unpack_sdist(archive, spec.checkout, want.sdist_sha256)
+    with log_path.open("a", encoding="utf-8") as log:
+        log.write(f"unpacked verl's locked sdist {archive} (sha256 {want.sdist_sha256})\n")
+    return SourceResult(
+        kind="sdist", repo=spec.repo, ref=spec.ref, path=spec.checkout,
+        sdist_sha256=want.sdist_sha256, sdist_name=archive.name,
+        note="verl's locked release sdist",
+    )  # fmt: skip
+
+
+def cached_archive(cache: Path, sha256: str, filename: str) -> Path:
+    """Where the tool's cache keeps a checked archive: by its sha256, so any env can reuse it."""
+    # the file name comes from an index's answer, the digest from the lockfile: both untrusted
+    return inside(cache / "sdists", sha256, filename, what="sdist file name")
+
+
+def fetch_checked(artifact: Artifact | None, dest: Path, sha256: str) -> None:
+    """`dest` holds the file with `sha256`: kept from an earlier run, else downloaded now."""
+    if not dest.is_file():
+        if artifact is None:
+            raise StepFailed(f"{dest.name} is not cached and the lockfile run found no URL for it")
+        _download(artifact, dest)
+    if file_sha256(dest) != sha256:
+        dest.unlink()  # the tool's own cache entry: a corrupt one must not be used again
+        raise StepFailed(f"{dest} does not have the locked sha256 {sha256}")
+
+
+def _download(artifact: Artifact, dest: Path) -> None:
+    """Fetch one checked file into `dest` (atomically)."""
+    try:
+        download(artifact.url, dest)
+    except HttpError as exc:
+        raise StepFailed(f"could not download {redact(artifact.url)}: {exc.reason}") from None
+
+
+def check_source(lock: Lockfile, source: SourceResult) -> None:
+    """The fetched verl is the locked one: same commit, or an sdist with the locked sha256."""
+    want = lock.verl
+    if want.kind == "git" and source.commit != want.commit:
+        got = source.commit or f"the release sdist {source.sdist_name}"
+        raise StepFailed(
+            f"verl's checkout is at {got}, the lockfile names commit {want.commit}",
+            hint="point --verl-source at a repository that has the locked commit",
+        )
+    if want.kind == "sdist" and source.sdist_sha256 != want.sdist_sha256:
+        raise StepFailed(
+            f"verl's source {source.sdist_name or source.commit} has sha256 "
+            f"{source.sdist_sha256}, the lockfile names {want.sdist_sha256}",
+            hint="the index serves another verl sdist than the one locked; regenerate the lock",
+        )
+
+
+def record_locked_env(
+    prefix: Path,
+    lock: Lockfile,
+    built: Mapping[str, str] | None = None,
+    kernels: Mapping[str, KernelWheel] | None = None,
+) -> Path:
+    """The env's record after a locked install: the lockfile, plus each installed RECORD's digest,
+    for each distribution built here from its locked sdist the built wheel's sha256, and for a
+    kernel the wheel its stage installed (prebuilt or built: file, sha256, build key).
+
+    `verify --against` compares those digests with the env later, to tell a replaced build.
+    """
+
+    now, built, kernels = installed(prefix), built or {}, kernels or {}
+    stages = tuple(
+        stage.model_copy(
+            update={
+                "distributions": tuple(
+                    _with_record(d, now, built, kernels) for d in stage.distributions
+                )
+            }
+        )
+        for stage in lock.stages
+    )
+    return write_lockfile(lock.model_copy(update={"stages": stages}), env_lockfile(prefix))
+
+
+def _with_record(
+    dist: LockedDist,
+    now: Mapping[str, Dist],
+    built: Mapping[str, str],
+    kernels: Mapping[str, KernelWheel],
+) -> LockedDist:
+    found = now.get(dist.name)
+    update: dict[str, object] = {
+        "record_sha256": found.record_sha256 if found is not None else None,
+        "built_sha256": built.get(dist.name),
+    }
+    if dist.name in kernels:  # a lockfile's own record is kept when this run took another way
+        update["kernel_wheel"] = kernels[dist.name]
+    return dist.model_copy(update=update)

@@ -1,0 +1,325 @@
+"""verl's source: a git checkout at the pinned ref, or, when git is unreachable, the release sdist.
+
+The checkout is reused when it is already at the wanted commit, and never overwritten when it is
+dirty or elsewhere: the user's edits are theirs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import sys
+import tarfile
+import tempfile
+import zlib
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from verl_bootstrap import proc
+from verl_bootstrap.commands import uv_binary
+from verl_bootstrap.errors import InputError, StepFailed
+from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.lifecycle.checkout import commit_of, mark_made, move_checkout
+from verl_bootstrap.lockfile.model import LockedSource
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.paths import file_sha256
+from verl_bootstrap.profile.models import Profile
+from verl_bootstrap.redact import redact
+from verl_bootstrap.safety.credentials import lift
+
+__all__ = ["SourceResult", "SourceSpec", "fetch_source", "locked_source"]
+
+_RELEASE_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+)?)$")
+_UNREACHABLE = (
+    "could not resolve host",
+    "failed to connect",
+    "connection refused",
+    "connection timed out",
+    "network is unreachable",
+    "unable to access",
+    "could not read from remote repository",
+)
+SDIST_MARK = ".verl-bootstrap-sdist"  # in a checkout unpacked from the release sdist
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """Where verl comes from, which ref, and where its checkout goes."""
+
+    repo: str
+    ref: str
+    checkout: Path
+    sdist_fallback: bool
+
+    @classmethod
+    def from_profile(cls, profile: Profile, options: RunOptions, state: Path) -> SourceSpec:
+        """The source the run uses: --verl-source/--verl-ref over the profile's."""
+        del state  # the checkout sits beside the env, where users can find and edit it
+        repo = options.verl_source or profile.verl.repo
+        needs_repo = any(s.kind == "script" for s in profile.stages)
+        return cls(
+            repo=_as_git_url(repo),
+            ref=options.verl_ref or profile.verl.ref,
+            checkout=options.prefix / "src" / "verl",
+            sdist_fallback=profile.verl.sdist_fallback and not needs_repo,
+        )
+
+    @property
+    def release(self) -> str | None:
+        """The release version a tag such as v0.9.1 names, else None."""
+        found = _RELEASE_TAG.match(self.ref)
+        return found.group(1) if found else None
+
+
+@dataclass(frozen=True)
+class SourceResult:
+    """What fetch-source produced."""
+
+    kind: str  # git | sdist
+    repo: str
+    ref: str
+    path: Path
+    commit: str | None = None
+    sdist_sha256: str | None = None
+    sdist_name: str | None = None
+    note: str = ""
+
+
+def fetch_source(
+    spec: SourceSpec, settings: IndexSettings, *, pip: list[str], log_path: Path
+) -> SourceResult:
+    """Clone (or reuse) the checkout; fall back to the release sdist when git is unreachable.
+
+    The result names the repository with any credentials masked: it goes into state and lockfiles.
+    """
+    result = _fetch(spec, settings, pip=pip, log_path=log_path)
+    return replace(result, repo=redact(result.repo))
+
+
+def _fetch(
+    spec: SourceSpec, settings: IndexSettings, *, pip: list[str], log_path: Path
+) -> SourceResult:
+    if spec.checkout.exists():
+        return _reuse(spec)
+    try:
+        return _clone(spec, log_path)
+    except _Unreachable as exc:
+        if not (spec.sdist_fallback and spec.release):
+            raise StepFailed(
+                f"cannot reach verl's git repository {redact(spec.repo)}: {exc}",
+                hint="pass --verl-source with a reachable mirror or a local clone",
+            ) from None
+        return _from_sdist(spec, settings, pip=pip, log_path=log_path, why=str(exc))
+
+
+class _Unreachable(Exception):
+    """The git URL could not be reached (as opposed to a bad ref or a broken repo)."""
+
+
+def _as_git_url(repo: str) -> str:
+    """Local paths become file:// URLs so that shallow clones work on them too."""
+    if "://" in repo or repo.startswith("git@"):
+        return repo
+    path = Path(repo).expanduser()
+    if not path.exists():
+        raise InputError(f"--verl-source {repo!r} is neither a URL nor an existing path")
+    return path.resolve().as_uri()
+
+
+def _clone(spec: SourceSpec, log_path: Path) -> SourceResult:
+    # a prompt for credentials would hang a batch run; a credential in the URL goes to git in its
+    # environment (an Authorization header), never in its argv or the checkout's .git/config
+    lifted = lift([spec.repo], os.environ)
+    env = {"GIT_TERMINAL_PROMPT": "0", **lifted.env}
+    url = lifted.argv[0]
+    spec.checkout.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return _clone_with(spec, url, env, log_path)
+    finally:
+        lifted.cleanup()
+
+
+def _clone_with(spec: SourceSpec, url: str, env: dict[str, str], log_path: Path) -> SourceResult:
+    import git  # noqa: PLC0415 - GitPython is slow to import; only fetch-source needs it
+
+    try:
+        repo = git.Repo.clone_from(
+            url, spec.checkout, depth=1, branch=spec.ref, env=env, no_checkout=False
+        )
+    except git.GitCommandError as exc:
+        stderr = redact(str(exc.stderr or exc)).strip()
+        _log(log_path, f"git clone --depth 1 --branch {spec.ref} failed: {stderr}")
+        if any(marker in stderr.lower() for marker in _UNREACHABLE):
+            raise _Unreachable(_git_reason(stderr)) from None
+        repo = _clone_full_at(spec, url, env, stderr)
+    commit = repo.head.commit.hexsha
+    mark_made(repo)
+    _log(log_path, f"checked out {spec.ref} at {commit}")
+    return SourceResult(kind="git", repo=spec.repo, ref=spec.ref, path=spec.checkout, commit=commit)
+
+
+def _git_reason(stderr: str) -> str:
+    """git's own reason, e.g. "fatal: unable to access …: Could not resolve host: …".
+
+    GitPython wraps stderr as `stderr: '…'`, so the last line alone may be just a quote.
+    """
+    lines = [ln.strip().strip("'").strip() for ln in stderr.splitlines()]
+    lines = [ln for ln in lines if ln]
+    fatal = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
+    return (fatal or lines or ["unreachable"])[-1]
+
+
+def _clone_full_at(spec: SourceSpec, url: str, env: dict[str, str], first_error: str) -> Any:
+    """--branch takes tags and branches only; a commit SHA needs a full clone and a checkout."""
+    import git  # noqa: PLC0415 - GitPython is slow to import; only git sources need it
+
+    try:
+        repo = git.Repo.clone_from(url, spec.checkout, env=env)
+        repo.git.checkout(spec.ref)
+    except git.GitCommandError as exc:
+        raise StepFailed(
+            f"verl ref {spec.ref!r} not found in {redact(spec.repo)}",
+            hint=f"check the tag, branch or commit (git said: {first_error.splitlines()[-1]})",
+        ) from exc
+    return repo
+
+
+def _reuse(spec: SourceSpec) -> SourceResult:
+    mark = spec.checkout / SDIST_MARK
+    if mark.exists():
+        name, sha = mark.read_text().split()
+        if spec.release is None or name != f"verl-{spec.release}.tar.gz":
+            raise InputError(
+                f"verl's source in {spec.checkout} is the release sdist {name}, not {spec.ref}",
+                hint="build verl at another ref in a new --prefix; an unpacked sdist is never "
+                "replaced in place",
+            )
+        return SourceResult(
+            kind="sdist", repo=spec.repo, ref=spec.ref, path=spec.checkout,
+            sdist_sha256=sha, sdist_name=name, note="reused the unpacked sdist",
+        )  # fmt: skip
+    return _reuse_git(spec)
+
+
+def _reuse_git(spec: SourceSpec) -> SourceResult:
+    import git  # noqa: PLC0415 - GitPython is slow to import; only git sources need it
+
+    try:
+        repo = git.Repo(spec.checkout)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise InputError(
+            f"{spec.checkout} exists and is not a verl checkout made by verl-bootstrap",
+            hint="move it away, or choose another --prefix; it is never overwritten",
+        ) from None
+    head = repo.head.commit.hexsha
+    if repo.is_dirty(untracked_files=False):
+        raise InputError(
+            f"verl checkout {spec.checkout} has local changes",
+            hint="commit or stash them (they are never overwritten), or choose another --prefix",
+        )
+    wanted = commit_of(repo, spec.ref)
+    note = "reused the existing checkout"
+    if wanted != head:  # another ref: moved only when the tool made it and it is untouched
+        note = move_checkout(repo, spec.ref, str(wanted))
+    return SourceResult(
+        kind="git", repo=spec.repo, ref=spec.ref, path=spec.checkout,
+        commit=repo.head.commit.hexsha, note=note,
+    )  # fmt: skip
+
+
+def _from_sdist(
+    spec: SourceSpec, settings: IndexSettings, *, pip: list[str], log_path: Path, why: str
+) -> SourceResult:
+
+    version = spec.release
+    with tempfile.TemporaryDirectory(prefix="verl-sdist-") as tmp:
+        # only verl as an sdist: its build dependencies may come as wheels (a wheel-only mirror)
+        cmd = [*pip, "download", "--no-deps", "--no-binary", "verl", f"verl=={version}"]
+        cmd += ["--dest", tmp, *_pip_index_args(settings)]
+        proc.run(cmd, log_path=log_path)
+        archive = next(Path(tmp).glob("verl-*.tar.gz"), None)
+        if archive is None:
+            raise StepFailed(f"the index has no sdist of verl {version}")
+        sha = file_sha256(archive)
+        unpack_sdist(archive, spec.checkout, sha)
+    note = (
+        f"git repository {redact(spec.repo)} unreachable ({why}); using verl {version}'s release "
+        f"sdist from the configured index (sha256 {sha[:12]}…), recorded in the lockfile"
+    )
+    _log(log_path, note)
+    return SourceResult(
+        kind="sdist", repo=spec.repo, ref=spec.ref, path=spec.checkout,
+        sdist_sha256=sha, sdist_name=archive.name, note=note,
+    )  # fmt: skip
+
+
+def _pip_index_args(settings: IndexSettings) -> list[str]:
+    args: list[str] = []
+    if settings.index_url:
+        args += ["--index-url", settings.index_url]
+    for url in settings.extra_index_urls:
+        args += ["--extra-index-url", url]
+    return args
+
+
+def unpack_sdist(archive: Path, dest: Path, sha256: str) -> None:
+    """Unpack a release sdist into `dest`, its top folder stripped, members filtered as data.
+
+    It is unpacked beside `dest` and renamed into place with its mark written, so `dest` never
+    exists half-unpacked: a run killed midway leaves only the staging folder, which the next
+    run removes and redoes. A damaged (truncated) archive is a step failure naming it.
+    """
+    staging = dest.with_name(f".{dest.name}.unpacking")
+    shutil.rmtree(staging, ignore_errors=True)  # the tool's own, from a run killed midway
+    staging.mkdir(parents=True)
+    try:
+        _extract(archive, staging)
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise StepFailed(
+            f"verl's sdist {archive} could not be unpacked ({exc}); nothing was kept",
+            hint="the archive is damaged (a cut download?): run the same command again",
+        ) from None
+    (staging / SDIST_MARK).write_text(f"{archive.name} {sha256}\n")
+    staging.rename(dest)
+
+
+def _extract(archive: Path, into: Path) -> None:
+    with tarfile.open(archive) as tar:
+        members = tar.getmembers()
+        top = members[0].name.split("/")[0]
+        for member in members:
+            member.name = member.name.removeprefix(top).lstrip("/")
+        kept = [m for m in members if m.name]
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(into, members=kept, filter="data")
+        else:  # Python without PEP 706: the names were checked above
+            tar.extractall(into, members=kept)
+
+
+def pip_launcher() -> list[str]:
+    """How to run pip on the host for downloads: our interpreter's pip, else uv's pip."""
+    if importlib.util.find_spec("pip") is not None:
+        return [sys.executable, "-m", "pip"]
+
+    return [uv_binary(), "tool", "run", "pip"]
+
+
+def _log(path: Path, line: str) -> None:
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(redact(line) + "\n")
+
+
+def locked_source(source: SourceResult) -> LockedSource:
+    """The lockfile's view of verl's source."""
+    return LockedSource(
+        repo=source.repo,
+        ref=source.ref,
+        kind="sdist" if source.kind == "sdist" else "git",
+        commit=source.commit,
+        sdist=source.sdist_name,
+        sdist_sha256=source.sdist_sha256,
+    )

@@ -1,0 +1,270 @@
+"""Steps `stage` and `script`: one accelerator stage of the profile (or of the lockfile).
+
+A `stage` installs packages with uv or pip, under the protected-package pins of earlier stages;
+a `script` runs a script from verl's checkout. Both are checked afterwards against what they
+promise (`expect`) and against the protected packages.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+
+from verl_bootstrap.commands import InstallRequest, install_command
+from verl_bootstrap.envs.base import env_python
+from verl_bootstrap.envs.inventory import canonical, installed
+from verl_bootstrap.errors import CommandFailed, StepFailed
+from verl_bootstrap.events import emit
+from verl_bootstrap.kernels.host import open_wheelhouse
+from verl_bootstrap.kernels.lockedrun import LockedKernel, check_locked_loads, locked_kernel_wheels
+from verl_bootstrap.kernels.progress import BuildProgress, chain
+from verl_bootstrap.kernels.sizing import read_resources
+from verl_bootstrap.kernels.stage import KernelRun, run_kernel_stage
+from verl_bootstrap.lockfile.lookup import Artifact
+from verl_bootstrap.lockfile.model import LockedStage
+from verl_bootstrap.paths import (
+    atomic_write,
+    cache_root,
+    kernel_dir,
+    locked_requirements_file,
+    override_file,
+    protected_file,
+)
+from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.profile.stagespec import StageSpec
+from verl_bootstrap.redact import redact
+from verl_bootstrap.steps.base import StepContext, run_in_env
+from verl_bootstrap.steps.locked import (
+    build_constraints_file,
+    locked_requirements,
+    write_build_constraints,
+)
+from verl_bootstrap.steps.protect import check_protected, protected_pins, refused_by_pins
+from verl_bootstrap.steps.srcbuild import build_locked_sdists
+from verl_bootstrap.steps.verldeps import editable_verl, verl_pin, verl_requirement
+
+__all__ = ["describe", "execute", "stage_request"]
+
+
+def stage_request(plan: Plan, stage: StageSpec) -> InstallRequest:
+    """The install a packages/verl-deps stage performs."""
+    if plan.locked is not None:  # the lockfile's hashed requirements, nothing resolved
+        return InstallRequest(
+            python=env_python(plan.prefix),
+            requirements=locked_requirements_file(plan.prefix, stage.id),
+            index=stage.index,
+            no_deps=True,
+            no_build_isolation=stage.no_build_isolation,
+            offline=plan.options.offline,
+            build_constraints=build_constraints_file(plan.prefix, _locked_stage(plan, stage.id)),
+        )
+    packages = stage.packages
+    if stage.kind == "verl-deps":  # verl is installed editable by now: see steps/verldeps.py
+        packages = (verl_requirement(stage.extras), *packages)
+    pinned = stage.protect or stage.kind == "verl-deps"
+    return InstallRequest(
+        python=env_python(plan.prefix),
+        packages=packages,
+        index=stage.index,
+        no_deps=stage.no_deps,
+        no_build_isolation=stage.no_build_isolation,
+        overrides_file=override_file(plan.prefix, stage.id) if stage.overrides else None,
+        constraints_file=protected_file(plan.prefix, stage.id) if pinned else None,
+        offline=plan.options.offline,
+    )
+
+
+def _locked_stage(plan: Plan, stage_id: str) -> LockedStage | None:
+    if plan.locked is None:
+        return None
+    return next((s for s in plan.locked.lock.stages if s.id == stage_id), None)
+
+
+def _argv(plan: Plan, stage: StageSpec) -> list[str]:
+    """The stage's one command: shown (redacted) by the plan, run as it is by `execute`."""
+    if stage.kind == "script":
+        return ["bash", "-eE", "-o", "pipefail", str(plan.source.checkout / (stage.script or ""))]
+    return install_command(plan.options.installer, stage_request(plan, stage), plan.settings)
+
+
+def describe(plan: Plan, stage: StageSpec, previous: str) -> Step:
+    decision = plan.kernels.get(stage.id)
+    description = stage.description or f"install {', '.join(stage.packages)}"
+    return Step(
+        id=stage.id,
+        kind="script" if stage.kind == "script" else "stage",
+        deps=(previous,),
+        description=description + (f"\n{decision.line()}" if decision else ""),
+        env={**stage.env, **(decision.env if decision else {})},
+        commands=(tuple(redact(a) for a in _argv(plan, stage)),),
+        inputs={
+            "env": dict(stage.env),
+            "overrides": stage.overrides,
+            "expect": dict(stage.expect),
+            "protect": stage.protect,
+            **_locked_inputs(plan, stage.id),
+        },
+    )
+
+
+def _locked_inputs(plan: Plan, stage_id: str) -> dict[str, str]:
+    """A locked stage re-runs when its part of the lockfile changes."""
+    if plan.locked is None:
+        return {}
+    stage = next(s for s in plan.locked.lock.stages if s.id == stage_id)
+    inputs = {"locked": locked_requirements(stage)}
+    if stage.build:  # a changed build env re-runs the stage (older records stay as they were)
+        inputs["build"] = " ".join(
+            f"{d.name}=={d.version}:{','.join(d.hashes)}" for d in stage.build
+        )
+    return inputs
+
+
+def execute(ctx: StepContext) -> dict[str, Any]:
+    stage = next(s for s in ctx.plan.stages if s.id == ctx.step.id)
+    if stage.overrides:
+        atomic_write(override_file(ctx.plan.prefix, stage.id), "\n".join(stage.overrides) + "\n")
+    built: dict[str, Artifact] = {}
+    kernel: dict[str, Any] = {}
+    if ctx.plan.locked is not None:
+        built, kernel = _write_locked_requirements(ctx, stage)
+    if stage.kind == "script":
+        run_in_env(ctx, _argv(ctx.plan, stage), env=dict(stage.env), cwd=ctx.plan.source.checkout)
+    else:
+        kernel = _install_stage(ctx, stage) or kernel
+    if ctx.plan.locked is not None and stage.kernel is not None:
+        check_locked_loads(_locked_kernel(ctx, stage), kernel.get("kernel", {}),
+                           gpu_present=ctx.plan.driver is not None)  # fmt: skip
+    now = installed(ctx.plan.prefix)
+    if stage.kind == "verl-deps":  # verl is still its checkout (steps/verldeps.py)
+        editable_verl(now, ctx.plan.prefix, ctx.plan.source.checkout)
+    _check_expect(stage.id, stage.expect, now)
+    ctx.protected.update(check_protected(ctx.protected, now, stage=stage.id, names=stage.protect))
+    return {
+        "installed": {n: d.version for n, d in sorted(now.items())},
+        "built": {n: wheel.sha256 for n, wheel in sorted(built.items())},
+        **kernel,
+    }
+
+
+def _write_locked_requirements(
+    ctx: StepContext, stage: StageSpec
+) -> tuple[dict[str, Artifact], dict[str, Any]]:
+    """A locked stage's hashed requirements (its sdists built into wheels first, a kernel's
+    wheel taken from the wheelhouse where one matches); the wheels and the kernel's outputs."""
+    assert ctx.plan.locked is not None
+    locked = next(s for s in ctx.plan.locked.lock.stages if s.id == stage.id)
+    write_build_constraints(ctx.plan.prefix, locked)
+    built: dict[str, Artifact] = {}
+    taken: dict[str, Artifact] = {}
+    kernel: dict[str, Any] = {}
+    artifacts = ctx.plan.locked.artifacts
+    if stage.kind != "script" and stage.kernel is not None:
+        built, taken, kernel = locked_kernel_wheels(
+            _locked_kernel(ctx, stage),
+            lambda given: _build_locked_sdists(ctx, stage, locked, given),
+        )
+    elif stage.kind != "script":
+        built = _build_locked_sdists(ctx, stage, locked, artifacts)
+    atomic_write(
+        locked_requirements_file(ctx.plan.prefix, stage.id),
+        locked_requirements(locked, artifacts, {**built, **taken}),
+    )
+    return built, {"kernel": kernel} if kernel else {}
+
+
+def _locked_kernel(ctx: StepContext, stage: StageSpec) -> LockedKernel:
+    assert ctx.plan.locked is not None and stage.kernel is not None
+    return LockedKernel(
+        kernel=stage.kernel, stage=next(s for s in ctx.plan.locked.lock.stages if s.id == stage.id),
+        artifacts=ctx.plan.locked.artifacts, python=env_python(ctx.plan.prefix),
+        wheelhouse=open_wheelhouse(ctx.plan.options.site.wheelhouse, os.environ),
+        work=kernel_dir(ctx.plan.prefix, stage.id), note=lambda line: _note(ctx, line),
+    )  # fmt: skip
+
+
+def _build_locked_sdists(
+    ctx: StepContext, stage: StageSpec, locked: LockedStage, artifacts: Mapping[str, Artifact]
+) -> dict[str, Artifact]:
+    """The stage's locked sdists, built here into wheels that the stage then installs."""
+    watched, env = _watched(ctx, stage), dict(ctx.step.env or stage.env)  # a kernel's sizing too
+    return build_locked_sdists(
+        locked, artifacts,
+        prefix=ctx.plan.prefix, request=stage_request(ctx.plan, stage),
+        settings=ctx.plan.settings, cache=cache_root(),
+        run=lambda argv: run_in_env(watched, argv, env=env),
+    )  # fmt: skip
+
+
+def _watched(ctx: StepContext, stage: StageSpec) -> StepContext:
+    """A kernel stage's context whose output lines also count compiled units (live progress)."""
+    if stage.kernel is None:
+        return ctx
+    progress = BuildProgress(stage.id, stage.kernel.distribution)
+    return replace(ctx, on_line=chain(ctx.on_line, progress))
+
+
+def _install_stage(ctx: StepContext, stage: StageSpec) -> dict[str, Any]:
+    """The stage's install; a kernel stage's outputs say which source its wheel came from."""
+    request = stage_request(ctx.plan, stage)
+    if request.constraints_file:
+        pins = protected_pins(ctx.protected, stage=stage.id)
+        if stage.kind == "verl-deps":
+            pins.append(verl_pin(installed(ctx.plan.prefix), ctx.plan.prefix,
+                                 ctx.plan.source.checkout))  # fmt: skip
+        atomic_write(request.constraints_file, "".join(f"{pin}\n" for pin in pins))
+    env = dict(ctx.step.env or stage.env)  # a kernel stage's sizing variables included
+    try:
+        if stage.kernel is not None and ctx.plan.locked is None:
+            return run_kernel_stage(_kernel_job(ctx, stage, request, env))
+        run_in_env(ctx, _argv(ctx.plan, stage), env=env)
+    except CommandFailed as failed:
+        refused = refused_by_pins(ctx.protected, failed.tail, stage=stage.id)
+        if refused is None:
+            raise
+        raise refused from failed
+    return {}
+
+
+def _kernel_job(
+    ctx: StepContext, stage: StageSpec, request: InstallRequest, env: dict[str, str]
+) -> KernelRun:
+    assert stage.kernel is not None
+    watched = _watched(ctx, stage)
+    return KernelRun(
+        kernel=stage.kernel, packages=stage.packages, request=request,
+        settings=ctx.plan.settings, installer=ctx.plan.options.installer,
+        wheelhouse=open_wheelhouse(ctx.plan.options.site.wheelhouse, os.environ),
+        work=kernel_dir(ctx.plan.prefix, stage.id), env=env,
+        run=lambda argv: run_in_env(watched, argv, env=env),
+        note=lambda line: _note(ctx, line), gpu_present=ctx.plan.driver is not None,
+        available_gb=read_resources().available_gb,
+    )  # fmt: skip
+
+
+def _note(ctx: StepContext, line: str) -> None:
+    """A line in the step's log and on the terminal."""
+    with ctx.log_path.open("a", encoding="utf-8") as log:
+        log.write(line + "\n")
+    emit(line, kind=("note",), step=ctx.step.id)
+
+
+def _check_expect(stage_id: str, expect: Mapping[str, str], now: Mapping[str, Any]) -> None:
+    """The versions a stage promises, checked after it: this catches scripts that fail silently."""
+    problems = []
+    for name, spec in expect.items():
+        dist = now.get(canonical(name))
+        if dist is None:
+            problems.append(f"{name} is not installed (expected {spec})")
+        elif dist.version not in SpecifierSet(spec, prereleases=True):
+            problems.append(f"{name} is {dist.version}, expected {spec}")
+    if problems:
+        raise StepFailed(
+            f"stage {stage_id!r} finished but did not install what it promised: "
+            + "; ".join(problems),
+            hint="read the step's log: a command in it failed without stopping it",
+        )

@@ -1,0 +1,316 @@
+"""Run verl's own CPU test files from an env's checkout, in the env's interpreter, and classify.
+
+verl's CPU workflow runs `pytest --asyncio-mode=auto tests/` with `python_files = *_on_cpu.py`;
+this runs the same files (`tests/**/*_on_cpu.py` of the checkout: a git checkout has them all,
+a release sdist a subset), without `-x`, so that every failure is seen and classified.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from verl_bootstrap import proc
+from verl_bootstrap.envs.base import env_python
+from verl_bootstrap.errors import InputError, StepFailed
+from verl_bootstrap.verltests.classify import (
+    CLASSES,
+    Verdict,
+    classify,
+    interrupted_here,
+    stopped_at_time_limit,
+)
+from verl_bootstrap.verltests.junit import Case, read_junit
+
+__all__ = ["Failure", "SuiteReport", "find_test_files", "run_suite"]
+
+PATTERN = "*_on_cpu.py"
+_RUN = ("passed", "failed", "error", "skipped", "timeout")
+_COLLECT_ONLY = ("collected", "error", "timeout")
+_TOOLS = ("pytest", "pytest_asyncio", "pytest_rerunfailures", "pytest_timeout")
+PLUGIN = "verl_bootstrap_progress"  # the module name progress_plugin.py gets in the run
+_INTERRUPTED = 2  # pytest's exit code when a signal, Ctrl-C or pytest.exit() stopped the run
+# As verl's CPU workflow sets them; the hub is offline unless the user allows downloads, so a
+# test that needs one fails at once (and is classified) instead of waiting on the network.
+_ENV = {
+    "TORCH_COMPILE_DISABLE": "1",
+    "TORCHINDUCTOR_DISABLE": "1",
+    "PYTHONNOUSERSITE": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",  # nothing written into the checkout (its git status stays)
+    "PYTHONUNBUFFERED": "1",  # the log follows the run
+}
+_OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+_TOOLS_PROBE = (
+    "import importlib.util as u, json; "
+    f"print(json.dumps({{m: u.find_spec(m) is not None for m in {_TOOLS!r}}}))"
+)
+_COLLECTED = re.compile(r"^(\d+)(?:/\d+)? tests? collected", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed or erroring test (or uncollectable file), with its class."""
+
+    nodeid: str
+    outcome: str
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class SuiteReport:
+    """The outcome of one run of verl's CPU tests."""
+
+    checkout: str
+    files: tuple[str, ...]
+    counts: dict[str, int]
+    failures: tuple[Failure, ...]
+    log: str
+    timed_out: bool = False  # the run was stopped at its time limit
+    interrupted: bool = False  # pytest was stopped early some other way (a signal, pytest.exit)
+    not_reached: tuple[str, ...] = ()  # files it never got to, then
+
+    @property
+    def by_class(self) -> dict[str, int]:
+        """Failures and errors per class (every class present, zero or not)."""
+        found = Counter(f.verdict.cls for f in self.failures)
+        return {cls: found.get(cls, 0) for cls in CLASSES}
+
+    @property
+    def ok(self) -> bool:
+        """No env-class failure and a finished run (a stopped run proved nothing of the rest)."""
+        return self.by_class["env"] == 0 and not self.timed_out and not self.interrupted
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON form."""
+        return {
+            "checkout": self.checkout,
+            "files": list(self.files),
+            "counts": self.counts,
+            "by_class": self.by_class,
+            "ok": self.ok,
+            "timed_out": self.timed_out,
+            "interrupted": self.interrupted,
+            "not_reached": list(self.not_reached),
+            "log": self.log,
+            "failures": [
+                {"nodeid": f.nodeid, "outcome": f.outcome, **f.verdict.__dict__}
+                for f in self.failures
+            ],
+        }
+
+
+def find_test_files(checkout: Path, selected: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The checkout's CPU test files, relative and sorted; `selected` narrows them (paths)."""
+    tests = checkout / "tests"
+    if not tests.is_dir():
+        raise InputError(f"{checkout} has no tests/ folder: is it verl's checkout?")
+    found = sorted(p.relative_to(checkout).as_posix() for p in tests.rglob(PATTERN))
+    if not selected:
+        return tuple(found)
+    missing = [s for s in selected if s not in found]
+    if missing:
+        raise InputError(
+            f"not a CPU test file of {checkout}: {', '.join(missing)}",
+            hint=f"pass paths relative to the checkout that match tests/**/{PATTERN}",
+        )
+    return tuple(s for s in found if s in selected)
+
+
+def run_suite(
+    prefix: Path,
+    checkout: Path,
+    *,
+    files: tuple[str, ...],
+    log_path: Path,
+    allow_downloads: bool = False,
+    collect_only: bool = False,
+    timeout: float | None = None,
+    test_timeout: float | None = None,
+) -> SuiteReport:
+    """Run `files` with pytest in the env at `prefix`, from `checkout`; classify each failure.
+
+    `collect_only` imports the test files without running them (what a host without the GPU an
+    env is for can still check): a file that cannot be imported is an error, classified.
+    Past `timeout` seconds the run is stopped: the file or test it was stuck in is a failure of
+    class `timeout`. `test_timeout` is each test's limit (pytest-timeout, when the env has it).
+    """
+    python = env_python(prefix)
+    if not python.exists():
+        raise InputError(f"{prefix} is not an env (no {python})")
+    tools = _require_tools(python, prefix, per_test=test_timeout is not None)
+    env = {**_ENV, **({} if allow_downloads else _OFFLINE), "PATH": _env_path(python)}
+    with tempfile.TemporaryDirectory(prefix="verl-tests-") as scratch:
+        where = Path(scratch)
+        args = _pytest_args(python, where / "junit.xml", files, tools=tools,
+                            settings=_confined_to(checkout, scratch=where),
+                            collect_only=collect_only, test_timeout=test_timeout)  # fmt: skip
+        done = proc.run(args, log_path=log_path, env={**env, **_with_plugin(where)},
+                        cwd=checkout, check=False, keep_output=True, timeout=timeout)  # fmt: skip
+        cases = read_junit(where / "junit.xml") if (where / "junit.xml").exists() else ()
+        interrupted = not done.timed_out and done.returncode == _INTERRUPTED
+        if done.timed_out:
+            cases = (*cases, _stuck(where / "progress.txt", "timeout",
+                                    stopped_at_time_limit(timeout or 0.0)))  # fmt: skip
+        elif interrupted:
+            cases = (*cases, _stuck(where / "progress.txt", "error", interrupted_here()))
+    collected = _COLLECTED.findall(done.output) if collect_only else None
+    if not cases and not collected:
+        raise StepFailed(
+            f"pytest reported no test of {len(files)} file(s) in {checkout}",
+            hint=f"see its output in {log_path}",
+        )
+    number = int(collected[-1]) if collected else (0 if collect_only else None)
+    return _report(checkout, files, cases, log_path, collected=number,
+                   timed_out=done.timed_out, interrupted=interrupted)  # fmt: skip
+
+
+def _require_tools(python: Path, prefix: Path, *, per_test: bool) -> dict[str, bool]:
+    """pytest must be in the env (never installed behind the user's back); which plugins are."""
+    tools = _tools(python)
+    if not tools["pytest"]:
+        raise StepFailed(
+            f"the env at {prefix} has no pytest",
+            hint="add the test tools: run the same install again with --with-tests "
+            f"(verl-bootstrap install --profile PROFILE --prefix {prefix} --with-tests)",
+        )
+    if per_test and not tools["pytest_timeout"]:
+        raise StepFailed(
+            f"--test-timeout needs pytest-timeout, which the env at {prefix} does not have",
+            hint="drop --test-timeout (--timeout still bounds the whole run), "
+            "or install pytest-timeout into the env yourself",
+        )
+    return tools
+
+
+def _env_path(python: Path) -> str:
+    """PATH with the env's bin first, as in an activated env: verl's tests run `python3 ...`."""
+    return os.pathsep.join([str(python.parent), os.environ.get("PATH", os.defpath)])
+
+
+# The files pytest reads its settings from, in the order it looks for them, with the section that
+# makes a file count (None: the file counts as it is).
+_CONFIGS = (
+    ("pytest.ini", None),
+    (".pytest.ini", None),
+    ("pyproject.toml", "[tool.pytest.ini_options]"),
+    ("tox.ini", "[pytest]"),
+    ("setup.cfg", "[tool:pytest]"),
+)
+
+
+def _confined_to(checkout: Path, *, scratch: Path) -> list[str]:
+    """pytest's settings and conftest files from the checkout only, never from a folder above it.
+
+    Without a settings file of its own (verl has none), pytest walks up from the checkout and
+    takes the first one it finds: a checkout inside another project ran with that project's
+    `filterwarnings = error`, and verl's own "torchtitan engine is not available" warning
+    became an import error. The checkout's own settings win; else an empty file stands in.
+    """
+    own = next(
+        (checkout / name for name, section in _CONFIGS if _is_config(checkout / name, section)),
+        None,
+    )
+    if own is None:
+        own = scratch / "pytest.ini"
+        own.write_text("[pytest]\n", encoding="utf-8")
+    return ["-c", str(own), f"--rootdir={checkout}", f"--confcutdir={checkout}"]
+
+
+def _is_config(path: Path, section: str | None) -> bool:
+    if not path.is_file():
+        return False
+    return section is None or section in path.read_text(encoding="utf-8", errors="replace")
+
+
+def _with_plugin(scratch: Path) -> dict[str, str]:
+    """Put the progress plugin where the run imports it from, and say where it writes."""
+    shutil.copyfile(Path(__file__).with_name("progress_plugin.py"), scratch / f"{PLUGIN}.py")
+    return {"PYTHONPATH": str(scratch), "VERL_BOOTSTRAP_PROGRESS": str(scratch / "progress.txt")}
+
+
+def _stuck(progress: Path, outcome: str, message: str) -> Case:
+    """The file or test the run was in when it was stopped (the plugin's last line)."""
+    lines = progress.read_text(encoding="utf-8").splitlines() if progress.exists() else []
+    where = lines[-1] if lines else "<pytest start-up>"
+    return Case(where, outcome, message)
+
+
+def _not_reached(files: tuple[str, ...], cases: tuple[Case, ...]) -> tuple[str, ...]:
+    """The files no case names (JUnit names a test by its dotted module, pytest by its path)."""
+    names = [c.nodeid for c in cases]
+
+    def reached(path: str) -> bool:
+        dotted = path.removesuffix(".py").replace("/", ".")
+        return any(
+            n.split("::")[0] == path or n.startswith((dotted + "::", dotted + ".")) for n in names
+        )
+
+    return tuple(f for f in files if not reached(f))
+
+
+def _tools(python: Path) -> dict[str, bool]:
+    done = proc.capture([str(python), "-c", _TOOLS_PROBE], env=_ENV, timeout=120)
+    try:
+        found: dict[str, bool] = json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise StepFailed(f"{python} does not run: {done.stderr.strip()[-500:]}") from None
+    return found
+
+
+def _pytest_args(
+    python: Path,
+    junit: Path,
+    files: tuple[str, ...],
+    *,
+    tools: dict[str, bool],
+    settings: list[str],
+    collect_only: bool,
+    test_timeout: float | None,
+) -> list[str]:
+    args = [str(python), "-m", "pytest", *settings, "-p", "no:cacheprovider", "-p", PLUGIN,
+            "-o", f"python_files={PATTERN}", "--continue-on-collection-errors", "-q", "-rN",
+            f"--junitxml={junit}"]  # fmt: skip
+    if collect_only:
+        args.append("--collect-only")
+    if tools["pytest_asyncio"]:
+        args.append("--asyncio-mode=auto")
+    if test_timeout is not None:
+        args.append(f"--timeout={test_timeout:g}")
+    return [*args, *files]
+
+
+def _report(
+    checkout: Path,
+    files: tuple[str, ...],
+    cases: tuple[Case, ...],
+    log_path: Path,
+    *,
+    collected: int | None = None,
+    timed_out: bool = False,
+    interrupted: bool = False,
+) -> SuiteReport:
+    counts = Counter(c.outcome for c in cases)
+    if collected is not None:  # collection only: nothing ran
+        counts["collected"] = collected
+    failures = tuple(
+        Failure(c.nodeid, c.outcome, classify(c.message, c.text))
+        for c in cases
+        if c.outcome in ("failed", "error", "timeout")
+    )
+    return SuiteReport(
+        checkout=str(checkout),
+        files=files,
+        counts={k: counts.get(k, 0) for k in (_COLLECT_ONLY if collected is not None else _RUN)},
+        failures=failures,
+        log=str(log_path),
+        timed_out=timed_out,
+        interrupted=interrupted,
+        not_reached=_not_reached(files, cases) if timed_out or interrupted else (),
+    )
