@@ -11,10 +11,19 @@ echo "== verl-bootstrap doctor --python $PY"
 doctor_rc=$?
 echo
 echo "== GPU smoke test in $PY (bf16 matmul + a tiny bf16 forward)"
-"$PY" verl_bootstrap/probes/verify_env.py \
+# The probe always answers (exit 0) with a JSON verdict: the check is what that verdict says.
+answer=$("$PY" verl_bootstrap/probes/verify_env.py \
   '{"imports": ["torch"], "versions": ["torch"], "gpu_smoke": true, "gpu_present": true, "bf16": true}' \
-  | sed -n 's/^@@VERIFY@@//p' | "$PY" -m json.tool
-smoke_rc=${PIPESTATUS[0]}
+  | sed -n 's/^@@VERIFY@@//p')
+printf '%s\n' "$answer" | "$PY" -m json.tool
+printf '%s\n' "$answer" | "$PY" -c '
+import json, sys
+r = json.load(sys.stdin)
+bad = [i["module"] for i in r["imports"] if not i["ok"]]
+gpu = r["gpu"]["status"]
+print(f"smoke test: gpu {gpu}" + (f", failed imports {bad}" if bad else ""))
+sys.exit(0 if gpu == "ok" and not bad else 1)'
+smoke_rc=$?
 echo
-echo "doctor exit $doctor_rc, smoke probe exit $smoke_rc"
+echo "doctor exit $doctor_rc, smoke test exit $smoke_rc"
 [ "$doctor_rc" -ne 3 ] && [ "$smoke_rc" -eq 0 ]
