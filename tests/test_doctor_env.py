@@ -119,6 +119,10 @@ def test_verl_missing_or_not_editable_fails(tmp_path: Path, verl_env: tuple[Path
     prefix = tmp_path / "e"
     subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(prefix)], check=True)
     result = _check("verl-source", prefix=prefix)
+    # a plain env (make gpu-check's PyTorch env) has nothing to compare; one the tool built fails
+    assert result.status is Status.SKIPPED and "did not build" in result.finding
+    (prefix / ".verl-bootstrap").mkdir()
+    result = _check("verl-source", prefix=prefix)
     assert result.status is Status.FAIL and "verl is not installed" in result.finding
     _, checkout = verl_env
     install = [uv, "pip", "install", "-q", "--python", str(prefix / "bin" / "python")]

@@ -17,6 +17,7 @@ from verl_bootstrap.commands import find_uv
 from verl_bootstrap.doctor.inputs import Context, EnvFacts, exact_env
 from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped, warn
 from verl_bootstrap.envs.inventory import editable_path
+from verl_bootstrap.paths import state_dir
 from verl_bootstrap.steps.source import SDIST_MARK
 
 __all__ = ["ENV_CHECKS", "installed_versions", "site_packages", "version_matches"]
@@ -73,6 +74,11 @@ def _editable_checkout(dist: Distribution) -> Path | None:
 def _verl_commit(env: EnvFacts) -> tuple[Path, str] | CheckResult:
     name, reinstall = "verl-source", f"reinstall it editable: {_REINSTALL}"
     dist = _distributions(env.prefix).get("verl")
+    if dist is None and not state_dir(env.prefix).is_dir():
+        # an env verl-bootstrap did not build (make gpu-check's PyTorch env): nothing to compare
+        return skipped(
+            name, f"verl is not installed in {env.prefix}, an env verl-bootstrap did not build"
+        )
     if dist is None:
         return fail(name, f"verl is not installed in {env.prefix}", reinstall)
     checkout = _editable_checkout(dist)
