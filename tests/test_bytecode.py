@@ -247,6 +247,22 @@ def test_verify_reports_what_the_store_did_and_the_opt_out_turns_it_off(
     assert off["restored"] == 0 and bytecode.OPT_OUT in off["note"]
 
 
+def test_verify_fills_the_store_even_under_pythondontwritebytecode(
+    store: Path, envs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI and many images set PYTHONDONTWRITEBYTECODE: verify's own probe compiles anyway, so
+    the store fills and the next env's first import is warm."""
+    _, two = envs
+    package = _fresh(two)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    spec = VerifySpec(imports=("packaging.version",), gpu_smoke=False, bf16=False)
+    report = verify_env(two.parents[1], spec).to_json()["bytecode"]
+    assert report["stored"] >= 1, report
+    assert "note" not in report, report
+    assert "version" in _pycs(package)
+    assert any(store.rglob("*.pyc"))
+
+
 def test_a_pyc_others_can_write_is_not_stored(store: Path, envs: tuple[Path, Path]) -> None:
     one, _ = envs
     package = _fresh(one)

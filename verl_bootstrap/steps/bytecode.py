@@ -7,7 +7,9 @@ pycs of its sources into place (restore); after them it stores those Python just
 compiled from; the work itself is the probe verl_bootstrap/probes/bytecode.py.
 
 An optimisation only: any failure here is written to the step's log and reported, never raised.
-Off when $VERL_BOOTSTRAP_NO_BYTECODE_CACHE is set to a non-empty value other than 0.
+Off when $VERL_BOOTSTRAP_NO_BYTECODE_CACHE is set to a non-empty value other than 0. The user's
+PYTHONDONTWRITEBYTECODE does not turn it off: the imports it harvests are the tool's own probe over
+the tool's own env (see `compiling_environment`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from verl_bootstrap import proc
 from verl_bootstrap.errors import BootstrapError
 from verl_bootstrap.paths import PROBES, bytecode_store, checkout_dir
 
-__all__ = ["OPT_OUT", "enabled", "harvest", "restore", "summary"]
+__all__ = ["OPT_OUT", "compiling_environment", "enabled", "harvest", "restore", "summary"]
 
 OPT_OUT = "VERL_BOOTSTRAP_NO_BYTECODE_CACHE"
 PROBE = PROBES / "bytecode.py"
@@ -36,6 +38,17 @@ def enabled(environ: Mapping[str, str] | None = None) -> bool:
     """False when the user turned the store off."""
     value = (os.environ if environ is None else environ).get(OPT_OUT, "")
     return value.strip() in ("", "0")
+
+
+def compiling_environment(environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """What the probe whose imports are harvested adds to its environment: Python writes its pycs.
+
+    PYTHONDONTWRITEBYTECODE (set on CI, in many images and on shared hosts) would leave the store
+    empty and every env's first import cold. That probe is the tool's own process over the tool's
+    own env, so its imports compile as pip's install would have; the user's own processes still
+    follow the variable. With the store off nothing changes.
+    """
+    return {"PYTHONDONTWRITEBYTECODE": None} if enabled(environ) else {}
 
 
 def restore(python: Path, prefix: Path, log_path: Path | None) -> dict[str, Any]:

@@ -107,7 +107,8 @@ def _probe(
         "bf16": spec.bf16,
         "flash_attn": spec.flash_attn,
     }
-    env = {"PYTHONNOUSERSITE": "1", "PYTHONWARNINGS": "ignore"}
+    env: dict[str, str | None] = {"PYTHONNOUSERSITE": "1", "PYTHONWARNINGS": "ignore"}
+    env.update(bytecode.compiling_environment())  # its imports fill the store
     done = proc.run(
         [str(python), str(PROBE), json.dumps(request)],
         log_path=log_path, env=env, check=False, keep_output=True,
