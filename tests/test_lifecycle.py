@@ -269,7 +269,7 @@ def test_remove_refuses_what_verl_bootstrap_did_not_make(tmp_path: Path) -> None
 def _completions(shell_line: str) -> subprocess.CompletedProcess[str]:
     bindir = Path(sys.executable).parent
     script = (
-        "source <(verl-bootstrap completion bash)\n"
+        "source <(verl-bootstrap completion --shell bash)\n"
         f"COMP_LINE={shlex.quote(shell_line)}; COMP_POINT=${{#COMP_LINE}}\n"
         'read -ra COMP_WORDS <<< "$COMP_LINE"; COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))\n'
         '_python_argcomplete verl-bootstrap "${COMP_WORDS[-1]}" "${COMP_WORDS[-2]}"\n'

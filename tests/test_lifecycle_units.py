@@ -101,7 +101,9 @@ def _shell(shell: str, script: str) -> str:
 
 
 def test_fish_loads_the_completion_and_completes_a_profile_name() -> None:
-    script = 'verl-bootstrap completion fish | source; complete -C "verl-bootstrap --profile c"'
+    script = (
+        'verl-bootstrap completion --shell fish | source; complete -C "verl-bootstrap --profile c"'
+    )
     assert _shell("fish", script).split("\t")[0] == "cpu"
 
 
@@ -109,7 +111,7 @@ def test_zsh_loads_the_completion_and_its_protocol_completes_a_profile_name() ->
     loaded = _shell(
         "zsh",
         "autoload -U compinit && compinit -u\n"
-        'eval "$(verl-bootstrap completion zsh)"\nwhence -w _python_argcomplete',
+        'eval "$(verl-bootstrap completion --shell zsh)"\nwhence -w _python_argcomplete',
     )
     assert loaded.strip() == "_python_argcomplete: function"
     # what the loaded function runs on Tab (zsh itself needs a terminal to press it)

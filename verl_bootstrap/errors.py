@@ -11,6 +11,7 @@ __all__ = [
     "BootstrapError",
     "CannotWrite",
     "CommandFailed",
+    "Declined",
     "InputError",
     "Interrupted",
     "PrefixBusy",
@@ -46,6 +47,12 @@ class Refused(BootstrapError):
     """A preflight check refused the run before anything was downloaded or installed."""
 
     exit_code = EXIT_REFUSED
+
+
+class Declined(BootstrapError):
+    """The user answered no at a prompt: nothing changed, and that is not an error."""
+
+    exit_code = EXIT_OK
 
 
 class PrefixBusy(Refused):

@@ -1,6 +1,7 @@
 """The command line: argparse, one small adapter per subcommand, and the one error boundary.
 
-Only this package prints (through `output`) or exits. Each command family has its adapter module;
+Only this package prints (through `output`) or exits. The commands are declared once, in
+cli.registry; each command family has its adapter module, loaded only when its command runs, and
 heavy imports happen inside the adapters, so that `--help` and `plan` start fast.
 """
 
@@ -14,16 +15,20 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from verl_bootstrap import __version__
 from verl_bootstrap.cli.output import err, out
-from verl_bootstrap.errors import EXIT_INTERRUPTED, EXIT_STEP_FAILED, BootstrapError
+from verl_bootstrap.cli.registry import NAMES, resolve
+from verl_bootstrap.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_STEP_FAILED,
+    BootstrapError,
+)
 
 __all__ = ["main", "main_entry"]
 
 Handler = Callable[[argparse.Namespace], int]
-_COMMANDS = {"install", "plan", "verify", "profiles", "doctor", "lock", "export", "config",
-             "onboard", "activate", "cluster", "wheelhouse", "envs", "info", "remove",
-             "completion", "test", "bundle", "update"}  # fmt: skip
+_TOP_FLAGS = ("-h", "--help", "--version")
 
 
 EXIT_BROKEN_PIPE = 141  # as a shell reports a command that SIGPIPE stopped
@@ -53,25 +58,49 @@ def main(argv: Sequence[str]) -> int:
 
 
 def _main(args: list[str]) -> int:
-    if not args or (args[0] not in _COMMANDS and args[0] not in ("-h", "--help", "--version")):
-        args.insert(0, "install")  # `verl-bootstrap --profile fsdp` is the main job
-    parser = build_parser()
     if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions: answer, then exit
         from verl_bootstrap.lifecycle.completion import complete
 
-        complete(parser, frozenset(_COMMANDS))
+        complete(build_parser(), NAMES)
+    if not args or args[0] == "help":  # bare, or `help [COMMAND]`: the help, exit 0
+        return _help(args[1:2])
+    if args[0].startswith("-") and args[0] not in _TOP_FLAGS:
+        args.insert(0, "install")  # `verl-bootstrap --profile fsdp` is the main job
+    elif args[0] not in NAMES and args[0] not in _TOP_FLAGS:
+        return _unknown_command(args[0])
+    parser = build_parser(args[0])
     try:
         ns = parser.parse_args(args)
     except SystemExit as exc:  # argparse exits 2 on bad flags; keep that code
         return int(exc.code or 0)
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
-        return int(ns.handler(ns))
+        return int(resolve(ns.handler)(ns))
     except BootstrapError as exc:
         return _report_error(exc, json_mode=getattr(ns, "json", False))
     except KeyboardInterrupt:
         err("interrupted")
         return EXIT_INTERRUPTED
+
+
+def _help(command: list[str]) -> int:
+    """`verl-bootstrap`, `help`, `help COMMAND`: the help on stdout, exit 0."""
+    if command and command[0] not in NAMES:
+        return _unknown_command(command[0])
+    if command:
+        return _main([command[0], "--help"])
+    out(build_parser("").format_help().rstrip())
+    return EXIT_OK
+
+
+def _unknown_command(word: str) -> int:
+    from verl_bootstrap.cli.parse import did_you_mean
+
+    err(f"error: unknown command {word!r}")
+    guess = did_you_mean(word, [*NAMES, "help"])
+    where = "`verl-bootstrap help` lists the commands"
+    err(f"hint: did you mean `verl-bootstrap {guess}`? ({where})" if guess else f"hint: {where}")
+    return EXIT_BAD_INPUT
 
 
 def _quiet_broken_pipe() -> int:
@@ -85,7 +114,7 @@ def _quiet_broken_pipe() -> int:
 def _report_crash(exc: Exception, args: list[str], *, debug: bool) -> int:
     from verl_bootstrap.cli.crash import describe_crash, write_crash_log
 
-    command = next((a for a in args if a in _COMMANDS), "install")
+    command = next((a for a in args if a in NAMES), "install")
     log = write_crash_log(exc, args)
     if debug:
         import traceback
@@ -105,6 +134,9 @@ def _report_error(exc: BootstrapError, *, json_mode: bool) -> int:
     from verl_bootstrap.redact import redact
 
     message, hint = redact(exc.message), redact(exc.hint) if exc.hint else None
+    if exc.exit_code == EXIT_OK:  # the user said no at a prompt: said plainly, not an error
+        err(message)
+        return EXIT_OK
     if json_mode:
         body = {
             "ok": False,
@@ -117,16 +149,8 @@ def _report_error(exc: BootstrapError, *, json_mode: bool) -> int:
     return exc.exit_code
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Every subcommand and flag."""
-    from verl_bootstrap.cli.parse import add_commands
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every subcommand; the flags of `command` only, or of every command when None."""
+    from verl_bootstrap.cli.parse import build_parser as build
 
-    parser = argparse.ArgumentParser(
-        prog="verl-bootstrap",
-        description="Build a verified, reproducible verl environment with one command.",
-        epilog="Exit codes: 0 ok, 1 a step failed, 2 bad input, 3 refused by a preflight check, "
-        "130 interrupted. --debug (anywhere on the line) prints the trace of an unexpected error.",
-    )
-    parser.add_argument("--version", action="version", version=f"verl-bootstrap {__version__}")
-    add_commands(parser)
-    return parser
+    return build(command)

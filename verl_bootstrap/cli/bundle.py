@@ -22,12 +22,11 @@ if TYPE_CHECKING:
     from verl_bootstrap.options import RunOptions
     from verl_bootstrap.profile.models import Profile
 
-__all__ = ["bundle_options", "cmd_bundle", "register"]
+__all__ = ["bundle_options", "cmd_bundle", "flags_bundle"]
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `bundle` to `sub`."""
-    p = sub.add_parser("bundle", help="write one archive that installs a lockfile with no network")
+def flags_bundle(p: argparse.ArgumentParser) -> None:
+    """bundle's flags."""
     p.add_argument("--lockfile", type=path_arg, help="the lockfile (default: the profile's)")
     p.add_argument("--profile", help="the profile whose committed lockfile to bundle")
     p.add_argument("--cuda", default="cpu", help="the variant's lockfile (default cpu)")
@@ -35,7 +34,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("-o", "--output", type=path_arg, help="the archive (default: ./verl-bundle-…)")
     p.add_argument("--no-tool", action="store_true", help="leave out the tool's own wheels")
     lock_source_flags(p)
-    p.set_defaults(handler=cmd_bundle)
 
 
 def cmd_bundle(ns: argparse.Namespace) -> int:

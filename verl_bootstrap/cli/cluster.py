@@ -1,4 +1,5 @@
-"""Subcommands of the cluster feature: `cluster verify|install|script` (registered by cliparse)."""
+"""Subcommands of the cluster feature: `cluster verify|install|script` (their flags and handlers;
+cli.registry names them)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 from verl_bootstrap.paths import atomic_write, tool_home
 
-__all__ = ["register"]
+__all__ = ["cmd_cluster_install", "cmd_cluster_script", "cmd_cluster_verify",
+           "flags_cluster_install", "flags_cluster_script", "flags_cluster_verify"]  # fmt: skip
 
 _PREFIX_HELP = (
     "the env's prefix on the nodes; $VARIABLES in it are expanded on each node "
@@ -21,29 +23,31 @@ _PREFIX_HELP = (
 )
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add this feature's subcommands to `sub`."""
-    cluster = sub.add_parser("cluster", help="verify or install an env on every node (Ray, Slurm)")
-    actions = cluster.add_subparsers(dest="action", required=True, metavar="ACTION")
-    verify = actions.add_parser("verify", help="check every node's env and compare the nodes")
+def flags_cluster_verify(verify: argparse.ArgumentParser) -> None:
+    """cluster verify."""
     _target_flags(verify)
     verify.add_argument("--fingerprint-only", action="store_true", help="skip the import checks")
-    verify.set_defaults(handler=cmd_cluster_verify)
-    install = actions.add_parser("install", help="the locked install on every node")
+
+
+def flags_cluster_install(install: argparse.ArgumentParser) -> None:
+    """cluster install."""
     _target_flags(install)
     _install_flags(install)
-    install.set_defaults(handler=cmd_cluster_install)
-    script = actions.add_parser("script", help="emit the sbatch script for verify or install")
-    script.add_argument("--slurm", action="store_true", required=True)
-    script.add_argument("--action", choices=["verify", "install"], default="verify")
-    script.add_argument("--nodes", type=int, required=True)
-    script.add_argument("--time", default="01:00:00")
-    script.add_argument("--partition")
+
+
+def flags_cluster_script(script: argparse.ArgumentParser) -> None:
+    """cluster script."""
+    script.add_argument("--slurm", action="store_true", required=True, help="an sbatch script")
+    script.add_argument(
+        "--action", choices=["verify", "install"], default="verify", help="what each node runs"
+    )
+    script.add_argument("--nodes", type=int, required=True, help="how many nodes")
+    script.add_argument("--time", default="01:00:00", help="the job's time limit (01:00:00)")
+    script.add_argument("--partition", help="the Slurm partition (default: the cluster's)")
     script.add_argument("--prefix", required=True, help=_PREFIX_HELP)
-    script.add_argument("--profile")
+    script.add_argument("--profile", help="whose checks to run (default: the env's own)")
     _install_flags(script)
     script.add_argument("--output", "-o", type=path_arg, help="write here (default stdout)")
-    script.set_defaults(handler=cmd_cluster_script)
 
 
 def _target_flags(p: argparse.ArgumentParser) -> None:
@@ -52,7 +56,7 @@ def _target_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray-python", type=path_arg, help="a Python with the cluster's Ray")
     p.add_argument("--prefix", required=True, help=_PREFIX_HELP)
     p.add_argument("--profile", help="whose checks to run (default: the env's own)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
 
 
 def _install_flags(p: argparse.ArgumentParser) -> None:

@@ -13,23 +13,27 @@ if TYPE_CHECKING:
     from verl_bootstrap.doctor import DoctorInputs, DoctorReport
     from verl_bootstrap.plan.model import Plan
 
-__all__ = ["doctor_inputs", "register"]
+__all__ = ["cmd_doctor", "doctor_inputs", "flags_doctor"]
 
 _MARK = {"ok": "✓", "warn": "!", "fail": "✗", "skipped": "·"}
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `doctor`."""
-    p = sub.add_parser("doctor", help="check this machine (and an env) for the classic verl traps")
+def flags_doctor(p: argparse.ArgumentParser) -> None:
+    """doctor's flags."""
     p.add_argument("--profile", help="judge the machine against this profile's plan")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--prefix", type=path_arg, help="an env to check")
     where.add_argument("--python", type=path_arg, help="an env's interpreter")
     p.add_argument("--cuda", default="auto", help="auto | cpu | cuXYZ")
     p.add_argument("--verl-ref", help="the verl ref the env is for")
-    p.add_argument("--skip-check", action="append", default=[], metavar="NAME")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_doctor)
+    p.add_argument(
+        "--skip-check",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="leave out one check by name (repeatable)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON document")
 
 
 def cmd_doctor(ns: argparse.Namespace) -> int:

@@ -8,39 +8,61 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from verl_bootstrap.cli.flags import json_flag
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
-from verl_bootstrap.errors import EXIT_OK, Refused
+from verl_bootstrap.errors import EXIT_OK, Declined, InputError, Refused
 
 if TYPE_CHECKING:
     from verl_bootstrap.lifecycle.inspect import EnvSummary
     from verl_bootstrap.plan.model import Plan
 
-__all__ = ["ask", "confirm_changes", "register"]
+__all__ = [
+    "ask",
+    "cmd_envs_prune",
+    "confirm",
+    "confirm_changes",
+    "flags_completion",
+    "flags_envs_list",
+    "flags_envs_prune",
+    "flags_info",
+    "flags_remove",
+]
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `envs`, `info`, `remove` and `completion`."""
-    envs = sub.add_parser("envs", help="the envs verl-bootstrap has built")
-    esub = envs.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = esub.add_parser("list", help="every env: profile, verl ref, variant, status, size")
-    listing.add_argument("--no-size", action="store_true", help="skip measuring each env's size")
-    listing.add_argument("--json", action="store_true")
-    listing.set_defaults(handler=cmd_envs_list)
+def flags_envs_list(p: argparse.ArgumentParser) -> None:
+    """envs list."""
+    p.add_argument("--no-size", action="store_true", help="skip measuring each env's size")
+    json_flag(p)
 
-    info = sub.add_parser("info", help="how an env was made, its last run, each step")
-    info.add_argument("--prefix", type=path_arg, required=True)
-    info.add_argument("--json", action="store_true")
-    info.set_defaults(handler=cmd_info)
 
-    remove = sub.add_parser("remove", help="delete an env (only what verl-bootstrap made)")
-    remove.add_argument("--prefix", type=path_arg, required=True)
-    remove.add_argument("--yes", "-y", action="store_true", help="do not ask first")
-    remove.add_argument("--json", action="store_true")
-    remove.set_defaults(handler=cmd_remove)
+def flags_envs_prune(p: argparse.ArgumentParser) -> None:
+    """envs prune."""
+    p.add_argument("--dry-run", action="store_true", help="list what would go; forget nothing")
+    json_flag(p)
 
-    completion = sub.add_parser("completion", help="print the shell completion script")
-    completion.add_argument("shell", choices=["bash", "zsh", "fish"])
-    completion.set_defaults(handler=cmd_completion)
+
+def flags_info(p: argparse.ArgumentParser) -> None:
+    """info."""
+    p.add_argument("--prefix", type=path_arg, required=True, help="the env")
+    json_flag(p)
+
+
+def flags_remove(p: argparse.ArgumentParser) -> None:
+    """remove."""
+    p.add_argument("--prefix", type=path_arg, required=True, help="the env to delete")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask first")
+    p.add_argument("--dry-run", action="store_true", help="show what would go; delete nothing")
+    json_flag(p)
+
+
+def flags_completion(p: argparse.ArgumentParser) -> None:
+    """completion --shell SHELL (the shell is a flag, as in `activate` and `onboard`)."""
+    p.add_argument(
+        "--shell",
+        choices=["bash", "zsh", "fish"],
+        help="the shell to complete in (default: $SHELL)",
+    )
+    p.add_argument("old_shell", nargs="?", metavar="SHELL", help=argparse.SUPPRESS)
 
 
 def confirm_changes(plan: Plan, *, yes: bool) -> None:
@@ -57,10 +79,18 @@ def confirm_changes(plan: Plan, *, yes: bool) -> None:
             f"{plan.prefix} was not changed",
             hint=f"build it in a new prefix: add --prefix {plan.prefix}-new to your command",
         )
-    if not (yes or ask("apply these changes? [y/N] ")):
-        raise Refused(
-            f"{plan.prefix} was not changed", hint="re-run with --yes to apply these changes"
-        )
+    if not yes:
+        confirm("apply these changes? [y/N] ", f"{plan.prefix} was not changed",
+                 "re-run with --yes to apply these changes")  # fmt: skip
+
+
+def confirm(question: str, unchanged: str, hint: str) -> None:
+    """Go on after a yes at the prompt. A no is the user's answer, not an error (Declined, exit
+    0); with no terminal to ask on, the run is refused (exit 3), so a script never hangs."""
+    if not sys.stdin.isatty():
+        raise Refused(f"{unchanged}: no terminal to ask on", hint=hint)
+    if not ask(question):
+        raise Declined(unchanged)
 
 
 def ask(question: str) -> bool:
@@ -98,6 +128,23 @@ def _summary_line(env: EnvSummary) -> str:
     size = _size(env.size) if env.size is not None else ""
     fields = [str(env.prefix), env.status, env.profile or "-", ref, env.variant or "-", verified]
     return "  ".join([*fields, size]).rstrip()
+
+
+def cmd_envs_prune(ns: argparse.Namespace) -> int:
+    """`envs prune`: forget the listed envs whose folder is gone (deleted by hand)."""
+    from verl_bootstrap.lifecycle.registry import gone_prefixes, prune
+
+    gone = gone_prefixes() if ns.dry_run else prune()
+    if ns.json:
+        emit_json({"schema": "verl-bootstrap.prune/1", "dry_run": ns.dry_run,
+                   "forgotten": [str(p) for p in gone]})  # fmt: skip
+        return EXIT_OK
+    verb = "would forget" if ns.dry_run else "forgot"
+    for prefix in gone:
+        out(f"{verb} {prefix} (its folder is gone)")
+    if not gone:
+        out("nothing to prune: every listed env is still there")
+    return EXIT_OK
 
 
 def cmd_info(ns: argparse.Namespace) -> int:
@@ -142,8 +189,12 @@ def cmd_remove(ns: argparse.Namespace) -> int:
     prefix = ns.prefix.absolute()
     removal = check_removal(prefix)
     err(f"remove {prefix} ({_size(removal.size)}): {', '.join(removal.entries) or 'state only'}")
-    if not (ns.yes or ask("delete it? [y/N] ")):
-        raise Refused(f"{prefix} was not removed", hint="pass --yes to remove it without asking")
+    if ns.dry_run:
+        if ns.json:
+            emit_json({"removed": None, "dry_run": True, "entries": list(removal.entries)})
+        return EXIT_OK
+    if not ns.yes:
+        confirm("delete it? [y/N] ", f"{prefix} was not removed", "pass --yes to remove it")
     remove_env(prefix)
     if ns.json:
         emit_json({"removed": str(prefix), "entries": list(removal.entries)})
@@ -153,10 +204,19 @@ def cmd_remove(ns: argparse.Namespace) -> int:
 
 
 def cmd_completion(ns: argparse.Namespace) -> int:
-    """`completion SHELL`: the script to source (or to install in the shell's completion folder)."""
-    from verl_bootstrap.lifecycle.completion import shell_script
+    """`completion --shell SHELL`: the script to source (or to install in the shell's completion
+    folder)."""
+    import os
 
-    out(shell_script(ns.shell))
+    from verl_bootstrap.lifecycle.completion import shell_script
+    from verl_bootstrap.onboard import default_shell
+
+    if ns.old_shell is not None:
+        raise InputError(
+            f"completion takes the shell as a flag, not as the word {ns.old_shell!r}",
+            hint=f"verl-bootstrap completion --shell {ns.old_shell}",
+        )
+    out(shell_script(ns.shell or default_shell(os.environ)))
     return EXIT_OK
 
 

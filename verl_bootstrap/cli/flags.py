@@ -6,7 +6,12 @@ import argparse
 
 from verl_bootstrap.cli.output import path_arg
 
-__all__ = ["index_flags", "json_flag", "lock_flags", "source_flags"]
+__all__ = ["config_flag", "index_flags", "json_flag", "lock_flags", "source_flags"]
+
+CONFIG_HELP = (
+    "a site config file or URL, over $VERL_BOOTSTRAP_CONFIG, ~/.config/verl-bootstrap/config.yaml "
+    "and /etc/verl-bootstrap/config.yaml"
+)
 
 
 def source_flags(p: argparse.ArgumentParser) -> None:
@@ -65,6 +70,11 @@ def lock_flags(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="install from an offline bundle (`verl-bootstrap bundle`): no network at all",
     )
+
+
+def config_flag(p: argparse.ArgumentParser) -> None:
+    """--config: the site config to read."""
+    p.add_argument("--config", metavar="FILE_OR_URL", help=CONFIG_HELP)
 
 
 def json_flag(p: argparse.ArgumentParser) -> None:

@@ -105,12 +105,17 @@ def cmd_profiles_list(ns: argparse.Namespace) -> int:
     """`profiles list`."""
     from verl_bootstrap.profile import list_profiles, load_profile
 
-    names = list_profiles()
-    width = max((len(n) for n in names), default=0)
-    for name in names:
-        profile = load_profile(name)
+    profiles = [load_profile(name) for name in list_profiles()]
+    if ns.json:
+        rows = [{"name": p.name, "cuda_variants": list(p.cuda_variants),
+                 "description": p.description} for p in profiles]  # fmt: skip
+        emit_json({"schema": "verl-bootstrap.profiles/1", "profiles": rows})
+        return EXIT_OK
+    width = max((len(p.name) for p in profiles), default=0)
+    out(f"{'PROFILE':{width}} {'CUDA VARIANTS':14} DESCRIPTION")
+    for profile in profiles:
         variants = ",".join(profile.cuda_variants)
-        out(f"{name:{width}} {variants:14} {profile.description}")
+        out(f"{profile.name:{width}} {variants:14} {profile.description}")
     return EXIT_OK
 
 

@@ -17,14 +17,11 @@ from verl_bootstrap.cli.lockinput import (
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, BootstrapError, InputError
 
-__all__ = ["cmd_export", "cmd_lock", "cmd_verify_against", "register"]
+__all__ = ["cmd_export", "cmd_lock", "cmd_verify_against", "flags_export", "flags_lock"]
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `lock` and `export` to `sub`."""
-    from verl_bootstrap.export.names import FORMATS
-
-    lock = sub.add_parser("lock", help="resolve profiles into lockfiles; install nothing")
+def flags_lock(lock: argparse.ArgumentParser) -> None:
+    """lock's flags."""
     lock.add_argument("--profile", help="a shipped profile name or a YAML file")
     lock.add_argument("--cuda", help="one CUDA variant (default: every variant of the profile)")
     lock.add_argument("--platform", default="linux-64", help="linux-64 (default) or linux-aarch64")
@@ -45,21 +42,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     lock.add_argument("--output", type=path_arg, help="where to write (one lockfile only)")
     lock.add_argument("--dir", type=path_arg, help="the lockfiles folder (default: lockfiles/)")
     lock_source_flags(lock)
-    lock.set_defaults(handler=cmd_lock)
 
-    export = sub.add_parser("export", help="write a lockfile in another tool's format")
-    export.add_argument("--format", required=True, choices=FORMATS)
+
+def flags_export(export: argparse.ArgumentParser) -> None:
+    """export's flags."""
+    from verl_bootstrap.export.names import FORMATS
+
+    export.add_argument("--format", required=True, choices=FORMATS, help="the tool's format")
     export.add_argument("--lockfile", type=path_arg, help="the lockfile (default: the profile's)")
     export.add_argument("--profile", help="the profile whose committed lockfile to export")
     export.add_argument("--cuda", default="cpu", help="the variant's lockfile (default cpu)")
-    export.add_argument("--platform", default="linux-64")
+    export.add_argument(
+        "--platform", default="linux-64", help="linux-64 (default) or linux-aarch64"
+    )
     export.add_argument("--output", type=path_arg, help="file (a folder for requirements)")
     export.add_argument(
         "--bundle", type=path_arg, help="apptainer/dockerfile: build from this bundle (no network)"
     )
     export.add_argument("--base", help="apptainer/dockerfile: the base image (default: python)")
     lock_source_flags(export)
-    export.set_defaults(handler=cmd_export)
 
 
 def cmd_lock(ns: argparse.Namespace) -> int:

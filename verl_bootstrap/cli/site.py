@@ -1,8 +1,6 @@
-"""Subcommands of the site feature: `config show`, `onboard`, `activate` (registered by cliparse).
-
-It also gives `install` and `plan` their `--config` flag: the site config sits under every
-command-line flag (run_options merges it).
-"""
+"""Subcommands of the site feature: `config show`, `onboard`, `activate` (their flags and
+handlers; cli.registry names them). The site config sits under every command-line flag
+(run_options merges it)."""
 
 from __future__ import annotations
 
@@ -11,58 +9,45 @@ import os
 from pathlib import Path
 from typing import Any
 
+from verl_bootstrap.cli.flags import config_flag, json_flag
 from verl_bootstrap.cli.options import run_options
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 from verl_bootstrap.events import listening
 from verl_bootstrap.paths import atomic_write, default_prefix
 
-__all__ = ["register"]
-
-_CONFIG_HELP = (
-    "a site config file or URL, over $VERL_BOOTSTRAP_CONFIG, ~/.config/verl-bootstrap/config.yaml "
-    "and /etc/verl-bootstrap/config.yaml"
-)
+__all__ = ["cmd_activate", "cmd_config_show", "cmd_onboard", "flags_activate",
+           "flags_config_show", "flags_onboard"]  # fmt: skip
 _PASSED_TO_INSTALL = ("verl_source", "verl_ref", "cuda", "python", "backend")
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add this feature's subcommands to `sub` (and --config to install and plan)."""
-    for name in ("install", "plan"):
-        if name in sub.choices:
-            _site_flags(sub.choices[name])
-    _register_config(sub)
-    _register_onboard(sub)
-    _register_activate(sub)
+def flags_config_show(show: argparse.ArgumentParser) -> None:
+    """config show."""
+    config_flag(show)
+    json_flag(show)
 
 
-def _site_flags(parser: argparse.ArgumentParser) -> None:
-    """--config, and --profile made optional: the site config may name the default profile."""
-    parser.add_argument("--config", metavar="FILE_OR_URL", help=_CONFIG_HELP)
-    for action in parser._actions:  # argparse offers no public way to relax a flag
-        if "--profile" in action.option_strings:
-            action.required = False
-            action.help = f"{action.help} (default: the site config's defaults.profile)"
-
-
-def _register_config(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    config = sub.add_parser("config", help="the site config: mirrors, proxies, caches, defaults")
-    actions = config.add_subparsers(dest="action", required=True, metavar="ACTION")
-    show = actions.add_parser("show", help="the effective settings and where each came from")
-    show.add_argument("--config", metavar="FILE_OR_URL", help=_CONFIG_HELP)
-    show.add_argument("--json", action="store_true")
-    show.set_defaults(handler=cmd_config_show)
-
-
-def _register_onboard(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("onboard", help="a new lab member's env, from the lab config, in one go")
+def flags_onboard(p: argparse.ArgumentParser) -> None:
+    """onboard's flags."""
     p.add_argument("--config", required=True, metavar="FILE_OR_URL", help="the lab's site config")
     p.add_argument("--profile", help="default: the lab config's defaults.profile")
     p.add_argument("--lockfile", help="default: the lab config's defaults.lockfile")
     p.add_argument("--prefix", type=path_arg, help="default: the lab's envs_dir/PROFILE")
     p.add_argument("--shell-init", action="store_true", help="also source it from your shell rc")
-    p.add_argument("--shell", action="append", choices=["bash", "zsh", "fish"], default=[])
-    p.add_argument("--skip-check", action="append", default=[], metavar="NAME")
+    p.add_argument(
+        "--shell",
+        action="append",
+        choices=["bash", "zsh", "fish"],
+        default=[],
+        help="the shell whose rc --shell-init writes (repeatable; default: $SHELL)",
+    )
+    p.add_argument(
+        "--skip-check",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="override one preflight check (recorded in the lockfile)",
+    )
     for flag in ("--verl-source", "--verl-ref", "--cuda", "--backend"):
         p.add_argument(flag, help=argparse.SUPPRESS)
     p.add_argument("--python", type=path_arg, help=argparse.SUPPRESS)
@@ -75,15 +60,13 @@ def _register_onboard(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument("--publish-config", metavar="URL", help="config location the script names")
     p.add_argument("--tool", metavar="REQUIREMENT", help="what the script pip-installs")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_onboard)
+    json_flag(p)
 
 
-def _register_activate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("activate", help="print the lines that enter an env (eval them)")
-    p.add_argument("--prefix", type=path_arg, required=True)
+def flags_activate(p: argparse.ArgumentParser) -> None:
+    """activate's flags."""
+    p.add_argument("--prefix", type=path_arg, required=True, help="the env to enter")
     p.add_argument("--shell", choices=["bash", "zsh", "fish"], help="default: your $SHELL")
-    p.set_defaults(handler=cmd_activate)
 
 
 def cmd_config_show(ns: argparse.Namespace) -> int:
@@ -150,7 +133,7 @@ def _install_options(ns: argparse.Namespace, profile: str, lockfile: Path | None
     """The install's options, parsed by the real `install` parser so every default applies."""
     from verl_bootstrap.cli import build_parser
 
-    parser = build_parser()
+    parser = build_parser("install")
     argv = ["install", "--profile", profile, "--config", ns.config]
     if ns.prefix:
         argv += ["--prefix", str(ns.prefix)]

@@ -16,22 +16,18 @@ if TYPE_CHECKING:
     from verl_bootstrap.lifecycle.update import Update
     from verl_bootstrap.options import RunOptions
 
-__all__ = ["cmd_update", "register"]
+__all__ = ["cmd_update", "flags_update"]
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `update`."""
-    update = sub.add_parser(
-        "update", help="re-resolve an env's profile for a newer stack; show the diff, then apply"
-    )
-    update.add_argument("--prefix", type=path_arg, required=True)
+def flags_update(update: argparse.ArgumentParser) -> None:
+    """update's flags."""
+    update.add_argument("--prefix", type=path_arg, required=True, help="the env to update")
     update.add_argument("--dry-run", action="store_true", help="show the version diff and stop")
     update.add_argument("--yes", "-y", action="store_true", help="apply it without asking")
     update.add_argument(
         "--wait", type=float, default=0.0, metavar="SECONDS", help="wait for another run's lock"
     )
-    update.add_argument("--json", action="store_true")
-    update.set_defaults(handler=cmd_update)
+    update.add_argument("--json", action="store_true", help="print one JSON document")
 
 
 def cmd_update(ns: argparse.Namespace) -> int:
@@ -51,13 +47,11 @@ def cmd_update(ns: argparse.Namespace) -> int:
     _show(update, json_mode=ns.json and (ns.dry_run or not update.changes))
     if not update.changes or ns.dry_run:
         return EXIT_OK
-    from verl_bootstrap.cli.envs import ask
+    from verl_bootstrap.cli.envs import confirm
 
-    if not (ns.yes or ask("apply this update? [y/N] ")):
-        raise Refused(
-            f"{update.prefix} was not changed",
-            hint=f"apply it with: verl-bootstrap update --prefix {update.prefix} --yes",
-        )
+    if not ns.yes:
+        hint = f"apply it with: verl-bootstrap update --prefix {update.prefix} --yes"
+        confirm("apply this update? [y/N] ", f"{update.prefix} was not changed", hint)
     return _apply(ns, update, options)
 
 

@@ -12,7 +12,7 @@ from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED
 if TYPE_CHECKING:
     from verl_bootstrap.verltests import SuiteReport
 
-__all__ = ["register"]
+__all__ = ["cmd_test", "flags_test"]
 
 DEFAULT_TIMEOUT = 3 * 3600  # a git checkout's full suite takes about an hour on a slow host
 
@@ -28,10 +28,11 @@ def _seconds(value: str) -> float:
     return seconds
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `test`."""
-    p = sub.add_parser("test", help="run verl's own CPU tests in an env and classify failures")
-    p.add_argument("--prefix", type=lambda v: Path(v).expanduser(), required=True)
+def flags_test(p: argparse.ArgumentParser) -> None:
+    """test's flags."""
+    p.add_argument(
+        "--prefix", type=lambda v: Path(v).expanduser(), required=True, help="the env to test in"
+    )
     p.add_argument(
         "--checkout",
         type=lambda v: Path(v).expanduser(),
@@ -68,8 +69,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="SECONDS",
         help="each test's own limit (needs pytest-timeout in the env)",
     )
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_test)
+    p.add_argument("--json", action="store_true", help="print one JSON document")
 
 
 def cmd_test(ns: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from verl_bootstrap.kernels.key import BuildKey
     from verl_bootstrap.kernels.remotehouse import AnyWheelhouse
 
-__all__ = ["register"]
+__all__ = ["cmd_add", "cmd_check", "cmd_list", "flags_add", "flags_check", "flags_list"]
 
 _KEY_HELP = (
     "the build key the wheel was made for: torch=2.11.0,cuda=13.0,cxx11abi=TRUE,python=cp312,"
@@ -22,22 +22,29 @@ _KEY_HELP = (
 )
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `wheelhouse` and its actions to `sub`."""
-    house = sub.add_parser("wheelhouse", help="the lab's prebuilt kernel wheels: list, add, check")
-    actions = house.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = actions.add_parser("list", help="each wheel with its build key and sha256")
-    add = actions.add_parser("add", help="publish a wheel built elsewhere, with its key")
-    add.add_argument("wheel", type=path_arg)
+def flags_list(p: argparse.ArgumentParser) -> None:
+    """wheelhouse list."""
+    _house_flags(p)
+
+
+def flags_add(add: argparse.ArgumentParser) -> None:
+    """wheelhouse add WHEEL."""
+    add.add_argument("wheel", type=path_arg, help="the .whl file to publish")
     given = add.add_mutually_exclusive_group(required=True)
     given.add_argument("--key", help=_KEY_HELP)
     given.add_argument("--key-of", type=path_arg, metavar="PREFIX", help="the key of this env")
-    check = actions.add_parser("check", help="rehash every wheel against the index")
-    for parser, handler in ((listing, cmd_list), (add, cmd_add), (check, cmd_check)):
-        parser.add_argument("--wheelhouse", type=path_arg, help="default: the site config's")
-        parser.add_argument("--config", metavar="FILE_OR_URL", help="a site config file or URL")
-        parser.add_argument("--json", action="store_true")
-        parser.set_defaults(handler=handler)
+    _house_flags(add)
+
+
+def flags_check(p: argparse.ArgumentParser) -> None:
+    """wheelhouse check."""
+    _house_flags(p)
+
+
+def _house_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--wheelhouse", type=path_arg, help="default: the site config's")
+    parser.add_argument("--config", metavar="FILE_OR_URL", help="a site config file or URL")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
 
 
 def _house(ns: argparse.Namespace) -> AnyWheelhouse:

@@ -14,7 +14,7 @@ from verl_bootstrap.errors import InputError
 from verl_bootstrap.paths import STATE_DIRNAME, atomic_write, tool_home
 from verl_bootstrap.run.guard import guarding as holding
 
-__all__ = ["forget", "known_prefixes", "register", "registry_path"]
+__all__ = ["forget", "gone_prefixes", "known_prefixes", "prune", "register", "registry_path"]
 
 
 def registry_path() -> Path:
@@ -30,6 +30,23 @@ def register(prefix: Path) -> None:
 def forget(prefix: Path) -> None:
     """Drop `prefix` from the list (after `remove`)."""
     _change(lambda prefixes: prefixes - {str(prefix.absolute())})
+
+
+def gone_prefixes() -> list[Path]:
+    """The listed prefixes whose folder (or whose env record in it) is gone."""
+    return [Path(p) for p in sorted(_read(registry_path())) if not _holds_env(Path(p))]
+
+
+def prune() -> list[Path]:
+    """Drop every listed prefix whose env is gone; return them."""
+    gone = gone_prefixes()
+    if gone:
+        _change(lambda prefixes: prefixes - {str(p) for p in gone})
+    return gone
+
+
+def _holds_env(prefix: Path) -> bool:
+    return (prefix / STATE_DIRNAME).is_dir()
 
 
 def known_prefixes() -> list[Path]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,12 @@ def profile_path(name_or_path: str, *, search: Path = PROFILES_DIR) -> Path:
         return candidate
     found = search / f"{name_or_path}.yaml"
     if not found.is_file():
-        known = ", ".join(list_profiles(search)) or "none"
+        names = list_profiles(search)
+        close = difflib.get_close_matches(name_or_path, names, n=1)
+        guess = f"did you mean {close[0]!r}? " if close else ""
         raise InputError(
             f"unknown profile {name_or_path!r}",
-            hint=f"shipped profiles: {known}; or pass a path to a YAML file",
+            hint=f"{guess}shipped profiles: {', '.join(names) or 'none'}; or pass a YAML file",
         )
     return found
 

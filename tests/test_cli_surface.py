@@ -1,0 +1,180 @@
+"""The surface a person meets: help for every command (a description, examples, a help line for
+every flag), "did you mean" for typos, bare invocation and `help`, one meaning per flag."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from verl_bootstrap.cli import main
+from verl_bootstrap.cli.parse import build_parser
+from verl_bootstrap.cli.registry import COMMANDS, NAMES, Command, resolve
+from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _leaves(commands: tuple[Command, ...], path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = []
+    for c in commands:
+        found += _leaves(c.actions, (*path, c.name)) if c.actions else [(*path, c.name)]
+    return found
+
+
+LEAVES = _leaves(COMMANDS)
+
+
+def _subparser(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> argparse.ArgumentParser:
+    for word in path:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[word]
+    return parser
+
+
+def test_every_registered_handler_and_flag_function_exists() -> None:
+    def walk(commands: tuple[Command, ...]) -> None:
+        for c in commands:
+            if c.actions:
+                walk(c.actions)
+            else:
+                assert callable(resolve(c.flags)), c.flags
+                assert callable(resolve(c.handler)), c.handler
+
+    walk(COMMANDS)
+
+
+@pytest.mark.parametrize("path", LEAVES, ids=" ".join)
+def test_every_command_has_a_description_examples_and_help_for_each_flag(
+    path: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run([*path, "--help"], capsys)
+    assert code == EXIT_OK
+    summary = out.split("\n\n")[1]
+    assert summary.strip(), out
+    examples = out.split("examples:\n", 1)[1].splitlines()
+    assert len(examples) >= 2
+    assert all(e.startswith("  verl-bootstrap ") or "verl-bootstrap " in e for e in examples)
+    parser = _subparser(build_parser(None), path)
+    bare = [a.dest for a in parser._actions if a.help is None and a.dest != "help"]
+    assert not bare, f"flags without help in {' '.join(path)}: {bare}"
+
+
+def test_every_command_with_a_result_takes_json() -> None:
+    plain = {("activate",), ("completion",), ("cluster", "script")}  # they print a script
+    parser = build_parser(None)
+    for path in LEAVES:
+        if path in plain:
+            continue
+        flags = {s for a in _subparser(parser, path)._actions for s in a.option_strings}
+        assert "--json" in flags, " ".join(path)
+
+
+def test_every_command_that_changes_something_takes_dry_run() -> None:
+    changing = [("install",), ("remove",), ("update",), ("envs", "prune")]
+    parser = build_parser(None)
+    for path in changing:
+        flags = {s for a in _subparser(parser, path)._actions for s in a.option_strings}
+        assert "--dry-run" in flags, " ".join(path)
+
+
+def test_profile_help_says_its_default_once(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run(["install", "--help"], capsys)
+    options = out.split("\noptions:\n", 1)[1]
+    profile = " ".join(options.split("--profile NAME", 1)[1].split("--prefix", 1)[0].split())
+    assert profile.count("(default:") == 1, profile
+
+
+@pytest.mark.parametrize("argv", [[], ["help"], ["-h"]])
+def test_bare_invocation_and_help_print_the_main_call(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(argv, capsys)
+    assert code == EXIT_OK, err
+    assert "verl-bootstrap --profile NAME" in out
+    for name in NAMES:
+        assert f"\n    {name}" in out
+
+
+def test_help_of_a_command_is_its_own_help(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["help", "envs"], capsys)
+    assert code == EXIT_OK
+    assert "the envs verl-bootstrap has built" in out
+    assert "prune" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "guess"),
+    [
+        (["pln", "--profile", "cpu"], "did you mean `verl-bootstrap plan`?"),
+        (["env", "list"], "did you mean `verl-bootstrap envs`?"),
+        (["hlep"], "did you mean `verl-bootstrap help`?"),
+        (["--profle", "cpu"], "did you mean --profile?"),
+        (["plan", "--profile", "cpu", "--verl-rfe", "v0.9.1"], "did you mean --verl-ref?"),
+        (["envs", "lst"], "did you mean 'list'?"),
+        (["plan", "--profile", "cpu", "--backend", "vnev"], "did you mean 'venv'?"),
+    ],
+)
+def test_a_typo_is_answered_with_did_you_mean(
+    argv: list[str], guess: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(argv, capsys)
+    assert code == EXIT_BAD_INPUT
+    assert out == ""
+    assert err.startswith("error: ")
+    assert f"hint: {guess}" in err
+
+
+def test_an_unknown_profile_is_answered_with_did_you_mean(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = run(["plan", "--profile", "fspd"], capsys)
+    assert code == EXIT_BAD_INPUT
+    assert "did you mean 'fsdp'?" in err
+
+
+def test_profiles_list_json_lists_every_shipped_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["profiles", "list", "--json"], capsys)
+    assert code == EXIT_OK
+    body = json.loads(out)
+    names = {p["name"] for p in body["profiles"]}
+    assert {"cpu", "fsdp"} <= names
+    assert next(p for p in body["profiles"] if p["name"] == "cpu")["cuda_variants"] == ["cpu"]
+
+
+def test_completion_takes_the_shell_as_a_flag_and_refuses_the_old_word(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(["completion", "--shell", "bash"], capsys)
+    assert code == EXIT_OK
+    assert "verl-bootstrap" in out
+    code, _, err = run(["completion", "bash"], capsys)
+    assert code == EXIT_BAD_INPUT
+    assert "hint: verl-bootstrap completion --shell bash" in err
+
+
+def test_help_loads_no_library_module() -> None:
+    """`--help` and the bare help stay fast: pydantic and the adapters are not imported."""
+    probe = (
+        "import sys, contextlib, io\n"
+        "from verl_bootstrap.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main([])\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'verl_bootstrap.cli.'))))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env
+    ).stdout
+    assert "pydantic" not in loaded
+    assert "verl_bootstrap.cli.lock" not in loaded
+    assert "verl_bootstrap.cli.cluster" not in loaded
