@@ -1,17 +1,23 @@
 """`remove` looks at every file of the prefix, not only its top level: a user's file deep inside a
-real venv or conda env refuses the removal, names the file, and nothing is deleted."""
+real venv or conda env refuses the removal, names the file, and nothing is deleted. In verl's
+checkout, an edit, a new file or a file git ignores (a checkpoint) is the user's work: `remove`
+refuses and lists each, `--keep-source` removes the env around it, and a ref switch leaves it."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 from test_e2e_cpu import closed_port
 from test_lifecycle import DATA, run
 from tinyenv import HOST_XY, tiny_parts
+from verlrepo import git, verl_sdist
 
-from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED
+from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED, EXIT_STEP_FAILED
 from verl_bootstrap.lifecycle.owned import foreign_files
+from verl_bootstrap.paths import file_sha256
+from verl_bootstrap.steps.source import unpack_sdist
 
 SITE = f"lib/python{HOST_XY}/site-packages"
 
@@ -71,3 +77,113 @@ def test_a_users_file_deep_in_a_conda_env_refuses_remove(
     assert foreign_files(prefix) == []
     mine = write(prefix / "lib" / f"python{HOST_XY}" / "my_module.py", prefix / "bin" / "run.sh")
     refuses_then_removes(prefix, mine)
+
+
+# --- verl's checkout: the user's work in it is never deleted or moved ---------------------------
+
+
+def tiny_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A real tiny env, verl from the stand-in's git repo; (prefix, verl's repo)."""
+    parts = tiny_parts(tmp_path, monkeypatch)
+    prefix = tmp_path / "env"
+    made = run(["--profile", str(parts.profile), "--prefix", str(prefix), "--verl-source",
+                str(parts.repo), "--cuda", "cpu"])  # fmt: skip
+    assert made.code == EXIT_OK, made.err
+    return prefix, parts.repo
+
+
+def work_in(checkout: Path) -> dict[Path, str]:
+    """An edit, a new file and a checkpoint where runs write (git ignores it): the user's work."""
+    edited = checkout / ("verl/__init__.py" if (checkout / ".git").exists() else PPO)
+    files = {
+        edited: edited.read_text(encoding="utf-8") + "# my change\n",
+        checkout / "my_experiment.py": "print('mine')\n",
+        checkout / "checkpoints" / "x.pt": "weights\n",
+    }
+    if (checkout / ".git").exists():  # verl's own .gitignore covers checkpoints/: the same here
+        (checkout / ".git" / "info" / "exclude").write_text("checkpoints/\n", encoding="utf-8")
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return files
+
+
+PPO = "verl/trainer/main_ppo.py"
+
+
+def refused_then_kept(prefix: Path, work: dict[Path, str], listed: list[str]) -> None:
+    """`remove` refuses, naming each file of the user's work; --keep-source removes the env and
+    leaves the checkout with that work as it was."""
+    before = files_of(prefix)
+    refused = run(["remove", "--prefix", str(prefix), "--yes"])
+    assert refused.code == EXIT_REFUSED, refused.err
+    assert "holds work of yours: " + ", ".join(listed) + "; nothing was deleted" in refused.err
+    assert "--keep-source" in refused.err
+    assert files_of(prefix) == before
+    kept = run(["remove", "--prefix", str(prefix), "--yes", "--keep-source"])
+    assert kept.code == EXIT_OK, kept.err
+    checkout = prefix / "src" / "verl"
+    assert sorted(p.name for p in prefix.iterdir()) == ["src"]
+    assert [p.name for p in (prefix / "src").iterdir()] == ["verl"]
+    assert {p: p.read_text(encoding="utf-8") for p in work} == work
+    assert (checkout / "pyproject.toml").is_file()
+
+
+def test_remove_refuses_an_edit_a_new_file_and_an_ignored_checkpoint_in_a_git_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prefix, _repo = tiny_env(tmp_path, monkeypatch)
+    work = work_in(prefix / "src" / "verl")
+    listed = ["checkpoints/x.pt (ignored by git)", "my_experiment.py (untracked)",
+              "verl/__init__.py (modified)"]  # fmt: skip
+    refused_then_kept(prefix, work, listed)
+
+
+def test_remove_refuses_an_edit_a_new_file_and_a_checkpoint_in_an_unpacked_sdist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """verl from its release sdist (no .git): the files are the tool's only while they are the
+    sdist's, with the sha256 recorded when it was unpacked."""
+    prefix, _repo = tiny_env(tmp_path, monkeypatch)
+    checkout = prefix / "src" / "verl"
+    shutil.rmtree(checkout)
+    archive = verl_sdist()
+    unpack_sdist(archive, checkout, file_sha256(archive))  # what the sdist fallback does
+    (checkout / "verl.egg-info" / "PKG-INFO").write_text("rebuilt\n")  # an editable build's own
+    work = work_in(checkout)
+    listed = ["checkpoints/x.pt (not in the sdist)", "my_experiment.py (not in the sdist)",
+              f"{PPO} (modified)"]  # fmt: skip
+    refused_then_kept(prefix, work, listed)
+
+
+def test_a_clean_sdist_checkout_goes_with_its_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prefix, _repo = tiny_env(tmp_path, monkeypatch)
+    checkout = prefix / "src" / "verl"
+    shutil.rmtree(checkout)
+    archive = verl_sdist()
+    unpack_sdist(archive, checkout, file_sha256(archive))
+    removed = run(["remove", "--prefix", str(prefix), "--yes"])
+    assert removed.code == EXIT_OK, removed.err
+    assert not prefix.exists()
+
+
+def test_a_checkout_holding_ignored_work_is_not_moved_to_another_ref(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prefix, repo = tiny_env(tmp_path, monkeypatch)
+    git(repo, "commit", "-q", "--allow-empty", "-m", "next")
+    git(repo, "tag", "v0.9.2")
+    checkout = prefix / "src" / "verl"
+    head = git(checkout, "rev-parse", "HEAD")
+    (checkout / ".git" / "info" / "exclude").write_text("checkpoints/\n", encoding="utf-8")
+    (checkout / "checkpoints").mkdir()
+    (checkout / "checkpoints" / "x.pt").write_text("weights\n", encoding="utf-8")
+    moved = run(["--profile", str(tmp_path / "tiny.yaml"), "--prefix", str(prefix),
+                 "--verl-source", str(repo), "--verl-ref", "v0.9.2", "--cuda", "cpu", "--yes",
+                 "--allow-unsupported-ref"])  # fmt: skip
+    assert moved.code == EXIT_STEP_FAILED, moved.err  # the fetch-source step stops the run
+    assert "holds work of yours (checkpoints/x.pt (ignored by git))" in moved.err
+    assert git(checkout, "rev-parse", "HEAD") == head
+    assert (checkout / "checkpoints" / "x.pt").read_text(encoding="utf-8") == "weights\n"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import shutil
 import sysconfig
 import tempfile
 from collections.abc import Mapping
@@ -180,6 +181,23 @@ def atomic_write(path: Path, text: str) -> None:
         _write_then_rename(path, text)
     except OSError as exc:
         raise cannot_write(path, exc) from None
+
+
+def atomic_copy(source: Path, dest: Path, mode: int = 0o644) -> None:
+    """Copy `source` to `dest` through a temp file in `dest`'s folder, then rename: a symlink
+    at `dest` is replaced, never written through onto its target."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(source, tmp)
+        Path(tmp).chmod(mode)
+        Path(tmp).replace(dest)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise cannot_write(dest, exc) from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def cannot_write(path: Path, exc: OSError) -> CannotWrite:

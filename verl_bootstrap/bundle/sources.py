@@ -13,6 +13,7 @@ from pathlib import Path
 import verl_bootstrap
 from verl_bootstrap import proc
 from verl_bootstrap.bundle.collect import Collected, resolve_download
+from verl_bootstrap.bundle.selfwheel import installed_requirements, repack_installed
 from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.errors import CommandFailed, Refused
 from verl_bootstrap.host.indexes import IndexSettings
@@ -60,9 +61,13 @@ def verl_pyproject(repo_git: Path, commit: str, *, work: Path) -> bytes | None:
 
 
 def build_tool_wheel(out: Path) -> Path:
-    """verl-bootstrap's own wheel, built from its source tree into `out`."""
-    root = _source_tree()
+    """verl-bootstrap's own wheel in the folder `out` (the caller's own: the build writes its
+    log there): built from its source tree when it runs from one, else packed again from its
+    installed files (pip, pipx, `uv tool install`)."""
     out.mkdir(parents=True, exist_ok=True)
+    root = _source_tree()
+    if root is None:
+        return repack_installed(out)
     proc.run(
         [uv_binary(), "build", "--wheel", "--quiet", "--out-dir", str(out), str(root)],
         log_path=out / "build.log",
@@ -71,28 +76,28 @@ def build_tool_wheel(out: Path) -> Path:
     return wheel
 
 
-def _source_tree() -> Path:
+def _source_tree() -> Path | None:
+    """The checkout the running verl-bootstrap is imported from (an editable install too)."""
     root = Path(verl_bootstrap.__file__).resolve().parents[1]
-    if not (root / "pyproject.toml").is_file():
-        raise Refused(
-            "the tool's own wheel is built from its source tree, and this verl-bootstrap is "
-            "installed without one",
-            hint="run this from a checkout of verl-bootstrap",
-        )
-    return root
+    return root if (root / "pyproject.toml").is_file() else None
+
+
+def _requirements(root: Path | None) -> list[str]:
+    if root is None:
+        return installed_requirements()
+    project = load_toml((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return list(project["dependencies"])
 
 
 def tool_wheels(
     lock: Lockfile, settings: IndexSettings, *, cache: Path, work: Path
 ) -> list[Collected]:
-    """verl-bootstrap's own wheel (built from its source tree) and its dependencies' wheels."""
-    root = _source_tree()
+    """verl-bootstrap's own wheel (however it was installed) and its dependencies' wheels."""
     wheel = build_tool_wheel(work / "tool-wheel")
-    project = load_toml((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     glibc = lock.cuda.virtual_packages.get("__glibc", DEFAULT_GLIBC)
     target = Target(lock.python, lock.platform, "", False, glibc)
     deps = resolve_download(
-        project["dependencies"], target, settings, cache=cache, work=work / "tool-deps"
+        _requirements(_source_tree()), target, settings, cache=cache, work=work / "tool-deps"
     )
     own = Collected(path=wheel, name="verl-bootstrap", sha256=file_sha256(wheel))
     return [own, *deps]

@@ -52,6 +52,10 @@ def flags_remove(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefix", type=path_arg, required=True, help="the env to delete")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask first")
     p.add_argument("--dry-run", action="store_true", help="show what would go; delete nothing")
+    p.add_argument(
+        "--keep-source", action="store_true",
+        help="remove the env but keep verl's checkout (src/verl) as it is, with your work in it",
+    )  # fmt: skip
     json_flag(p)
 
 
@@ -187,19 +191,22 @@ def cmd_remove(ns: argparse.Namespace) -> int:
     from verl_bootstrap.lifecycle.remove import check_removal, remove_env
 
     prefix = ns.prefix.absolute()
-    removal = check_removal(prefix)
-    err(f"remove {prefix} ({_size(removal.size)}): {', '.join(removal.entries) or 'state only'}")
+    removal = check_removal(prefix, keep_source=ns.keep_source)
+    kept = f", keeping {removal.kept}" if removal.kept else ""
+    what = ", ".join(removal.entries) or "state only"
+    err(f"remove {prefix} ({_size(removal.size)}): {what}{kept}")
     if ns.dry_run:
         if ns.json:
             emit_json({"removed": None, "dry_run": True, "entries": list(removal.entries)})
         return EXIT_OK
     if not ns.yes:
         confirm("delete it? [y/N] ", f"{prefix} was not removed", "pass --yes to remove it")
-    remove_env(prefix)
+    remove_env(prefix, keep_source=ns.keep_source)
     if ns.json:
-        emit_json({"removed": str(prefix), "entries": list(removal.entries)})
+        emit_json({"removed": str(prefix), "entries": list(removal.entries),
+                   "kept": None if removal.kept is None else str(removal.kept)})  # fmt: skip
     else:
-        out(f"removed {prefix}")
+        out(f"removed {prefix}{kept}")
     return EXIT_OK
 
 

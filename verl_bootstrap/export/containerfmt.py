@@ -4,7 +4,7 @@ writer of a definition and its build context."""
 from __future__ import annotations
 
 import os
-import shutil
+import tempfile
 from pathlib import Path
 
 from verl_bootstrap.errors import InputError
@@ -17,7 +17,7 @@ from verl_bootstrap.export.container import (
     install_lines,
 )
 from verl_bootstrap.lockfile.model import Lockfile
-from verl_bootstrap.paths import atomic_write
+from verl_bootstrap.paths import atomic_copy, atomic_write
 
 __all__ = [
     "APPTAINER_SECTIONS",
@@ -122,9 +122,13 @@ def write_container(
     else:
         from verl_bootstrap.bundle.sources import build_tool_wheel  # noqa: PLC0415 - uv build: index-sourced definitions only
 
-        shutil.copyfile(lockfile, folder / LOCKFILE_NAME)
-        wheel = build_tool_wheel(folder)
-        (folder / "build.log").unlink(missing_ok=True)
+        # renamed into place (a link at either name is replaced, not written through), and the
+        # wheel is built in a folder of the tool's own: the output folder is the user's
+        atomic_copy(lockfile, folder / LOCKFILE_NAME)
+        with tempfile.TemporaryDirectory(prefix="verl-bootstrap-wheel-") as tmp:
+            built = build_tool_wheel(Path(tmp))
+            wheel = folder / built.name
+            atomic_copy(built, wheel)
         source = ContainerSource(wheel=wheel.name)
         written += [folder / LOCKFILE_NAME, wheel]
     render = render_apptainer if fmt == "apptainer" else render_dockerfile

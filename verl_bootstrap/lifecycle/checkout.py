@@ -1,5 +1,6 @@
-"""Moving verl's checkout to another ref, safely: only a clean checkout the tool made and left as
-it was (its HEAD is still the commit the tool checked out) is ever moved.
+"""Moving verl's checkout to another ref, safely: only a checkout the tool made and left as it was
+(its HEAD is still the commit the tool checked out) and that holds no work of the user's (no edit,
+no new file, no file git ignores: verl_bootstrap.lifecycle.sourcework) is ever moved.
 
 The tool's mark sits inside `.git`, so it never shows as a change in the user's working tree.
 """
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from verl_bootstrap.errors import InputError, StepFailed
+from verl_bootstrap.lifecycle.sourcework import checkout_work
 from verl_bootstrap.redact import redact
 
 __all__ = ["commit_of", "mark_made", "move_checkout"]
@@ -52,6 +54,13 @@ def move_checkout(repo: Any, ref: str, wanted: str) -> str:
             "not left there by verl-bootstrap",
             hint=f"run `git -C {path} checkout {ref}` yourself, or use another --prefix; "
             "verl-bootstrap never moves a checkout it did not make",
+        )
+    work = checkout_work(Path(str(path)))
+    if work:  # checking out another commit may replace or delete them (an ignored file too)
+        raise InputError(
+            f"verl checkout {path} holds work of yours ({', '.join(work[:10])}), so it is not "
+            f"moved to {ref}",
+            hint="copy them elsewhere (or commit and push them), or use another --prefix",
         )
     repo.git.checkout("--quiet", "--detach", wanted, env=_ENV)
     mark_made(repo)

@@ -2,9 +2,10 @@
 
 What the tool made is the list of top-level names its runs created (kept in the state) and, inside
 them, the files its installs made (verl_bootstrap.lifecycle.owned). A name outside that list, a file
-at any depth that no install made, or uncommitted work in verl's checkout refuses the removal
-before anything is deleted. The prefix lock is held throughout, so a running install is never
-pulled from under.
+at any depth that no install made, or any work of the user's in verl's checkout (an edit, a new
+file, a file git ignores: verl_bootstrap.lifecycle.sourcework) refuses the removal before anything
+is deleted; `keep_source` removes the env and leaves the checkout as it is. The prefix lock is
+held throughout, so a running install is never pulled from under.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from verl_bootstrap import proc
 from verl_bootstrap.errors import Refused
 from verl_bootstrap.lifecycle.inspect import disk_usage, load_state
 from verl_bootstrap.lifecycle.owned import foreign_files
 from verl_bootstrap.lifecycle.registry import forget
 from verl_bootstrap.lifecycle.runlog import PREFIX_ITSELF, top_level
+from verl_bootstrap.lifecycle.sourcework import checkout_work
 from verl_bootstrap.paths import STATE_DIRNAME, checkout_dir, guard_file, state_dir
 from verl_bootstrap.run.guard import guarding
 
@@ -29,16 +30,32 @@ __all__ = ["Removal", "check_removal", "remove_env"]
 
 @dataclass(frozen=True)
 class Removal:
-    """What `remove` deletes: these entries of the prefix, then the prefix if the tool made it."""
+    """What `remove` deletes: these entries of the prefix (but `kept`, verl's checkout, when it
+    stays), then the prefix if the tool made it and nothing is kept."""
 
     prefix: Path
     entries: tuple[str, ...]
     prefix_too: bool
     size: int
+    kept: Path | None = None
 
 
-def check_removal(prefix: Path) -> Removal:
-    """What removing `prefix` deletes; Refused (nothing deleted) when it holds anything else."""
+def check_removal(prefix: Path, *, keep_source: bool = False) -> Removal:
+    """What removing `prefix` deletes; Refused (nothing deleted) when it holds anything else.
+
+    A folder that cannot be read is Refused too: what it holds cannot be checked."""
+    try:
+        return _check(prefix, keep_source=keep_source)
+    except OSError as exc:
+        where = exc.filename or prefix
+        raise Refused(
+            f"cannot look inside {where} ({exc.strerror or exc}), so what it holds cannot be "
+            "checked; nothing was deleted",
+            hint="make it readable to you (chmod u+rx), or delete the env yourself",
+        ) from None
+
+
+def _check(prefix: Path, *, keep_source: bool) -> Removal:
     if prefix.is_symlink():
         raise Refused(f"{prefix} is a symbolic link", hint="pass the folder it points to")
     state = load_state(prefix)
@@ -55,17 +72,21 @@ def check_removal(prefix: Path) -> Removal:
             hint="move them out of the prefix first",
         )
     _refuse_foreign_files(prefix)
-    _refuse_checkout_work(checkout_dir(prefix))
+    checkout = checkout_dir(prefix)
+    kept = checkout if keep_source and (checkout.exists() or checkout.is_symlink()) else None
+    if kept is None:
+        _refuse_checkout_work(checkout)
     entries = tuple(sorted(n for n in state.made if n not in (PREFIX_ITSELF, STATE_DIRNAME)))
-    return Removal(prefix, entries, PREFIX_ITSELF in state.made, disk_usage(prefix))
+    size = disk_usage(prefix) - (disk_usage(checkout) if kept else 0)
+    return Removal(prefix, entries, PREFIX_ITSELF in state.made and kept is None, size, kept)
 
 
-def remove_env(prefix: Path) -> Removal:
+def remove_env(prefix: Path, *, keep_source: bool = False) -> Removal:
     """Check again under the prefix lock, then delete; the state folder goes last."""
     with _locked(prefix):
-        removal = check_removal(prefix)
+        removal = check_removal(prefix, keep_source=keep_source)
         for name in removal.entries:
-            _delete(prefix / name)
+            _delete(prefix / name, keep=removal.kept)
         _delete(state_dir(prefix))
     if removal.prefix_too and not any(prefix.iterdir()):
         prefix.rmdir()
@@ -96,20 +117,28 @@ _SHOWN = 10
 
 
 def _refuse_checkout_work(checkout: Path) -> None:
-    """Edits or new files in verl's git checkout are the user's work: never deleted."""
-    if not (checkout / ".git").exists():
-        return
-    done = proc.capture(["git", "-C", str(checkout), "status", "--porcelain"])
-    status = done.stdout if done.returncode == 0 else f"?? (git status failed: {done.stderr})"
-    if status.strip():
-        changed = ", ".join(line[3:] for line in status.splitlines()[:5])
+    """Edits, new files and files git ignores in verl's checkout are the user's work."""
+    work = checkout_work(checkout)
+    if work:
+        shown = ", ".join(work[:_SHOWN]) + (
+            f" and {len(work) - _SHOWN} more" if len(work) > _SHOWN else ""
+        )
         raise Refused(
-            f"verl's checkout {checkout} has changes of yours ({changed}); nothing was deleted",
-            hint="commit and push them, or copy them elsewhere, then remove again",
+            f"verl's checkout {checkout} holds work of yours: {shown}; nothing was deleted",
+            hint="copy them elsewhere (or commit and push them), or pass --keep-source to "
+            "remove the env and keep the checkout as it is",
         )
 
 
-def _delete(path: Path) -> None:
+def _delete(path: Path, keep: Path | None = None) -> None:
+    """Delete `path`; when `keep` lies inside it, everything but `keep` (links not followed)."""
+    if keep is not None and path != keep and keep.is_relative_to(path) and not path.is_symlink():
+        for child in path.iterdir():
+            if child != keep:
+                _delete(child, keep)
+        return
+    if path == keep:
+        return
     if path.is_symlink() or path.is_file():
         path.unlink()
     elif path.is_dir():

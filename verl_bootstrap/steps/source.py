@@ -23,6 +23,7 @@ from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.errors import InputError, StepFailed
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.lifecycle.checkout import commit_of, mark_made, move_checkout
+from verl_bootstrap.lifecycle.sourcework import SDIST_MARK, record_unpacked
 from verl_bootstrap.lockfile.model import LockedSource
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import file_sha256
@@ -30,7 +31,7 @@ from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.redact import redact
 from verl_bootstrap.safety.credentials import lift
 
-__all__ = ["SourceResult", "SourceSpec", "fetch_source", "locked_source"]
+__all__ = ["SDIST_MARK", "SourceResult", "SourceSpec", "fetch_source", "locked_source"]
 
 _RELEASE_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+)?)$")
 _UNREACHABLE = (
@@ -42,7 +43,6 @@ _UNREACHABLE = (
     "unable to access",
     "could not read from remote repository",
 )
-SDIST_MARK = ".verl-bootstrap-sdist"  # in a checkout unpacked from the release sdist
 
 
 @dataclass(frozen=True)
@@ -277,6 +277,7 @@ def unpack_sdist(archive: Path, dest: Path, sha256: str) -> None:
     staging.mkdir(parents=True)
     try:
         _extract(archive, staging)
+        record_unpacked(staging)  # what is the tool's in it, for `remove` and a re-run
     except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise StepFailed(

@@ -1,0 +1,109 @@
+"""The tool packs itself however it was installed: from a real, non-editable `pip install` into a
+fresh venv (no source tree beside it), `export --format apptainer` and `bundle` carry a wheel
+packed from the installed files, with the same files and bytes as the wheel built from source.
+An index-sourced export writes into the user's folder without taking anything of theirs there.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+from bundlefixtures import manifest_of, run_tool, tool_env
+from lockfixtures import REPO
+
+CPU_LOCK = REPO / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"
+_NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__", "bench")
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with verl-bootstrap `pip install`ed (not editable) from a copy of the
+    source, so nothing is written into the checkout; its bin folder."""
+    base = tmp_path_factory.mktemp("pip-install")
+    source = base / "source"
+    shutil.copytree(REPO, source, ignore=_NOT_SOURCE)
+    subprocess.run([sys.executable, "-m", "venv", str(base / "venv")], check=True)
+    pip = [str(base / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", str(source)]
+    done = subprocess.run(pip, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    shutil.rmtree(source)  # the installed tool has no source tree to fall back on
+    return base / "venv" / "bin"
+
+
+def _installed_run(bin_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(bin_dir / "verl-bootstrap"), *args], capture_output=True, text=True, cwd=cwd,
+        env=tool_env(), check=False, timeout=1200,
+    )  # fmt: skip
+
+
+def _source_wheel(out: Path) -> zipfile.ZipFile:
+    """The wheel `uv build` makes from the source tree, to compare with."""
+    uv = Path(sys.executable).parent / "uv"
+    subprocess.run([str(uv), "build", "--wheel", "-q", "--out-dir", str(out), str(REPO)],
+                   check=True, capture_output=True)  # fmt: skip
+    (wheel,) = out.glob("verl_bootstrap-*.whl")
+    return zipfile.ZipFile(wheel)
+
+
+def _same_as_built(packed: zipfile.ZipFile, built: zipfile.ZipFile) -> None:
+    record = next(n for n in built.namelist() if n.endswith(".dist-info/RECORD"))
+    assert set(packed.namelist()) == set(built.namelist())
+    assert [n for n in built.namelist() if packed.read(n) != built.read(n)] == [record]
+    assert any(n.endswith(".data/data/share/verl-bootstrap/profiles/cpu.yaml")
+               for n in packed.namelist())  # fmt: skip
+
+
+def test_export_apptainer_works_from_a_pip_install(installed: Path, tmp_path: Path) -> None:
+    out = tmp_path / "context"
+    out.mkdir()
+    definition = out / "verl.def"
+    done = _installed_run(installed, "export", "--format", "apptainer", "--lockfile",
+                          str(CPU_LOCK), "--output", str(definition), cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (wheel,) = out.glob("verl_bootstrap-*-py3-none-any.whl")
+    assert wheel.name in definition.read_text(encoding="utf-8")
+    _same_as_built(zipfile.ZipFile(wheel), _source_wheel(tmp_path / "built"))
+
+
+def test_bundle_works_from_a_pip_install(
+    installed: Path, tmp_path: Path, bundle_lock: Path, verl_repo_session: Path
+) -> None:
+    bundle = tmp_path / "b.tar"
+    done = _installed_run(installed, "bundle", "--lockfile", str(bundle_lock), "-o", str(bundle),
+                          "--verl-source", str(verl_repo_session), cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (own,) = (m["path"] for m in manifest_of(bundle)["members"]
+              if m["role"] == "tool" and m["path"].startswith("tool/verl_bootstrap-"))  # fmt: skip
+    with tarfile.open(bundle) as tar:
+        handle = tar.extractfile(own)
+        assert handle is not None
+        (tmp_path / "own.whl").write_bytes(handle.read())
+    _same_as_built(zipfile.ZipFile(tmp_path / "own.whl"), _source_wheel(tmp_path / "built"))
+
+
+def test_an_index_export_keeps_what_the_output_folder_held(tmp_path: Path) -> None:
+    out = tmp_path / "context"
+    out.mkdir()
+    (out / "build.log").write_text("my build\n", encoding="utf-8")
+    target = tmp_path / "elsewhere.yaml"
+    target.write_text("mine\n", encoding="utf-8")
+    (out / "verl-bootstrap.lock.yaml").symlink_to(target)
+    done = run_tool("export", "--format", "dockerfile", "--lockfile", str(CPU_LOCK),
+                    "--output", str(out / "Dockerfile"))  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (out / "build.log").read_text(encoding="utf-8") == "my build\n"
+    assert target.read_text(encoding="utf-8") == "mine\n"  # the link was replaced, not followed
+    copied = out / "verl-bootstrap.lock.yaml"
+    assert not copied.is_symlink() and copied.read_bytes() == CPU_LOCK.read_bytes()
+    assert not (out / ".gitignore").exists()
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["Dockerfile", "build.log", "verl-bootstrap.lock.yaml",
+         next(p.name for p in out.glob("verl_bootstrap-*.whl"))]
+    )  # fmt: skip

@@ -1,0 +1,129 @@
+"""Which files in verl's checkout are the user's work, so the tool never deletes, replaces or
+moves it: people edit verl's editable checkout and run from it (checkpoints, outputs, logs).
+
+A file is the tool's only when it is exactly what the tool put there: in a git checkout, what git
+tracks, unchanged; in a checkout unpacked from the release sdist, a file of the sdist's list with
+its recorded sha256 (written when it was unpacked). Everything else is the user's, whatever git
+ignores: verl's `.gitignore` covers exactly where runs write. What the tool's own editable build
+writes (the `*.egg-info` metadata) and byte-code are not work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from verl_bootstrap import proc
+
+__all__ = ["SDIST_FILES", "SDIST_MARK", "checkout_work", "record_unpacked"]
+
+SDIST_MARK = ".verl-bootstrap-sdist"  # in a checkout unpacked from the release sdist
+SDIST_FILES = ".verl-bootstrap-sdist-files.json"  # beside it: each unpacked file's sha256
+_OWN = frozenset({SDIST_MARK, SDIST_FILES})
+_LINK = "link:"  # a symbolic link's entry in the list: its target, not a hash
+
+
+def record_unpacked(checkout: Path) -> None:
+    """List every file just unpacked into `checkout` with its sha256 (a link with its target)."""
+    body = {"schema": "verl-bootstrap.sdist-files/1", "files": dict(_fingerprints(checkout))}
+    (checkout / SDIST_FILES).write_text(json.dumps(body, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def checkout_work(checkout: Path) -> list[str]:
+    """The user's files in verl's checkout, each `path (why)`, sorted; empty when it has none
+    (or does not exist)."""
+    if not checkout.exists() and not checkout.is_symlink():
+        return []
+    if checkout.is_symlink() or not checkout.is_dir():
+        return [f"{checkout.name} (not a folder verl-bootstrap made)"]
+    if (checkout / ".git").exists():
+        return _git_work(checkout)
+    if (checkout / SDIST_MARK).is_file():
+        return _sdist_work(checkout)
+    return ["(every file: this is not a checkout verl-bootstrap made)"]
+
+
+def _git_work(checkout: Path) -> list[str]:
+    """Modified, staged, untracked and ignored files, from git's own status."""
+    done = proc.capture(
+        ["git", "-C", str(checkout), "status", "--porcelain=v1", "-z", "--ignored",
+         "--untracked-files=all"]
+    )  # fmt: skip
+    if done.returncode != 0:
+        return [f"(git status failed: {done.stderr.strip()[-200:]})"]
+    work = []
+    entries = iter(done.stdout.split("\0"))
+    for entry in entries:
+        if len(entry) < 4:
+            continue
+        code, path = entry[:2], entry[3:]
+        if code[0] in "RC":
+            next(entries, None)  # a rename's second field is where it came from
+        why = _GIT_WHY.get(code, "modified")
+        if why and not _generated(path):
+            work.append(f"{path} ({why})")
+    return sorted(work)
+
+
+# a deletion loses nothing; every other change (staged or not) is an edit
+_GIT_WHY = {"??": "untracked", "!!": "ignored by git", " D": "", "D ": ""}
+
+
+def _sdist_work(checkout: Path) -> list[str]:
+    listed = _listed(checkout)
+    if listed is None:
+        return [
+            "(every file: it was unpacked before verl-bootstrap recorded the sdist's files, so "
+            "edits cannot be told apart)"
+        ]
+    work = []
+    for rel, print_ in _fingerprints(checkout):
+        if rel in _OWN or _generated(rel):
+            continue
+        if rel not in listed:
+            work.append(f"{rel} (not in the sdist)")
+        elif listed[rel] != print_:
+            work.append(f"{rel} (modified)")
+    return sorted(work)
+
+
+def _listed(checkout: Path) -> dict[str, str] | None:
+    try:
+        body = json.loads((checkout / SDIST_FILES).read_text(encoding="utf-8"))
+        files = body["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(files, dict):
+        return None
+    return {str(k): str(v) for k, v in files.items()}
+
+
+def _fingerprints(root: Path) -> Iterator[tuple[str, str]]:
+    """(relative path, sha256 or link target) of every non-folder entry, links not followed."""
+    for folder, dirs, files in os.walk(root, onerror=_raise):
+        base = Path(folder)
+        for name in sorted(files + [d for d in dirs if (base / d).is_symlink()]):
+            path = base / name
+            rel = path.relative_to(root).as_posix()
+            yield rel, (_LINK + str(path.readlink()) if path.is_symlink() else _sha256(path))
+
+
+def _raise(exc: OSError) -> None:
+    raise exc
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _generated(rel: str) -> bool:
+    """What the tool's editable build writes (its metadata) and the interpreter's byte-code."""
+    parts = rel.rstrip("/").split("/")
+    return rel.endswith(".pyc") or any(p == "__pycache__" or p.endswith(".egg-info") for p in parts)
