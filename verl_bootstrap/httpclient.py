@@ -1,16 +1,19 @@
 """The one HTTP client: every probe and download the tool makes goes through here.
 
-It uses the standard library's client: `plan` probes optional indexes on every start, and
-importing requests would cost more than the probe itself. The user's settings come from an
-explicit environment mapping (doctor checks another user's or node's settings): proxies from
+It is requests, imported only when a remote URL is asked for (`--help` and a plan that probes
+nothing never load it). requests drops the `Authorization` header when a redirect changes the
+scheme, host or port, so a server cannot pass the user's credentials on to another host.
+
+The user's settings come from an explicit environment mapping (doctor checks another user's or
+node's settings), so requests' own reading of the process environment is off: proxies from
 HTTPS_PROXY, HTTP_PROXY and ALL_PROXY, with NO_PROXY honoured; a CA bundle from
 REQUESTS_CA_BUNDLE or SSL_CERT_FILE, as for pip and uv; credentials from the URL's userinfo,
-sent as a basic-auth header and never shown. Errors carry a redacted, one-line reason.
+else from $NETRC or ~/.netrc, sent as basic auth and never shown. Errors carry a redacted,
+one-line reason.
 """
 
 from __future__ import annotations
 
-import base64
 import os
 import re
 import shutil
@@ -22,15 +25,16 @@ from urllib.parse import unquote, urlparse, urlunparse
 
 from verl_bootstrap.redact import redact
 
-if TYPE_CHECKING:  # the client itself is imported only when a remote URL is asked for
-    import urllib.request
+if TYPE_CHECKING:  # requests is imported only when a remote URL is asked for
+    import requests
 
-__all__ = ["HttpError", "download", "fetch", "proxy_for", "reachable", "status"]
+__all__ = ["HttpError", "download", "fetch", "proxies_for", "proxy_for", "reachable", "status"]
 
 PROBE_TIMEOUT = 3.0
 _NOT_ALLOWED = {405, 501}  # some indexes refuse HEAD; ask again with GET
 _ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
 _PROXY_KEYS = {"http": ("http_proxy", "HTTP_PROXY"), "https": ("https_proxy", "HTTPS_PROXY")}
+_CHUNK = 1 << 16
 
 
 class HttpError(Exception):
@@ -45,7 +49,7 @@ class HttpError(Exception):
 @dataclass(frozen=True)
 class _Target:
     url: str  # without userinfo
-    auth: str | None  # the basic-auth header value, when the URL carried credentials
+    auth: tuple[str, str] | None  # basic-auth login and password, when there are any
 
 
 def _value(environ: Mapping[str, str], *keys: str) -> str | None:
@@ -92,16 +96,11 @@ def _target(url: str, environ: Mapping[str, str]) -> _Target:
     parsed = urlparse(url)
     if parsed.username is None:
         return _Target(url, _netrc_auth(parsed.hostname or "", environ))
-    pair = f"{unquote(parsed.username)}:{unquote(parsed.password or '')}"
     bare = parsed._replace(netloc=parsed.netloc.rpartition("@")[2])
-    return _Target(urlunparse(bare), _basic(pair))
+    return _Target(urlunparse(bare), (unquote(parsed.username), unquote(parsed.password or "")))
 
 
-def _basic(pair: str) -> str:
-    return "Basic " + base64.b64encode(pair.encode()).decode()
-
-
-def _netrc_auth(host: str, environ: Mapping[str, str]) -> str | None:
+def _netrc_auth(host: str, environ: Mapping[str, str]) -> tuple[str, str] | None:
     """Credentials for `host` in $NETRC or ~/.netrc, as pip, uv and git read them."""
     import netrc  # noqa: PLC0415 - only when a URL carries no credentials
 
@@ -116,32 +115,23 @@ def _netrc_auth(host: str, environ: Mapping[str, str]) -> str | None:
     if found is None:
         return None
     login, _, password = found
-    return _basic(f"{login}:{password or ''}")
+    return login, password or ""
 
 
-def _opener(url: str, environ: Mapping[str, str]) -> urllib.request.OpenerDirector:
-    import ssl  # noqa: PLC0415 - loaded only for a remote URL: plan starts faster
-    import urllib.request  # noqa: PLC0415 - loaded only for a remote URL: plan starts faster
+def _session(environ: Mapping[str, str]) -> requests.Session:
+    import requests  # noqa: PLC0415 - loaded only for a remote URL: --help and plan start faster
 
-    proxy = proxy_for(url, environ)
-    proxies = {urlparse(url).scheme: proxy} if proxy else {}
-    bundle = _value(environ, "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
-    return urllib.request.build_opener(
-        urllib.request.ProxyHandler(proxies),  # only ours: the process's own are not consulted
-        urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=bundle)),
-    )
+    session = requests.Session()
+    session.trust_env = False  # settings come from `environ`, which may not be this process's
+    session.verify = _value(environ, "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE") or True
+    session.headers["Accept-Encoding"] = "identity"  # the bytes as served: hashes are of those
+    return session
 
 
 def _reason(exc: BaseException) -> str:
     """The innermost cause ('Connection refused'), not the whole exception chain."""
-    inner = getattr(exc, "reason", exc)
-    found = _ERRNO.search(str(inner))
-    return found[1].strip() if found else redact(f"{type(inner).__name__}: {inner}")[:200]
-
-
-def _timed_out(exc: BaseException) -> bool:
-    inner = getattr(exc, "reason", exc)
-    return isinstance(inner, TimeoutError) or "timed out" in str(inner)
+    found = _ERRNO.search(str(exc))
+    return found[1].strip() if found else redact(f"{type(exc).__name__}: {exc}")[:200]
 
 
 def _request(
@@ -158,39 +148,47 @@ def _request(
 
     An HTTP error status is an answer, not an exception; no answer at all is an HttpError.
     """
-    import http.client  # noqa: PLC0415 - loaded only for a remote URL: plan starts faster
-    import urllib.error  # noqa: PLC0415 - loaded only for a remote URL: plan starts faster
-    import urllib.request  # noqa: PLC0415 - loaded only for a remote URL: plan starts faster
+    import requests  # noqa: PLC0415 - loaded only for a remote URL: --help and plan start faster
 
     target = _target(url, environ)
-    request = urllib.request.Request(target.url, method=method)
-    if target.auth:
-        request.add_header("Authorization", target.auth)
     try:
-        with _opener(url, environ).open(request, timeout=timeout) as answer:
-            if method == "HEAD":
-                return int(answer.status), b""
-            if sink is not None:
-                shutil.copyfileobj(answer, sink)
-                _check_whole(answer)
-                return int(answer.status), b""
-            body = bytes(answer.read(limit))
-            if limit < 0 or len(body) < limit:
-                _check_whole(answer)
-            return int(answer.status), body
-    except urllib.error.HTTPError as answer:
-        return answer.code, b""
-    except http.client.HTTPException as exc:  # IncompleteRead: the connection dropped midway
-        raise HttpError(f"the connection dropped mid-transfer ({type(exc).__name__})") from None
-    except (OSError, ValueError) as exc:  # no route, refused, timed out, TLS, unreadable CA file
-        raise HttpError(_reason(exc), timed_out=_timed_out(exc)) from None
+        with (
+            _session(environ) as session,
+            session.request(
+                method,
+                target.url,
+                auth=target.auth,
+                proxies=proxies_for(url, environ),
+                timeout=timeout,
+                stream=True,
+                allow_redirects=True,
+            ) as answer,
+        ):
+            if method == "HEAD" or answer.status_code >= 400:
+                return answer.status_code, b""
+            return answer.status_code, _body(answer, sink, limit)
+    except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError):
+        raise HttpError("the connection dropped mid-transfer (IncompleteRead)") from None
+    except requests.exceptions.Timeout as exc:
+        raise HttpError(_reason(exc), timed_out=True) from None
+    except (requests.exceptions.RequestException, OSError, ValueError) as exc:
+        # no route, refused, TLS, an unreadable CA file, a URL requests cannot parse
+        raise HttpError(_reason(exc)) from None
 
 
-def _check_whole(answer: object) -> None:
-    """A body shorter than its Content-Length: http.client ends such a read quietly."""
-    missing = getattr(answer, "length", None)
-    if missing:
-        raise HttpError(f"the connection dropped mid-transfer ({missing} bytes missing)")
+def _body(answer: requests.Response, sink: BinaryIO | None, limit: int) -> bytes:
+    """The body, into `sink` or read up to `limit`; urllib3 checks it against Content-Length."""
+    chunks = answer.iter_content(_CHUNK)
+    if sink is not None:
+        for chunk in chunks:
+            sink.write(chunk)
+        return b""
+    body = bytearray()
+    for chunk in chunks:
+        body += chunk
+        if 0 <= limit <= len(body):
+            return bytes(body[:limit])
+    return bytes(body)
 
 
 def status(url: str, *, environ: Mapping[str, str] | None = None, timeout: float) -> int:
