@@ -8,6 +8,7 @@ import threading
 import time
 from typing import TextIO
 
+from verl_bootstrap.cli.output import printable
 from verl_bootstrap.events import Event
 
 __all__ = ["Console"]
@@ -66,7 +67,7 @@ class Console:
     def _status(self, step: str, line: str) -> None:
         width = shutil.get_terminal_size((100, 20)).columns
         elapsed = time.monotonic() - self.started.get(step, time.monotonic())
-        text = f"  {step} {elapsed:5.0f}s │ {line}"[: width - 1]
+        text = printable(f"  {step} {elapsed:5.0f}s │ {line}")[: width - 1]
         self.stream.write("\r\033[K" + text)
         self.stream.flush()
         self.status_shown = True
@@ -75,7 +76,7 @@ class Console:
         if self.status_shown:
             self.stream.write("\r\033[K")
             self.status_shown = False
-        self.stream.write(text + "\n")
+        self.stream.write(printable(text) + "\n")
         self.stream.flush()
 
 

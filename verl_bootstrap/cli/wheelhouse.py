@@ -42,7 +42,9 @@ def flags_check(p: argparse.ArgumentParser) -> None:
 
 
 def _house_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--wheelhouse", type=path_arg, help="default: the site config's")
+    parser.add_argument(  # a string: a URL is not a path (Path would fold `//` and keep it)
+        "--wheelhouse", metavar="FOLDER_OR_URL", help="default: the site config's"
+    )
     parser.add_argument("--config", metavar="FILE_OR_URL", help="a site config file or URL")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
 
@@ -50,7 +52,7 @@ def _house_flags(parser: argparse.ArgumentParser) -> None:
 def _house(ns: argparse.Namespace) -> AnyWheelhouse:
     from verl_bootstrap.kernels.host import open_wheelhouse  # noqa: PLC0415 - kept off --help
 
-    configured = str(ns.wheelhouse) if ns.wheelhouse else None
+    configured = ns.wheelhouse or None
     if configured is None:
         from verl_bootstrap.siteconfig import load_site  # noqa: PLC0415 - kept off --help
 
@@ -65,7 +67,7 @@ def cmd_list(ns: argparse.Namespace) -> int:
     if ns.json:
         emit_json({"wheelhouse": house.shown(), "wheels": [e.to_json() for e in entries]})
         return EXIT_OK
-    out(f"wheelhouse {house.root}: {len(entries)} wheel(s)")
+    out(f"wheelhouse {house.shown()}: {len(entries)} wheel(s)")
     for e in entries:
         out(f"  {e.file}\n    {e.key.describe()}  sha256 {e.sha256}")
     return EXIT_OK
@@ -81,7 +83,7 @@ def cmd_add(ns: argparse.Namespace) -> int:
     if ns.json:
         emit_json({"wheelhouse": house.shown(), "added": entry.to_json()})
     else:
-        out(f"added {entry.file} to {house.root} ({key.describe()}, sha256 {entry.sha256})")
+        out(f"added {entry.file} to {house.shown()} ({key.describe()}, sha256 {entry.sha256})")
     return EXIT_OK
 
 
@@ -119,7 +121,8 @@ def cmd_check(ns: argparse.Namespace) -> int:
     if ns.json:
         emit_json({"wheelhouse": house.shown(), "ok": not problems, "problems": problems})
     else:
-        out(f"wheelhouse {house.root}: {len(house.entries())} wheel(s), {len(problems)} problem(s)")
+        count = len(house.entries())
+        out(f"wheelhouse {house.shown()}: {count} wheel(s), {len(problems)} problem(s)")
         for problem in problems:
             out(f"  {problem}")
     return EXIT_OK if not problems else EXIT_STEP_FAILED

@@ -5,6 +5,7 @@ sizing variables the user already set (which are kept)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sysconfig
 from collections.abc import Mapping
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verl_bootstrap import proc
+from verl_bootstrap.errors import InputError
 from verl_bootstrap.kernels.remotehouse import AnyWheelhouse, RemoteWheelhouse, is_url
 from verl_bootstrap.kernels.sizing import (
     ARCH_VARIABLES,
@@ -21,8 +23,11 @@ from verl_bootstrap.kernels.sizing import (
 )
 from verl_bootstrap.kernels.wheelhouse import Entry, Wheelhouse
 from verl_bootstrap.paths import default_wheelhouse
+from verl_bootstrap.redact import redact
 
 __all__ = ["KernelHost", "gather_kernel_host", "open_wheelhouse", "wheelhouse_root"]
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # any URL: only http(s) and file are read
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,11 @@ def open_wheelhouse(configured: str | None, environ: Mapping[str, str]) -> AnyWh
     """The lab wheelhouse: the site config's folder or index URL, else the tool home's."""
     if configured and is_url(configured):
         return RemoteWheelhouse(configured)
+    if configured and _SCHEME.match(configured) and not configured.startswith("file://"):
+        raise InputError(
+            f"wheelhouse {redact(configured)!r} is a URL the tool cannot read",
+            hint="name a folder, a file:// URL, or an http(s):// index URL",
+        )
     return Wheelhouse(wheelhouse_root(configured, environ))
 
 

@@ -24,7 +24,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.paths import atomic_write, file_sha256
-from verl_bootstrap.safety.shapes import inside
+from verl_bootstrap.safety.shapes import SHA256, control_char_at, inside
 
 __all__ = ["INDEX_NAME", "Entry", "Wheelhouse", "parse_index"]
 
@@ -167,6 +167,7 @@ def parse_index(text: str, path: str) -> Iterator[Entry]:
         ) from None
     for number, row in enumerate(rows):
         where = f"{path}: wheels[{number}]"
+        _check_row(row, where)
         try:
             name, version = _wheel_name(str(row["file"]), where=where)
             yield Entry(
@@ -174,3 +175,17 @@ def parse_index(text: str, path: str) -> Iterator[Entry]:
             )
         except (KeyError, TypeError, AttributeError):
             raise InputError(f"{where}: needs file, sha256 and key") from None
+
+
+def _check_row(row: object, where: str) -> None:
+    """Every value of an entry is one line (it is printed and becomes file names), the sha256
+    has its shape: an index is written by whoever can write the folder."""
+    at = control_char_at(row, "")
+    if at is not None:
+        raise InputError(
+            f"{where}{at}: holds a line break or control character",
+            hint="the index was edited by hand; restore it or move it aside",
+        )
+    digest = row.get("sha256") if isinstance(row, dict) else None
+    if digest is not None and not SHA256.fullmatch(str(digest)):
+        raise InputError(f"{where}.sha256: not a sha256 (64 hex digits)")

@@ -10,6 +10,7 @@ from typing import Any
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.paths import atomic_write
 from verl_bootstrap.run.statefile import parse_state
+from verl_bootstrap.safety.shapes import control_char_at
 
 __all__ = ["State", "StepRecord"]
 
@@ -90,6 +91,13 @@ def _check_types(path: Path, raw: dict[str, Any]) -> None:
             raise InputError(
                 f"{path}: field {name!r} must be a "
                 + ("mapping" if kind is dict else "list of names inside the prefix"),
+                hint="the state was edited by hand; restore it, or delete the field",
+            )
+    for name in ("record", "last_run", "made"):  # names, paths, URLs, times: each one line
+        at = control_char_at(raw.get(name), name)
+        if at is not None:
+            raise InputError(
+                f"{path}: field {at!r} holds a line break or control character",
                 hint="the state was edited by hand; restore it, or delete the field",
             )
 

@@ -21,7 +21,9 @@ __all__ = [
     "SHA256",
     "STAGE_ID",
     "check",
+    "control_char_at",
     "inside",
+    "one_line",
 ]
 
 # What profiles allow for stage ids (and the built-in steps' ids).
@@ -34,6 +36,34 @@ PACKAGE_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$")
 FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,254}$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 PYTHON_VERSION = re.compile(r"^3\.[0-9]{1,3}(\.[0-9]{1,3})?$")
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def one_line(value: str, what: str = "value") -> str:
+    """`value` when it holds no line break or other control character; else ValueError (pydantic
+    reports it): such a value would add a line to a file it is written into, or drive a
+    terminal it is printed on."""
+    if not isinstance(value, str) or _CONTROL.search(value):
+        raise ValueError(f"{what} must be one line with no control characters")
+    return value
+
+
+def control_char_at(value: object, where: str) -> str | None:
+    """The field path (`where.key[0]`) of the first string in `value`, a JSON document, that
+    holds a control character, or None. For files whose every value is one line."""
+    if isinstance(value, str):
+        return where if _CONTROL.search(value) else None
+    if isinstance(value, dict):
+        items = [(f"{where}.{k}", k) for k in value] + [
+            (f"{where}.{k}", v) for k, v in value.items()
+        ]
+    elif isinstance(value, list | tuple):
+        items = [(f"{where}[{i}]", v) for i, v in enumerate(value)]
+    else:
+        return None
+    return next((at for path, v in items if (at := control_char_at(v, path))), None)
 
 
 def check(value: str, shape: re.Pattern[str], what: str) -> str:

@@ -1,0 +1,82 @@
+"""Files a lab mate hands over (a wheelhouse index, an env's record) cannot drive the terminal,
+and a wheelhouse URL is never taken for a folder.
+
+Each case runs the real CLI in-process: bad input ends in exit 2 with a message naming the file
+and the field, and nothing raw (an escape sequence, a line break) reaches the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from verl_bootstrap import cli
+from verl_bootstrap.cli.output import out, printable
+
+ESC = "\x1b"
+KEY = {"torch": "2.11.0", "cuda": "13.0", "cxx11abi": True, "python": "cp312",
+       "platform": "linux_x86_64"}  # fmt: skip
+KEY_FLAG = "torch=2.11.0,cuda=13.0,cxx11abi=TRUE,python=cp312,platform=linux_x86_64"
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def _index(folder: Path, key: dict[str, object]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    row = {"file": "flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl", "sha256": "0" * 64, "key": key}
+    (folder / "index.json").write_text(json.dumps({"wheels": [row]}))
+    return folder
+
+
+def test_an_index_key_with_an_escape_and_a_line_break_is_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    house = _index(tmp_path / "wh", {**KEY, "torch": f"2.11.0{ESC}[2J\nadded fake-1.0.whl"})
+    code, text = _run(capsys, "wheelhouse", "list", "--wheelhouse", str(house))
+    assert code == 2
+    assert "index.json: wheels[0].key.torch: holds a line break or control character" in text
+    assert ESC not in text and "\nadded fake" not in text
+
+
+def test_a_record_profile_name_with_control_characters_is_refused_by_info(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prefix = tmp_path / "env"
+    (prefix / ".verl-bootstrap").mkdir(parents=True)
+    state = {"version": 1, "steps": {}, "protected": {}, "last_run": {}, "made": [],
+             "record": {"options": {}, "profile_name": f"cpu{ESC}]0;owned\a\nverl ok"}}  # fmt: skip
+    (prefix / ".verl-bootstrap" / "state.json").write_text(json.dumps(state))
+    code, text = _run(capsys, "info", "--prefix", str(prefix))
+    assert code == 2
+    assert "field 'record.profile_name' holds a line break or control character" in text
+    assert ESC not in text and "\a" not in text
+
+
+def test_the_printing_layer_shows_control_characters_escaped(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out(f"name {ESC}[31mred\rover\x9b2J\x7f\tkept\nnext line")
+    shown = capsys.readouterr().out
+    assert shown == "name \\x1b[31mred\\x0dover\\x9b2J\\x7f\tkept\nnext line\n"
+    assert printable("plain: ok") == "plain: ok"
+
+
+@pytest.mark.parametrize("url", ["https://user:pw@host.invalid/wh", "s3://user:pw@bucket/wh"])
+def test_wheelhouse_add_refuses_a_url_and_makes_no_folder(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    wheel = tmp_path / "flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl"
+    wheel.write_bytes(b"not really a wheel")
+    code, text = _run(
+        capsys, "wheelhouse", "add", str(wheel), "--key", KEY_FLAG, "--wheelhouse", url
+    )
+    assert code == 2 and "pw" not in text
+    assert "read, never written" in text or "a URL the tool cannot read" in text
+    assert sorted(p.name for p in tmp_path.iterdir()) == [wheel.name]  # no https:/ folder
