@@ -1,11 +1,73 @@
-"""The run's options, built once by the CLI and passed explicitly (no globals)."""
+"""The run's options, built once by the CLI and passed explicitly (no globals).
+
+Each install option is declared once, on its RunOptions field (`option(...)`): its flag, help,
+argparse kind, `install --help` group, whether the env's record keeps it and whether its value is
+masked there. The parser flags (cli.flags), the options builder (cli.options), the record
+(lifecycle.record) and the change check (lifecycle.changes) are all derived from `declared()`.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
+from typing import Any, Literal
 
-__all__ = ["RunOptions", "SiteOptions"]
+__all__ = [
+    "CONFIG_HELP",
+    "Declared",
+    "Option",
+    "RunOptions",
+    "SiteOptions",
+    "declared",
+    "option",
+]
+
+# value: one string; path: one path; number: a float; switch: on when given; repeat: repeatable
+Kind = Literal["value", "path", "number", "switch", "repeat"]
+# the heading an option is shown under in `install --help`
+Group = Literal["where", "what", "sources", "behaviour"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """How one RunOptions field is given on the command line and kept in the env's record."""
+
+    flags: tuple[str, ...] = ()  # its spellings; () for a field no flag sets (the site config)
+    help: str = ""
+    kind: Kind = "value"
+    group: Group = "behaviour"
+    recorded: bool = (
+        True  # kept in the env's record (resumed from it, compared by the change check)
+    )
+    masked: bool = False  # credentials are masked before the record keeps it
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+    exclusive: str = ""  # flags that share this name exclude each other (--locked | --frozen)
+    on_plan: bool = True  # `plan` takes the flag too (--wait is for a run that waits)
+    label: str = ""  # its name in the change check (default: the field's name, spaced)
+
+    @property
+    def dest(self) -> str:
+        """Where argparse puts the flag's value (from its first spelling, as argparse does)."""
+        return self.flags[0].lstrip("-").replace("-", "_")
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One declared option: its RunOptions field's name and default, and how it is given."""
+
+    name: str
+    default: Any
+    spec: Option
+
+    @property
+    def label(self) -> str:
+        return self.spec.label or self.name.replace("_", " ")
+
+
+def option(default: Any, *flags: str, **spec: Any) -> Any:
+    """A RunOptions field declared with its flag(s) and how it is recorded (see Option)."""
+    return field(default=default, metadata={"option": Option(flags=flags, **spec)})
 
 
 @dataclass(frozen=True)
@@ -26,30 +88,189 @@ class SiteOptions:
     cuda_arch: tuple[str, ...] = ()  # archs a source build uses when no GPU is seen
 
 
+_PROFILE_HELP = (
+    "a shipped profile name or a YAML file (default: the one --prefix was made with, else the "
+    "site config's defaults.profile)"
+)
+CONFIG_HELP = (
+    "a site config file or URL, over $VERL_BOOTSTRAP_CONFIG, ~/.config/verl-bootstrap/config.yaml "
+    "and /etc/verl-bootstrap/config.yaml"
+)
+
+
 @dataclass(frozen=True)
 class RunOptions:
-    """What the user asked for on the command line (after defaults)."""
+    """What the user asked for on the command line (after defaults); each option declared once."""
 
-    profile: str
-    prefix: Path
-    backend: str | None = None  # conda | venv; None: the profile's
-    verl_source: str | None = None
-    verl_ref: str | None = None
-    cuda: str = "auto"
-    indexes: tuple[tuple[str, str], ...] = ()  # (name, url) from --index and the site config
-    channels: tuple[str, ...] = ()
-    installer: str = "uv"
-    python: Path | None = None  # an interpreter to build the venv from
-    conda_exe: str | None = None
-    skip_checks: tuple[str, ...] = ()
-    require_gpu: bool = False
-    allow_unsupported_ref: bool = False
-    guard_wait: float = 0.0
-    offline: bool = False
-    with_tests: bool = False  # also install the stages marked `option: tests` (verl's test tools)
+    profile: str = field(
+        metadata={"option": Option(("--profile",), _PROFILE_HELP, group="what", metavar="NAME")}
+    )
+    prefix: Path = field(
+        metadata={
+            "option": Option(
+                ("--prefix",),
+                "where the env goes (default ~/.verl-bootstrap/envs/PROFILE)",
+                kind="path",
+                group="where",
+                recorded=False,  # the record lives in the env at the prefix
+            )
+        }
+    )
+    backend: str | None = option(
+        None,
+        "--backend",
+        help="env backend (default: the profile's)",
+        choices=("conda", "venv"),
+        group="where",
+    )  # conda | venv; None: the profile's
+    verl_source: str | None = option(
+        None,
+        "--verl-source",
+        help="verl git URL or local repo (a mirror)",
+        group="what",
+        masked=True,
+        label="verl source",
+    )
+    verl_ref: str | None = option(
+        None, "--verl-ref", help="verl tag, branch or commit (default: the profile's)", group="what"
+    )
+    cuda: str = option(
+        "auto",
+        "--cuda",
+        help="auto | cpu | cuXYZ (default auto: from the driver)",
+        group="what",
+        label="--cuda",
+    )
+    # (name, url) from --index and the site config
+    indexes: tuple[tuple[str, str], ...] = option(
+        (),
+        "--index",
+        kind="repeat",
+        metavar="NAME=URL",
+        group="sources",
+        masked=True,
+        help="point a named index elsewhere (repeatable; 'default' is the default index)",
+    )
+    channels: tuple[str, ...] = option(
+        (),
+        "--channel",
+        kind="repeat",
+        metavar="URL_OR_PATH",
+        group="sources",
+        masked=True,
+        help="conda channel (repeatable)",
+    )
+    installer: str = option(
+        "uv",
+        "--installer",
+        help="package installer (default uv)",
+        choices=("uv", "pip"),
+        group="where",
+    )
+    python: Path | None = option(
+        None, "--python", kind="path", help="base interpreter for the venv backend", group="where"
+    )  # an interpreter to build the venv from
+    conda_exe: str | None = option(
+        None,
+        "--conda-exe",
+        help="use this conda/mamba/micromamba instead of py-rattler",
+        group="where",
+    )
+    skip_checks: tuple[str, ...] = option(
+        (),
+        "--skip-check",
+        kind="repeat",
+        metavar="NAME",
+        label="skipped checks",
+        help="override one preflight check (recorded in the lockfile)",
+    )
+    require_gpu: bool = option(
+        False,
+        "--require-gpu",
+        kind="switch",
+        help="fail verification when no GPU smoke test can run",
+    )
+    allow_unsupported_ref: bool = option(
+        False,
+        "--allow-unsupported-ref",
+        kind="switch",
+        group="what",
+        help="use today's stack at a ref no stack covers",
+    )
+    guard_wait: float = option(
+        0.0,
+        "--wait",
+        kind="number",
+        metavar="SECONDS",
+        recorded=False,  # how long this run waits changes nothing it builds
+        on_plan=False,
+        help="wait this long for another run's prefix lock",
+    )
+    offline: bool = option(
+        False,
+        "--offline",
+        kind="switch",
+        group="sources",
+        help="install only from caches and local paths",
+    )
+    # also install the stages marked `option: tests` (verl's test tools)
+    with_tests: bool = option(
+        False,
+        "--with-tests",
+        kind="switch",
+        group="what",
+        help="also install what verl's own test suite needs (the profile's test stages)",
+    )
     site: SiteOptions = SiteOptions()  # from the site config; CLI flags override it
-    locked: bool = False  # install exactly a lockfile whose profile hash matches the profile
-    frozen: bool = False  # install a lockfile as it is (no profile-hash check)
-    lockfile: Path | None = None  # the lockfile (default: lockfiles/PROFILE/VARIANT-PLATFORM)
-    cuda_arch: tuple[str, ...] = ()  # --cuda-arch: the archs a kernel source build compiles for
-    config: str | None = None  # the site config passed with --config (a file or a URL)
+    # install exactly a lockfile whose profile hash matches the profile
+    locked: bool = option(
+        False,
+        "--locked",
+        kind="switch",
+        group="sources",
+        exclusive="lock-mode",
+        help="install exactly the profile's lockfile (refused when the profile changed since)",
+    )
+    # install a lockfile as it is (no profile-hash check)
+    frozen: bool = option(
+        False,
+        "--frozen",
+        kind="switch",
+        group="sources",
+        exclusive="lock-mode",
+        help="install the lockfile as it is, even if stale",
+    )
+    # the lockfile (default: lockfiles/PROFILE/VARIANT-PLATFORM)
+    lockfile: Path | None = option(
+        None,
+        "--lockfile",
+        kind="path",
+        metavar="PATH",
+        group="sources",
+        help="the lockfile to install (implies --locked; default lockfiles/PROFILE/...)",
+    )
+    # the archs a kernel source build compiles for
+    cuda_arch: tuple[str, ...] = option(
+        (),
+        "--cuda-arch",
+        kind="repeat",
+        metavar="CC",
+        group="what",
+        help="GPU architecture a kernel source build compiles for, e.g. 9.0 (repeatable; "
+        "default: the GPUs seen here, else the site config's)",
+    )
+    # the site config passed with --config (a file or a URL)
+    config: str | None = option(
+        None, "--config", metavar="FILE_OR_URL", help=CONFIG_HELP, group="sources", masked=True
+    )
+
+
+def declared(cls: type[RunOptions] | None = None) -> tuple[Declared, ...]:
+    """Every field of `cls` (default RunOptions) declared as an option, in field order."""
+    found = []
+    for f in fields(cls or RunOptions):
+        spec = f.metadata.get("option")
+        if isinstance(spec, Option):
+            default = None if f.default is MISSING else f.default
+            found.append(Declared(f.name, default, spec))
+    return tuple(found)

@@ -1,69 +1,73 @@
-"""Flag groups that several commands share, declared once."""
+"""Flags that several commands share. The install options' flags are derived from their
+declarations on RunOptions (verl_bootstrap.options), so a new option is one field there."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Collection, Mapping
+from typing import Any
 
 from verl_bootstrap.cli.output import path_arg
+from verl_bootstrap.options import CONFIG_HELP, Declared, RunOptions, declared
 
-__all__ = ["config_flag", "index_flags", "json_flag", "lock_flags", "source_flags"]
+__all__ = [
+    "INDEX_OPTIONS",
+    "SOURCE_OPTIONS",
+    "bundle_flag",
+    "config_flag",
+    "json_flag",
+    "option_flags",
+]
 
-CONFIG_HELP = (
-    "a site config file or URL, over $VERL_BOOTSTRAP_CONFIG, ~/.config/verl-bootstrap/config.yaml "
-    "and /etc/verl-bootstrap/config.yaml"
-)
-
-
-def source_flags(p: argparse.ArgumentParser) -> None:
-    """Where verl comes from."""
-    p.add_argument("--verl-source", help="verl git URL or local repo (a mirror)")
-    p.add_argument("--verl-ref", help="verl tag, branch or commit (default: the profile's)")
-    p.add_argument(
-        "--allow-unsupported-ref",
-        action="store_true",
-        help="use today's stack at a ref no stack covers",
-    )
+# where verl comes from, and where packages come from: what the lockfile commands take
+SOURCE_OPTIONS = ("verl_source", "verl_ref", "allow_unsupported_ref")
+INDEX_OPTIONS = ("backend", "indexes", "channels", "offline")
 
 
-def index_flags(p: argparse.ArgumentParser, *, offline_help: str) -> None:
-    """Where packages come from: the backend, named indexes, conda channels, the network."""
-    p.add_argument(
-        "--backend", choices=["conda", "venv"], help="env backend (default: the profile's)"
-    )
-    p.add_argument(
-        "--index",
-        action="append",
-        default=[],
-        metavar="NAME=URL",
-        help="point a named index elsewhere (repeatable; 'default' is the default index)",
-    )
-    p.add_argument(
-        "--channel",
-        action="append",
-        default=[],
-        metavar="URL_OR_PATH",
-        help="conda channel (repeatable)",
-    )
-    p.add_argument("--offline", action="store_true", help=offline_help)
+def option_flags(
+    p: argparse.ArgumentParser,
+    names: Collection[str] | None = None,
+    *,
+    command: str = "install",
+    helps: Mapping[str, str] | None = None,
+    cls: type[RunOptions] | None = None,
+) -> None:
+    """Add the flags of the declared options `names` (default: every one `command` takes);
+    `helps` words a flag's help for this command."""
+    exclusive: dict[str, Any] = {}
+    for option in declared(cls or RunOptions):
+        spec = option.spec
+        if not spec.flags or (names is not None and option.name not in names):
+            continue
+        if names is None and command != "install" and not spec.on_plan:
+            continue
+        target: Any = p
+        if spec.exclusive:
+            if spec.exclusive not in exclusive:
+                exclusive[spec.exclusive] = p.add_mutually_exclusive_group()
+            target = exclusive[spec.exclusive]
+        target.add_argument(*spec.flags, **_argparse_kwargs(option, (helps or {}).get(option.name)))
 
 
-def lock_flags(p: argparse.ArgumentParser) -> None:
-    """Installing a lockfile instead of resolving."""
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument(
-        "--locked",
-        action="store_true",
-        help="install exactly the profile's lockfile (refused when the profile changed since)",
-    )
-    mode.add_argument(
-        "--frozen", action="store_true", help="install the lockfile as it is, even if stale"
-    )
-    p.add_argument(
-        "--lockfile",
-        type=path_arg,
-        metavar="PATH",
-        help="the lockfile to install (implies --locked; default lockfiles/PROFILE/...)",
-    )
+def _argparse_kwargs(option: Declared, help_text: str | None) -> dict[str, Any]:
+    spec = option.spec
+    kwargs: dict[str, Any] = {"help": help_text or spec.help}
+    if spec.kind == "switch":
+        kwargs["action"] = "store_true"
+    elif spec.kind == "repeat":
+        kwargs.update(action="append", default=[])
+    elif spec.kind == "path":
+        kwargs["type"] = path_arg
+    elif spec.kind == "number":
+        kwargs.update(type=float, default=option.default)
+    if spec.choices:
+        kwargs["choices"] = list(spec.choices)
+    if spec.metavar:
+        kwargs["metavar"] = spec.metavar
+    return kwargs
+
+
+def bundle_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--bundle",
         type=path_arg,

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verl_bootstrap.cli.flags import index_flags, json_flag, source_flags
+from verl_bootstrap.cli.flags import INDEX_OPTIONS, SOURCE_OPTIONS, json_flag, option_flags
 from verl_bootstrap.cli.options import run_options
 from verl_bootstrap.errors import InputError
 
@@ -29,8 +29,9 @@ __all__ = [
 
 def lock_source_flags(p: argparse.ArgumentParser) -> None:
     """Where a lock's packages and verl come from, and --json."""
-    index_flags(p, offline_help="resolve from uv's cache only")
-    source_flags(p)
+    option_flags(
+        p, (*INDEX_OPTIONS, *SOURCE_OPTIONS), helps={"offline": "resolve from uv's cache only"}
+    )
     json_flag(p)
 
 

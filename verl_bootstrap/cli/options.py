@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.options import RunOptions
+from verl_bootstrap.options import Declared, RunOptions, declared
 from verl_bootstrap.paths import default_prefix
 
 __all__ = ["profile_stem", "run_options"]
@@ -59,34 +59,17 @@ def run_options(ns: argparse.Namespace, **fixed: Any) -> RunOptions:
         values = merge_options({**given, "profile": profile}, recorded)
     _check_prefix(Path(prefix))
     indexes = merge_indexes(named_indexes(site.config), (recorded or {}).get("indexes"), flags)
-    locked, frozen = bool(values["locked"]), bool(values["frozen"])
     lockfile = _path(values["lockfile"])
-    if lockfile is None and (locked or frozen):
+    if lockfile is None and (values["locked"] or values["frozen"]):
         lockfile = site_lockfile(site, os.environ)  # the lab's lockfile, when it names one
-    chosen: dict[str, Any] = {
+    chosen = {
+        **_chosen(values, ns),
         "profile": profile,
         "prefix": Path(prefix).absolute(),
-        "backend": values["backend"],
-        "verl_source": values["verl_source"],
-        "verl_ref": values["verl_ref"],
-        "cuda": values["cuda"] or "auto",
         "indexes": tuple(indexes.items()),
-        "channels": tuple(values["channels"] or ()),
-        "installer": values["installer"] or "uv",
-        "python": _path(values["python"]),
-        "conda_exe": values["conda_exe"],
-        "skip_checks": tuple(values["skip_checks"] or ()),
-        "require_gpu": bool(values["require_gpu"]),
-        "allow_unsupported_ref": bool(values["allow_unsupported_ref"]),
-        "guard_wait": flag("wait") or 0.0,
-        "offline": bool(values["offline"]),
-        "with_tests": bool(values["with_tests"]),
         "site": site_options(site),
-        "locked": locked,
-        "frozen": frozen,
         "lockfile": lockfile,
         "cuda_arch": _cuda_archs(values["cuda_arch"] or ()),
-        "config": values["config"],
     }
     return RunOptions(**{**chosen, **fixed})
 
@@ -117,19 +100,44 @@ def _check_prefix(prefix: Path) -> None:
 
 
 def _given_flags(ns: argparse.Namespace) -> dict[str, Any]:
-    """The plan-shaping flags as parsed: None, [] or False where the user left one out."""
+    """The recorded options' flags as parsed: None, [] or False where the user left one out."""
     flag = vars(ns).get
-    return {
-        "profile": flag("profile"), "backend": flag("backend"),
-        "verl_source": flag("verl_source"), "verl_ref": flag("verl_ref"), "cuda": flag("cuda"),
-        "channels": list(flag("channel") or ()), "installer": flag("installer"),
-        "python": flag("python"), "conda_exe": flag("conda_exe"),
-        "skip_checks": list(flag("skip_check") or ()), "require_gpu": bool(flag("require_gpu")),
-        "allow_unsupported_ref": bool(flag("allow_unsupported_ref")),
-        "offline": bool(flag("offline")), "locked": bool(flag("locked")),
-        "frozen": bool(flag("frozen")), "lockfile": flag("lockfile"), "config": flag("config"),
-        "with_tests": bool(flag("with_tests")), "cuda_arch": list(flag("cuda_arch") or ()),
-    }  # fmt: skip
+    given: dict[str, Any] = {}
+    for option in declared(RunOptions):
+        if option.spec.flags and option.spec.recorded:
+            value = flag(option.spec.dest)
+            kind = option.spec.kind
+            given[option.name] = (
+                bool(value)
+                if kind == "switch"
+                else list(value or ())
+                if kind == "repeat"
+                else value
+            )
+    return given
+
+
+def _chosen(values: dict[str, Any], ns: argparse.Namespace) -> dict[str, Any]:
+    """Each declared option's value: the merged flag or record (a flag for an option the record
+    does not keep), made the field's type; left out, the field's default."""
+    chosen: dict[str, Any] = {}
+    for option in declared(RunOptions):
+        if not option.spec.flags:
+            continue
+        value = values.get(option.name) if option.spec.recorded else vars(ns).get(option.spec.dest)
+        chosen[option.name] = _typed(option, value)
+    return chosen
+
+
+def _typed(option: Declared, value: Any) -> Any:
+    kind = option.spec.kind
+    if kind == "switch":
+        return bool(value)
+    if kind == "repeat":
+        return tuple(value or ())
+    if kind == "path":
+        return _path(value)
+    return value or option.default if option.default is not None else value
 
 
 def _recorded(prefix: Path) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterable
 from typing import NoReturn
 
-from verl_bootstrap.cli.flags import config_flag, index_flags, json_flag, lock_flags, source_flags
+from verl_bootstrap.cli.flags import bundle_flag, json_flag, option_flags
 from verl_bootstrap.cli.output import err, path_arg
 from verl_bootstrap.cli.registry import COMMANDS, Command, resolve
 
@@ -121,58 +121,15 @@ def _add(sub: argparse._SubParsersAction[Parser], entry: Command, *, full: bool)
     p.set_defaults(handler=entry.handler)
 
 
-PROFILE_HELP = (
-    "a shipped profile name or a YAML file (default: the one --prefix was made with, else the "
-    "site config's defaults.profile)"
-)
-
-
-def _install_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", metavar="NAME", help=PROFILE_HELP)
-    p.add_argument(
-        "--prefix",
-        type=path_arg,
-        help="where the env goes (default ~/.verl-bootstrap/envs/PROFILE)",
-    )
-    config_flag(p)
-    p.add_argument("--conda-exe", help="use this conda/mamba/micromamba instead of py-rattler")
-    source_flags(p)
-    p.add_argument("--cuda", help="auto | cpu | cuXYZ (default auto: from the driver)")
-    index_flags(p, offline_help="install only from caches and local paths")
-    p.add_argument("--installer", choices=["uv", "pip"], help="package installer (default uv)")
-    p.add_argument("--python", type=path_arg, help="base interpreter for the venv backend")
-    p.add_argument(
-        "--skip-check",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="override one preflight check (recorded in the lockfile)",
-    )
-    p.add_argument(
-        "--require-gpu",
-        action="store_true",
-        help="fail verification when no GPU smoke test can run",
-    )
-    p.add_argument(
-        "--cuda-arch",
-        action="append",
-        default=[],
-        metavar="CC",
-        help="GPU architecture a kernel source build compiles for, e.g. 9.0 (repeatable; "
-        "default: the GPUs seen here, else the site config's)",
-    )
-    p.add_argument(
-        "--with-tests",
-        action="store_true",
-        help="also install what verl's own test suite needs (the profile's test stages)",
-    )
-    lock_flags(p)
+def _install_flags(p: argparse.ArgumentParser, command: str) -> None:
+    option_flags(p, command=command)  # every install option, as RunOptions declares it
+    bundle_flag(p)
     json_flag(p)
 
 
 def flags_install(p: argparse.ArgumentParser) -> None:
     """install: the plan's flags, and how the run behaves."""
-    _install_flags(p)
+    _install_flags(p, "install")
     p.add_argument("--dry-run", action="store_true", help="show the plan and stop")
     p.add_argument(
         "--yes",
@@ -187,19 +144,12 @@ def flags_install(p: argparse.ArgumentParser) -> None:
         metavar="STEP",
         help="re-run a step even if up to date",
     )
-    p.add_argument(
-        "--wait",
-        type=float,
-        default=0.0,
-        metavar="SECONDS",
-        help="wait this long for another run's prefix lock",
-    )
     p.add_argument("--no-preflight", action="store_true", help="skip doctor's preflight checks")
 
 
 def flags_plan(p: argparse.ArgumentParser) -> None:
     """plan: the same flags that shape an install's plan."""
-    _install_flags(p)
+    _install_flags(p, "plan")
 
 
 def flags_verify(p: argparse.ArgumentParser) -> None:

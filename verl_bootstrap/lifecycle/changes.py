@@ -15,7 +15,7 @@ from packaging.specifiers import SpecifierSet
 
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.envs.venv import python_version
-from verl_bootstrap.lifecycle.record import OPTION_FIELDS, plan_options
+from verl_bootstrap.lifecycle.record import plan_options, recorded_options
 from verl_bootstrap.lockfile.model import profile_hash
 from verl_bootstrap.paths import state_file
 from verl_bootstrap.run.state import State
@@ -27,7 +27,6 @@ __all__ = ["Change", "ChangeSet", "changes_for"]
 
 # compared as they resolved (below), not as flags
 _RESOLVED = ("verl_ref", "backend")
-_LABELS = {"verl_source": "verl source", "skip_checks": "skipped checks", "cuda": "--cuda"}
 
 
 @dataclass(frozen=True)
@@ -81,9 +80,9 @@ def changes_for(plan: Plan) -> ChangeSet | None:
 def _differences(record: dict[str, Any], plan: Plan) -> tuple[Change, ...]:
     old, new = record.get("options", {}), plan_options(plan)
     found = [
-        Change(_LABELS.get(name, name.replace("_", " ")), _show(old.get(name)), _show(new[name]))
-        for name in OPTION_FIELDS
-        if name not in _RESOLVED and old.get(name) != new[name]
+        Change(o.label, _show(old.get(o.name)), _show(new[o.name]))
+        for o in recorded_options(plan.options)
+        if o.name not in _RESOLVED and old.get(o.name) != new[o.name]
     ]
     resolved = {"verl ref": plan.source.ref, "backend": plan.backend, "variant": plan.variant}
     keys = {"verl ref": "verl_ref", "backend": "backend", "variant": "variant"}

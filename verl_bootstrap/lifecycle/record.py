@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from verl_bootstrap import __version__
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.lockfile.model import profile_hash
+from verl_bootstrap.options import Declared, RunOptions, declared
 from verl_bootstrap.paths import state_file
 from verl_bootstrap.redact import redact
 from verl_bootstrap.run.state import State
@@ -22,20 +23,20 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MASK",
-    "OPTION_FIELDS",
     "plan_options",
     "profile_ref",
     "read_record",
     "record_of",
+    "recorded_options",
 ]
 
 MASK = "***"
-# Every RunOptions field that changes the plan; --wait and --yes do not, so they are not kept.
-OPTION_FIELDS = (
-    "profile", "backend", "verl_source", "verl_ref", "cuda", "indexes", "channels", "installer",
-    "python", "conda_exe", "skip_checks", "require_gpu", "allow_unsupported_ref", "offline",
-    "locked", "frozen", "lockfile", "config", "with_tests", "cuda_arch",
-)  # fmt: skip
+
+
+def recorded_options(options: RunOptions) -> tuple[Declared, ...]:
+    """The options the record keeps: every one declared on RunOptions as recorded (each changes
+    the plan; --wait does not, so it is not kept)."""
+    return tuple(o for o in declared(type(options)) if o.spec.recorded)
 
 
 def profile_ref(profile: str) -> str:
@@ -48,29 +49,24 @@ def profile_ref(profile: str) -> str:
 def plan_options(plan: Plan) -> dict[str, Any]:
     """The options that shaped `plan`, in the form the record keeps and compares."""
     o = plan.options
-    return {
-        "profile": profile_ref(o.profile),
-        "backend": o.backend,
-        # a local path is kept as the URL it resolved to, so a resume from elsewhere finds it
-        "verl_source": redact(plan.source.repo) if o.verl_source else None,
-        "verl_ref": o.verl_ref,
-        "cuda": o.cuda,
-        "indexes": [[name, redact(url)] for name, url in o.indexes],
-        "channels": [redact(c) for c in o.channels],
-        "installer": o.installer,
-        "python": _path(o.python),
-        "conda_exe": o.conda_exe,
-        "skip_checks": list(o.skip_checks),
-        "require_gpu": o.require_gpu,
-        "allow_unsupported_ref": o.allow_unsupported_ref,
-        "offline": o.offline,
-        "locked": o.locked,
-        "frozen": o.frozen,
-        "lockfile": _path(o.lockfile),
-        "config": _config(o.config),
-        "with_tests": o.with_tests,
-        "cuda_arch": list(o.cuda_arch),
-    }
+    kept = {option.name: _kept(option, getattr(o, option.name)) for option in recorded_options(o)}
+    # as the user named them: a profile file by its path, a site config file by its path
+    kept["profile"] = profile_ref(o.profile)
+    kept["config"] = _config(o.config)
+    # a local path is kept as the URL it resolved to, so a resume from elsewhere finds it
+    kept["verl_source"] = redact(plan.source.repo) if o.verl_source else None
+    return kept
+
+
+def _kept(option: Declared, value: Any) -> Any:
+    """`value` as the record keeps it: JSON types, paths absolute, credentials masked."""
+    if isinstance(value, tuple):
+        return [_kept(option, v) for v in value]
+    if isinstance(value, Path):
+        return _path(value)
+    if option.spec.masked and isinstance(value, str):
+        return redact(value)
+    return value
 
 
 def record_of(plan: Plan) -> dict[str, Any]:

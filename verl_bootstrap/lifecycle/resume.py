@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.lifecycle.record import MASK, OPTION_FIELDS
+from verl_bootstrap.lifecycle.record import MASK
+from verl_bootstrap.options import declared
 
 __all__ = ["merge_indexes", "merge_options"]
 
@@ -18,16 +19,17 @@ __all__ = ["merge_indexes", "merge_options"]
 def merge_options(given: Mapping[str, Any], recorded: Mapping[str, Any] | None) -> dict[str, Any]:
     """Each option: the flag when given, else the record's (indexes are merged by name)."""
     recorded = recorded or {}
-    merged: dict[str, Any] = {}
-    for name in OPTION_FIELDS:
-        value = given.get(name)
-        merged[name] = value if _given(value) else recorded.get(name)
-    for name in ("verl_source", "config"):
-        if MASK in str(merged.get(name) or ""):
-            flag = "--" + name.replace("_", "-")
+    merged = {
+        name: given.get(name) if _given(given.get(name)) else recorded.get(name)
+        for name in {**given, **recorded}
+    }
+    for option in declared():
+        masked_value = option.spec.masked and option.spec.kind != "repeat"  # lists: merge_indexes
+        if masked_value and MASK in str(merged.get(option.name) or ""):
+            flag = option.spec.flags[0]
             raise InputError(
-                f"the env's recorded {flag} {merged[name]} held credentials, which are never "
-                "recorded",
+                f"the env's recorded {flag} {merged[option.name]} held credentials, which are "
+                "never recorded",
                 hint=f"pass {flag} again with them",
             )
     return merged
