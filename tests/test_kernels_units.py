@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_bootstrap.errors import InputError
+from verl_bootstrap.errors import InputError, Refused
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.gpu.table import parse_query_gpus
 from verl_bootstrap.kernels.key import BuildKey, parse_wheel_name, render_template
@@ -149,7 +149,7 @@ def test_a_read_only_wheelhouse_is_read_never_written(tmp_path: Path) -> None:
     try:
         assert not house.writable()
         assert house.lookup("standin-kernel", "0.1.0", ENV) is not None
-        with pytest.raises(InputError, match="read-only"):
+        with pytest.raises(Refused, match="read-only for you"):
             house.publish(wheel(tmp_path / "c", "other-1.0-py3-none-any.whl"), ENV)
     finally:
         undo()

@@ -64,10 +64,13 @@ def cmd_list(ns: argparse.Namespace) -> int:
     """`wheelhouse list`."""
     house = _house(ns)
     entries = house.entries()
+    writable = house.writable()
     if ns.json:
-        emit_json({"wheelhouse": house.shown(), "wheels": [e.to_json() for e in entries]})
+        emit_json({"wheelhouse": house.shown(), "writable": writable,
+                   "wheels": [e.to_json() for e in entries]})  # fmt: skip
         return EXIT_OK
-    out(f"wheelhouse {house.shown()}: {len(entries)} wheel(s)")
+    mode = "" if writable else " (read-only for you: used, never written)"
+    out(f"wheelhouse {house.shown()}: {len(entries)} wheel(s){mode}")
     for e in entries:
         out(f"  {e.file}\n    {e.key.describe()}  sha256 {e.sha256}")
     return EXIT_OK

@@ -128,7 +128,10 @@ def decision(
     sizing = BuildSizing(archs, arch_why, jobs, jobs_why)
     env = {"MAX_JOBS": str(jobs), **arch_variables(kernel.arch_variables, archs), **threads}
     env = {k: v for k, v in env.items() if k not in preset or k == "MAX_JOBS"}
-    estimate = _estimate(kernel, sizing, host) if choice.source in {"build", "release"} else ""
+    builds = choice.source in {"build", "release"}
+    estimate = _estimate(kernel, sizing, host) if builds else ""
+    if builds and not host.writable:
+        estimate += f"; wheelhouse {host.wheelhouse} is read-only for you: not published there"
     return KernelDecision(key, choice, sizing, env, estimate)
 
 

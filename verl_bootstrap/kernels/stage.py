@@ -176,7 +176,7 @@ def publish_built(
     if house is None:
         return
     if not house.writable():
-        note(f"kernel {name}: wheelhouse {house.shown()} is read-only; not published")
+        note(f"kernel {name}: wheelhouse {house.shown()} is read-only for you; not published")
         return
     entry = house.publish(wheel, key)
     note(

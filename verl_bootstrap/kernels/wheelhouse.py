@@ -1,9 +1,15 @@
 """A lab wheelhouse: a folder of wheels the tool built (or a person added), each with its sha256
 and build key in `index.json`, shared by every env and node that can read the folder.
 
-Publishing copies the wheel in under a temporary name and renames it, then rewrites the index the
-same way while holding an flock on `.lock`, so two nodes publishing at once both land and a reader
-never sees half a file. A folder this user cannot write is used, never written.
+Publishing takes an flock on `.lock` first, then copies the wheel in under a temporary name and
+renames it, and rewrites the index the same way, so two nodes publishing at once both land and a
+reader never sees half a file. A folder this user cannot write is used, never written.
+
+Many users share one folder: each file the tool writes there is readable by whoever can read the
+folder (the folder's read bits, as far as the writer's umask allows; the folder's group, which a
+setgid folder gives by itself), and the lock file is opened read-only, so another user's lock file
+serves as well (flock needs no write access). A `.lock` that is not a regular file (a FIFO) is
+refused rather than waited on.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import fcntl
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,9 +28,9 @@ from typing import Any
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from verl_bootstrap.errors import InputError
+from verl_bootstrap.errors import InputError, Refused
 from verl_bootstrap.kernels.key import BuildKey
-from verl_bootstrap.paths import atomic_write, file_sha256
+from verl_bootstrap.paths import cannot_write, file_sha256
 from verl_bootstrap.safety.shapes import SHA256, control_char_at, inside
 
 __all__ = ["INDEX_NAME", "Entry", "Wheelhouse", "parse_index"]
@@ -72,7 +79,18 @@ class Wheelhouse:
         """What the index lists (empty when there is no index yet)."""
         if not self.index_path.is_file():
             return ()
-        text = self.index_path.read_text(encoding="utf-8")
+        try:
+            text = self.index_path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(
+                f"{self.index_path}: not a wheelhouse index (not UTF-8 text, byte {exc.start})",
+                hint="run `verl-bootstrap wheelhouse check`, or move the file aside",
+            ) from None
+        except OSError as exc:
+            raise InputError(
+                f"{self.index_path}: cannot be read ({exc.strerror or exc})",
+                hint="ask the wheelhouse's owner to make it readable to you (chmod a+r)",
+            ) from None
         return tuple(parse_index(text, str(self.index_path)))
 
     def lookup(self, name: str, version: str, key: BuildKey) -> Entry | None:
@@ -99,13 +117,16 @@ class Wheelhouse:
     def publish(self, wheel: Path, key: BuildKey) -> Entry:
         """Copy `wheel` in and list it with its sha256 and key (replacing the same file name)."""
         if not self.writable():
-            raise InputError(f"the wheelhouse {self.root} is read-only for this user")
+            raise Refused(
+                f"the wheelhouse {self.root} is read-only for you: nothing was added",
+                hint="ask its owner to add the wheel, or to make the folder group-writable",
+            )
         name, version = _wheel_name(wheel.name, where=str(wheel))
         self.root.mkdir(parents=True, exist_ok=True)
         digest = file_sha256(wheel)
-        _copy_atomically(wheel, self.root / wheel.name)
         entry = Entry(wheel.name, name, version, digest, key)
-        with self._locked():
+        with self._locked():  # before anything is copied: a lock we cannot take leaves nothing
+            self._copy_in(wheel)
             kept = [e for e in self.entries() if e.file != wheel.name]
             self._write([*kept, entry])
         return entry
@@ -123,25 +144,95 @@ class Wheelhouse:
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        with (self.root / ".lock").open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)  # released when the handle closes
+        fd = self._open_lock()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released when the descriptor closes
             yield
+        finally:
+            os.close(fd)
+
+    def _open_lock(self) -> int:
+        """`.lock`, opened read-only (any user's will do) and never waited on when it is not a
+        regular file: a FIFO would block the open, a link could point anywhere."""
+        path = self.root / ".lock"
+        flags = os.O_RDONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags, self._file_mode())
+        except OSError as exc:
+            raise Refused(
+                f"cannot take the wheelhouse's lock {path} ({exc.strerror or exc}): nothing "
+                "was added",
+                hint="it must be a regular file you can read (not a link); ask its owner",
+            ) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise Refused(
+                f"the wheelhouse's lock {path} is not a regular file: nothing was added",
+                hint="ask the wheelhouse's owner to delete it (the tool makes a new one)",
+            )
+        self._share(path, fd)
+        return fd
+
+    def _file_mode(self) -> int:
+        """Read and write for the writer; read for whoever can read the folder (umask applies)."""
+        readers = stat.S_IMODE(self.root.stat().st_mode) & 0o044
+        return (0o600 | readers) & ~_umask()
+
+    def _share(self, path: Path, fd: int | None = None) -> None:
+        """Give a file the tool just made here its mode and the folder's group (a setgid folder
+        gives the group by itself; elsewhere only when the writer is in that group)."""
+        info = os.fstat(fd) if fd is not None else path.lstat()
+        if info.st_uid != os.getuid():
+            return  # another user's file (their lock): theirs to set
+        folder_gid = self.root.stat().st_gid
+        try:
+            if info.st_gid != folder_gid and folder_gid in os.getgroups():
+                os.chown(path, -1, folder_gid, follow_symlinks=False)
+            path.chmod(self._file_mode())
+        except OSError:
+            pass  # not ours to change: readers get what the umask gave
+
+    def _copy_in(self, wheel: Path) -> None:
+        fd, tmp = tempfile.mkstemp(prefix=f".{wheel.name}.", dir=self.root)
+        os.close(fd)
+        try:
+            shutil.copyfile(wheel, tmp)
+            self._share(Path(tmp))
+            Path(tmp).replace(self.root / wheel.name)
+        except OSError as exc:
+            Path(tmp).unlink(missing_ok=True)
+            raise cannot_write(self.root / wheel.name, exc) from None
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     def _write(self, entries: list[Entry]) -> None:
         body = {"schema": SCHEMA, "wheels": [e.to_json() for e in entries]}
-        atomic_write(self.index_path, json.dumps(body, indent=1, sort_keys=True) + "\n")
+        text = json.dumps(body, indent=1, sort_keys=True) + "\n"
+        fd, tmp = tempfile.mkstemp(prefix=f".{INDEX_NAME}.", dir=self.root)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            self._share(Path(tmp))
+            Path(tmp).replace(self.index_path)
+        except OSError as exc:
+            Path(tmp).unlink(missing_ok=True)
+            raise cannot_write(self.index_path, exc) from None
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
-def _copy_atomically(source: Path, dest: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
-    os.close(fd)
+def _umask() -> int:
+    """This process's umask, read without setting it (os.umask would, for every thread)."""
     try:
-        shutil.copyfile(source, tmp)
-        Path(tmp).chmod(0o644)
-        Path(tmp).replace(dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        with open("/proc/self/status", encoding="ascii") as status:  # noqa: PTH123 - a proc file
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
 
 
 def _wheel_name(filename: str, *, where: str) -> tuple[str, str]:
