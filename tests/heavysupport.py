@@ -143,7 +143,7 @@ def sdists_blamed(error: str) -> dict[str, str]:
 
 def host_python(profile: Profile) -> tuple[Path, str]:
     """The interpreter the venv backend picks here for `profile`, and its X.Y."""
-    from verl_bootstrap.host.facts import find_interpreter  # noqa: PLC0415
+    from verl_bootstrap.host.interpreters import find_interpreter  # noqa: PLC0415
 
     path = find_interpreter(profile.python.requires, profile.python.prefer)
     done = subprocess.run(

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from verl_bootstrap.host.facts import index_settings
 from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.lockfile.lookup import hashed_dists, lookup, mismatches
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.profile import load_profile
+from verl_bootstrap.siteconfig.apply import index_settings
 
 LOCKFILES = Path(__file__).resolve().parents[1] / "lockfiles"
 AARCH64 = sorted(LOCKFILES.glob("*/*-linux-aarch64.lock.yaml"))

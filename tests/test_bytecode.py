@@ -21,8 +21,8 @@ import pytest
 from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.paths import bytecode_store
 from verl_bootstrap.profile.models import VerifySpec
-from verl_bootstrap.steps import bytecode
-from verl_bootstrap.steps.verify import verify_env
+from verl_bootstrap.verify import bytecode
+from verl_bootstrap.verify.env import verify_env
 
 PACKAGE = "packaging"
 VERSION = importlib.metadata.version(PACKAGE)  # the tool's own pin: in uv's cache already

@@ -24,6 +24,7 @@ import pytest
 from cpuenv import Installed, run_cli
 from verlrepo import git, verl_sdist
 
+from verl_bootstrap.commands import pip_launcher
 from verl_bootstrap.envs.venv import VenvBackend
 from verl_bootstrap.errors import EXIT_INTERRUPTED, EXIT_OK, StepFailed
 from verl_bootstrap.events import Event, listening
@@ -31,11 +32,12 @@ from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.source.fetch import fetch_source
+from verl_bootstrap.source.spec import SourceSpec
 from verl_bootstrap.steps.base import StepContext
 from verl_bootstrap.steps.create_env import env_request
 from verl_bootstrap.steps.kinds import execute_step
 from verl_bootstrap.steps.record_lock import write_env_lock
-from verl_bootstrap.steps.source import SourceSpec, fetch_source, pip_launcher
 
 DATA = Path(__file__).parent / "data" / "profiles"
 STEPS = [

@@ -27,9 +27,10 @@ import pytest
 
 from verl_bootstrap.errors import StepFailed
 from verl_bootstrap.httpclient import HttpError, download
+from verl_bootstrap.lifecycle.sourcework import SDIST_MARK
+from verl_bootstrap.lockfile.fetch import cached_archive, fetch_checked
 from verl_bootstrap.lockfile.lookup import Artifact
-from verl_bootstrap.steps.locked import cached_archive, fetch_checked
-from verl_bootstrap.steps.source import SDIST_MARK, unpack_sdist
+from verl_bootstrap.source.sdist import unpack_sdist
 
 PAYLOAD = os.urandom(256 * 1024)
 SHA = hashlib.sha256(PAYLOAD).hexdigest()
@@ -144,7 +145,7 @@ def test_a_truncated_sdist_is_refused_and_nothing_half_unpacked_remains(tmp_path
 _CHILD = """
 import sys, time, tarfile
 from pathlib import Path
-from verl_bootstrap.steps import source
+from verl_bootstrap.source import sdist as source
 real = tarfile.TarFile.extractall
 def halfway(self, path, members, **kw):
     real(self, path, members=members[: len(members) // 2], **kw)

@@ -1,5 +1,6 @@
-"""The package's house rules, checked on its source: no import circles, a short top level, and
-every import deferred into a function says why."""
+"""The package's house rules, checked on its source: no import circles between modules, no two
+packages that import each other, step kinds only in steps/, a short top level, and every import
+deferred into a function says why."""
 
 from __future__ import annotations
 
@@ -30,14 +31,45 @@ def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = defaultdict(set)
     for name, path in modules.items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not isinstance(node, ast.ImportFrom) or not node.module or node.level:
-                continue
-            for alias in node.names:
-                target = f"{node.module}.{alias.name}"
-                target = target if target in modules else node.module
-                if target in modules and target != name:
+            for target in _targets(node, modules):
+                if target != name:
                     graph[name].add(target)
     return graph
+
+
+def _targets(node: ast.AST, modules: dict[str, Path]) -> set[str]:
+    """The package's modules one import statement names (`import a.b` and `from a import b`)."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names if alias.name in modules}
+    if not isinstance(node, ast.ImportFrom) or not node.module or node.level:
+        return set()
+    found = set()
+    for alias in node.names:
+        target = f"{node.module}.{alias.name}"
+        target = target if target in modules else node.module
+        if target in modules:
+            found.add(target)
+    return found
+
+
+def _package(module: str) -> str:
+    """The top-level subpackage (or module) of the package a module belongs to."""
+    return module.split(".")[1] if "." in module else module
+
+
+def _package_pairs(graph: dict[str, set[str]]) -> list[str]:
+    """Each pair of top-level packages that import each other, with one import each way."""
+    edges: dict[tuple[str, str], str] = {}
+    for source, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            pair = (_package(source), _package(target))
+            if pair[0] != pair[1]:
+                edges.setdefault(pair, f"{source} -> {target}")
+    return [
+        f"{a} <-> {b} ({edges[(a, b)]}; {edges[(b, a)]})"
+        for (a, b) in sorted(edges)
+        if a < b and (b, a) in edges
+    ]
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -70,6 +102,27 @@ def test_the_package_has_no_import_circles() -> None:
 def test_the_cycle_finder_finds_a_circle() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_two_packages_import_each_other() -> None:
+    assert _package_pairs(_imports(_modules())) == []
+
+
+def test_the_pair_finder_finds_packages_that_import_each_other() -> None:
+    graph = {"p.a.x": {"p.b.y"}, "p.b.z": {"p.a.w"}, "p.c": {"p.a.x"}}
+    assert _package_pairs(graph) == ["a <-> b (p.a.x -> p.b.y; p.b.z -> p.a.w)"]
+    assert _package_pairs({"p.a.x": {"p.b.y"}, "p.a.w": {"p.b.z"}}) == []
+
+
+def test_only_the_runner_uses_the_step_kinds() -> None:
+    # steps/ holds step kinds (and their own helpers); a library others need lives elsewhere
+    users = {
+        module
+        for module, targets in _imports(_modules()).items()
+        if _package(module) not in {"steps", "run"}
+        and any(_package(t) == "steps" for t in targets)
+    }
+    assert users == set()
 
 
 def test_the_top_level_stays_short() -> None:

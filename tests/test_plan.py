@@ -18,14 +18,14 @@ from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED, InputError, Refused
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.gpu.parse import parse_smi_xml
 from verl_bootstrap.gpu.table import parse_smi_table
-from verl_bootstrap.host.facts import gather_host
 from verl_bootstrap.options import RunOptions
-from verl_bootstrap.plan.compile import compile_plan
+from verl_bootstrap.plan.facts import gather_host
 from verl_bootstrap.plan.model import Plan
 from verl_bootstrap.profile import list_profiles, load_profile
 from verl_bootstrap.profile.models import Stage
 from verl_bootstrap.profile.stacks import apply_stack
 from verl_bootstrap.run import install
+from verl_bootstrap.run.compile import compile_plan
 from verl_bootstrap.run.install import prepare_plan
 
 NVIDIA = Path(__file__).parent / "data" / "nvidia"

@@ -223,7 +223,7 @@ def test_uv_pip_check_mismatches_from_the_profiles_overrides_warn(tmp_path: Path
     # a real env whose only unmet requirements are ones the spec declares as overridden
     from verl_bootstrap.commands import uv_binary  # noqa: PLC0415
     from verl_bootstrap.profile.models import VerifySpec  # noqa: PLC0415
-    from verl_bootstrap.steps.verify import verify_env  # noqa: PLC0415
+    from verl_bootstrap.verify.env import verify_env  # noqa: PLC0415
 
     env = tmp_path / "env"
     subprocess.run([uv_binary(), "venv", "-q", str(env)], check=True)

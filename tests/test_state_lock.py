@@ -15,9 +15,9 @@ import pytest
 
 from verl_bootstrap import cli
 from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED, InputError, PrefixBusy
+from verl_bootstrap.lifecycle.guard import guarding
+from verl_bootstrap.lifecycle.state import State, StepRecord
 from verl_bootstrap.paths import atomic_write
-from verl_bootstrap.run.guard import guarding
-from verl_bootstrap.run.state import State, StepRecord
 
 DATA = Path(__file__).parent / "data" / "profiles"
 
@@ -121,7 +121,7 @@ HOLDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from verl_bootstrap.run.guard import guarding
+    from verl_bootstrap.lifecycle.guard import guarding
 
     with guarding(Path(sys.argv[1])):
         print("held", flush=True)

@@ -12,7 +12,7 @@ import pytest
 
 from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.profile.models import VerifySpec
-from verl_bootstrap.steps.verify import verify_env
+from verl_bootstrap.verify.env import verify_env
 
 MODULES = {
     # an AttributeError about triton while no stand-in is loaded is the env's fault (imported

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import sys
 from dataclasses import dataclass
@@ -9,7 +10,13 @@ from pathlib import Path
 
 from verl_bootstrap.host.indexes import IndexSettings
 
-__all__ = ["InstallRequest", "build_command", "install_command", "uv_binary"]
+__all__ = [
+    "InstallRequest",
+    "build_command",
+    "install_command",
+    "pip_launcher",
+    "uv_binary",
+]
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,13 @@ def find_uv() -> str | None:
 def uv_binary() -> str:
     """The uv executable to run (a bare `uv` when none is found, so the error names it)."""
     return find_uv() or "uv"
+
+
+def pip_launcher() -> list[str]:
+    """How to run pip on the host for downloads: our interpreter's pip, else uv's pip."""
+    if importlib.util.find_spec("pip") is not None:
+        return [sys.executable, "-m", "pip"]
+    return [uv_binary(), "tool", "run", "pip"]
 
 
 def install_command(tool: str, request: InstallRequest, settings: IndexSettings) -> list[str]:

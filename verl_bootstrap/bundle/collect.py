@@ -14,6 +14,7 @@ from pathlib import Path
 from verl_bootstrap.envs.inventory import canonical
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.lockfile.buildlock import resolve_pylock
+from verl_bootstrap.lockfile.fetch import fetch_checked
 from verl_bootstrap.lockfile.lookup import (
     Artifact,
     hashed_dists,
@@ -24,7 +25,6 @@ from verl_bootstrap.lockfile.lookup import (
 from verl_bootstrap.lockfile.model import Lockfile
 from verl_bootstrap.lockfile.resolve import Target, load_toml
 from verl_bootstrap.platforms import DEFAULT_GLIBC
-from verl_bootstrap.steps.locked import fetch_checked
 
 __all__ = [
     "Collected", "artifact_cache", "collect_locked", "download", "resolve_build", "resolve_download"

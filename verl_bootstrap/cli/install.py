@@ -80,7 +80,7 @@ def install_with(ns: argparse.Namespace, options: RunOptions) -> int:
 
 def cmd_verify(ns: argparse.Namespace) -> int:
     """`verify --prefix P`: the verification checks on any env."""
-    from verl_bootstrap.cli.verify import verify_prefix
+    from verl_bootstrap.verify.prefix import verify_prefix
 
     if getattr(ns, "against", None) is not None:  # `--against LOCKFILE`: the drift report
         from verl_bootstrap.cli.lock import cmd_verify_against

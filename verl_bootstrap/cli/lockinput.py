@@ -61,9 +61,9 @@ def named_lock(ns: argparse.Namespace) -> tuple[Lockfile, Path]:
 
 def lock_index_settings(lock: Lockfile, options: RunOptions) -> IndexSettings:
     """The user's index settings, with the lock's profile's named indexes when it is known."""
-    from verl_bootstrap.host.facts import index_settings
     from verl_bootstrap.host.indexes import read_pip_settings
     from verl_bootstrap.profile import load_profile
+    from verl_bootstrap.siteconfig.apply import index_settings
 
     try:
         profile = load_profile(lock.profile)

@@ -1,1 +1,1 @@
-"""What the tool learns about the machine: facts, variants, interpreters, indexes, filesystems."""
+"""What the tool learns about the machine: variants, interpreters, indexes, filesystems."""

@@ -12,12 +12,11 @@ import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from verl_bootstrap.commands import InstallRequest
+from verl_bootstrap.commands import InstallRequest, pip_launcher
 from verl_bootstrap.errors import CommandFailed, StepFailed
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.kernels.sizing import device_passes, oom_message
 from verl_bootstrap.profile.kernel import KernelSpec
-from verl_bootstrap.steps.source import pip_launcher
 
 __all__ = ["build_wheel"]
 

@@ -9,22 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["FIELDS", "BuildKey", "check_template", "parse_wheel_name", "render_template"]
+__all__ = ["FIELDS", "BuildKey", "render_template"]
 
 FIELDS = ("torch", "cuda", "cxx11abi", "python", "platform")
-# Placeholders a release-wheel pattern may use (flash-attn names its assets with these).
-_PLACEHOLDERS = {
-    "version": r"[0-9][0-9A-Za-z.]*",
-    "torch": r"[0-9]+\.[0-9]+(?:\.[0-9]+)?",
-    "torch_minor": r"[0-9]+\.[0-9]+",
-    "cuda_major": r"[0-9]+|cpu",
-    "cxx11abi": r"TRUE|FALSE",
-    "python": r"cp[0-9]+",
-    "platform": r"[a-z0-9_]+",
-}
 
 
 @dataclass(frozen=True)
@@ -84,11 +74,6 @@ class BuildKey:
                 out.append(f"{name} {_show(mine)} (env: {_show(theirs)})")
         return out
 
-    def stated_over(self, base: BuildKey) -> BuildKey:
-        """`base` with this key's known fields written over it."""
-        known = {k: v for k, v in asdict(self).items() if v is not None}
-        return replace(base, **known)
-
 
 def _text(value: object) -> str | None:
     return None if value is None else str(value)
@@ -111,46 +96,6 @@ def _same(name: str, mine: object, theirs: object) -> bool:
     if name == "cuda" and "." not in str(mine) and mine != "cpu":
         return str(theirs).split(".", 1)[0] == mine
     return mine == theirs
-
-
-def _pattern(template: str) -> re.Pattern[str]:
-    """A release-wheel file-name template as a regular expression (a repeated field must agree)."""
-    out, seen, at = [], set(), 0
-    for match in re.finditer(r"\{([a-z][a-z0-9_]*)\}", template):
-        out.append(re.escape(template[at : match.start()]))
-        name = match.group(1)
-        if name not in _PLACEHOLDERS:
-            msg = f"unknown placeholder {{{name}}} (known: {', '.join(sorted(_PLACEHOLDERS))})"
-            raise ValueError(msg)
-        out.append(f"(?P={name})" if name in seen else f"(?P<{name}>{_PLACEHOLDERS[name]})")
-        seen.add(name)
-        at = match.end()
-    out.append(re.escape(template[at:]))
-    return re.compile("".join(out))
-
-
-def check_template(template: str) -> str:
-    """A profile's pattern is valid (a pydantic validator calls this)."""
-    _pattern(template)
-    return template
-
-
-def parse_wheel_name(template: str, filename: str) -> tuple[str, BuildKey] | None:
-    """(version, key) read from a release wheel's file name; None when it does not fit."""
-    name_part = template.rsplit("/", 1)[-1]
-    match = _pattern(name_part).fullmatch(filename)
-    if match is None:
-        return None
-    got = match.groupdict()
-    cuda = got.get("cuda_major")
-    key = BuildKey(
-        torch=got.get("torch") or got.get("torch_minor"),
-        cuda=cuda,
-        cxx11abi=None if "cxx11abi" not in got else got["cxx11abi"] == "TRUE",
-        python=got.get("python"),
-        platform=got.get("platform"),
-    )
-    return got.get("version", ""), key
 
 
 def render_template(template: str, version: str, key: BuildKey) -> str | None:

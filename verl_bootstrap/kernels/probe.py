@@ -11,8 +11,8 @@ from verl_bootstrap import proc
 from verl_bootstrap.errors import StepFailed
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.paths import PROBES
-from verl_bootstrap.steps import bytecode
-from verl_bootstrap.steps.verify import import_needs_driver
+from verl_bootstrap.verify import bytecode
+from verl_bootstrap.verify.env import import_needs_driver
 
 __all__ = ["check_loads", "load_failures", "probe_key", "undefined_symbol"]
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verl_bootstrap.gpu.model import DriverInfo
+from verl_bootstrap.profile.kernel import THREADS_VARIABLES
 
 __all__ = [
     "ARCH_VARIABLES",
@@ -33,11 +34,11 @@ ARCH_VARIABLES = {
     "NVTE_CUDA_ARCHS": "digits",
     "TORCH_CUDA_ARCH_LIST": "dotted",
 }
-# Variables through which a build runs several of nvcc's per-architecture passes at once inside
-# one compile job (flash-attn's setup.py passes `--threads $NVCC_THREADS`, default 4). Each pass is
-# a cicc process of its own: measured here, one flash-attn file for four architectures ran four
-# of about 3.4 GB each, so a job sized at one pass's memory ran the host out of memory.
-THREADS_VARIABLES = ("NVCC_THREADS",)
+# THREADS_VARIABLES (the profile's vocabulary) run several of nvcc's per-architecture passes at
+# once inside one compile job (flash-attn's setup.py passes `--threads $NVCC_THREADS`, default 4).
+# Each pass is a cicc process of its own: measured here, one flash-attn file for four
+# architectures ran four of about 3.4 GB each, so a job sized at one pass's memory ran the host
+# out of memory.
 DEFAULT_ARCH_COUNT = 4  # a project's default list is about four architectures
 OOM_EXITS = frozenset({-9, 137})
 

@@ -1,1 +1,2 @@
-"""The env lifecycle: its record, changes to it, resume, inspection, removal, completion."""
+"""The env lifecycle: its state and record, the prefix guard, changes to it, resume, inspection,
+removal, completion."""

@@ -16,9 +16,9 @@ from packaging.specifiers import SpecifierSet
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.envs.venv import python_version
 from verl_bootstrap.lifecycle.record import plan_options, recorded_options
+from verl_bootstrap.lifecycle.state import State
 from verl_bootstrap.lockfile.model import profile_hash
 from verl_bootstrap.paths import state_file
-from verl_bootstrap.run.state import State
 
 if TYPE_CHECKING:
     from verl_bootstrap.plan.model import Plan

@@ -10,8 +10,8 @@ from typing import Any
 
 from verl_bootstrap.envs.activation import activation_line
 from verl_bootstrap.errors import InputError
+from verl_bootstrap.lifecycle.state import State
 from verl_bootstrap.paths import guard_file, state_dir, state_file
-from verl_bootstrap.run.state import State
 
 __all__ = ["EnvSummary", "describe", "disk_usage", "env_status", "summarize"]
 

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from verl_bootstrap import __version__
 from verl_bootstrap.errors import InputError
+from verl_bootstrap.lifecycle.state import State
 from verl_bootstrap.lockfile.model import profile_hash
 from verl_bootstrap.options import Declared, RunOptions, declared
 from verl_bootstrap.paths import state_file
 from verl_bootstrap.redact import redact
-from verl_bootstrap.run.state import State
 
 if TYPE_CHECKING:
     from verl_bootstrap.plan.model import Plan

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from verl_bootstrap.errors import InputError
+from verl_bootstrap.lifecycle.guard import guarding as holding
 from verl_bootstrap.paths import STATE_DIRNAME, atomic_write, tool_home
-from verl_bootstrap.run.guard import guarding as holding
 
 __all__ = ["forget", "gone_prefixes", "known_prefixes", "prune", "register", "registry_path"]
 

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verl_bootstrap.errors import Refused
+from verl_bootstrap.lifecycle.guard import guarding
 from verl_bootstrap.lifecycle.inspect import disk_usage, load_state
 from verl_bootstrap.lifecycle.owned import foreign_files
 from verl_bootstrap.lifecycle.registry import forget
 from verl_bootstrap.lifecycle.runlog import PREFIX_ITSELF, top_level
 from verl_bootstrap.lifecycle.sourcework import checkout_work
 from verl_bootstrap.paths import STATE_DIRNAME, checkout_dir, guard_file, state_dir
-from verl_bootstrap.run.guard import guarding
 
 __all__ = ["Removal", "check_removal", "remove_env"]
 

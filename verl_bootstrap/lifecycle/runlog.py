@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from verl_bootstrap.lifecycle.record import record_of
 from verl_bootstrap.lifecycle.registry import register
+from verl_bootstrap.lifecycle.state import State
 from verl_bootstrap.paths import STATE_DIRNAME, state_file
-from verl_bootstrap.run.state import State
 
 if TYPE_CHECKING:
     from verl_bootstrap.plan.model import Plan

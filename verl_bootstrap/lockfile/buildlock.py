@@ -21,11 +21,11 @@ from verl_bootstrap import proc
 from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.errors import CommandFailed, Refused
 from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.lockfile.fetch import cached_archive, fetch_checked
 from verl_bootstrap.lockfile.lookup import lookup_dists, stage_index
 from verl_bootstrap.lockfile.model import LockedDist, LockedStage
 from verl_bootstrap.lockfile.resolve import Target, index_args, load_toml, parse_pylock
 from verl_bootstrap.paths import atomic_write
-from verl_bootstrap.steps.locked import cached_archive, fetch_checked
 
 __all__ = [
     "LEGACY_BUILD",

@@ -18,10 +18,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from verl_bootstrap import __version__
+from verl_bootstrap.commands import pip_launcher
 from verl_bootstrap.envs.condarc import channel_urls, load_condarc
 from verl_bootstrap.envs.inventory import canonical
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.host.facts import index_settings
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.lockfile.buildlock import lock_stage_builds
 from verl_bootstrap.lockfile.io import dump_lockfile, read_lockfile
@@ -32,7 +32,7 @@ from verl_bootstrap.lockfile.model import (
     profile_hash,
 )
 from verl_bootstrap.lockfile.resolve import Resolved, Target
-from verl_bootstrap.lockfile.sources import lock_checkout
+from verl_bootstrap.lockfile.sources import lock_checkout, locked_source
 from verl_bootstrap.lockfile.stages import StageInputs, lock_stages, torch_cuda, verl_version
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import atomic_write, cache_root, default_lockfile
@@ -41,13 +41,9 @@ from verl_bootstrap.profile.load import load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack
 from verl_bootstrap.profile.stagespec import stage_specs
-from verl_bootstrap.steps.source import (
-    SourceResult,
-    SourceSpec,
-    fetch_source,
-    locked_source,
-    pip_launcher,
-)
+from verl_bootstrap.siteconfig.apply import index_settings
+from verl_bootstrap.source.fetch import fetch_source
+from verl_bootstrap.source.spec import SourceResult, SourceSpec
 
 __all__ = [
     "LockRequest",

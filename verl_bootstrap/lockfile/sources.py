@@ -1,6 +1,6 @@
 """Where `lock` keeps verl's checkouts: the tool's cache, keyed by the repository, the ref and the
 commit the ref names there now, so a moved tag or an advanced branch is locked at its new commit
-instead of the commit an older lock cached.
+instead of the commit an older lock cached; and the lockfile's view of a fetched source.
 """
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ import subprocess
 from pathlib import Path
 
 from verl_bootstrap import proc
+from verl_bootstrap.lockfile.model import LockedSource
 from verl_bootstrap.paths import cache_root
+from verl_bootstrap.source.spec import SourceResult
 
-__all__ = ["lock_checkout"]
+__all__ = ["lock_checkout", "locked_source"]
 
 _LS_REMOTE_TIMEOUT = 120  # seconds: one round trip; an unreachable host must not hang the lock
 
@@ -40,3 +42,15 @@ def _remote_names(repo: str, ref: str) -> str:
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def locked_source(source: SourceResult) -> LockedSource:
+    """The lockfile's view of verl's source."""
+    return LockedSource(
+        repo=source.repo,
+        ref=source.ref,
+        kind="sdist" if source.kind == "sdist" else "git",
+        commit=source.commit,
+        sdist=source.sdist_name,
+        sdist_sha256=source.sdist_sha256,
+    )

@@ -1,1 +1,2 @@
-"""The plan: a pure compile of (profile, options, host facts) into a step graph."""
+"""The plan's data (the step graph and every decision behind it) and the host facts it is compiled
+from; `run.compile` compiles it, since it asks the step kinds to describe their steps."""

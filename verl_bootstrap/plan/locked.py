@@ -39,7 +39,7 @@ from verl_bootstrap.platforms import MACHINES, host_platform
 from verl_bootstrap.profile.kernel import KernelSpec
 from verl_bootstrap.profile.models import RESERVED_STEP_IDS, Profile, PythonSpec
 from verl_bootstrap.profile.stagespec import StageSpec, stage_specs
-from verl_bootstrap.steps.source import SourceSpec
+from verl_bootstrap.source.spec import SourceSpec
 
 __all__ = [
     "LockedInstall",

@@ -17,7 +17,7 @@ from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.locked import LockedInstall
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stagespec import StageSpec
-from verl_bootstrap.steps.source import SourceSpec
+from verl_bootstrap.source.spec import SourceSpec
 
 __all__ = ["Plan", "Step"]
 

@@ -6,12 +6,18 @@ after the stage, where prebuilt wheels may come from, and which variables size i
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from verl_bootstrap.kernels.key import check_template
-from verl_bootstrap.kernels.sizing import THREADS_VARIABLES
+__all__ = ["PLACEHOLDERS", "THREADS_VARIABLES", "KernelSpec", "PrebuiltIndex", "check_template"]
 
-__all__ = ["KernelSpec", "PrebuiltIndex"]
+# The placeholders a release-wheel pattern may use (flash-attn names its assets with these);
+# kernels.key renders them for an env's build key.
+PLACEHOLDERS = ("version", "torch", "torch_minor", "cuda_major", "cxx11abi", "python", "platform")
+# Variables through which a build runs several of nvcc's per-architecture passes at once inside
+# one compile job (see kernels.sizing: verl-bootstrap sets them to 1).
+THREADS_VARIABLES = ("NVCC_THREADS",)
 
 
 class _Strict(BaseModel):
@@ -74,3 +80,12 @@ class KernelSpec(_Strict):
     @classmethod
     def _patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(check_template(v) for v in value)
+
+
+def check_template(template: str) -> str:
+    """A profile's release-wheel pattern names only known placeholders (a validator calls this)."""
+    for name in re.findall(r"\{([a-z][a-z0-9_]*)\}", template):
+        if name not in PLACEHOLDERS:
+            known = ", ".join(sorted(PLACEHOLDERS))
+            raise ValueError(f"unknown placeholder {{{name}}} (known: {known})")
+    return template

@@ -11,16 +11,16 @@ from verl_bootstrap.envs.activation import activation_line, write_activation
 from verl_bootstrap.errors import InputError, Interrupted, Refused
 from verl_bootstrap.gpu.detect import detect_driver
 from verl_bootstrap.gpu.model import DriverInfo
-from verl_bootstrap.host.facts import gather_host
+from verl_bootstrap.lifecycle.guard import guarding
 from verl_bootstrap.lifecycle.runlog import begin_run, end_run, top_level
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import STATE_DIRNAME, guard_file
-from verl_bootstrap.plan.compile import compile_plan
+from verl_bootstrap.plan.facts import gather_host
 from verl_bootstrap.plan.locked import precheck, prepare_locked
 from verl_bootstrap.plan.model import Plan
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.stacks import apply_stack
-from verl_bootstrap.run.guard import guarding
+from verl_bootstrap.run.compile import compile_plan
 from verl_bootstrap.run.runner import RunReport, run_plan
 
 __all__ = ["InstallResult", "detect_host_driver", "prepare_plan", "run_install"]

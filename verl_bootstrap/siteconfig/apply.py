@@ -1,4 +1,5 @@
-"""Applying the site config to a run: indexes, PyTorch mirrors, and the backends' variables."""
+"""Applying the site config to a run: indexes (over pip's settings, under the profile's and the
+--index flags), PyTorch mirrors, and the backends' variables."""
 
 from __future__ import annotations
 
@@ -7,10 +8,19 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 
-from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.options import SiteOptions
+from verl_bootstrap.host.indexes import IndexSettings, read_pip_settings
+from verl_bootstrap.httpclient import reachable
+from verl_bootstrap.options import RunOptions, SiteOptions
+from verl_bootstrap.profile.models import Profile
+from verl_bootstrap.redact import redact
 
-__all__ = ["PYTORCH_INDEX", "applied_environment", "apply_site_indexes", "pytorch_mirrors"]
+__all__ = [
+    "PYTORCH_INDEX",
+    "applied_environment",
+    "apply_site_indexes",
+    "index_settings",
+    "pytorch_mirrors",
+]
 
 PYTORCH_INDEX = "https://download.pytorch.org/whl/"
 
@@ -48,6 +58,32 @@ def pytorch_mirrors(indexes: Mapping[str, str], site: SiteOptions) -> dict[str, 
             if variant in mirrors:
                 out[name] = mirrors[variant]
     return out
+
+
+def index_settings(
+    profile: Profile,
+    options: RunOptions,
+    *,
+    environ: Mapping[str, str] | None = None,
+    check_optional: bool = True,
+) -> tuple[IndexSettings, list[str]]:
+    """pip's settings, the profile's named indexes, then --index overrides (the last wins)."""
+    settings = apply_site_indexes(read_pip_settings(environ), options.site)
+    profile_urls = {name: spec.url for name, spec in profile.indexes.items()}
+    overrides = {**pytorch_mirrors(profile_urls, options.site), **dict(options.indexes)}
+    named: dict[str, str] = {}
+    notes: list[str] = []
+    for name, spec in profile.indexes.items():
+        url = overrides.get(name, spec.url)
+        if spec.optional and name not in overrides and check_optional and not reachable(url):
+            notes.append(
+                f"index {name!r} ({redact(url)}) is unreachable; its packages come from the "
+                f"default index and your pip settings instead (set --index {name}=URL for a mirror)"
+            )
+            continue
+        named[name] = url
+    named.update(overrides)
+    return settings.with_named(named), notes
 
 
 @contextmanager

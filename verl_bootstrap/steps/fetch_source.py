@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from verl_bootstrap.commands import pip_launcher
 from verl_bootstrap.events import emit
 from verl_bootstrap.plan.model import Plan, Step
 from verl_bootstrap.redact import redact
+from verl_bootstrap.source.fetch import fetch_source
 from verl_bootstrap.steps.base import StepContext
 from verl_bootstrap.steps.locked import check_source, fetch_locked_sdist
-from verl_bootstrap.steps.source import fetch_source, pip_launcher
 
 __all__ = ["describe", "execute"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from verl_bootstrap.envs.inventory import Dist, installed
 from verl_bootstrap.errors import InputError, StepFailed
-from verl_bootstrap.httpclient import HttpError, download
+from verl_bootstrap.lockfile.fetch import cached_archive, fetch_checked
 from verl_bootstrap.lockfile.io import write_lockfile
 from verl_bootstrap.lockfile.lookup import Artifact
 from verl_bootstrap.lockfile.model import KernelWheel, LockedDist, LockedStage, Lockfile
@@ -20,20 +20,15 @@ from verl_bootstrap.paths import (
     atomic_write,
     cache_root,
     env_lockfile,
-    file_sha256,
     locked_build_file,
 )
 from verl_bootstrap.plan.locked import LockedInstall
-from verl_bootstrap.redact import redact
-from verl_bootstrap.safety.shapes import inside
-from verl_bootstrap.steps import source
-from verl_bootstrap.steps.source import SourceResult, SourceSpec
+from verl_bootstrap.source.sdist import unpack_sdist
+from verl_bootstrap.source.spec import SourceResult, SourceSpec
 
 __all__ = [
     "build_constraints_file",
-    "cached_archive",
     "check_source",
-    "fetch_checked",
     "fetch_locked_sdist",
     "locked_requirements",
     "record_locked_env",
@@ -111,7 +106,7 @@ def fetch_locked_sdist(
         return None
     fetch_checked(artifact, archive, want.sdist_sha256)
     # the same checkout and mark fetch_source makes, so a resumed run reuses it
-    source.unpack_sdist(archive, spec.checkout, want.sdist_sha256)
+    unpack_sdist(archive, spec.checkout, want.sdist_sha256)
     with log_path.open("a", encoding="utf-8") as log:
         log.write(f"unpacked verl's locked sdist {archive} (sha256 {want.sdist_sha256})\n")
     return SourceResult(
@@ -119,31 +114,6 @@ def fetch_locked_sdist(
         sdist_sha256=want.sdist_sha256, sdist_name=archive.name,
         note="verl's locked release sdist",
     )  # fmt: skip
-
-
-def cached_archive(cache: Path, sha256: str, filename: str) -> Path:
-    """Where the tool's cache keeps a checked archive: by its sha256, so any env can reuse it."""
-    # the file name comes from an index's answer, the digest from the lockfile: both untrusted
-    return inside(cache / "sdists", sha256, filename, what="sdist file name")
-
-
-def fetch_checked(artifact: Artifact | None, dest: Path, sha256: str) -> None:
-    """`dest` holds the file with `sha256`: kept from an earlier run, else downloaded now."""
-    if not dest.is_file():
-        if artifact is None:
-            raise StepFailed(f"{dest.name} is not cached and the lockfile run found no URL for it")
-        _download(artifact, dest)
-    if file_sha256(dest) != sha256:
-        dest.unlink()  # the tool's own cache entry: a corrupt one must not be used again
-        raise StepFailed(f"{dest} does not have the locked sha256 {sha256}")
-
-
-def _download(artifact: Artifact, dest: Path) -> None:
-    """Fetch one checked file into `dest` (atomically)."""
-    try:
-        download(artifact.url, dest)
-    except HttpError as exc:
-        raise StepFailed(f"could not download {redact(artifact.url)}: {exc.reason}") from None
 
 
 def check_source(lock: Lockfile, source: SourceResult) -> None:

@@ -21,12 +21,13 @@ from verl_bootstrap.lockfile import (
     write_lockfile,
 )
 from verl_bootstrap.lockfile.model import CudaTarget, KernelWheel, channel_name
+from verl_bootstrap.lockfile.sources import locked_source
 from verl_bootstrap.paths import env_lockfile
 from verl_bootstrap.plan.model import Plan, Step
 from verl_bootstrap.platforms import host_platform
+from verl_bootstrap.source.spec import SourceResult
 from verl_bootstrap.steps.base import StepContext
 from verl_bootstrap.steps.locked import record_locked_env
-from verl_bootstrap.steps.source import SourceResult, locked_source
 
 __all__ = ["describe", "execute", "kernel_wheels", "write_env_lock"]
 

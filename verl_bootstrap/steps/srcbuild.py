@@ -14,11 +14,11 @@ from pathlib import Path
 from verl_bootstrap.commands import InstallRequest, build_command
 from verl_bootstrap.errors import StepFailed
 from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.lockfile.fetch import cached_archive, fetch_checked
 from verl_bootstrap.lockfile.lookup import Artifact
 from verl_bootstrap.lockfile.model import LockedStage
 from verl_bootstrap.paths import built_wheels_dir, file_sha256
 from verl_bootstrap.safety.shapes import inside
-from verl_bootstrap.steps.locked import cached_archive, fetch_checked
 
 __all__ = ["build_locked_sdists"]
 

@@ -10,17 +10,17 @@ from dataclasses import replace
 from graphlib import CycleError, TopologicalSorter
 
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.host.facts import HostFacts
 from verl_bootstrap.kernels.locked import plan_locked_kernels
 from verl_bootstrap.kernels.planning import KernelDecision, plan_kernels
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import state_dir
+from verl_bootstrap.plan.facts import HostFacts
 from verl_bootstrap.plan.locked import LockedInstall, locked_source_spec, locked_stage_specs
 from verl_bootstrap.plan.model import Plan, Step
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stagespec import StageSpec, stage_specs
+from verl_bootstrap.source.spec import SourceSpec
 from verl_bootstrap.steps.kinds import plan_steps
-from verl_bootstrap.steps.source import SourceSpec
 
 __all__ = ["compile_plan"]
 

@@ -9,17 +9,15 @@ from pathlib import Path
 
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.host.filesystems import storage_notes
-from verl_bootstrap.host.indexes import IndexSettings, read_pip_settings
+from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.host.interpreters import find_interpreter
 from verl_bootstrap.host.variants import choose_variant
-from verl_bootstrap.httpclient import reachable
 from verl_bootstrap.kernels.host import KernelHost, gather_kernel_host
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.profile.models import Profile
-from verl_bootstrap.redact import redact
-from verl_bootstrap.siteconfig.apply import apply_site_indexes, pytorch_mirrors
+from verl_bootstrap.siteconfig.apply import index_settings
 
-__all__ = ["HostFacts", "find_interpreter", "gather_host", "index_settings"]
+__all__ = ["HostFacts", "current_environ", "gather_host"]
 
 
 @dataclass(frozen=True)
@@ -72,32 +70,6 @@ def gather_host(
         notes=(*options.site.notes, *notes, *storage_notes(options.prefix, environ)),
         kernels=kernels,
     )
-
-
-def index_settings(
-    profile: Profile,
-    options: RunOptions,
-    *,
-    environ: Mapping[str, str] | None = None,
-    check_optional: bool = True,
-) -> tuple[IndexSettings, list[str]]:
-    """pip's settings, the profile's named indexes, then --index overrides (the last wins)."""
-    settings = apply_site_indexes(read_pip_settings(environ), options.site)
-    profile_urls = {name: spec.url for name, spec in profile.indexes.items()}
-    overrides = {**pytorch_mirrors(profile_urls, options.site), **dict(options.indexes)}
-    named: dict[str, str] = {}
-    notes: list[str] = []
-    for name, spec in profile.indexes.items():
-        url = overrides.get(name, spec.url)
-        if spec.optional and name not in overrides and check_optional and not reachable(url):
-            notes.append(
-                f"index {name!r} ({redact(url)}) is unreachable; its packages come from the "
-                f"default index and your pip settings instead (set --index {name}=URL for a mirror)"
-            )
-            continue
-        named[name] = url
-    named.update(overrides)
-    return settings.with_named(named), notes
 
 
 def current_environ() -> dict[str, str]:

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from verl_bootstrap.errors import InputError
+from verl_bootstrap.lifecycle.statefile import parse_state
 from verl_bootstrap.paths import atomic_write
-from verl_bootstrap.run.statefile import parse_state
 from verl_bootstrap.safety.shapes import control_char_at
 
 __all__ = ["State", "StepRecord"]

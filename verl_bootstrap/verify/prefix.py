@@ -1,16 +1,16 @@
-"""`verify --prefix P`: run the verification of an existing env, with the checks of its profile."""
+"""`verify --prefix P`: the verification of an existing env, with the checks of its profile."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from verl_bootstrap.errors import InputError
+from verl_bootstrap.gpu.detect import detect_driver
 from verl_bootstrap.lifecycle.record import read_record
 from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.paths import env_lockfile
 from verl_bootstrap.profile import VerifySpec, load_profile
-from verl_bootstrap.run.install import detect_host_driver
-from verl_bootstrap.steps.verify import VerifyReport, verify_env
+from verl_bootstrap.verify.env import VerifyReport, verify_env
 
 __all__ = ["verify_prefix"]
 
@@ -18,7 +18,7 @@ __all__ = ["verify_prefix"]
 def verify_prefix(prefix: Path, *, profile: str | None, require_gpu: bool) -> VerifyReport:
     """Verify `prefix` with `profile`'s checks, else those of the profile that built it."""
     spec = _spec(prefix, profile)
-    gpu_present = _has_driver()
+    gpu_present = detect_driver() is not None
     return verify_env(prefix, spec, require_gpu=require_gpu, gpu_present=gpu_present)
 
 
@@ -44,8 +44,3 @@ def _recorded_profile(prefix: Path) -> str | None:
     record = read_record(prefix)
     profile = record["options"].get("profile") if record else None
     return profile if isinstance(profile, str) else None
-
-
-def _has_driver() -> bool:
-
-    return detect_host_driver() is not None

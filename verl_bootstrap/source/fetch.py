@@ -6,34 +6,25 @@ dirty or elsewhere: the user's edits are theirs.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import re
-import shutil
-import sys
-import tarfile
 import tempfile
-import zlib
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from verl_bootstrap import proc
-from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.errors import InputError, StepFailed
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.lifecycle.checkout import commit_of, mark_made, move_checkout
-from verl_bootstrap.lifecycle.sourcework import SDIST_MARK, record_unpacked
-from verl_bootstrap.lockfile.model import LockedSource
-from verl_bootstrap.options import RunOptions
+from verl_bootstrap.lifecycle.sourcework import SDIST_MARK
 from verl_bootstrap.paths import file_sha256
-from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.redact import redact
 from verl_bootstrap.safety.credentials import lift
+from verl_bootstrap.source.sdist import unpack_sdist
+from verl_bootstrap.source.spec import SourceResult, SourceSpec
 
-__all__ = ["SDIST_MARK", "SourceResult", "SourceSpec", "fetch_source", "locked_source"]
+__all__ = ["fetch_source"]
 
-_RELEASE_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+)?)$")
 _UNREACHABLE = (
     "could not resolve host",
     "failed to connect",
@@ -43,49 +34,6 @@ _UNREACHABLE = (
     "unable to access",
     "could not read from remote repository",
 )
-
-
-@dataclass(frozen=True)
-class SourceSpec:
-    """Where verl comes from, which ref, and where its checkout goes."""
-
-    repo: str
-    ref: str
-    checkout: Path
-    sdist_fallback: bool
-
-    @classmethod
-    def from_profile(cls, profile: Profile, options: RunOptions, state: Path) -> SourceSpec:
-        """The source the run uses: --verl-source/--verl-ref over the profile's."""
-        del state  # the checkout sits beside the env, where users can find and edit it
-        repo = options.verl_source or profile.verl.repo
-        needs_repo = any(s.kind == "script" for s in profile.stages)
-        return cls(
-            repo=_as_git_url(repo),
-            ref=options.verl_ref or profile.verl.ref,
-            checkout=options.prefix / "src" / "verl",
-            sdist_fallback=profile.verl.sdist_fallback and not needs_repo,
-        )
-
-    @property
-    def release(self) -> str | None:
-        """The release version a tag such as v0.9.1 names, else None."""
-        found = _RELEASE_TAG.match(self.ref)
-        return found.group(1) if found else None
-
-
-@dataclass(frozen=True)
-class SourceResult:
-    """What fetch-source produced."""
-
-    kind: str  # git | sdist
-    repo: str
-    ref: str
-    path: Path
-    commit: str | None = None
-    sdist_sha256: str | None = None
-    sdist_name: str | None = None
-    note: str = ""
 
 
 def fetch_source(
@@ -117,16 +65,6 @@ def _fetch(
 
 class _Unreachable(Exception):
     """The git URL could not be reached (as opposed to a bad ref or a broken repo)."""
-
-
-def _as_git_url(repo: str) -> str:
-    """Local paths become file:// URLs so that shallow clones work on them too."""
-    if "://" in repo or repo.startswith("git@"):
-        return repo
-    path = Path(repo).expanduser()
-    if not path.exists():
-        raise InputError(f"--verl-source {repo!r} is neither a URL nor an existing path")
-    return path.resolve().as_uri()
 
 
 def _clone(spec: SourceSpec, log_path: Path) -> SourceResult:
@@ -265,62 +203,6 @@ def _pip_index_args(settings: IndexSettings) -> list[str]:
     return args
 
 
-def unpack_sdist(archive: Path, dest: Path, sha256: str) -> None:
-    """Unpack a release sdist into `dest`, its top folder stripped, members filtered as data.
-
-    It is unpacked beside `dest` and renamed into place with its mark written, so `dest` never
-    exists half-unpacked: a run killed midway leaves only the staging folder, which the next
-    run removes and redoes. A damaged (truncated) archive is a step failure naming it.
-    """
-    staging = dest.with_name(f".{dest.name}.unpacking")
-    shutil.rmtree(staging, ignore_errors=True)  # the tool's own, from a run killed midway
-    staging.mkdir(parents=True)
-    try:
-        _extract(archive, staging)
-        record_unpacked(staging)  # what is the tool's in it, for `remove` and a re-run
-    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise StepFailed(
-            f"verl's sdist {archive} could not be unpacked ({exc}); nothing was kept",
-            hint="the archive is damaged (a cut download?): run the same command again",
-        ) from None
-    (staging / SDIST_MARK).write_text(f"{archive.name} {sha256}\n")
-    staging.rename(dest)
-
-
-def _extract(archive: Path, into: Path) -> None:
-    with tarfile.open(archive) as tar:
-        members = tar.getmembers()
-        top = members[0].name.split("/")[0]
-        for member in members:
-            member.name = member.name.removeprefix(top).lstrip("/")
-        kept = [m for m in members if m.name]
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(into, members=kept, filter="data")
-        else:  # Python without PEP 706: the names were checked above
-            tar.extractall(into, members=kept)
-
-
-def pip_launcher() -> list[str]:
-    """How to run pip on the host for downloads: our interpreter's pip, else uv's pip."""
-    if importlib.util.find_spec("pip") is not None:
-        return [sys.executable, "-m", "pip"]
-
-    return [uv_binary(), "tool", "run", "pip"]
-
-
 def _log(path: Path, line: str) -> None:
     with path.open("a", encoding="utf-8") as fh:
         fh.write(redact(line) + "\n")
-
-
-def locked_source(source: SourceResult) -> LockedSource:
-    """The lockfile's view of verl's source."""
-    return LockedSource(
-        repo=source.repo,
-        ref=source.ref,
-        kind="sdist" if source.kind == "sdist" else "git",
-        commit=source.commit,
-        sdist=source.sdist_name,
-        sdist_sha256=source.sdist_sha256,
-    )

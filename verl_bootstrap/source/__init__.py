@@ -1,0 +1,1 @@
+"""verl's source: its spec, the git checkout or release sdist it is fetched as."""

@@ -1,0 +1,182 @@
+"""Prove an env works: imports, versions, `uv pip check`, and the GPU smoke test, run in the env's
+own interpreter (the verify step, `verify --prefix` and kernel stages use it)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+
+from verl_bootstrap import proc
+from verl_bootstrap.commands import uv_binary
+from verl_bootstrap.envs.base import env_python
+from verl_bootstrap.envs.inventory import canonical
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.paths import PROBES
+from verl_bootstrap.profile.models import VerifySpec
+from verl_bootstrap.verify import bytecode
+
+__all__ = ["Check", "VerifyReport", "import_needs_driver", "verify_env"]
+
+PROBE = PROBES / "verify_env.py"
+_REQUIRES = re.compile(r" requires `([A-Za-z0-9][A-Za-z0-9._-]*)")
+_MARK = "@@VERIFY@@"
+# Import errors that come from a missing NVIDIA driver, not from the env (the CUDA wheels install
+# and import on a host with no GPU until something opens the driver).
+_NEEDS_DRIVER = re.compile(
+    r"libcuda|libnvidia|CUDA driver|NVIDIA driver|cuInit|no CUDA-capable device|Found no NVIDIA",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verification: ok, fail, or skipped, with what was found."""
+
+    name: str
+    status: str
+    detail: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """All checks of one env."""
+
+    prefix: str
+    checks: tuple[Check, ...]
+    bytecode: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """No check failed."""
+        return all(c.status != "fail" for c in self.checks)
+
+    def failures(self) -> list[str]:
+        """One line per failed check."""
+        return [f"{c.name}: {c.detail}" for c in self.checks if c.status == "fail"]
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON form."""
+        return {
+            "prefix": self.prefix,
+            "ok": self.ok,
+            "checks": [c.__dict__ for c in self.checks],
+            "bytecode": self.bytecode,
+        }
+
+
+def verify_env(
+    prefix: Path,
+    spec: VerifySpec,
+    *,
+    log_path: Path | None = None,
+    require_gpu: bool = False,
+    gpu_present: bool = False,
+) -> VerifyReport:
+    """Run every check in the env's own interpreter."""
+    python = env_python(prefix)
+    if not python.exists():
+        raise InputError(f"{prefix} is not an env (no {python})")
+    restored = bytecode.restore(python, prefix, log_path)
+    answer = _probe(python, spec, gpu_present=gpu_present, log_path=log_path)
+    imports = _import_checks(answer, gpu_present=gpu_present)
+    checks = [*imports, *_version_checks(answer, spec)]
+    checks.append(_pip_check(python, log_path, spec.overridden))
+    checks.append(_gpu_check(answer["gpu"], require_gpu=require_gpu))
+    stored = {}
+    if all(c.status != "fail" for c in imports):  # keep only what a working env compiled
+        stored = bytecode.harvest(python, prefix, log_path)
+    summary = bytecode.summary(restored, stored)
+    return VerifyReport(prefix=str(prefix), checks=tuple(checks), bytecode=summary)
+
+
+def _probe(
+    python: Path, spec: VerifySpec, *, gpu_present: bool, log_path: Path | None
+) -> dict[str, Any]:
+    request = {
+        "imports": list(spec.imports),
+        "versions": sorted(spec.versions),
+        "gpu_smoke": spec.gpu_smoke,
+        "gpu_present": gpu_present,
+        "bf16": spec.bf16,
+        "flash_attn": spec.flash_attn,
+    }
+    env: dict[str, str | None] = {"PYTHONNOUSERSITE": "1", "PYTHONWARNINGS": "ignore"}
+    env.update(bytecode.compiling_environment())  # its imports fill the store
+    done = proc.run(
+        [str(python), str(PROBE), json.dumps(request)],
+        log_path=log_path, env=env, check=False, keep_output=True,
+    )  # fmt: skip
+    result: dict[str, Any] | None = proc.marked(done.output, _MARK)
+    if result is not None:
+        return result
+    raise InputError(f"the verify probe did not answer in {python} (exit {done.returncode})")
+
+
+def import_needs_driver(error: str) -> bool:
+    """An import error that only the missing NVIDIA driver explains (kernel stages load modules)."""
+    return _needs_driver(error)
+
+
+def _needs_driver(error: str, *, triton_stub: bool = False) -> bool:
+    """An import error that comes from the missing NVIDIA driver, not from a broken env."""
+    return bool(_NEEDS_DRIVER.search(error)) or (triton_stub and "triton" in error)
+
+
+def _import_checks(answer: dict[str, Any], *, gpu_present: bool) -> list[Check]:
+    return [_import_check(item, gpu_present=gpu_present) for item in answer["imports"]]
+
+
+def _import_check(item: dict[str, Any], *, gpu_present: bool) -> Check:
+    name = f"import {item['module']}"
+    if item["ok"]:
+        return Check(name=name, status="ok", detail=item.get("file") or "")
+    error = item["error"]
+    if not gpu_present and _needs_driver(error, triton_stub=item.get("triton_stub", False)):
+        # an env prepared for a GPU host (`--cuda cuXYZ` here): this import can only run there
+        last = error.strip().splitlines()[-1] if error.strip() else error
+        detail = f"skipped: needs the NVIDIA driver ({last})"
+        return Check(name=name, status="skipped", detail=detail)
+    return Check(name=name, status="fail", detail=error)
+
+
+def _version_checks(answer: dict[str, Any], spec: VerifySpec) -> list[Check]:
+    checks = []
+    for name, wanted in sorted(spec.versions.items()):
+        have = answer["versions"].get(name)
+        ok = have is not None and have in SpecifierSet(wanted, prereleases=True)
+        detail = f"{name} {have} (profile wants {wanted})" if have else f"{name} not installed"
+        checks.append(Check(name=f"version {name}", status="ok" if ok else "fail", detail=detail))
+    return checks
+
+
+def _pip_check(python: Path, log_path: Path | None, overridden: tuple[str, ...] = ()) -> Check:
+    done = proc.run(
+        [uv_binary(), "pip", "check", "--python", str(python)],
+        log_path=log_path, check=False, keep_output=True,
+    )  # fmt: skip
+    status = "ok" if done.returncode == 0 else "fail"
+    lines = [ln for ln in done.output.splitlines() if ln.strip()]
+    mismatches = [ln for ln in lines if ln.startswith("The package ")]
+    wanted = {canonical(m.group(1)) for m in map(_REQUIRES.search, mismatches) if m}
+    if status == "fail" and mismatches and wanted <= {canonical(n) for n in overridden}:
+        # each mismatch is one the profile makes on purpose (an override in its stages)
+        detail = f"only the profile's overrides of {', '.join(sorted(wanted))}: " + "; ".join(
+            mismatches
+        )
+        return Check(name="uv pip check", status="warn", detail=detail)
+    return Check(name="uv pip check", status=status, detail=lines[-1] if lines else "")
+
+
+def _gpu_check(gpu: dict[str, Any], *, require_gpu: bool) -> Check:
+    status = gpu["status"]
+    if status == "skipped" and require_gpu:
+        status = "fail"
+    detail = gpu["detail"] if isinstance(gpu["detail"], str) else json.dumps(gpu["detail"])
+    data = {k: v for k, v in gpu.items() if k not in ("status", "detail")}
+    return Check(name="gpu smoke test", status=status, detail=detail, data=data)
