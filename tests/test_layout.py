@@ -119,8 +119,7 @@ def test_only_the_runner_uses_the_step_kinds() -> None:
     users = {
         module
         for module, targets in _imports(_modules()).items()
-        if _package(module) not in {"steps", "run"}
-        and any(_package(t) == "steps" for t in targets)
+        if _package(module) not in {"steps", "run"} and any(_package(t) == "steps" for t in targets)
     }
     assert users == set()
 
