@@ -175,7 +175,7 @@ def test_a_gpu_profile_with_no_driver_and_cuda_auto_is_refused(name: str, tmp_pa
 def test_the_cli_refuses_a_gpu_profile_with_no_driver_with_exit_3(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(install, "detect_host_driver", lambda environ=None: None)  # no GPU here
+    monkeypatch.setattr(install, "detect_driver", lambda: None)  # no GPU here
     prefix = tmp_path / "env"
     for argv in (["plan", "--profile", "fsdp"], ["--profile", "fsdp"]):
         assert cli.main([*argv, "--prefix", str(prefix)]) == EXIT_REFUSED

@@ -8,8 +8,9 @@ import pytest
 
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.profile import PROFILES_DIR, list_profiles, load_profile, profile_path
+from verl_bootstrap.profile.load import MAX_PROFILE_BYTES
 from verl_bootstrap.profile.stacks import apply_stack, supported_refs
-from verl_bootstrap.profile.yamlsrc import load_located
+from verl_bootstrap.safety.yamlfile import load_yaml
 
 PARENT = """\
 schema_version: 1
@@ -135,10 +136,10 @@ def test_list_profiles_reads_a_folder(tmp_path: Path) -> None:
     assert list_profiles(tmp_path) == ["a", "b"]
 
 
-def test_load_located_remembers_the_line_of_every_key(tmp_path: Path) -> None:
+def test_a_profile_remembers_the_line_of_every_key(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     path.write_text(PARENT)
-    located = load_located(path)
+    located = load_yaml(path, what="profile", max_bytes=MAX_PROFILE_BYTES)
     assert located.lines[("name",)] == (path, 2)
     assert located.lines[("stages", 0)] == (path, 7)
     assert located.lines[("stages", 0, "packages")] == (path, 8)

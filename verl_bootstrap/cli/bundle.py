@@ -93,15 +93,15 @@ def bundle_options(archive: Path, options: RunOptions) -> RunOptions:
 def _check_fits(archive: Path, manifest: Manifest, options: RunOptions) -> Profile:
     """Refuse a host the bundle does not fit, naming every reason (nothing is unpacked yet)."""
     from verl_bootstrap.bundle.unpack import misfits
+    from verl_bootstrap.gpu.detect import detect_driver
     from verl_bootstrap.host.variants import choose_variant
     from verl_bootstrap.profile import load_profile
-    from verl_bootstrap.run.install import detect_host_driver
 
     profile = load_profile(options.profile)
     if profile.name != manifest.profile:
         raise Refused(f"{archive} holds a lock of profile {manifest.profile!r}, not "
                       f"{profile.name!r}", hint=f"pass --profile {manifest.profile}")  # fmt: skip
-    variant, _ = choose_variant(profile, detect_host_driver(), options.cuda)
+    variant, _ = choose_variant(profile, detect_driver(), options.cuda)
     problems = misfits(manifest, variant=variant, python_found=_python_found(manifest, options))
     if problems:
         raise Refused(

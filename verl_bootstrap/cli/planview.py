@@ -123,11 +123,7 @@ def summary_text(result: InstallResult) -> str:
         if failed.hint:
             lines.append(f"hint: {failed.hint}")
         lines.append(f"full log: {failed.log}")
-        lines.append(f"resume with: {_resume(result)}")
+        lines.append(f"resume with: {resume_command(result.plan.prefix)}")
     elif result.activate:
         lines += ["", "verified. Enter the env with:", f"  {result.activate}"]
     return "\n".join(lines)
-
-
-def _resume(result: InstallResult) -> str:
-    return resume_command(result.plan.prefix)

@@ -111,7 +111,7 @@ def cmd_onboard(ns: argparse.Namespace) -> int:
     """`onboard --config LAB`: the lab's env, locked, activated, checked by doctor."""
     from verl_bootstrap.onboard import (
         default_shell,
-        fetch_lockfile,
+        fetch_file,
         lab_defaults,
         local_profile,
     )
@@ -123,7 +123,7 @@ def cmd_onboard(ns: argparse.Namespace) -> int:
     site = load_site(ns.config)
     profile, lock_location = lab_defaults(site, ns.profile, ns.lockfile)
     with applied_environment(dict(site_options(site).environment)):
-        lockfile = fetch_lockfile(lock_location, os.environ) if lock_location else None
+        lockfile = fetch_file(lock_location, os.environ, "lockfile") if lock_location else None
         options = _install_options(ns, local_profile(profile, os.environ), lockfile)
         shells = tuple(ns.shell) or (default_shell(os.environ),)
         return _run_onboard(ns, options, shells, lockfile)

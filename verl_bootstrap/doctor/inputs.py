@@ -22,10 +22,6 @@ __all__ = ["PROBE_LIBS", "Context", "DoctorInputs", "EnvFacts", "exact_env", "ru
 PROBE_LIBS = PROBES / "libs.py"
 
 
-def _environ() -> dict[str, str]:
-    return dict(os.environ)
-
-
 @dataclass(frozen=True)
 class DoctorInputs:
     """Everything doctor needs, built once by the CLI (or the install's preflight)."""
@@ -37,7 +33,7 @@ class DoctorInputs:
     # yet, the interpreter a new venv will be made from.
     python: Path | None = None
     root: Path = Path("/")  # where /proc and /etc are read from (tests point it elsewhere)
-    environ: Mapping[str, str] = field(default_factory=_environ)
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     urls: tuple[tuple[str, str], ...] = ()  # (label, url) the plan uses; labels like "index:pypi"
     optional_urls: frozenset[str] = frozenset()  # labels whose failure only warns
     skip: frozenset[str] = frozenset()  # --skip-check names

@@ -12,7 +12,7 @@ from verl_bootstrap.errors import StepFailed
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.paths import PROBES
 from verl_bootstrap.verify import bytecode
-from verl_bootstrap.verify.env import import_needs_driver
+from verl_bootstrap.verify.env import needs_driver
 
 __all__ = ["check_loads", "load_failures", "probe_key", "undefined_symbol"]
 
@@ -65,7 +65,7 @@ def check_loads(
         restored = bytecode.restore(python, python.parents[1], None)
         note(f"bytecode store: {restored.get('restored', 0)} compiled modules restored")
     for module, error in load_failures(python, modules).items():
-        if not gpu_present and import_needs_driver(error):
+        if not gpu_present and needs_driver(error):
             note(f"kernel {module}: not loaded here, it needs the NVIDIA driver ({error})")
             continue
         symbol = undefined_symbol(error)

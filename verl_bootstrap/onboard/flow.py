@@ -31,7 +31,6 @@ __all__ = [
     "OnboardResult",
     "describe",
     "fetch_file",
-    "fetch_lockfile",
     "lab_defaults",
     "local_profile",
     "onboard",
@@ -65,11 +64,6 @@ def lab_defaults(
             hint="add `defaults: {profile: NAME}` to the lab config, or pass --profile NAME",
         )
     return chosen, lockfile or site.config.defaults.lockfile
-
-
-def fetch_lockfile(location: str, environ: Mapping[str, str]) -> Path:
-    """A local copy of the lab's lockfile."""
-    return fetch_file(location, environ, "lockfile")
 
 
 def onboard(

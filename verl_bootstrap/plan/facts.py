@@ -17,7 +17,7 @@ from verl_bootstrap.options import RunOptions
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.siteconfig.apply import index_settings
 
-__all__ = ["HostFacts", "current_environ", "gather_host"]
+__all__ = ["HostFacts", "gather_host"]
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def gather_host(
             site_archs=options.site.cuda_arch,
             interpreter=interpreter,
             python_prefer=profile.python.prefer,
-            environ=current_environ() if environ is None else environ,
+            environ=dict(os.environ) if environ is None else environ,
         )
     return HostFacts(
         variant=variant,
@@ -70,8 +70,3 @@ def gather_host(
         notes=(*options.site.notes, *notes, *storage_notes(options.prefix, environ)),
         kernels=kernels,
     )
-
-
-def current_environ() -> dict[str, str]:
-    """A copy of the process environment (a seam for tests)."""
-    return dict(os.environ)

@@ -11,12 +11,13 @@ from pydantic import ValidationError
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.paths import PROFILES_DIR
 from verl_bootstrap.profile.models import SCHEMA_VERSION, Profile
-from verl_bootstrap.profile.yamlsrc import Key, Located, load_located
+from verl_bootstrap.safety.yamlfile import Key, Located, load_yaml
 
 __all__ = ["PROFILES_DIR", "list_profiles", "load_profile", "profile_path"]
 
 
 _MAX_DEPTH = 16
+MAX_PROFILE_BYTES = 1024 * 1024  # the largest shipped profile is under 10 KB
 
 
 def profile_path(name_or_path: str, *, search: Path = PROFILES_DIR) -> Path:
@@ -60,7 +61,7 @@ def _merged(path: Path, *, search: Path, chain: tuple[Path, ...]) -> Located:
     resolved = path.resolve()
     if len(chain) > _MAX_DEPTH:
         raise InputError(f"{path}: 'extends' chain is deeper than {_MAX_DEPTH}")
-    own = load_located(path)
+    own = load_yaml(path, what="profile", max_bytes=MAX_PROFILE_BYTES)  # bounded; errors: file:line
     if not isinstance(own.data, dict):
         raise InputError(f"{path}:1: a profile must be a YAML mapping of keys to values")
     if "schema_version" not in own.data:  # every file, not only the root of an `extends` chain

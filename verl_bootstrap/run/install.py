@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -23,7 +21,7 @@ from verl_bootstrap.profile.stacks import apply_stack
 from verl_bootstrap.run.compile import compile_plan
 from verl_bootstrap.run.runner import RunReport, run_plan
 
-__all__ = ["InstallResult", "detect_host_driver", "prepare_plan", "run_install"]
+__all__ = ["InstallResult", "prepare_plan", "run_install"]
 
 
 @dataclass(frozen=True)
@@ -33,12 +31,6 @@ class InstallResult:
     plan: Plan
     report: RunReport
     activate: str | None
-
-
-def detect_host_driver(environ: Mapping[str, str] | None = None) -> DriverInfo | None:
-    """The NVIDIA driver of this host (None when there is none)."""
-
-    return detect_driver(environ=dict(os.environ if environ is None else environ))
 
 
 def prepare_plan(
@@ -57,7 +49,7 @@ def prepare_plan(
         options=frozenset({"tests"} if options.with_tests else ()),
     )
     if detect and driver is None:
-        driver = detect_host_driver()
+        driver = detect_driver()
     locked = None
     if options.locked or options.frozen or options.lockfile is not None:
         if options.with_tests:  # lockfiles hold the default selection of stages only

@@ -14,7 +14,6 @@ import functools
 import os
 import time
 import traceback
-from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +32,7 @@ from verl_bootstrap.lifecycle.hints import resume_command
 from verl_bootstrap.lifecycle.state import State, StepRecord
 from verl_bootstrap.paths import cannot_write, logs_dir, state_file
 from verl_bootstrap.plan.model import Plan, Step
-from verl_bootstrap.steps.base import StepContext
+from verl_bootstrap.steps.base import Executor, StepContext
 from verl_bootstrap.steps.kinds import execute_step
 
 __all__ = ["RunReport", "Status", "StepOutcome", "run_plan"]
@@ -82,9 +81,6 @@ class RunReport:
         return next((o for o in self.outcomes if o.status is Status.FAILED), None)
 
 
-Executor = Callable[[StepContext], dict[str, Any]]
-
-
 def run_plan(
     plan: Plan, *, executor: Executor = execute_step, force: frozenset[str] = frozenset()
 ) -> RunReport:
@@ -104,15 +100,11 @@ def run_plan(
         loop.interrupt()
         raise Interrupted(
             "interrupted; the env's state is saved",
-            hint=f"resume with: {_resume_hint(plan)}",
+            hint=f"resume with: {resume_command(plan.prefix)}",
         ) from None
     order = {s.id: i for i, s in enumerate(plan.steps)}
     outcomes = tuple(sorted(loop.outcomes.values(), key=lambda o: order[o.id]))
     return RunReport(outcomes=outcomes, log_dir=log_dir, outputs=loop.outputs)
-
-
-def _resume_hint(plan: Plan) -> str:
-    return resume_command(plan.prefix)
 
 
 class _Loop:

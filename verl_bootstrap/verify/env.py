@@ -20,7 +20,7 @@ from verl_bootstrap.paths import PROBES
 from verl_bootstrap.profile.models import VerifySpec
 from verl_bootstrap.verify import bytecode
 
-__all__ = ["Check", "VerifyReport", "import_needs_driver", "verify_env"]
+__all__ = ["Check", "VerifyReport", "needs_driver", "verify_env"]
 
 PROBE = PROBES / "verify_env.py"
 _REQUIRES = re.compile(r" requires `([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -118,13 +118,9 @@ def _probe(
     raise InputError(f"the verify probe did not answer in {python} (exit {done.returncode})")
 
 
-def import_needs_driver(error: str) -> bool:
-    """An import error that only the missing NVIDIA driver explains (kernel stages load modules)."""
-    return _needs_driver(error)
-
-
-def _needs_driver(error: str, *, triton_stub: bool = False) -> bool:
-    """An import error that comes from the missing NVIDIA driver, not from a broken env."""
+def needs_driver(error: str, *, triton_stub: bool = False) -> bool:
+    """An import error that comes from the missing NVIDIA driver, not from a broken env (a kernel
+    stage's import check asks too)."""
     return bool(_NEEDS_DRIVER.search(error)) or (triton_stub and "triton" in error)
 
 
@@ -137,7 +133,7 @@ def _import_check(item: dict[str, Any], *, gpu_present: bool) -> Check:
     if item["ok"]:
         return Check(name=name, status="ok", detail=item.get("file") or "")
     error = item["error"]
-    if not gpu_present and _needs_driver(error, triton_stub=item.get("triton_stub", False)):
+    if not gpu_present and needs_driver(error, triton_stub=item.get("triton_stub", False)):
         # an env prepared for a GPU host (`--cuda cuXYZ` here): this import can only run there
         last = error.strip().splitlines()[-1] if error.strip() else error
         detail = f"skipped: needs the NVIDIA driver ({last})"
