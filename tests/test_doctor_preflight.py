@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from verl_bootstrap.doctor import PREFLIGHT_CHECKS, inputs_from_plan, preflight_failures
 from verl_bootstrap.doctor.preflight import plan_urls, run_preflight_checks
+from verl_bootstrap.errors import Refused
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.model import Plan
-from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.run.install import prepare_plan, run_preflight
 
 
 def _plan(tmp_path: Path, **options: Any) -> Plan:
@@ -23,6 +27,18 @@ def test_preflight_runs_every_preflight_check_on_the_plan(tmp_path: Path) -> Non
     checks = run_preflight_checks(plan, dict(os.environ))
     assert tuple(c.name for c in checks) == PREFLIGHT_CHECKS
     assert preflight_failures(plan, dict(os.environ)) == ()  # this host can build the cpu env
+
+
+def test_a_failed_preflight_refuses_the_run_naming_each_fix(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, offline=True)
+    run_preflight(plan)  # passes: nothing fails for the cpu env here
+    huge = replace(plan, profile=plan.profile.model_copy(update={"disk_gb": 1e9}))
+    with pytest.raises(Refused, match="preflight refused the run") as caught:
+        run_preflight(huge)
+    assert "disk: " in caught.value.message and "(fix: " in caught.value.message
+    assert caught.value.hint is not None and "--skip-check NAME" in caught.value.hint
+    assert caught.value.exit_code == 3
+    assert not plan.prefix.exists()  # refused before anything was made
 
 
 def test_inputs_carry_the_plans_decisions(tmp_path: Path) -> None:

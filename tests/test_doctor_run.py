@@ -17,10 +17,9 @@ from verl_bootstrap.doctor import (
     PREFLIGHT_CHECKS,
     DoctorInputs,
     Status,
-    raise_on_failure,
     run_doctor,
 )
-from verl_bootstrap.errors import InputError, Refused
+from verl_bootstrap.errors import InputError
 from verl_bootstrap.profile.models import Profile
 
 HOST_HAS_DRIVER = (
@@ -100,13 +99,3 @@ def test_driver_detection_runs_only_for_gpu_checks() -> None:
     assert run_doctor(broken, only=["glibc"]).ok
     with pytest.raises(InputError):
         run_doctor(broken, only=["driver"])
-
-
-def test_a_failed_preflight_refuses_with_each_fix() -> None:
-    report = run_doctor(_inputs(), only=["disk"])
-    raise_on_failure(report)  # passes: nothing failed
-    failing = run_doctor(_inputs(profile=GPU.model_copy(update={"disk_gb": 1e9})), only=["disk"])
-    with pytest.raises(Refused, match="preflight failed: disk") as caught:
-        raise_on_failure(failing)
-    assert caught.value.hint is not None and "--skip-check NAME" in caught.value.hint
-    assert caught.value.exit_code == 3

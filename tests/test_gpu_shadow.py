@@ -1,7 +1,9 @@
-"""Foreign CUDA libraries: real ELF files on the load path and a real process's /proc/self/maps."""
+"""Foreign CUDA libraries: real ELF files on the load path, and the libraries a real process has
+mapped, read by doctor's own probe (probes/libs.py) as the shadowing-loaded check reads them."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -9,12 +11,28 @@ from pathlib import Path
 
 import pytest
 
-from verl_bootstrap.gpu.shadow import find_foreign_libs, lib_family, parse_maps
+from verl_bootstrap.gpu.shadow import LoadedLib, find_foreign_libs, lib_family, loaded_libs
+from verl_bootstrap.paths import PROBES
 
 REAL_SO = Path("/lib/x86_64-linux-gnu/libz.so.1").resolve()
-DLOPEN_AND_DUMP = (
-    "import ctypes, sys; ctypes.CDLL(sys.argv[1]); sys.stdout.write(open('/proc/self/maps').read())"
+# loads a library, then asks the probe's own reader what the process has mapped
+DLOPEN_AND_PROBE = (
+    "import ctypes, json, os, runpy, sys; ctypes.CDLL(sys.argv[1]); "
+    "os.remove(sys.argv[1]) if sys.argv[3:] == ['delete'] else None; "
+    "probe = runpy.run_path(sys.argv[2]); print(json.dumps(probe['loaded_libraries']()))"
 )
+
+
+def probed(
+    library: Path, prefix: Path, *, delete: bool = False
+) -> tuple[list[str], list[LoadedLib]]:
+    """The paths the probe reports for a process that loaded `library`, and doctor's reading."""
+    argv = [sys.executable, "-c", DLOPEN_AND_PROBE, str(library), str(PROBES / "libs.py")]
+    argv += ["delete"] if delete else []
+    done = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60)
+    paths, error = json.loads(done.stdout)
+    assert error is None
+    return paths, loaded_libs(paths, prefix)
 
 
 @pytest.fixture
@@ -39,18 +57,11 @@ def test_a_real_process_that_loads_a_foreign_cudnn_is_flagged(
     foreign_cudnn: Path, tmp_path: Path
 ) -> None:
     env_prefix = tmp_path / "env"
-    done = subprocess.run(
-        [sys.executable, "-c", DLOPEN_AND_DUMP, str(foreign_cudnn)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    loaded = parse_maps(done.stdout, env_prefix)
+    _, loaded = probed(foreign_cudnn, env_prefix)
     assert [(x.name, x.path, x.inside_prefix) for x in loaded] == [
         ("libcudnn.so.9", foreign_cudnn, False)
     ]
-    assert parse_maps(done.stdout, tmp_path)[0].inside_prefix  # the same file, inside tmp_path
+    assert probed(foreign_cudnn, tmp_path)[1][0].inside_prefix  # the same file, inside tmp_path
 
 
 def test_ld_library_path_entries_holding_cuda_libs_are_found(
@@ -96,13 +107,6 @@ def test_a_library_deleted_after_loading_still_counts(tmp_path: Path) -> None:
     env_lib.mkdir(parents=True)
     nccl = env_lib / "libnccl.so.2"
     shutil.copy(REAL_SO, nccl)
-    code = (
-        "import ctypes, os, sys; ctypes.CDLL(sys.argv[1]); os.remove(sys.argv[1]); "
-        "sys.stdout.write(open('/proc/self/maps').read())"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(nccl)], capture_output=True, text=True, check=True
-    )
-    assert f"{nccl} (deleted)" in done.stdout  # anonymous and [vdso] lines sit beside it
-    loaded = parse_maps(done.stdout, tmp_path / "env")
+    paths, loaded = probed(nccl, tmp_path / "env", delete=True)
+    assert paths == [f"{nccl} (deleted)"]  # the probe keeps the loader's mark
     assert [(x.path, x.inside_prefix) for x in loaded] == [(nccl, True)]

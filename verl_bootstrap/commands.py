@@ -162,8 +162,3 @@ def _targets(request: InstallRequest) -> list[str]:
     if request.editable:
         targets = ["-e", request.editable, *targets]
     return targets
-
-
-def host_python() -> Path:
-    """The interpreter running verl-bootstrap."""
-    return Path(sys.executable)

@@ -13,7 +13,6 @@ from verl_bootstrap.doctor.run import (
     ALL_CHECKS,
     CHECKS,
     PREFLIGHT_CHECKS,
-    raise_on_failure,
     run_doctor,
 )
 from verl_bootstrap.host.variants import choose_variant
@@ -32,7 +31,6 @@ __all__ = [
     "choose_variant",
     "inputs_from_plan",
     "preflight_failures",
-    "raise_on_failure",
     "run_doctor",
     "run_preflight_checks",
 ]

@@ -14,10 +14,10 @@ from verl_bootstrap.doctor.checks_network import NETWORK_CHECKS
 from verl_bootstrap.doctor.inputs import Context, DoctorInputs, EnvFacts, run_probe
 from verl_bootstrap.doctor.model import CheckResult, DoctorReport, skipped
 from verl_bootstrap.envs.base import env_python
-from verl_bootstrap.errors import InputError, Refused
+from verl_bootstrap.errors import InputError
 from verl_bootstrap.gpu.detect import detect_driver
 
-__all__ = ["ALL_CHECKS", "CHECKS", "PREFLIGHT_CHECKS", "raise_on_failure", "run_doctor"]
+__all__ = ["ALL_CHECKS", "CHECKS", "PREFLIGHT_CHECKS", "run_doctor"]
 
 Check = Callable[[Context], CheckResult]
 
@@ -123,15 +123,3 @@ def run_doctor(inputs: DoctorInputs, *, only: Iterable[str] | None = None) -> Do
     _validate(inputs.skip, "--skip-check")
     ctx = _context(inputs, names)
     return DoctorReport(tuple(_run_one(name, ctx) for name in names))
-
-
-def raise_on_failure(report: DoctorReport) -> None:
-    """Stop an install on a failed preflight: Refused names each failure and its fix."""
-    if report.ok:
-        return
-    names = ", ".join(c.name for c in report.failed)
-    fixes = "; ".join(f"{c.name}: {c.fix}" for c in report.failed)
-    raise Refused(
-        f"preflight failed: {names}",
-        hint=f"{fixes}; to override a check, pass --skip-check NAME (the lockfile records it)",
-    )

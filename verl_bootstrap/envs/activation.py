@@ -8,7 +8,6 @@ moment, so a written activation file stays right when the user's environment cha
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 
@@ -19,31 +18,12 @@ __all__ = [
     "SHELLS",
     "activation_line",
     "activation_script",
-    "clean_library_path",
     "write_activation",
 ]
 
 SHELLS = ("bash", "zsh", "fish")
 _FOREIGN = ("libcudnn", "libnccl", "libcublas", "libcudart")
 _UNSET = "__vb_unset__"
-
-
-def clean_library_path(value: str, prefix: Path) -> str:
-    """LD_LIBRARY_PATH without folders (outside the env) that hold CUDA libraries torch ships."""
-    kept = []
-    for entry in (e for e in value.split(os.pathsep) if e):
-        folder = Path(entry)
-        inside = folder.resolve().is_relative_to(prefix.resolve()) if folder.exists() else False
-        if inside or not _holds_cuda_libs(folder):
-            kept.append(entry)
-    return os.pathsep.join(kept)
-
-
-def _holds_cuda_libs(folder: Path) -> bool:
-    try:
-        return any(p.name.startswith(_FOREIGN) for p in folder.iterdir())
-    except OSError:
-        return False
 
 
 def _toolkit(prefix: Path) -> Path | None:

@@ -12,7 +12,7 @@ from verl_bootstrap.gpu.cuda import (
 )
 from verl_bootstrap.gpu.detect import detect_driver
 from verl_bootstrap.gpu.model import DriverInfo, GpuInfo, MigDevice
-from verl_bootstrap.gpu.shadow import ForeignLib, LoadedLib, find_foreign_libs, parse_maps
+from verl_bootstrap.gpu.shadow import ForeignLib, LoadedLib, find_foreign_libs
 from verl_bootstrap.gpu.visible import Visibility, VisibleDevice, parse_visible_devices, ray_note
 
 __all__ = [
@@ -29,7 +29,6 @@ __all__ = [
     "driver_serves",
     "find_foreign_libs",
     "max_cuda_major",
-    "parse_maps",
     "parse_visible_devices",
     "planned_arch_list",
     "ray_note",

@@ -22,7 +22,6 @@ __all__ = [
     "ld_so_conf_dirs",
     "lib_family",
     "loaded_libs",
-    "parse_maps",
 ]
 
 LIB_PATTERNS = ("libcudnn*.so*", "libnccl*.so*", "libcublas*.so*", "libcudart*.so*")
@@ -117,9 +116,3 @@ def loaded_libs(paths: Iterable[str], prefix: Path) -> list[LoadedLib]:
         if path not in loaded and lib_family(path.name):
             loaded[path] = LoadedLib(name=path.name, path=path, inside_prefix=_inside(path, prefix))
     return list(loaded.values())
-
-
-def parse_maps(text: str, prefix: Path) -> list[LoadedLib]:
-    """The watched CUDA libraries in a /proc/<pid>/maps text, in load order, one per file."""
-    fields = (line.split(maxsplit=5) for line in text.splitlines())
-    return loaded_libs((f[5] for f in fields if len(f) == 6 and f[5].startswith("/")), prefix)

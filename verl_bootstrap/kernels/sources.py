@@ -5,7 +5,6 @@ a source build last. Pure: the plan and the run both call it, with the key they 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -112,8 +111,3 @@ def _from_index(kernel: KernelSpec, key: BuildKey, why_not: list[str]) -> Kernel
         stated.describe()
     )
     return KernelChoice("index", reason, built_for=stated)
-
-
-def safe_label(text: str) -> str:
-    """A file-system-safe version of a label (for cache folder names)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:80]

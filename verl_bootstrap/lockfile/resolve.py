@@ -39,7 +39,6 @@ __all__ = [
     "load_toml",
     "parse_annotated",
     "parse_pylock",
-    "served_hashes",
 ]
 
 FIND_LINKS = "find-links"  # the index name of artifacts found in pip's find-links folders
@@ -151,16 +150,6 @@ def _run_uv(argv: list[str], log_path: Path, what: str) -> None:
 def parse_pylock(text: str) -> list[Resolved]:
     """Distributions and their target artifacts from uv's PEP 751 output."""
     return [_from_package(p) for p in load_toml(text).get("packages", [])]
-
-
-def served_hashes(text: str) -> dict[str, set[str]]:
-    """name -> the sha256 of every artifact (wheels and sdist) in uv's PEP 751 output."""
-    out: dict[str, set[str]] = {}
-    for package in load_toml(text).get("packages", []):
-        files = [*package.get("wheels", []), *([package["sdist"]] if "sdist" in package else [])]
-        digests = {f.get("hashes", {}).get("sha256") for f in files}
-        out[canonical(str(package["name"]))] = {d for d in digests if d}
-    return out
 
 
 def _from_package(package: Mapping[str, Any]) -> Resolved:
