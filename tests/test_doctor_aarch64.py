@@ -8,12 +8,12 @@ import platform
 from pathlib import Path
 
 import pytest
+from nvidiatext import parse_smi_table
 
 from verl_bootstrap.doctor import DoctorInputs, run_doctor
 from verl_bootstrap.doctor.model import CheckResult, Status
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.gpu.cuda import known_compute_capability, planned_arch_list
-from verl_bootstrap.gpu.table import parse_smi_table
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.locked import prepare_locked
 from verl_bootstrap.profile import load_profile

@@ -7,6 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from nvidiatext import parse_query_csv, parse_smi_table
+
 from verl_bootstrap.doctor import DoctorInputs, run_doctor
 from verl_bootstrap.doctor.checks_gpu import (
     check_driver,
@@ -18,7 +20,6 @@ from verl_bootstrap.doctor.inputs import Context
 from verl_bootstrap.doctor.model import Status
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.gpu.parse import parse_smi_xml
-from verl_bootstrap.gpu.table import parse_query_csv, parse_smi_table
 from verl_bootstrap.profile.models import Profile
 
 DATA = Path(__file__).parent / "data" / "nvidia"

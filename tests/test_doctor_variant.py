@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nvidiatext import parse_smi_table
 
 from verl_bootstrap.errors import InputError, Refused
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.gpu.parse import parse_smi_xml
-from verl_bootstrap.gpu.table import parse_smi_table
 from verl_bootstrap.host.variants import choose_variant, variant_window
 from verl_bootstrap.profile.models import CudaVariant, Profile
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from nvidiatext import parse_smi_table
 
 from verl_bootstrap.gpu.cuda import (
     arch_supported,
@@ -16,7 +17,6 @@ from verl_bootstrap.gpu.cuda import (
     supports_bf16,
 )
 from verl_bootstrap.gpu.parse import parse_smi_xml
-from verl_bootstrap.gpu.table import parse_smi_table
 
 DATA = Path(__file__).parent / "data" / "nvidia"
 

@@ -1,19 +1,16 @@
-"""The driver-output parsers against every recorded real output in tests/data/nvidia/."""
+"""The driver-output parsers (the tool's, and the tests' readers in nvidiatext.py for outputs the
+tool never reads) against every recorded real output in tests/data/nvidia/."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from nvidiatext import parse_query_csv, parse_smi_list, parse_smi_table
 
 from verl_bootstrap.gpu.model import DriverInfo
-from verl_bootstrap.gpu.parse import (
-    parse_proc_version,
-    parse_smi_list,
-    parse_smi_version,
-    parse_smi_xml,
-)
-from verl_bootstrap.gpu.table import parse_query_csv, parse_query_gpus, parse_smi_table
+from verl_bootstrap.gpu.parse import parse_proc_version, parse_smi_xml
+from verl_bootstrap.gpu.query import parse_query_gpus
 
 DATA = Path(__file__).parent / "data" / "nvidia"
 
@@ -137,7 +134,7 @@ def _parse(name: str) -> DriverInfo | None:
 
 def test_every_recorded_file_has_a_test() -> None:
     recorded = {p.name for p in DATA.iterdir() if p.suffix in {".xml", ".txt"}}
-    tested = set(EXPECTED) | {"590.48.01-H100-MIG-list.txt", "610.57.04-RTX2080S-version.txt"}
+    tested = set(EXPECTED) | {"590.48.01-H100-MIG-list.txt"}
     assert recorded == tested
 
 
@@ -203,19 +200,12 @@ def test_smi_list_puts_mig_devices_under_their_gpu() -> None:
     assert gpus[0].mig_devices[1].uuid == "MIG-00000001-0000-0000-0000-000000000001"
 
 
-def test_r610_version_output_skips_the_deprecated_lines() -> None:
-    info = parse_smi_version(_read("610.57.04-RTX2080S-version.txt"))
-    assert info is not None
-    assert (info.version, info.cuda) == ("610.57.04", "13.3")
-
-
 def test_parsers_answer_none_for_text_that_is_not_theirs() -> None:
     table = _read("590.48.01-H100-table.txt")
     assert parse_smi_xml(table) is None
     assert parse_smi_xml("<nvidia_smi_log><broken") is None
     assert parse_query_csv(table) is None
     assert parse_smi_table(_read("470.74-GT1030-qx.xml")) is None
-    assert parse_smi_version(table) is None
     assert parse_smi_list(table) == ()
 
 

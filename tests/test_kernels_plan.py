@@ -14,7 +14,7 @@ from verl_bootstrap import cli
 from verl_bootstrap.cli.planview import plan_json, plan_text
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
 from verl_bootstrap.gpu.model import DriverInfo
-from verl_bootstrap.gpu.table import parse_query_gpus
+from verl_bootstrap.gpu.query import parse_query_gpus
 from verl_bootstrap.kernels.sizing import HostResources
 from verl_bootstrap.kernels.wheelhouse import Wheelhouse
 from verl_bootstrap.options import RunOptions

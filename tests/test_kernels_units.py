@@ -15,7 +15,7 @@ import pytest
 
 from verl_bootstrap.errors import InputError, Refused
 from verl_bootstrap.gpu.model import DriverInfo
-from verl_bootstrap.gpu.table import parse_query_gpus
+from verl_bootstrap.gpu.query import parse_query_gpus
 from verl_bootstrap.kernels.key import BuildKey, render_template
 from verl_bootstrap.kernels.sizing import (
     HostResources,

@@ -11,13 +11,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from nvidiatext import parse_smi_table
 from packaging.version import Version
 
 from verl_bootstrap import cli
 from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED, InputError, Refused
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.gpu.parse import parse_smi_xml
-from verl_bootstrap.gpu.table import parse_smi_table
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.facts import gather_host
 from verl_bootstrap.plan.model import Plan

@@ -25,7 +25,7 @@ from verl_bootstrap.gpu.cuda import (
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.gpu.nvml import read_nvml
 from verl_bootstrap.gpu.parse import parse_proc_version, parse_smi_xml
-from verl_bootstrap.gpu.table import parse_query_gpus
+from verl_bootstrap.gpu.query import parse_query_gpus
 
 __all__ = ["CONDA_OVERRIDE", "DRIVER_OVERRIDE", "PROC_VERSION", "detect_driver"]
 

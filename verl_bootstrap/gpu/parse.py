@@ -1,4 +1,4 @@
-"""Parsers for the driver's own reports: `nvidia-smi -q -x`, `--version`, `-L`, and /proc.
+"""Parsers for the driver's own reports: `nvidia-smi -q -x` and /proc.
 
 Each parser is a pure function of the text. Text it does not recognise gives None (or an empty
 tuple), never an exception, so detection can move on to the next source.
@@ -8,19 +8,16 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import replace
 
 from verl_bootstrap.gpu.model import DriverInfo, GpuInfo, MigDevice
 
-__all__ = ["mib", "parse_proc_version", "parse_smi_list", "parse_smi_version", "parse_smi_xml"]
+__all__ = ["mib", "parse_proc_version", "parse_smi_xml"]
 
 _NA = {"", "n/a", "[n/a]", "none", "not supported", "[not supported]"}
 _MIB = re.compile(r"^\s*(\d+)\s*MiB\s*$", re.IGNORECASE)
 # Proprietary: "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  <date>".
 # Open modules: "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release …".
 _NVRM = re.compile(r"^NVRM version:.*?Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+){1,2})\b")
-_LIST_GPU = re.compile(r"^GPU (\d+): (.+?) \(UUID: (\S+)\)\s*$")
-_LIST_MIG = re.compile(r"^\s+MIG (\S+)\s+Device\s+(\d+): \(UUID: (\S+)\)\s*$")
 
 
 def _text(element: ET.Element | None, path: str) -> str | None:
@@ -89,37 +86,3 @@ def parse_proc_version(text: str) -> str | None:
         if match:
             return match[1]
     return None
-
-
-def _version_fields(text: str) -> dict[str, str]:
-    fields: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep and not value.strip().startswith("Deprecated"):
-            fields[key.strip().lower()] = value.strip()
-    return fields
-
-
-def parse_smi_version(text: str) -> DriverInfo | None:
-    """`nvidia-smi --version`; R610+ says 'KMD version' and 'CUDA UMD version'."""
-    fields = _version_fields(text)
-    version = fields.get("kmd version") or fields.get("driver version")
-    if not version:
-        return None
-    cuda = fields.get("cuda umd version") or fields.get("cuda version")
-    return DriverInfo(version=version, cuda=cuda, source="nvidia-smi")
-
-
-def parse_smi_list(text: str) -> tuple[GpuInfo, ...]:
-    """`nvidia-smi -L`: GPUs with their UUIDs, and MIG devices under their parent."""
-    gpus: list[GpuInfo] = []
-    for line in text.splitlines():
-        gpu = _LIST_GPU.match(line)
-        mig = _LIST_MIG.match(line)
-        if gpu:
-            gpus.append(GpuInfo(index=int(gpu[1]), name=gpu[2], uuid=gpu[3]))
-        elif mig and gpus:
-            device = MigDevice(index=int(mig[2]), uuid=mig[3], profile=mig[1])
-            parent = gpus[-1]
-            gpus[-1] = replace(parent, mig=True, mig_devices=(*parent.mig_devices, device))
-    return tuple(gpus)

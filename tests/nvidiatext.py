@@ -1,8 +1,12 @@
-"""Parsers for the two human-shaped `nvidia-smi` outputs: the plain table and `--query-gpu` CSV.
+"""Readers for recorded `nvidia-smi` outputs that the tool itself never reads: the plain table,
+`-L`, and a `--query-gpu` CSV's driver column. They stand a recorded GPU in as a DriverInfo where
+no `-q -x` capture of it exists (the H100 and H200 captures are tables).
 
+The tool reads `-q -x` (gpu.parse.parse_smi_xml) and `--query-gpu`'s GPUs
+(gpu.query.parse_query_gpus); the CSV reader here takes its GPUs from the latter.
 The table changed over driver generations: R610 prints `KMD Version:` / `CUDA UMD Version:`,
 Windows has a `Driver-Model` column, some versions have two parts (595.80), and the MIG block's
-column titles differ between 535 and 590. The parsers key on the shapes of values, not titles.
+column titles differ between 535 and 590. The reader keys on the shapes of values, not titles.
 """
 
 from __future__ import annotations
@@ -14,9 +18,7 @@ from dataclasses import replace
 
 from verl_bootstrap.gpu.cuda import known_compute_capability
 from verl_bootstrap.gpu.model import DriverInfo, GpuInfo, MigDevice
-from verl_bootstrap.gpu.parse import mib
-
-__all__ = ["parse_query_csv", "parse_query_gpus", "parse_smi_table"]
+from verl_bootstrap.gpu.query import parse_query_gpus
 
 _HEADER = re.compile(r"(?:Driver|KMD) Version:\s*(\S+)\s+CUDA (?:UMD )?Version:\s*(\S+)")
 _BUS = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
@@ -24,7 +26,8 @@ _GPU_ROW = re.compile(rf"^\|\s+(\d+)\s+(.+?)\s+(?:On|Off|WDDM|TCC|MCDM|N/A)\s+\|
 _MEMORY = re.compile(r"\|\s*\d+MiB\s*/\s*(\d+)MiB\s*\|")
 _MIG_MODE = re.compile(r"\|\s*(Enabled|Disabled)\s*\|\s*$")
 _MIG_ROW = re.compile(r"^\|\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+\|\s+\d+MiB\s*/\s*(\d+)MiB")
-_NA = {"", "[n/a]", "n/a", "[not supported]"}
+_LIST_GPU = re.compile(r"^GPU (\d+): (.+?) \(UUID: (\S+)\)\s*$")
+_LIST_MIG = re.compile(r"^\s+MIG (\S+)\s+Device\s+(\d+): \(UUID: (\S+)\)\s*$")
 
 
 def _table_gpu(lines: list[str], at: int, row: re.Match[str]) -> GpuInfo:
@@ -77,52 +80,35 @@ def parse_smi_table(text: str) -> DriverInfo | None:
     return DriverInfo(version=header[1], cuda=cuda, source="nvidia-smi", gpus=tuple(gpus))
 
 
-def _csv_rows(text: str) -> list[dict[str, str]]:
-    reader = csv.reader(io.StringIO(text.strip()), skipinitialspace=True)
-    rows = [row for row in reader if row]
-    if len(rows) < 2:
-        return []
-    # Titles carry units ("memory.total [MiB]"); values carry them too ("81559 MiB").
-    keys = [title.split(" [", 1)[0].strip() for title in rows[0]]
-    return [dict(zip(keys, (v.strip() for v in row), strict=False)) for row in rows[1:]]
-
-
-def _value(row: dict[str, str], key: str) -> str | None:
-    value = row.get(key)
-    return None if value is None or value.lower() in _NA else value
-
-
-def _csv_gpu(position: int, row: dict[str, str]) -> GpuInfo:
-    index = _value(row, "index")
-    memory = _value(row, "memory.total")
-    return GpuInfo(
-        index=int(index) if index and index.isdigit() else position,
-        name=_value(row, "name") or "unknown GPU",
-        uuid=_value(row, "uuid"),
-        memory_mib=mib(memory) or (int(memory) if memory and memory.isdigit() else None),
-        compute_capability=_value(row, "compute_cap"),
-        mig=(_value(row, "mig.mode.current") or "").lower() == "enabled",
-        bus_id=_value(row, "pci.bus_id"),
-    )
-
-
-def parse_query_gpus(text: str) -> tuple[GpuInfo, ...]:
-    """The GPUs of a `--query-gpu=... --format=csv` answer (any set of fields, header included)."""
-    return tuple(_csv_gpu(i, row) for i, row in enumerate(_csv_rows(text)))
-
-
 def parse_query_csv(text: str) -> DriverInfo | None:
     """`nvidia-smi --query-gpu=... --format=csv` with a driver field. It names no CUDA version."""
-    rows = _csv_rows(text)
-    first = rows[0] if rows else {}
-    version = _value(first, "kmd_version") or _value(first, "driver_version")
-    if not version:
+    rows = list(csv.DictReader(io.StringIO(text.strip()), skipinitialspace=True))
+    first = {
+        key.split(" [", 1)[0].strip(): value.strip() for key, value in (rows or [{}])[0].items()
+    }
+    version = first.get("kmd_version") or first.get("driver_version")
+    if not version or version.lower() in {"[n/a]", "n/a"}:
         return None
-    count = _value(first, "count")
+    count = first.get("count", "")
     return DriverInfo(
         version=version,
         cuda=None,
         source="nvidia-smi",
         gpus=parse_query_gpus(text),
-        attached=int(count) if count and count.isdigit() else None,
+        attached=int(count) if count.isdigit() else None,
     )
+
+
+def parse_smi_list(text: str) -> tuple[GpuInfo, ...]:
+    """`nvidia-smi -L`: GPUs with their UUIDs, and MIG devices under their parent."""
+    gpus: list[GpuInfo] = []
+    for line in text.splitlines():
+        gpu = _LIST_GPU.match(line)
+        mig = _LIST_MIG.match(line)
+        if gpu:
+            gpus.append(GpuInfo(index=int(gpu[1]), name=gpu[2], uuid=gpu[3]))
+        elif mig and gpus:
+            device = MigDevice(index=int(mig[2]), uuid=mig[3], profile=mig[1])
+            parent = gpus[-1]
+            gpus[-1] = replace(parent, mig=True, mig_devices=(*parent.mig_devices, device))
+    return tuple(gpus)
