@@ -52,6 +52,13 @@ def test_check_names_are_kebab_case_and_preflight_is_the_documented_subset() -> 
     assert set(PREFLIGHT_CHECKS) < set(ALL_CHECKS)
 
 
+def test_the_registry_is_the_documented_list_in_order_with_its_preflight_marks() -> None:
+    doc = (Path(__file__).parents[1] / "docs" / "doctor.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^- `([a-z-]+)`( \(P\))?:", doc, re.M)
+    assert tuple(name for name, _ in listed) == ALL_CHECKS
+    assert tuple(name for name, mark in listed if mark) == PREFLIGHT_CHECKS
+
+
 @pytest.mark.skipif(HOST_HAS_DRIVER, reason="this host has an NVIDIA driver")
 def test_this_host_has_no_driver_and_a_gpu_plan_fails_on_it() -> None:
     report = run_doctor(_inputs(), only=PREFLIGHT_CHECKS)

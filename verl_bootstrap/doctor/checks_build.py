@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped
 from verl_bootstrap.gpu.cuda import version_tuple
 from verl_bootstrap.host.variants import variant_window
 
-__all__ = ["BUILD_CHECKS"]
+__all__ = ["check_build_tools", "check_python"]
 
 _TIMEOUT = 15.0
 _ASK = (
@@ -165,9 +165,3 @@ def check_build_tools(ctx: Context) -> CheckResult:
         return fail("build-tools", "; ".join(problems), "; ".join(fixes), **data)
     found = f"nvcc {data['nvcc_cuda']}" if data["nvcc"] else "no CUDA build needed"
     return ok("build-tools", f"{found}, Python.h and {data['cxx']} for {', '.join(stages)}", **data)
-
-
-BUILD_CHECKS: dict[str, Callable[[Context], CheckResult]] = {
-    "build-tools": check_build_tools,
-    "python": check_python,
-}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from importlib.metadata import Distribution, distributions
 from pathlib import Path
 
@@ -20,7 +20,14 @@ from verl_bootstrap.envs.inventory import editable_path
 from verl_bootstrap.lifecycle.sourcework import SDIST_MARK
 from verl_bootstrap.paths import state_dir
 
-__all__ = ["ENV_CHECKS", "installed_versions", "site_packages", "version_matches"]
+__all__ = [
+    "check_pip_check",
+    "check_protected_versions",
+    "check_verl_source",
+    "installed_versions",
+    "site_packages",
+    "version_matches",
+]
 
 _GIT_TIMEOUT = 10.0
 _UV_TIMEOUT = 120.0
@@ -189,10 +196,3 @@ def check_pip_check(ctx: Context) -> CheckResult:
     shown = "; ".join(x.strip() for x in lines[:4])
     fix = f"{_REINSTALL}; the whole list: `{' '.join(args)}`"
     return fail("pip-check", f"uv pip check: {shown}", fix, output=lines)
-
-
-ENV_CHECKS: dict[str, Callable[[Context], CheckResult]] = {
-    "verl-source": check_verl_source,
-    "protected-versions": check_protected_versions,
-    "pip-check": check_pip_check,
-}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 
 from verl_bootstrap.doctor.inputs import Context
 from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped, warn
@@ -19,7 +18,7 @@ from verl_bootstrap.gpu.model import DriverInfo, GpuInfo
 from verl_bootstrap.gpu.visible import parse_visible_devices, ray_note
 from verl_bootstrap.host.variants import VariantWindow, variant_window
 
-__all__ = ["GPU_CHECKS"]
+__all__ = ["check_driver", "check_driver_vs_plan", "check_gpu_vs_build", "check_visibility"]
 
 NO_DRIVER = "no NVIDIA driver"
 _NO_DRIVER_DETAIL = (
@@ -270,11 +269,3 @@ def check_visibility(ctx: Context) -> CheckResult:
         ids = f"indices 0..{len(gpus) - 1} or GPU-/MIG- UUIDs from `nvidia-smi -L`, each once"
         return warn("visibility", f"{finding}; " + "; ".join(seen.warnings), f"list {ids}", **data)
     return ok("visibility", finding, **data)
-
-
-GPU_CHECKS: dict[str, Callable[[Context], CheckResult]] = {
-    "driver": check_driver,
-    "driver-vs-plan": check_driver_vs_plan,
-    "gpu-vs-build": check_gpu_vs_build,
-    "visibility": check_visibility,
-}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +10,7 @@ from verl_bootstrap.doctor.inputs import PROBE_LIBS, Context, EnvFacts
 from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped, warn
 from verl_bootstrap.gpu.shadow import ForeignLib, LoadedLib, find_foreign_libs, loaded_libs
 
-__all__ = ["LIB_CHECKS"]
+__all__ = ["check_shadowing_loaded", "check_shadowing_paths"]
 
 _WATCHED = "cuDNN, NCCL, cuBLAS or the CUDA runtime"
 _AFTER = "after the install, `verl-bootstrap doctor --prefix PREFIX` shows the files really loaded"
@@ -152,9 +152,3 @@ def check_shadowing_loaded(ctx: Context) -> CheckResult:
             **data,
         )
     return ok("shadowing-loaded", _ok_finding(env, loaded, env.probe), **data)
-
-
-LIB_CHECKS: dict[str, Callable[[Context], CheckResult]] = {
-    "shadowing-paths": check_shadowing_paths,
-    "shadowing-loaded": check_shadowing_loaded,
-}

@@ -6,7 +6,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -16,7 +16,16 @@ from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped, warn
 from verl_bootstrap.platforms import MACHINES
 from verl_bootstrap.profile.models import Stage
 
-__all__ = ["MACHINE_CHECKS", "builds_from_source", "manylinux_glibc", "wheel_machine"]
+__all__ = [
+    "builds_from_source",
+    "check_disk",
+    "check_glibc",
+    "check_platform",
+    "check_ram",
+    "check_root",
+    "manylinux_glibc",
+    "wheel_machine",
+]
 
 GIB = 1024**3
 # pip's cache keeps wheel archives, about a third of what they unpack to (verl's base deps:
@@ -298,12 +307,3 @@ def check_root(ctx: Context) -> CheckResult:
             **data,
         )
     return ok("root", f"running as uid {uid}, no root needed; {tail}", **data)
-
-
-MACHINE_CHECKS: dict[str, Callable[[Context], CheckResult]] = {
-    "disk": check_disk,
-    "ram": check_ram,
-    "glibc": check_glibc,
-    "platform": check_platform,
-    "root": check_root,
-}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -15,7 +15,7 @@ from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped, warn
 from verl_bootstrap.httpclient import HttpError, proxies_for, proxy_for, status
 from verl_bootstrap.redact import redact
 
-__all__ = ["NETWORK_CHECKS", "Reach", "probe_url"]
+__all__ = ["Reach", "check_network", "probe_url"]
 
 _WORKERS = 8
 # A URL that only timed out gets one more, longer try: a loaded host or a slow mirror is not an
@@ -153,6 +153,3 @@ def check_network(ctx: Context) -> CheckResult:
     )
     check = fail if required else warn
     return check("network", found, _fix(ctx, bad), **data)
-
-
-NETWORK_CHECKS: dict[str, Callable[[Context], CheckResult]] = {"network": check_network}

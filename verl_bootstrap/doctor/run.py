@@ -2,70 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from verl_bootstrap import events
-from verl_bootstrap.doctor.checks_build import BUILD_CHECKS
-from verl_bootstrap.doctor.checks_env import ENV_CHECKS
-from verl_bootstrap.doctor.checks_gpu import GPU_CHECKS
-from verl_bootstrap.doctor.checks_libs import LIB_CHECKS
-from verl_bootstrap.doctor.checks_machine import MACHINE_CHECKS
-from verl_bootstrap.doctor.checks_network import NETWORK_CHECKS
 from verl_bootstrap.doctor.inputs import Context, DoctorInputs, EnvFacts, run_probe
 from verl_bootstrap.doctor.model import CheckResult, DoctorReport, skipped
+from verl_bootstrap.doctor.registry import ALL_CHECKS, CHECKS, NEEDS_DRIVER, PREFLIGHT_CHECKS
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.gpu.detect import detect_driver
 
 __all__ = ["ALL_CHECKS", "CHECKS", "PREFLIGHT_CHECKS", "run_doctor"]
-
-Check = Callable[[Context], CheckResult]
-
-_REGISTRY: dict[str, Check] = {
-    **GPU_CHECKS,
-    **LIB_CHECKS,
-    **ENV_CHECKS,
-    **MACHINE_CHECKS,
-    **BUILD_CHECKS,
-    **NETWORK_CHECKS,
-}
-ALL_CHECKS: tuple[str, ...] = (
-    "driver",
-    "driver-vs-plan",
-    "gpu-vs-build",
-    "visibility",
-    "shadowing-paths",
-    "shadowing-loaded",
-    "verl-source",
-    "protected-versions",
-    "pip-check",
-    "disk",
-    "ram",
-    "build-tools",
-    "glibc",
-    "platform",
-    "python",
-    "root",
-    "network",
-)
-CHECKS: dict[str, Check] = {name: _REGISTRY[name] for name in ALL_CHECKS}
-# Run before an install, before anything is downloaded; a failure stops the install.
-PREFLIGHT_CHECKS: tuple[str, ...] = (
-    "driver",
-    "driver-vs-plan",
-    "gpu-vs-build",
-    "shadowing-paths",
-    "visibility",
-    "disk",
-    "ram",
-    "build-tools",
-    "glibc",
-    "platform",
-    "python",
-    "root",
-    "network",
-)
-_NEEDS_DRIVER = frozenset(GPU_CHECKS)
 
 
 def _validate(names: Iterable[str], what: str) -> None:
@@ -94,7 +41,7 @@ def _env_facts(inputs: DoctorInputs, probe: bool) -> EnvFacts | None:
 def _context(inputs: DoctorInputs, names: tuple[str, ...]) -> Context:
     active = set(names) - inputs.skip
     driver = inputs.driver
-    if inputs.detect and active & _NEEDS_DRIVER:
+    if inputs.detect and active & NEEDS_DRIVER:
         driver = detect_driver(
             root=inputs.root,
             environ=inputs.environ,
