@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from verl_bootstrap.cli.output import err, out
+from verl_bootstrap.cli.output import err, out, set_color
 from verl_bootstrap.cli.registry import NAMES, resolve
 from verl_bootstrap.errors import (
     EXIT_BAD_INPUT,
@@ -74,6 +74,7 @@ def _main(args: list[str]) -> int:
     except SystemExit as exc:  # argparse exits 2 on bad flags; keep that code
         return int(exc.code or 0)
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    set_color(getattr(ns, "color", "auto"))
     try:
         return int(resolve(ns.handler)(ns))
     except BootstrapError as exc:

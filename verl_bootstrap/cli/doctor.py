@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from verl_bootstrap.cli.options import run_options
-from verl_bootstrap.cli.output import emit_json, out, path_arg
+from verl_bootstrap.cli.output import emit_json, mark, out, path_arg
 from verl_bootstrap.errors import Refused
 
 if TYPE_CHECKING:
@@ -14,8 +14,6 @@ if TYPE_CHECKING:
     from verl_bootstrap.plan.model import Plan
 
 __all__ = ["cmd_doctor", "doctor_inputs", "flags_doctor"]
-
-_MARK = {"ok": "✓", "warn": "!", "fail": "✗", "skipped": "·"}
 
 
 def flags_doctor(p: argparse.ArgumentParser) -> None:
@@ -82,7 +80,7 @@ def render(report: DoctorReport) -> str:
     """One line per check; a fix under each warning and failure; the verdict last."""
     lines = []
     for check in report.checks:
-        lines.append(f"{_MARK.get(check.status.value, '?')} {check.name:20} {check.finding}")
+        lines.append(f"{mark(check.status.value)} {check.name:20} {check.finding}")
         if check.fix:
             lines.append(f"  {'':20} fix: {check.fix}")
     verdict = "doctor: problems found (exit 3)" if report.failed else "doctor: nothing fails"

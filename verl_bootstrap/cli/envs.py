@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from verl_bootstrap.cli.flags import json_flag
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
+from verl_bootstrap.cli.planview import human_size
 from verl_bootstrap.errors import EXIT_OK, Declined, InputError, Refused
 
 if TYPE_CHECKING:
@@ -129,7 +130,7 @@ def _summary_json(env: EnvSummary) -> dict[str, Any]:
 def _summary_line(env: EnvSummary) -> str:
     ref = f"verl {env.verl_ref}@{(env.commit or '?')[:12]}" if env.verl_ref else "-"
     verified = f"verified {_when(env.verified_at)}" if env.verified_at else "not verified"
-    size = _size(env.size) if env.size is not None else ""
+    size = human_size(env.size) if env.size is not None else ""
     fields = [str(env.prefix), env.status, env.profile or "-", ref, env.variant or "-", verified]
     return "  ".join([*fields, size]).rstrip()
 
@@ -194,7 +195,7 @@ def cmd_remove(ns: argparse.Namespace) -> int:
     removal = check_removal(prefix, keep_source=ns.keep_source)
     kept = f", keeping {removal.kept}" if removal.kept else ""
     what = ", ".join(removal.entries) or "state only"
-    err(f"remove {prefix} ({_size(removal.size)}): {what}{kept}")
+    err(f"remove {prefix} ({human_size(removal.size)}): {what}{kept}")
     if ns.dry_run:
         if ns.json:
             emit_json({"removed": None, "dry_run": True, "entries": list(removal.entries)})
@@ -235,12 +236,3 @@ def _flat(value: Any) -> str:
 
 def _when(stamp: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp)) if stamp else "-"
-
-
-def _size(n: int | None) -> str:
-    value = float(n or 0)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"

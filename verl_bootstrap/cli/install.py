@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
 from verl_bootstrap.cli.options import run_options
-from verl_bootstrap.cli.output import emit_json, err, out
+from verl_bootstrap.cli.output import emit_json, err, mark, out, paint
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 from verl_bootstrap.events import listening
 from verl_bootstrap.options import RunOptions
+
+if TYPE_CHECKING:
+    from verl_bootstrap.cli.planview import EnvFacts
+    from verl_bootstrap.run.install import InstallResult
 
 __all__ = [
     "cmd_install",
@@ -18,6 +23,7 @@ __all__ = [
     "cmd_profiles_show",
     "cmd_profiles_validate",
     "cmd_verify",
+    "env_facts",
     "install_with",
 ]
 
@@ -67,15 +73,34 @@ def install_with(ns: argparse.Namespace, options: RunOptions) -> int:
         from verl_bootstrap.cli.envs import confirm_changes
 
         confirm_changes(plan, yes=ns.yes)
-        console = Console(quiet=ns.json)
-        with listening(console):
+        started = time.monotonic()
+        with Console(quiet=ns.json) as console, listening(console):
             result = run_install(plan, force=frozenset(ns.force), preflight=not ns.no_preflight)
     if ns.json:
         notes = [*plan.notes, *console.notes]
         emit_json({**report_json(result), "notes": notes, "build_progress": console.progress})
     else:
-        err(summary_text(result))
+        facts = env_facts(result, time.monotonic() - started)
+        err(summary_text(result, facts, paint=paint))
     return EXIT_OK if result.report.ok else EXIT_STEP_FAILED
+
+
+def env_facts(result: InstallResult, seconds: float) -> EnvFacts:
+    """The totals the summary shows: time, packages, size, the lockfile written or installed."""
+    from verl_bootstrap.cli.planview import EnvFacts
+    from verl_bootstrap.lifecycle.inspect import disk_usage, package_count
+    from verl_bootstrap.paths import env_lockfile
+
+    prefix = result.plan.prefix
+    wrote = any(o.id == "record-lock" and o.status.value == "done" for o in result.report.outcomes)
+    locked = result.plan.locked
+    return EnvFacts(
+        seconds=seconds,
+        packages=package_count(prefix),
+        size=disk_usage(prefix),
+        lockfile_written=env_lockfile(prefix) if wrote else None,
+        lockfile_used=locked.path if locked is not None else None,
+    )
 
 
 def cmd_verify(ns: argparse.Namespace) -> int:
@@ -87,18 +112,17 @@ def cmd_verify(ns: argparse.Namespace) -> int:
 
         return cmd_verify_against(ns)
 
-    report = verify_prefix(ns.prefix, profile=ns.profile, require_gpu=ns.require_gpu)
+    from verl_bootstrap.cli.render import Console
+
+    with Console(quiet=ns.json) as console, console.activity("verify", "importing the stack"):
+        report = verify_prefix(ns.prefix, profile=ns.profile, require_gpu=ns.require_gpu)
     if ns.json:
         emit_json({"schema": "verl-bootstrap.verify/1", **report.to_json()})
     else:
         for check in report.checks:
-            out(f"{_mark(check.status)} {check.name}: {check.detail}")
+            out(f"{mark(check.status)} {check.name}: {check.detail}")
         out("verified" if report.ok else "verification FAILED")
     return EXIT_OK if report.ok else EXIT_STEP_FAILED
-
-
-def _mark(status: str) -> str:
-    return {"ok": "✓", "fail": "✗", "skipped": "·", "warn": "!"}.get(status, "?")
 
 
 def cmd_profiles_list(ns: argparse.Namespace) -> int:

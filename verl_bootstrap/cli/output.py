@@ -1,28 +1,75 @@
-"""The only place that writes to the terminal: a leaf every CLI module may import.
+"""The only place that writes to the terminal: a leaf every CLI module may import. It also decides
+whether a stream gets colour (--color, NO_COLOR, a terminal).
 
 Text from files other people made (an index key, a record's profile name, a lockfile's field)
 can hold control characters: an escape sequence would drive the terminal, a carriage return
 would write over what the line said. Every line written here shows them as `\\xNN` instead;
-a line break and a tab stay, since the tool's own messages are laid out with them.
+a line break and a tab stay, since the tool's own messages are laid out with them, and so do
+the few colour codes `paint` writes (text it paints is made printable first).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-__all__ = ["emit_json", "err", "out", "path_arg", "printable"]
+__all__ = ["COLOR_MODES", "emit_json", "err", "mark", "out", "paint", "path_arg", "printable",
+           "set_color", "wants_color"]  # fmt: skip
 
-# C0 controls but tab and line feed, DEL and the C1 controls (a terminal reads \x9b as ESC [).
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+COLOR_MODES = ("auto", "always", "never")
+_STYLE = {"ok": "32", "warn": "33", "fail": "31", "dim": "2", "bold": "1", "step": "36"}
+_mode = ["auto"]  # set once per run by the CLI's entry (--color); a list so no `global` is needed
+
+# C0 controls but tab and line feed, DEL and the C1 controls (a terminal reads \x9b as ESC [);
+# paint's own colour codes (and the reset) are kept.
+_KEPT = "|".join(re.escape(f"\x1b[{code}m") for code in (*_STYLE.values(), "0"))
+_CONTROL = re.compile(rf"({_KEPT})|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def printable(text: str) -> str:
-    """`text` with every control character but a line break and a tab shown as `\\xNN`."""
-    return _CONTROL.sub(lambda found: f"\\x{ord(found[0]):02x}", text)
+    """`text` with every control character but a line break, a tab and paint's colour codes
+    shown as `\\xNN`."""
+    return _CONTROL.sub(lambda found: found[1] or f"\\x{ord(found[0]):02x}", text)
+
+
+def set_color(mode: str) -> None:
+    """--color auto|always|never for this run."""
+    _mode[0] = mode
+
+
+def wants_color(stream: TextIO) -> bool:
+    """Colour on `stream`: always/never as asked; auto is a terminal, NO_COLOR unset
+    (no-color.org: any value), and a TERM that is not dumb."""
+    if _mode[0] != "auto":
+        return _mode[0] == "always"
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def paint(text: str, style: str, stream: TextIO | None = None) -> str:
+    """`text` in `style` (ok, warn, fail, dim, bold, step) when `stream` (stderr) takes colour;
+    the text itself is made printable, so what it holds cannot smuggle a code in."""
+    code = _STYLE.get(style)
+    if not code or not text or not wants_color(stream or sys.stderr):
+        return text
+    plain = re.sub(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", lambda c: f"\\x{ord(c[0]):02x}", text)
+    return f"\033[{code}m{plain}\033[0m"
+
+
+_MARKS = {"ok": ("✓", "ok"), "warn": ("!", "warn"), "fail": ("✗", "fail"),
+          "skipped": ("·", "dim")}  # fmt: skip
+
+
+def mark(status: str, stream: TextIO | None = None) -> str:
+    """A check's mark (✓ ! ✗ ·), coloured for `stream` (stdout by default)."""
+    symbol, style = _MARKS.get(status, ("?", ""))
+    return paint(symbol, style, stream or sys.stdout)
 
 
 def emit_json(body: dict[str, Any]) -> None:

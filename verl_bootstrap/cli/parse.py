@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import NoReturn
 
 from verl_bootstrap.cli.flags import bundle_flag, json_flag, option_flags
-from verl_bootstrap.cli.output import err, path_arg
+from verl_bootstrap.cli.output import COLOR_MODES, err, path_arg
 from verl_bootstrap.cli.registry import COMMANDS, Command, resolve
 
 __all__ = ["Parser", "build_parser", "did_you_mean", "option_strings"]
@@ -118,6 +118,12 @@ def _add(sub: argparse._SubParsersAction[Parser], entry: Command, *, full: bool)
         return
     if full:
         resolve(entry.flags)(p)
+        p.add_argument(
+            "--color",
+            choices=COLOR_MODES,
+            default="auto",
+            help="colour: auto (on a terminal, unless NO_COLOR is set), always, never",
+        )
     p.set_defaults(handler=entry.handler)
 
 

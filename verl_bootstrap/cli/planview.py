@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from verl_bootstrap.lifecycle.hints import resume_command
@@ -12,7 +15,8 @@ if TYPE_CHECKING:
     from verl_bootstrap.plan.model import Plan
     from verl_bootstrap.run.install import InstallResult
 
-__all__ = ["PLAN_SCHEMA", "REPORT_SCHEMA", "plan_json", "plan_text", "report_json", "summary_text"]
+__all__ = ["PLAN_SCHEMA", "REPORT_SCHEMA", "EnvFacts", "human_size", "plan_json", "plan_text",
+           "report_json", "summary_text"]  # fmt: skip
 
 PLAN_SCHEMA = "verl-bootstrap.plan/1"
 REPORT_SCHEMA = "verl-bootstrap.install/1"
@@ -110,14 +114,43 @@ def report_json(result: InstallResult) -> dict[str, Any]:
     }
 
 
-def summary_text(result: InstallResult) -> str:
-    """The closing summary: each step, then the activation line or the failure and how to resume."""
+@dataclass(frozen=True)
+class EnvFacts:
+    """What the summary says about the env after a run (measured by the CLI)."""
+
+    seconds: float  # the whole run, wall clock
+    packages: int
+    size: int  # bytes on disk
+    lockfile_written: Path | None  # the env's own lockfile, when record-lock ran this time
+    lockfile_used: Path | None  # the lockfile a --locked run installed
+
+
+def _identity(text: str, style: str) -> str:
+    return text
+
+
+_STATUS_STYLE = {"done": "ok", "failed": "fail", "skipped": "dim", "aborted": "dim",
+                 "interrupted": "warn"}  # fmt: skip
+
+
+def summary_text(
+    result: InstallResult,
+    facts: EnvFacts | None = None,
+    *,
+    paint: Callable[[str, str], str] = _identity,
+) -> str:
+    """The closing summary: each step, the run's totals, then the activation line or the failure
+    and how to resume. `paint(text, style)` colours it for a terminal."""
     report = result.report
-    lines = ["", "summary:"]
-    lines += [f"  {o.id:22} {o.status.value:11} {o.seconds:7.1f}s" for o in report.outcomes]
+    lines = ["", paint("summary:", "bold")]
+    for o in report.outcomes:
+        status = paint(f"{o.status.value:11}", _STATUS_STYLE.get(o.status.value, ""))
+        lines.append(f"  {o.id:22} {status} {o.seconds:7.1f}s")
+    if facts is not None:
+        lines += _facts(facts)
     failed = report.failed()
     if failed is not None:
-        lines += ["", f"step {failed.id!r} failed: {failed.reason}"]
+        lines += ["", paint(f"step {failed.id!r} failed: {failed.reason}", "fail")]
         if failed.tail:
             lines += ["  last lines of its output:"] + [f"  | {t}" for t in failed.tail[-15:]]
         if failed.hint:
@@ -125,5 +158,28 @@ def summary_text(result: InstallResult) -> str:
         lines.append(f"full log: {failed.log}")
         lines.append(f"resume with: {resume_command(result.plan.prefix)}")
     elif result.activate:
-        lines += ["", "verified. Enter the env with:", f"  {result.activate}"]
+        lines += ["", paint("verified.", "ok") + " Enter the env with:", f"  {result.activate}"]
     return "\n".join(lines)
+
+
+def _facts(facts: EnvFacts) -> list[str]:
+    lines = [
+        f"  {'total':22} {'':11} {facts.seconds:7.1f}s",
+        f"  env: {facts.packages} packages, {human_size(facts.size)}",
+    ]
+    if facts.lockfile_used is not None:
+        lines.append(f"  lockfile installed: {facts.lockfile_used}")
+    if facts.lockfile_written is not None:
+        lines.append(f"  lockfile written: {facts.lockfile_written}")
+    return lines
+
+
+def human_size(n: int | None) -> str:
+    """Bytes as a person reads them (1.2 GiB)."""
+    value = float(n or 0)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from verl_bootstrap.cli.flags import config_flag, json_flag
 from verl_bootstrap.cli.options import run_options
-from verl_bootstrap.cli.output import emit_json, err, out, path_arg
+from verl_bootstrap.cli.output import emit_json, err, out, paint, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 from verl_bootstrap.events import listening
 from verl_bootstrap.paths import atomic_write, default_prefix
@@ -165,13 +166,17 @@ def _run_onboard(
     from verl_bootstrap.cli.render import Console
     from verl_bootstrap.onboard import describe, onboard
 
-    with listening(Console(quiet=ns.json)):
+    started = time.monotonic()
+    with Console(quiet=ns.json) as console, listening(console):
         result = onboard(options, shells=shells, shell_init=ns.shell_init, lockfile=lockfile)
     if ns.json:
         body = {"schema": "verl-bootstrap.onboard/1", **describe(result)}
         emit_json({**body, "install": report_json(result.install)})
     else:
-        err(summary_text(result.install))
+        from verl_bootstrap.cli.install import env_facts
+
+        facts = env_facts(result.install, time.monotonic() - started)
+        err(summary_text(result.install, facts, paint=paint))
         _print_onboard(result)
     if not result.install.report.ok:
         return EXIT_STEP_FAILED

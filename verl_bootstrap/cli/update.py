@@ -38,9 +38,13 @@ def cmd_update(ns: argparse.Namespace) -> int:
 
     require_record(ns.prefix.absolute())
     options = run_options(argparse.Namespace(prefix=ns.prefix.absolute(), wait=ns.wait))
+    from verl_bootstrap.cli.render import Console
+
     with (
         tempfile.TemporaryDirectory(prefix="verl-update-") as work,
         applied_environment(dict(options.site.environment)),
+        Console(quiet=ns.json) as console,
+        console.activity("update", f"resolving {options.profile} for today's stack"),
     ):
         update = resolve_update(options, Path(work))
     # applied, the install's own JSON report is the output

@@ -90,6 +90,11 @@ def describe(prefix: Path) -> dict[str, Any]:
     }
 
 
+def package_count(prefix: Path) -> int:
+    """The Python distributions installed in the env (its site-packages' .dist-info folders)."""
+    return sum(1 for _ in prefix.glob("lib/python*/site-packages/*.dist-info"))
+
+
 def disk_usage(prefix: Path) -> int:
     """Bytes on disk under `prefix` (links are not followed)."""
     total = 0

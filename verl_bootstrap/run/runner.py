@@ -33,7 +33,7 @@ from verl_bootstrap.lifecycle.state import State, StepRecord
 from verl_bootstrap.paths import cannot_write, logs_dir, state_file
 from verl_bootstrap.plan.model import Plan, Step
 from verl_bootstrap.steps.base import Executor, StepContext
-from verl_bootstrap.steps.kinds import execute_step
+from verl_bootstrap.steps.kinds import execute_step, running_label
 
 __all__ = ["RunReport", "Status", "StepOutcome", "run_plan"]
 
@@ -157,7 +157,8 @@ class _Loop:
         log = self.log_dir / f"{step.id}.log"
         self.state.steps[step.id] = StepRecord("running", fingerprint, time.time(), log=str(log))
         self.state.save()
-        emit(step.description, kind=("step", "start"), step=step.id, log=str(log))
+        label = running_label(step, self.outputs)
+        emit(label, kind=("step", "start"), step=step.id, log=str(log))
         ctx = StepContext(
             plan=self.plan, step=step, log_path=log, prior=dict(self.outputs),
             protected=dict(self.state.protected),

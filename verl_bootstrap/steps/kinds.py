@@ -12,7 +12,7 @@ from verl_bootstrap.plan.model import Plan, Step
 from verl_bootstrap.steps import create_env, fetch_source, install_verl, record_lock, stage, verify
 from verl_bootstrap.steps.base import Executor, StepContext
 
-__all__ = ["STEP_KINDS", "execute_step", "plan_steps"]
+__all__ = ["STEP_KINDS", "execute_step", "plan_steps", "running_label"]
 
 STEP_KINDS: dict[str, Executor] = {
     "create-env": create_env.execute,
@@ -35,6 +35,15 @@ def plan_steps(plan: Plan) -> list[Step]:
     steps.append(record_lock.describe(plan, previous))
     steps.append(verify.describe(plan))
     return steps
+
+
+def running_label(step: Step, prior: dict[str, dict[str, Any]]) -> str:
+    """What the step does, as the run shows it when it starts: the plan's description, told
+    where a step already run decided it (verl from its release sdist rather than git)."""
+    fetched = prior.get("fetch-source") or {}
+    if step.kind == "install-verl" and fetched.get("kind") == "sdist":
+        return "install verl from its release sdist, editable, with no dependencies"
+    return step.description
 
 
 def execute_step(ctx: StepContext) -> dict[str, Any]:

@@ -216,6 +216,9 @@ def _install_stage(ctx: StepContext, stage: StageSpec) -> dict[str, Any]:
         if stage.kind == "verl-deps":
             pins.append(verl_pin(installed(ctx.plan.prefix), ctx.plan.prefix,
                                  ctx.plan.source.checkout))  # fmt: skip
+        # nothing pinned yet (the first protected stage): the protected names with no version
+        # are constraints that allow any, and keep uv from warning about an empty file
+        pins = pins or sorted(ctx.plan.profile.protected)
         atomic_write(request.constraints_file, "".join(f"{pin}\n" for pin in pins))
     env = dict(ctx.step.env or stage.env)  # a kernel stage's sizing variables included
     try:

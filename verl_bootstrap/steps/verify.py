@@ -19,10 +19,16 @@ def describe(plan: Plan) -> Step:
         id="verify",
         kind="verify",
         deps=("record-lock",),
-        description="imports, versions, `uv pip check`, and the GPU smoke test",
+        description=_what(plan),
         commands=((str(env_python(plan.prefix)), "<verify probe>"),),
         inputs={"verify": plan.profile.verify.model_dump(mode="json")},
     )
+
+
+def _what(plan: Plan) -> str:
+    if plan.variant == "cpu" or not plan.profile.verify.gpu_smoke:
+        return "imports, versions and `uv pip check` (a CPU env: no GPU smoke test)"
+    return "imports, versions, `uv pip check`, and the GPU smoke test"
 
 
 def execute(ctx: StepContext) -> dict[str, Any]:
