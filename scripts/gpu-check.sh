@@ -6,8 +6,8 @@ cd "$(dirname "$0")/.."
 TOOL=${TOOL:-.venv/bin/verl-bootstrap}
 [ -x "$TOOL" ] || TOOL=verl-bootstrap
 PY=${GPU_CHECK_PYTHON:-$(command -v python3)}
-echo "== verl-bootstrap doctor --python $PY"
-"$TOOL" doctor --python "$PY"
+echo "== verl-bootstrap doctor --env-python $PY"
+"$TOOL" doctor --env-python "$PY"
 doctor_rc=$?
 echo
 echo "== GPU smoke test in $PY (bf16 matmul + a tiny bf16 forward)"

@@ -200,7 +200,9 @@ def test_envs_list_and_info_describe_the_env(made: Made) -> None:
     assert mine["commit"] == git(made.repo, "rev-parse", "v0.9.0")
     assert mine["size"] > 100_000_000 and mine["verified_at"] is not None
     text = run(["envs", "list"]).out
-    assert f"{made.prefix}  ok  light  verl v0.9.0@{mine['commit'][:12]}  cpu  verified" in text
+    row = next(line.split() for line in text.splitlines() if line.startswith(str(made.prefix)))
+    assert row[1:6] == ["ok", "light", "v0.9.0", "(commit", f"{mine['commit'][:12]})"]
+    assert row[6] == "cpu"
 
     info = run(["info", "--prefix", str(made.prefix), "--json"]).json()
     assert info["record"]["options"]["cuda"] == "cpu"
@@ -208,7 +210,7 @@ def test_envs_list_and_info_describe_the_env(made: Made) -> None:
     assert info["lockfile"] == str(made.prefix / ".verl-bootstrap" / "verl-bootstrap.lock.yaml")
     assert info["activate"] == f". {made.prefix / '.verl-bootstrap' / 'activate'}"
     shown = run(["info", "--prefix", str(made.prefix)]).out
-    assert f"verl      v0.9.0 at {mine['commit']} (git, {made.repo.as_uri()})" in shown
+    assert f"verl      v0.9.0, commit {mine['commit']} of {made.repo.as_uri()}" in shown
 
 
 def test_remove_refuses_a_prefix_holding_a_users_file_then_removes_the_env(made: Made) -> None:

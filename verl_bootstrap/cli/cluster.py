@@ -35,13 +35,20 @@ def flags_cluster_install(install: argparse.ArgumentParser) -> None:
     _install_flags(install)
 
 
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value}: one node or more")
+    return number
+
+
 def flags_cluster_script(script: argparse.ArgumentParser) -> None:
     """cluster script."""
     script.add_argument("--slurm", action="store_true", required=True, help="an sbatch script")
     script.add_argument(
         "--action", choices=["verify", "install"], default="verify", help="what each node runs"
     )
-    script.add_argument("--nodes", type=int, required=True, help="how many nodes")
+    script.add_argument("--nodes", type=_positive, required=True, help="how many nodes")
     script.add_argument("--time", default="01:00:00", help="the job's time limit (01:00:00)")
     script.add_argument("--partition", help="the Slurm partition (default: the cluster's)")
     script.add_argument("--prefix", required=True, help=_PREFIX_HELP)

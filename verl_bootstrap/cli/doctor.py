@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verl_bootstrap.cli.options import run_options
+from verl_bootstrap.cli.flags import renamed
+from verl_bootstrap.cli.options import ACTIVE_ENV, recorded_profile, run_options
 from verl_bootstrap.cli.output import emit_json, mark, out, path_arg
 from verl_bootstrap.errors import Refused
 
@@ -18,11 +21,24 @@ __all__ = ["cmd_doctor", "doctor_inputs", "flags_doctor"]
 
 def flags_doctor(p: argparse.ArgumentParser) -> None:
     """doctor's flags."""
-    p.add_argument("--profile", help="judge the machine against this profile's plan")
+    p.add_argument(
+        "--profile",
+        help="judge the machine against this profile's plan (default: the --prefix env's own)",
+    )
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--prefix", type=path_arg, help="an env to check")
-    where.add_argument("--python", type=path_arg, help="an env's interpreter")
-    p.add_argument("--cuda", default="auto", help="auto | cpu | cuXYZ")
+    where.add_argument(
+        "--prefix",
+        type=path_arg,
+        help="an env to check (default: the activated one, $VERL_BOOTSTRAP_PREFIX)",
+    )
+    where.add_argument(
+        "--env-python",
+        type=path_arg,
+        metavar="PATH",
+        help="an env's interpreter, to check that env",
+    )
+    renamed(p, "--python", "--env-python", "--python is the base interpreter of install")
+    p.add_argument("--cuda", help="auto | cpu | cuXYZ (default: the env's own, else auto)")
     p.add_argument("--verl-ref", help="the verl ref the env is for")
     p.add_argument(
         "--skip-check",
@@ -51,6 +67,11 @@ def doctor_inputs(ns: argparse.Namespace) -> DoctorInputs:
     from verl_bootstrap.doctor import DoctorInputs, inputs_from_plan
 
     skip = frozenset(ns.skip_check)
+    if ns.prefix is None and ns.env_python is None and os.environ.get(ACTIVE_ENV):
+        ns.prefix = Path(os.environ[ACTIVE_ENV])  # inside an activated env: that env
+    if ns.prefix is not None and not ns.profile:
+        ns.profile = recorded_profile(ns.prefix.absolute())  # the env's own profile
+    ns.python = ns.env_python  # run_options reads --python as a base interpreter: not here
     if not ns.profile:
         return DoctorInputs(prefix=ns.prefix, python=ns.python, skip=skip)
     try:

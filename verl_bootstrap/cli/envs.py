@@ -8,7 +8,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from verl_bootstrap.cli.flags import json_flag
+from verl_bootstrap.cli.flags import env_flag, json_flag
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.cli.planview import human_size
 from verl_bootstrap.errors import EXIT_OK, Declined, InputError, Refused
@@ -44,7 +44,7 @@ def flags_envs_prune(p: argparse.ArgumentParser) -> None:
 
 def flags_info(p: argparse.ArgumentParser) -> None:
     """info."""
-    p.add_argument("--prefix", type=path_arg, required=True, help="the env")
+    env_flag(p)
     json_flag(p)
 
 
@@ -118,8 +118,14 @@ def cmd_envs_list(ns: argparse.Namespace) -> int:
         return EXIT_OK
     if not envs:
         out("no envs yet: `verl-bootstrap --profile NAME` builds one")
-    for env in envs:
-        out(_summary_line(env))
+        return EXIT_OK
+    rows = [_HEADER, *(_summary_row(env) for env in envs)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADER) - 1)]
+    for row in rows:
+        out("  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]]).rstrip())
+    gone = sum(env.status == "missing" for env in envs)
+    if gone:
+        out(f"{gone} env(s) missing: `verl-bootstrap envs prune` forgets them")
     return EXIT_OK
 
 
@@ -127,12 +133,25 @@ def _summary_json(env: EnvSummary) -> dict[str, Any]:
     return {**env.__dict__, "prefix": str(env.prefix)}
 
 
-def _summary_line(env: EnvSummary) -> str:
-    ref = f"verl {env.verl_ref}@{(env.commit or '?')[:12]}" if env.verl_ref else "-"
-    verified = f"verified {_when(env.verified_at)}" if env.verified_at else "not verified"
+_HEADER = ("PREFIX", "STATUS", "PROFILE", "VERL", "VARIANT", "VERIFIED", "SIZE")
+
+
+def _summary_row(env: EnvSummary) -> tuple[str, ...]:
+    verified = _when(env.verified_at) if env.verified_at else "no"
     size = human_size(env.size) if env.size is not None else ""
-    fields = [str(env.prefix), env.status, env.profile or "-", ref, env.variant or "-", verified]
-    return "  ".join([*fields, size]).rstrip()
+    fields = (str(env.prefix), env.status, env.profile or "-", verl_pin(env.verl_ref, env.commit,
+              env.source_kind), env.variant or "-", verified, size)  # fmt: skip
+    return fields
+
+
+def verl_pin(ref: str | None, digest: str | None, kind: str | None) -> str:
+    """verl's ref and what pins it, named as what it is: a git commit or the sdist's sha256."""
+    if not ref:
+        return "-"
+    if not digest:
+        return ref
+    label = "sdist sha256:" if kind == "sdist" else "commit "
+    return f"{ref} ({label}{digest[:12]})"
 
 
 def cmd_envs_prune(ns: argparse.Namespace) -> int:
@@ -154,9 +173,10 @@ def cmd_envs_prune(ns: argparse.Namespace) -> int:
 
 def cmd_info(ns: argparse.Namespace) -> int:
     """`info --prefix P`."""
+    from verl_bootstrap.cli.options import env_prefix
     from verl_bootstrap.lifecycle.inspect import describe
 
-    body = describe(ns.prefix.absolute())
+    body = describe(env_prefix(ns.prefix, command="info"))
     if ns.json:
         emit_json({"schema": "verl-bootstrap.info/1", **body})
     else:
@@ -167,12 +187,18 @@ def cmd_info(ns: argparse.Namespace) -> int:
 def _info_text(body: dict[str, Any]) -> str:
     record, source, run = body["record"], body["source"], body["last_run"]
     options = {k: v for k, v in record.get("options", {}).items() if v not in (None, [], False)}
-    pinned = source.get("commit") or source.get("sdist_sha256") or "?"
+    ref = source.get("ref") or record.get("verl_ref")
+    if source.get("kind") == "sdist":
+        name = source.get("sdist_name") or "verl"
+        pinned = f"its release sdist {name} (sha256 {source.get('sdist_sha256')})"
+    elif source.get("commit"):
+        pinned = f"commit {source['commit']} of {source.get('repo') or record.get('verl_repo')}"
+    else:
+        pinned = f"not fetched yet, from {record.get('verl_repo')}"
     lines = [
         f"env {body['prefix']}: {body['status']}",
         f"  profile   {record.get('profile_name', '?')} ({record.get('profile_hash', '?')[:19]})",
-        f"  verl      {source.get('ref') or record.get('verl_ref')} at {pinned} "
-        f"({source.get('kind', 'not fetched')}, {source.get('repo') or record.get('verl_repo')})",
+        f"  verl      {ref}, {pinned}",
         f"  variant   {record.get('variant')}, backend {record.get('backend')}",
         "  options   " + (" ".join(f"{k}={_flat(v)}" for k, v in options.items()) or "(none)"),
         f"  site      {', '.join(record.get('site_files', [])) or '(no site config)'}",
@@ -192,6 +218,11 @@ def cmd_remove(ns: argparse.Namespace) -> int:
     from verl_bootstrap.lifecycle.remove import check_removal, remove_env
 
     prefix = ns.prefix.absolute()
+    if not prefix.exists():
+        raise InputError(
+            f"{prefix} is not there (deleted by hand?)",
+            hint="`verl-bootstrap envs prune` forgets the records of envs whose folder is gone",
+        )
     removal = check_removal(prefix, keep_source=ns.keep_source)
     kept = f", keeping {removal.kept}" if removal.kept else ""
     what = ", ".join(removal.entries) or "state only"

@@ -15,8 +15,10 @@ __all__ = [
     "SOURCE_OPTIONS",
     "bundle_flag",
     "config_flag",
+    "env_flag",
     "json_flag",
     "option_flags",
+    "renamed",
 ]
 
 # where verl comes from, and where packages come from: what the lockfile commands take
@@ -83,3 +85,23 @@ def config_flag(p: argparse.ArgumentParser) -> None:
 
 def json_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+def renamed(p: argparse.ArgumentParser, old: str, new: str, why: str) -> None:
+    """Refuse `old`, a flag that means something else in this command, naming `new`."""
+
+    class _Renamed(argparse.Action):
+        def __call__(self, parser: argparse.ArgumentParser, *_: object, **__: object) -> None:
+            parser.error(f"{old} is spelled {new} here ({why})")
+
+    p.add_argument(old, action=_Renamed, nargs="?", help=argparse.SUPPRESS)
+
+
+def env_flag(p: argparse.ArgumentParser, *, required: bool = False) -> None:
+    """--prefix of a command that reads an existing env."""
+    p.add_argument(
+        "--prefix",
+        type=path_arg,
+        required=required,
+        help="the env (default: the activated one, $VERL_BOOTSTRAP_PREFIX)",
+    )

@@ -112,10 +112,12 @@ def cmd_verify(ns: argparse.Namespace) -> int:
 
         return cmd_verify_against(ns)
 
+    from verl_bootstrap.cli.options import env_prefix
     from verl_bootstrap.cli.render import Console
 
+    prefix = env_prefix(ns.prefix, command="verify")
     with Console(quiet=ns.json) as console, console.activity("verify", "importing the stack"):
-        report = verify_prefix(ns.prefix, profile=ns.profile, require_gpu=ns.require_gpu)
+        report = verify_prefix(prefix, profile=ns.profile, require_gpu=ns.require_gpu)
     if ns.json:
         emit_json({"schema": "verl-bootstrap.verify/1", **report.to_json()})
     else:

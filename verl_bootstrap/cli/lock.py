@@ -126,6 +126,14 @@ def _targets(ns: argparse.Namespace) -> list[tuple[str, str]]:
             err(f"· {name}: skipped, it runs verl's install script (what a script installs "
                 "cannot be locked)")  # fmt: skip
             continue
+        if ns.cuda and ns.cuda not in profile.cuda_variants:  # bad input: nothing is resolved
+            if ns.all:  # --all --cuda X: the profiles that have X
+                continue
+            raise InputError(
+                f"--cuda {ns.cuda}: profile {name!r} has no such variant",
+                hint=f"choose one of: {', '.join(profile.cuda_variants)} "
+                "(or leave --cuda out to lock every variant)",
+            )
         variants = [ns.cuda] if ns.cuda else list(profile.cuda_variants)
         targets.extend((name, v) for v in variants)
     if ns.output is not None and len(targets) != 1:

@@ -15,7 +15,37 @@ from verl_bootstrap.errors import InputError
 from verl_bootstrap.options import Declared, RunOptions, declared
 from verl_bootstrap.paths import default_prefix
 
-__all__ = ["profile_stem", "run_options"]
+__all__ = ["env_prefix", "profile_stem", "recorded_profile", "run_options"]
+
+
+ACTIVE_ENV = "VERL_BOOTSTRAP_PREFIX"  # set by the env's activation script
+
+
+def env_prefix(given: Path | None, *, command: str) -> Path:
+    """The env a command that reads one works on: --prefix, else the activated env's. A folder
+    that is not there is bad input, said as such (not as a missing file inside it)."""
+    active = os.environ.get(ACTIVE_ENV)
+    prefix = given if given is not None else Path(active) if active else None
+    if prefix is None:
+        raise InputError(
+            f"{command}: no --prefix given, and no env is active",
+            hint="pass --prefix PATH (`verl-bootstrap envs list` shows your envs), or enter one "
+            'first: eval "$(verl-bootstrap activate --prefix PATH)"',
+        )
+    if not prefix.is_dir():
+        where = "--prefix" if given is not None else f"${ACTIVE_ENV}"
+        raise InputError(
+            f"{command}: {where} {prefix} is not a folder",
+            hint="`verl-bootstrap envs list` shows the envs there are",
+        )
+    return prefix.absolute()
+
+
+def recorded_profile(prefix: Path) -> str | None:
+    """The profile the env at `prefix` was made with, from its record."""
+    recorded = _recorded(prefix)
+    profile = (recorded or {}).get("profile")
+    return profile if isinstance(profile, str) else None
 
 
 def profile_stem(profile: str) -> str:

@@ -4,8 +4,9 @@ whether a stream gets colour (--color, NO_COLOR, a terminal).
 Text from files other people made (an index key, a record's profile name, a lockfile's field)
 can hold control characters: an escape sequence would drive the terminal, a carriage return
 would write over what the line said. Every line written here shows them as `\\xNN` instead;
-a line break and a tab stay, since the tool's own messages are laid out with them, and so do
-the few colour codes `paint` writes (text it paints is made printable first).
+a line break and a tab stay, since the tool's own messages are laid out with them. `paint` marks
+its colours with private-use characters that only this module turns into colour codes, after
+the text around them was made printable.
 """
 
 from __future__ import annotations
@@ -24,16 +25,17 @@ COLOR_MODES = ("auto", "always", "never")
 _STYLE = {"ok": "32", "warn": "33", "fail": "31", "dim": "2", "bold": "1", "step": "36"}
 _mode = ["auto"]  # set once per run by the CLI's entry (--color); a list so no `global` is needed
 
-# C0 controls but tab and line feed, DEL and the C1 controls (a terminal reads \x9b as ESC [);
-# paint's own colour codes (and the reset) are kept.
-_KEPT = "|".join(re.escape(f"\x1b[{code}m") for code in (*_STYLE.values(), "0"))
-_CONTROL = re.compile(rf"({_KEPT})|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0 controls but tab and line feed, DEL and the C1 controls (a terminal reads \x9b as ESC [)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_OPEN, _CLOSE = "\ue000", "\ue001"  # paint's marks around a colour's number
+_MARKED = re.compile(f"{_OPEN}([0-9]+){_CLOSE}")
 
 
 def printable(text: str) -> str:
-    """`text` with every control character but a line break, a tab and paint's colour codes
-    shown as `\\xNN`."""
-    return _CONTROL.sub(lambda found: found[1] or f"\\x{ord(found[0]):02x}", text)
+    """`text` with every control character but a line break and a tab shown as `\\xNN`, then
+    paint's colour marks turned into colour codes."""
+    shown = _CONTROL.sub(lambda found: f"\\x{ord(found[0]):02x}", text)
+    return _MARKED.sub(lambda found: f"\x1b[{found[1]}m", shown)
 
 
 def set_color(mode: str) -> None:
@@ -54,12 +56,12 @@ def wants_color(stream: TextIO) -> bool:
 
 def paint(text: str, style: str, stream: TextIO | None = None) -> str:
     """`text` in `style` (ok, warn, fail, dim, bold, step) when `stream` (stderr) takes colour;
-    the text itself is made printable, so what it holds cannot smuggle a code in."""
+    the colour shows once the line goes through `printable` (out, err and the live console)."""
     code = _STYLE.get(style)
     if not code or not text or not wants_color(stream or sys.stderr):
         return text
-    plain = re.sub(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", lambda c: f"\\x{ord(c[0]):02x}", text)
-    return f"\033[{code}m{plain}\033[0m"
+    plain = text.replace(_OPEN, "\\ue000").replace(_CLOSE, "\\ue001")  # no forged colour
+    return f"{_OPEN}{code}{_CLOSE}{plain}{_OPEN}0{_CLOSE}"
 
 
 _MARKS = {"ok": ("✓", "ok"), "warn": ("!", "warn"), "fail": ("✗", "fail"),

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterable
 from typing import NoReturn
 
-from verl_bootstrap.cli.flags import bundle_flag, json_flag, option_flags
+from verl_bootstrap.cli.flags import bundle_flag, env_flag, json_flag, option_flags
 from verl_bootstrap.cli.output import COLOR_MODES, err, path_arg
 from verl_bootstrap.cli.registry import COMMANDS, Command, resolve
 
@@ -170,16 +170,6 @@ def flags_verify(p: argparse.ArgumentParser) -> None:
         help="list every difference between the env and this lockfile (non-zero on any)",
     )
     json_flag(p)
-
-
-def env_flag(p: argparse.ArgumentParser, *, required: bool = False) -> None:
-    """--prefix of a command that reads an existing env."""
-    p.add_argument(
-        "--prefix",
-        type=path_arg,
-        required=required,
-        help="the env (default: the activated one, $VERL_BOOTSTRAP_PREFIX)",
-    )
 
 
 def flags_profiles_list(p: argparse.ArgumentParser) -> None:

@@ -133,7 +133,7 @@ class Console:
         elapsed = time.monotonic() - live.started
         spin = _SPINNER[self._frame % len(_SPINNER)]
         text = printable(f"{spin} {name} {elapsed:4.0f}s │ {live.latest}")[: width - 1]
-        self.stream.write("\r\033[K" + paint(text, "dim", self.stream))
+        self.stream.write("\r\033[K" + printable(paint(text, "dim", self.stream)))
         self.stream.flush()
         self.status_shown = True
 

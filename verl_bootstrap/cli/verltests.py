@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from verl_bootstrap.cli.flags import env_flag
 from verl_bootstrap.cli.output import emit_json, out
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED
 
@@ -30,9 +31,7 @@ def _seconds(value: str) -> float:
 
 def flags_test(p: argparse.ArgumentParser) -> None:
     """test's flags."""
-    p.add_argument(
-        "--prefix", type=lambda v: Path(v).expanduser(), required=True, help="the env to test in"
-    )
+    env_flag(p)
     p.add_argument(
         "--checkout",
         type=lambda v: Path(v).expanduser(),
@@ -74,10 +73,11 @@ def flags_test(p: argparse.ArgumentParser) -> None:
 
 def cmd_test(ns: argparse.Namespace) -> int:
     """Run the suite; exit 1 when a failure is the env's own (the others are reported)."""
+    from verl_bootstrap.cli.options import env_prefix
     from verl_bootstrap.verltests import run_verl_tests
 
     report = run_verl_tests(
-        ns.prefix.absolute(),
+        env_prefix(ns.prefix, command="test"),
         checkout=ns.checkout.absolute() if ns.checkout else None,
         files=tuple(ns.file),
         allow_downloads=ns.allow_downloads,

@@ -4,10 +4,13 @@ Besides PATH and the conda/venv variables, activation keeps foreign CUDA librari
 cuDNN or NCCL on LD_LIBRARY_PATH) off the load path, so torch loads the ones its wheels ship.
 The cleaning runs when the script is sourced, against the shell's LD_LIBRARY_PATH of that
 moment, so a written activation file stays right when the user's environment changes.
+The prompt shows `(verl:NAME)` while the env is active, as venv and conda mark theirs, unless
+VERL_BOOTSTRAP_NO_PROMPT is set when the script is sourced.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
@@ -18,12 +21,48 @@ __all__ = [
     "SHELLS",
     "activation_line",
     "activation_script",
+    "prompt_mark",
     "write_activation",
 ]
 
 SHELLS = ("bash", "zsh", "fish")
 _FOREIGN = ("libcudnn", "libnccl", "libcublas", "libcudart")
 _UNSET = "__vb_unset__"
+
+
+def prompt_mark(prefix: Path) -> str:
+    """`(verl:NAME)` for the env's folder name, with only characters no shell expands in a
+    prompt (a `$(...)` or a backquote in a folder name would run at every prompt)."""
+    name = re.sub(r"[^A-Za-z0-9._+-]", "_", prefix.name) or "env"
+    return f"(verl:{name}) "
+
+
+def _posix_prompt(prefix: Path) -> list[str]:
+    mark = prompt_mark(prefix)
+    # PS1 is a shell variable, not always exported: saved and put back as it was, never exported
+    return [
+        'if [ -z "${VERL_BOOTSTRAP_NO_PROMPT-}" ]; then',
+        f'  _VB_PS1="${{PS1-}}"; PS1="{mark}${{PS1-}}"',
+        "fi",
+    ]
+
+
+def _fish_prompt(prefix: Path) -> list[str]:
+    mark = prompt_mark(prefix)
+    return [
+        "if not set -q VERL_BOOTSTRAP_NO_PROMPT; and functions -q fish_prompt",
+        "  functions -c fish_prompt _vb_old_fish_prompt",
+        f"  function fish_prompt; printf '%s' '{mark}'; _vb_old_fish_prompt; end",
+        "end",
+    ]
+
+
+_FISH_PROMPT_BACK = [
+    "  if functions -q _vb_old_fish_prompt",
+    "    functions -e fish_prompt; functions -c _vb_old_fish_prompt fish_prompt",
+    "    functions -e _vb_old_fish_prompt",
+    "  end",
+]
 
 
 def _toolkit(prefix: Path) -> Path | None:
@@ -81,9 +120,11 @@ def _posix(prefix: Path, variables: dict[str, str]) -> str:
         f'export PATH={shlex.quote(str(prefix / "bin"))}"${{PATH:+:$PATH}}"',
         *(f"export {name}={shlex.quote(value)}" for name, value in variables.items()),
         *_hooks(prefix, "activate", "sh"),
+        *_posix_prompt(prefix),
         "_VB_ACTIVE=1",
         "deactivate() {",
         *(f"  {line}" for line in _hooks(prefix, "deactivate", "sh")),
+        '  if [ -n "${_VB_PS1+set}" ]; then PS1="$_VB_PS1"; unset _VB_PS1; fi',
         f"  for _vb in {names}; do",
         f'    eval "_vb_v=\\${{_VB_OLD_$_vb-{_UNSET}}}"',
         f'    if [ "$_vb_v" = {_UNSET} ]; then unset "$_vb"; else export "$_vb=$_vb_v"; fi',
@@ -148,9 +189,11 @@ def _fish(prefix: Path, variables: dict[str, str]) -> str:
         f"set -gx PATH {_fq(str(prefix / 'bin'))} $PATH",
         *(f"set -gx {name} {_fq(value)}" for name, value in variables.items()),
         *_hooks(prefix, "activate", "fish"),
+        *_fish_prompt(prefix),
         "set -g _VB_ACTIVE 1",
         "function deactivate",
         *(f"  {line}" for line in _hooks(prefix, "deactivate", "fish")),
+        *_FISH_PROMPT_BACK,
         f"  for _vb in {names}",
         "    set -l _vb_old _VB_OLD_$_vb",
         f'    if test "$$_vb_old" = {_UNSET}; set -e $_vb; else; set -gx $_vb $$_vb_old; end',

@@ -26,7 +26,8 @@ class EnvSummary:
     status: str  # ok | failed | interrupted | running | killed | missing | not an env
     profile: str | None = None
     verl_ref: str | None = None
-    commit: str | None = None  # or the release sdist's sha256
+    commit: str | None = None  # or the release sdist's sha256 (source_kind says which)
+    source_kind: str | None = None  # git | sdist
     variant: str | None = None
     backend: str | None = None
     verified_at: float | None = None
@@ -64,7 +65,7 @@ def summarize(prefix: Path, *, size: bool = True) -> EnvSummary:
     return EnvSummary(
         prefix=prefix, status=env_status(prefix, state),
         profile=record.get("profile_name"), verl_ref=source.get("ref") or record.get("verl_ref"),
-        commit=source.get("commit") or source.get("sdist_sha256"),
+        commit=source.get("commit") or source.get("sdist_sha256"), source_kind=source.get("kind"),
         variant=record.get("variant"), backend=record.get("backend"),
         verified_at=_verified(state), size=disk_usage(prefix) if size else None,
     )  # fmt: skip

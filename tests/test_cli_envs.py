@@ -1,0 +1,118 @@
+"""The env as the default: inside an activated env (VERL_BOOTSTRAP_PREFIX) verify, info, test and
+doctor work on it without --prefix; doctor --prefix takes the env's own profile; the prompt shows
+(verl:NAME) while it is active; a folder that is not there is said plainly; envs prune."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cpuenv import Installed
+
+from verl_bootstrap.cli import main
+from verl_bootstrap.envs.activation import activation_script, prompt_mark
+from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
+from verl_bootstrap.lifecycle.registry import known_prefixes, register
+
+TOOL = str(Path(sys.executable).parent / "verl-bootstrap")
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("command", [["verify"], ["info"], ["test"]])
+def test_without_prefix_or_active_env_the_command_says_how_to_name_one(
+    command: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("VERL_BOOTSTRAP_PREFIX", raising=False)
+    code, _, err = run(command, capsys)
+    assert code == EXIT_BAD_INPUT
+    assert f"error: {command[0]}: no --prefix given, and no env is active" in err
+    assert "verl-bootstrap activate --prefix PATH" in err
+
+
+@pytest.mark.parametrize("command", [["verify"], ["info"], ["test"]])
+def test_a_prefix_that_is_not_there_is_said_as_such(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run([*command, "--prefix", str(tmp_path / "gone")], capsys)
+    assert code == EXIT_BAD_INPUT
+    assert f"--prefix {tmp_path / 'gone'} is not a folder" in err
+    assert "tests/ folder" not in err
+
+
+def test_info_inside_an_activated_env_takes_it(
+    cpu_env_session: Installed, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VERL_BOOTSTRAP_PREFIX", str(cpu_env_session.prefix))
+    code, out, _ = run(["info", "--json"], capsys)
+    assert code == EXIT_OK
+    assert json.loads(out)["prefix"] == str(cpu_env_session.prefix)
+
+
+def test_doctor_on_an_env_takes_its_recorded_profile(
+    cpu_env_session: Installed, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VERL_BOOTSTRAP_PREFIX", str(cpu_env_session.prefix))
+    code, out, _ = run(["doctor", "--json", "--skip-check", "network"], capsys)
+    checks = {c["name"]: c for c in json.loads(out)["checks"]}
+    # the profile's checks ran: the protected versions and the cpu variant's driver verdict
+    assert checks["protected-versions"]["status"] == "ok", checks["protected-versions"]
+    assert "cpu variant" in checks["driver"]["finding"]
+    assert not any("--profile cpu" in (c.get("fix") or "") for c in checks.values())
+    assert code == EXIT_OK, checks
+
+
+def test_doctor_refuses_python_with_the_new_spelling(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["doctor", "--python", sys.executable], capsys)
+    assert code == EXIT_BAD_INPUT
+    assert "--python is spelled --env-python here" in err
+
+
+def _bash(script: str) -> str:
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def test_activation_marks_the_prompt_and_deactivate_restores_it(tmp_path: Path) -> None:
+    prefix = tmp_path / "rl $(touch pwned)"
+    (prefix / "bin").mkdir(parents=True)
+    script = tmp_path / "activate"
+    script.write_text(activation_script(prefix, "bash"))
+    shown = _bash(f'PS1="$ "; . "{script}"; echo "[$PS1]"; deactivate; echo "[$PS1]"')
+    assert shown.splitlines() == ["[(verl:rl___touch_pwned_) $ ]", "[$ ]"]
+    assert prompt_mark(prefix) == "(verl:rl___touch_pwned_) "  # nothing a prompt would expand
+    quiet = _bash(f'PS1="$ "; VERL_BOOTSTRAP_NO_PROMPT=1; . "{script}"; echo "[$PS1]"')
+    assert quiet.strip() == "[$ ]"
+
+
+def test_envs_prune_forgets_only_the_records_of_deleted_envs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kept, gone = tmp_path / "kept", tmp_path / "gone"
+    for prefix in (kept, gone):
+        (prefix / ".verl-bootstrap").mkdir(parents=True)
+        register(prefix)
+    (gone / ".verl-bootstrap").rmdir()
+    gone.rmdir()
+    code, out, _ = run(["envs", "prune", "--dry-run"], capsys)
+    assert code == EXIT_OK
+    assert f"would forget {gone}" in out
+    assert gone in known_prefixes()
+    code, out, _ = run(["envs", "prune", "--json"], capsys)
+    assert json.loads(out)["forgotten"] == [str(gone)]
+    assert gone not in known_prefixes()
+    assert kept in known_prefixes()
+
+
+def test_envs_list_has_a_header(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["envs", "list", "--no-size"], capsys)
+    assert code == EXIT_OK
+    header = out.splitlines()[0].split()
+    assert header[:3] == ["PREFIX", "STATUS", "PROFILE"]
