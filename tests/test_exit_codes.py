@@ -13,7 +13,7 @@ import pytest
 
 from verl_bootstrap.cli.registry import COMMANDS, Command
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED
-from verl_bootstrap.run.state import State
+from verl_bootstrap.lifecycle.state import State
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 TOOL = str(Path(sys.executable).parent / "verl-bootstrap")
