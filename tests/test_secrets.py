@@ -67,7 +67,7 @@ def test_a_token_in_the_verl_url_and_the_index_never_reaches_disk_or_output(
     assert statuses["fetch-source"] == statuses["record-lock"] == "done", done.stderr[-2000:]
     assert _leaks(prefix / ".verl-bootstrap") == []
     lock = yaml.safe_load((prefix / ".verl-bootstrap" / "verl-bootstrap.lock.yaml").read_text())
-    assert lock["verl"]["repo"].startswith("http://***@127.0.0.1:")
+    assert lock["verl"]["repo"].startswith("http://127.0.0.1:")  # the netrc gives the login
 
 
 def test_plan_json_and_errors_redact_credentials(capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["redact", "redact_args"]
+__all__ = ["drop_login", "holds_secret", "redact", "redact_args", "secrets_in", "shareable"]
 
 MASK = "***"
 # user:password@ or token@ in any scheme://… URL, including git+https and file-less forms.
@@ -18,7 +18,7 @@ _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@
 # ?access_token=…, &X-Amz-Signature=…, &sig=…, &apikey=…: a parameter named like a secret.
 _QUERY = re.compile(
     r"(?P<key>[?&;][^=&\s#]*?(?:token|key|secret|passw(?:or)?d|pwd|signature|sig|auth|"
-    r"credential)[^=&\s#]*=)[^&\s#'\"]+",
+    r"credential)[^=&\s#]*=)(?P<value>[^&\s#'\"]+)",
     re.I,
 )
 # Tokens that name themselves by their prefix.
@@ -27,7 +27,11 @@ _SHAPES = re.compile(
     r"|glpat-[A-Za-z0-9_-]{20,}|xox[abposr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}"
     r"|npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_-]{40,})"
 )
-_HEADER = re.compile(r"(?P<name>\bauthorization\s*:\s*(?:basic|bearer|token)?\s*)\S+", re.I)
+_HEADER = re.compile(
+    r"(?P<name>\bauthorization\s*:\s*(?:basic|bearer|token)?\s*)(?P<value>\S+)", re.I
+)
+# Schemes whose userinfo is a login the user's netrc can supply instead.
+_NETRC_SCHEMES = re.compile(r"^(?:git\+)?https?://$", re.I)
 
 
 def redact(text: str) -> str:
@@ -41,3 +45,29 @@ def redact(text: str) -> str:
 def redact_args(args: list[str] | tuple[str, ...]) -> list[str]:
     """Mask credentials in each argument of a command line."""
     return [redact(a) for a in args]
+
+
+def secrets_in(text: str) -> list[str]:
+    """Every credential `redact` would mask in `text`, as written there (a password of a
+    `user:password@`, the whole userinfo when it has no password, a secret query value, ...)."""
+    found = [m["userinfo"].partition(":")[2] or m["userinfo"] for m in _USERINFO.finditer(text)]
+    found += [m["value"] for m in _QUERY.finditer(text)]
+    found += [m["value"] for m in _HEADER.finditer(text)]
+    return found + _SHAPES.findall(text)
+
+
+def holds_secret(text: str) -> bool:
+    """`text` holds something `redact` masks."""
+    return redact(text) != text
+
+
+def shareable(text: str) -> str:
+    """`text` as a file meant to be shared or run again records it: the userinfo of an http(s)
+    URL is dropped (pip, uv, git and this tool take the login for the host from the netrc), any
+    other credential is masked."""
+    return redact(drop_login(text))
+
+
+def drop_login(text: str) -> str:
+    """`text` without the userinfo of its http(s) URLs: the netrc supplies the login."""
+    return _USERINFO.sub(lambda m: m["scheme"] if _NETRC_SCHEMES.match(m["scheme"]) else m[0], text)

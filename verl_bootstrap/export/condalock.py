@@ -9,6 +9,8 @@ import yaml
 
 from verl_bootstrap.export.common import ExportEntry, verl_note
 from verl_bootstrap.lockfile.model import Lockfile
+from verl_bootstrap.redact import shareable
+from verl_bootstrap.safety.shellquote import one_line
 
 __all__ = ["render_conda_lock"]
 
@@ -24,14 +26,16 @@ def render_conda_lock(
         "metadata": {
             "content_hash": {lock.platform: lock.profile_hash.removeprefix("sha256:")},
             "channels": [
-                {"url": url, "used_env_vars": []} for url in sorted(set(channels.values()))
+                {"url": shareable(url), "used_env_vars": []}
+                for url in sorted(set(channels.values()))
             ],
             "platforms": [lock.platform],
             "sources": [f"verl-bootstrap lockfile: {lock.profile} {lock.cuda.variant}"],
         },
         "package": packages,
     }
-    header = f"# Exported by verl-bootstrap (conda-lock v1 format).\n# {verl_note(lock)}.\n"
+    note = one_line(verl_note(lock), "the note on verl")  # a comment line holds it
+    header = f"# Exported by verl-bootstrap (conda-lock v1 format).\n# {note}.\n"
     return header + yaml.safe_dump(body, sort_keys=False, default_flow_style=False, width=1000)
 
 
@@ -43,7 +47,7 @@ def _conda(lock: Lockfile, package: Any, channels: Mapping[str, str]) -> dict[st
         "manager": "conda",
         "platform": lock.platform,
         "dependencies": {},
-        "url": f"{base}/{package.subdir}/{package.filename}",
+        "url": shareable(f"{base}/{package.subdir}/{package.filename}"),
         "hash": {k: v for k, v in (("md5", package.md5), ("sha256", package.sha256)) if v},
         "category": "main",
         "optional": False,
@@ -58,7 +62,7 @@ def _pip(lock: Lockfile, entry: ExportEntry) -> dict[str, Any]:
         "manager": "pip",
         "platform": lock.platform,
         "dependencies": {},
-        "url": entry.primary.url,
+        "url": shareable(entry.primary.url),
         "hash": {"sha256": entry.primary.sha256},
         "category": "main",
         "optional": False,

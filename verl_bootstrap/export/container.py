@@ -14,10 +14,12 @@ compiler for the locked sdists. A lock that builds CUDA code from source needs n
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 from verl_bootstrap import __version__
 from verl_bootstrap.lockfile.model import Lockfile
+from verl_bootstrap.safety.shellquote import one_line
 
 __all__ = [
     "IMAGE_ENV",
@@ -58,7 +60,8 @@ def cuda_source_builds(lock: Lockfile) -> list[str]:
 
 def install_lines(lock: Lockfile, source: ContainerSource) -> list[str]:
     """The build's commands (POSIX sh), run in order; `root` may be moved with VERL_IMAGE_ROOT."""
-    flags = f'--profile {lock.profile} --cuda {lock.cuda.variant} --prefix "$root/verl"'
+    # every value from the lockfile is one quoted word (the lockfile's schema shapes them too)
+    flags = f'--profile {_q(lock.profile)} --cuda {_q(lock.cuda.variant)} --prefix "$root/verl"'
     tool = '"$root/verl-bootstrap/tool/bin/verl-bootstrap"'
     lines = [
         "set -eu",
@@ -77,10 +80,15 @@ def install_lines(lock: Lockfile, source: ContainerSource) -> list[str]:
         ]
     else:
         lines += [
-            f"python{lock.python} -m venv tool",
-            f"tool/bin/python -m pip install --quiet {source.wheel}",
+            f"{_q(f'python{lock.python}')} -m venv tool",
+            f"tool/bin/python -m pip install --quiet {_q(str(source.wheel))}",
             f"{tool} --locked --lockfile {LOCKFILE_NAME} {flags}",
         ]
     # the install's last step is `verify` (imports, versions, `uv pip check`): a failure fails
     # the build; the tool stays in the image for `verify` later
-    return lines
+    return [one_line(line, "a line of the container's install commands") for line in lines]
+
+
+def _q(value: str) -> str:
+    """`value` as one word of POSIX sh: a line break or control character is refused."""
+    return shlex.quote(one_line(value, "a value from the lockfile"))

@@ -3,6 +3,7 @@ writer of a definition and its build context."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -18,6 +19,8 @@ from verl_bootstrap.export.container import (
 )
 from verl_bootstrap.lockfile.model import Lockfile
 from verl_bootstrap.paths import atomic_copy, atomic_write
+from verl_bootstrap.redact import redact
+from verl_bootstrap.safety.shellquote import one_line
 
 __all__ = [
     "APPTAINER_SECTIONS",
@@ -37,6 +40,10 @@ ENV_VARS = (
 
 
 def _labels(lock: Lockfile) -> list[tuple[str, str]]:
+    return [(key, one_line(value, f"the label {key}")) for key, value in _label_values(lock)]
+
+
+def _label_values(lock: Lockfile) -> list[tuple[str, str]]:
     return [
         ("org.verl-bootstrap.profile", lock.profile),
         ("org.verl-bootstrap.variant", lock.cuda.variant),
@@ -51,7 +58,7 @@ def _header(lock: Lockfile, source: ContainerSource, base: str) -> list[str]:
         f"# verl env of profile {lock.profile}, variant {lock.cuda.variant}, {lock.platform};",
         f"# installs exactly its lockfile {how}, then runs verify.",
         f"# Base {base}: the locked torch wheels bring their CUDA runtime.",
-        f"# Regenerate the lock with: {lock.regenerate}",
+        f"# Regenerate the lock with: {redact(lock.regenerate)}",
     ]
     builds = cuda_source_builds(lock)
     if builds:
@@ -59,7 +66,8 @@ def _header(lock: Lockfile, source: ContainerSource, base: str) -> list[str]:
             f"# {', '.join(builds)} build(s) from source: pass --base with nvcc and Python "
             f"{lock.python}."
         )
-    return lines
+    # a comment line holds its value: a line break in it would start an instruction
+    return [one_line(line, "a line of the definition's header") for line in lines]
 
 
 def _copied(source: ContainerSource) -> list[tuple[str, str]]:
@@ -96,7 +104,7 @@ def render_apptainer(lock: Lockfile, source: ContainerSource, base: str) -> str:
 def render_dockerfile(lock: Lockfile, source: ContainerSource, base: str) -> str:
     """A Dockerfile (also for podman/buildah); the same commands in one RUN."""
     lines = ["# syntax=docker/dockerfile:1", *_header(lock, source, base), f"FROM {base}"]
-    labels = " ".join(f'{k}="{v}"' for k, v in _labels(lock))
+    labels = " ".join(f"{k}={json.dumps(v)}" for k, v in _labels(lock))  # Dockerfile's quoting
     lines.append(f"LABEL {labels}")
     lines += [f"COPY {a} {b}" for a, b in _copied(source)]
     run = " && \\\n    ".join(install_lines(lock, source)[1:])

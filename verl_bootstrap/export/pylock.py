@@ -10,6 +10,8 @@ from verl_bootstrap.export.common import ExportEntry, verl_note
 from verl_bootstrap.lockfile.lookup import Artifact
 from verl_bootstrap.lockfile.model import Lockfile
 from verl_bootstrap.platforms import MACHINES
+from verl_bootstrap.redact import shareable
+from verl_bootstrap.safety.shellquote import one_line
 
 __all__ = ["render_pylock"]
 
@@ -35,6 +37,7 @@ def render_pylock(lock: Lockfile, entries: Sequence[ExportEntry]) -> str:
         "default-groups = []",
         f"created-by = {_s(f'verl-bootstrap {__version__}')}",
     ]
+    head = [one_line(line, "a line of pylock.toml") for line in head]  # comments hold values
     return "\n".join(head) + "\n" + "".join(_package(e) for e in entries)
 
 
@@ -59,7 +62,7 @@ def _package(entry: ExportEntry) -> str:
 
 
 def _artifact(artifact: Artifact) -> str:
-    parts = [f"name = {_s(artifact.filename)}", f"url = {_s(artifact.url)}"]
+    parts = [f"name = {_s(artifact.filename)}", f"url = {_s(shareable(artifact.url))}"]
     if artifact.size is not None:
         parts.append(f"size = {artifact.size}")
     parts.append(f"hashes = {{ sha256 = {_s(artifact.sha256)} }}")

@@ -8,6 +8,7 @@ part (conda backend only) is solved by py-rattler against the lock's virtual pac
 from __future__ import annotations
 
 import datetime
+import shlex
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -41,6 +42,7 @@ from verl_bootstrap.profile.load import load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack
 from verl_bootstrap.profile.stagespec import stage_specs
+from verl_bootstrap.redact import shareable
 from verl_bootstrap.siteconfig.apply import index_settings
 from verl_bootstrap.source.fetch import fetch_source
 from verl_bootstrap.source.spec import SourceResult, SourceSpec
@@ -328,7 +330,7 @@ def _regenerate(profile: Profile, variant: str, target: Target, request: LockReq
     if options.verl_ref:
         parts += ["--verl-ref", options.verl_ref]
     for channel in options.channels:
-        parts += ["--channel", channel]
+        parts += ["--channel", shareable(channel)]  # the netrc gives the login, as to conda
     if request.output is not None:
         parts += ["--output", str(request.output)]
-    return " ".join(parts)
+    return shlex.join(parts)  # one line a shell runs as it reads; the lockfile is shared

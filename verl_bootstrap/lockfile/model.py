@@ -14,9 +14,11 @@ import re
 from dataclasses import asdict
 from typing import Annotated, Final, Literal
 
+from packaging.version import InvalidVersion
+from packaging.version import Version as Pep440
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from verl_bootstrap.profile.models import Profile
+from verl_bootstrap.profile.models import VARIANT_NAME, Profile
 from verl_bootstrap.profile.stagespec import stage_specs
 from verl_bootstrap.safety.shapes import (
     FILE_NAME,
@@ -26,6 +28,7 @@ from verl_bootstrap.safety.shapes import (
     SHA256,
     STAGE_ID,
     check,
+    one_line,
 )
 
 __all__ = [
@@ -55,9 +58,29 @@ def _shaped(shape: re.Pattern[str], what: str) -> AfterValidator:
 
 def _one_line(value: str) -> str:
     """A value written on one line of a file (a comment header, a shell word) holds no newline."""
-    if any(ord(c) < 32 for c in value):
-        raise ValueError("must be one line with no control characters")
+    return one_line(value, "it")
+
+
+def _pep440(value: str) -> str:
+    """A version pip and uv read (PEP 440): an export writes it after `==`."""
+    one_line(value, "a version")
+    try:
+        Pep440(value)
+    except InvalidVersion:
+        raise ValueError(f"{value!r} is not a valid version (PEP 440)") from None
     return value
+
+
+def _names_values(key: re.Pattern[str], what: str) -> AfterValidator:
+    """A mapping whose keys have `key`'s shape and whose values are one line each."""
+
+    def valid(value: dict[str, str]) -> dict[str, str]:
+        for name, item in value.items():
+            check(name, key, what)
+            one_line(item, f"the value of {name}")
+        return value
+
+    return AfterValidator(valid)
 
 
 StageId = Annotated[str, _shaped(STAGE_ID, "stage id")]
@@ -67,6 +90,37 @@ Sha256 = Annotated[str, _shaped(SHA256, "sha256 (64 hex digits)")]
 ProfileName = Annotated[str, _shaped(PROFILE_NAME, "profile name")]
 PythonVersion = Annotated[str, _shaped(PYTHON_VERSION, "Python version (3.X)")]
 OneLine = Annotated[str, AfterValidator(_one_line)]
+# Every other field a lockfile holds has a shape too: it is shared, and its values are written
+# into Dockerfiles, Apptainer definitions, pylock.toml, requirements files and shell lines.
+Pep440Version = Annotated[str, AfterValidator(_pep440)]
+Variant = Annotated[str, _shaped(VARIANT_NAME, "CUDA variant (cpu or cuXYZ)")]
+CudaVersion = Annotated[str, _shaped(re.compile(r"^[0-9]{1,3}\.[0-9]{1,3}$"), "CUDA version")]
+GitRef = Annotated[str, _shaped(re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]{0,127}$"), "git ref")]
+Commit = Annotated[str, _shaped(re.compile(r"^[0-9a-f]{7,64}$"), "commit id (hex)")]
+IndexName = Annotated[str, _shaped(PROFILE_NAME, "index name")]
+Flag = Annotated[
+    str, _shaped(re.compile(r"^-{1,2}[A-Za-z0-9][^\s\x00-\x1f\x7f-\x9f]{0,199}$"), "installer flag")
+]
+Md5 = Annotated[str, _shaped(re.compile(r"^[0-9a-f]{32}$"), "md5 (32 hex digits)")]
+ProfileHash = Annotated[str, _shaped(re.compile(r"^sha256:[0-9a-f]{64}$"), "profile hash")]
+Cutoff = Annotated[
+    str, _shaped(re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9:.]{2,15}(Z|[+-][0-9:]{2,5})?)?$"),
+                 "exclude-newer time (ISO 8601)")
+]  # fmt: skip
+CheckName = Annotated[str, _shaped(re.compile(r"^[a-z][a-z0-9_-]{0,63}$"), "check name")]
+CondaBuild = Annotated[str, _shaped(re.compile(r"^[A-Za-z0-9_.+-]{1,128}$"), "conda build string")]
+ChannelName = Annotated[
+    str, _shaped(re.compile(r"^[^\s/\x00-\x1f\x7f-\x9f]{1,128}$"), "channel name")
+]
+CondaVersion = Annotated[
+    str, _shaped(re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}$"), "version")
+]
+EnvMap = Annotated[
+    dict[str, str], _names_values(re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"), "variable name")
+]
+VirtualPackages = Annotated[
+    dict[str, str], _names_values(re.compile(r"^__[a-z0-9_-]{1,32}$"), "virtual package")
+]
 
 
 class _Strict(BaseModel):
@@ -129,13 +183,13 @@ class LockedDist(_Strict):
     """
 
     name: PackageName
-    version: OneLine
+    version: Pep440Version
     source: DistSource | None = None
     hashes: tuple[Sha256, ...] = Field(default=(), description="sha256 of each allowed artifact")
-    index: str | None = Field(default=None, description="Index name; None: not from an index")
-    url: str | None = Field(default=None, description="For git-sourced builds: the repository")
-    commit: str | None = Field(default=None, description="For git-sourced builds: the commit")
-    build_env: dict[str, str] = Field(default_factory=dict)
+    index: IndexName | None = Field(default=None, description="Index name; None: no index")
+    url: OneLine | None = Field(default=None, description="For git-sourced builds: the repository")
+    commit: Commit | None = Field(default=None, description="For git-sourced builds: the commit")
+    build_env: EnvMap = Field(default_factory=dict)
     built_sha256: Sha256 | None = Field(
         default=None,
         description="Env records of --locked installs: sha256 of the wheel built from the sdist",
@@ -153,8 +207,8 @@ class LockedStage(_Strict):
 
     id: StageId
     kind: StageId
-    options: tuple[str, ...] = Field(default=(), description="installer flags the stage used")
-    env: dict[str, str] = Field(default_factory=dict)
+    options: tuple[Flag, ...] = Field(default=(), description="installer flags the stage used")
+    env: EnvMap = Field(default_factory=dict)
     distributions: tuple[LockedDist, ...] = ()
     build: tuple[LockedDist, ...] = Field(
         default=(),
@@ -166,10 +220,10 @@ class LockedStage(_Strict):
 class LockedSource(_Strict):
     """verl's source: a git commit, or (when git was unreachable) the release sdist's hash."""
 
-    repo: str
-    ref: str
+    repo: OneLine
+    ref: GitRef
     kind: Literal["git", "sdist"]
-    commit: OneLine | None = None
+    commit: Commit | None = None
     sdist: FileName | None = None
     sdist_sha256: Sha256 | None = None
 
@@ -178,23 +232,23 @@ class CondaPackage(_Strict):
     """A conda package of the env (conda backend)."""
 
     name: PackageName
-    version: OneLine
-    build: OneLine
-    channel: OneLine
+    version: CondaVersion
+    build: CondaBuild
+    channel: ChannelName
     subdir: FileName
     filename: FileName
-    md5: OneLine | None = None
+    md5: Md5 | None = None
     sha256: Sha256 | None = None
 
 
 class CudaTarget(_Strict):
     """The CUDA variant and the virtual packages the lock was solved for."""
 
-    variant: str
-    cuda: str | None = None
-    virtual_packages: dict[str, str] = Field(default_factory=dict)
-    torch: str | None = Field(default=None, description="The locked torch version")
-    torch_cuda: str | None = Field(
+    variant: Variant
+    cuda: CudaVersion | None = None
+    virtual_packages: VirtualPackages = Field(default_factory=dict)
+    torch: Pep440Version | None = Field(default=None, description="The locked torch version")
+    torch_cuda: CudaVersion | None = Field(
         default=None, description="CUDA of the locked torch build (None: a CPU build)"
     )
 
@@ -206,16 +260,16 @@ class Lockfile(_Strict):
     generated_by: OneLine
     regenerate: OneLine
     profile: ProfileName
-    profile_hash: OneLine
+    profile_hash: ProfileHash
     verl: LockedSource
     python: PythonVersion
     platform: FileName = "linux-64"
     cuda: CudaTarget
-    exclude_newer: str | None = None
-    backend: str
+    exclude_newer: Cutoff | None = None
+    backend: Literal["conda", "venv"]
     conda: tuple[CondaPackage, ...] = ()
     stages: tuple[LockedStage, ...]
-    skipped_checks: tuple[str, ...] = ()
+    skipped_checks: tuple[CheckName, ...] = ()
     allow_unsupported_ref: bool = False
 
     def distributions(self) -> dict[str, LockedDist]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from verl_bootstrap import proc
 from verl_bootstrap.lockfile.model import LockedSource
 from verl_bootstrap.paths import cache_root
+from verl_bootstrap.redact import shareable
 from verl_bootstrap.source.spec import SourceResult
 
 __all__ = ["lock_checkout", "locked_source"]
@@ -47,7 +48,7 @@ def _remote_names(repo: str, ref: str) -> str:
 def locked_source(source: SourceResult) -> LockedSource:
     """The lockfile's view of verl's source."""
     return LockedSource(
-        repo=source.repo,
+        repo=shareable(source.repo),  # a lockfile is shared: the netrc gives the login
         ref=source.ref,
         kind="sdist" if source.kind == "sdist" else "git",
         commit=source.commit,

@@ -14,13 +14,12 @@ from typing import Any
 
 from verl_bootstrap import __version__
 from verl_bootstrap.errors import InputError
+from verl_bootstrap.redact import secrets_in
 from verl_bootstrap.siteconfig import LoadedSite
 
 __all__ = ["onboarding_script"]
 
 _REFERENCE = re.compile(r"^\$(\{[A-Za-z_]\w*\}|[A-Za-z_]\w*)$")
-_USERINFO = re.compile(r"://(?P<info>[^/@\s]+)@")
-_QUERY = re.compile(r"[?&](?:token|access_token|api_key|password)=(?P<value>[^&\s]+)", re.I)
 _DOLLAR = re.compile(r"\$(?!\{[A-Za-z_]\w*\}|[A-Za-z_])")
 
 _BODY = r"""
@@ -70,9 +69,9 @@ def _literal(value: str) -> str:
 
 def _public(value: str, what: str) -> str:
     """Refuse a literal credential: the script is meant to be published."""
-    secrets = [m["info"].partition(":")[2] or m["info"] for m in _USERINFO.finditer(value)]
-    secrets += [m["value"] for m in _QUERY.finditer(value)]
-    if any(not _REFERENCE.match(s) for s in secrets):
+    # the one rule of what is a credential (verl_bootstrap.redact): userinfo, query parameters
+    # named like a secret (signed URLs' sig, X-Amz-Signature, ...), tokens known by their shape
+    if any(not _REFERENCE.match(s) for s in secrets_in(value)):
         raise InputError(
             f"{what} holds a credential, and a published script must not",
             hint="write it as a variable in the lab config, e.g. "
