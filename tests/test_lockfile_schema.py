@@ -78,7 +78,7 @@ def test_export_of_a_crafted_lockfile_exits_2_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "crafted.lock.yaml"
-    path.write_text(yaml.safe_dump(_crafted(CASES["cuda.torch"])))
+    path.write_text(yaml.safe_dump(_crafted(CASES[r"cuda\.torch"])))
     output = tmp_path / "out" / "Dockerfile"
     argv = ["export", "--format", "dockerfile", "--lockfile", str(path), "--output", str(output)]
     code = cli.main(argv)
