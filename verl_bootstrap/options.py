@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from verl_bootstrap.profile.models import EnvSpec
 
 __all__ = [
     "CONFIG_HELP",
@@ -263,6 +266,16 @@ class RunOptions:
     config: str | None = option(
         None, "--config", metavar="FILE_OR_URL", help=CONFIG_HELP, group="sources", masked=True
     )
+
+    # "the flag, else the profile's default": the one rule, used when the plan is compiled (and
+    # by `lock`, which has no plan)
+    def backend_for(self, env: EnvSpec) -> str:
+        """The env backend: --backend, else the profile's."""
+        return self.backend or env.backend
+
+    def channels_for(self, env: EnvSpec) -> tuple[str, ...]:
+        """The conda channels: --channel, else the profile's."""
+        return self.channels or tuple(env.channels)
 
 
 def declared(cls: type[RunOptions] | None = None) -> tuple[Declared, ...]:

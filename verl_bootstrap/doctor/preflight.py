@@ -40,14 +40,14 @@ def _index_urls(plan: Plan) -> list[tuple[str, str]]:
 def _channel_urls(plan: Plan, environ: Mapping[str, str]) -> list[tuple[str, str]]:
     if plan.backend != "conda":
         return []
-    names = plan.options.channels or plan.profile.env.channels
+    names = plan.channels
     urls = channel_urls(names, load_condarc(environ))  # honours channel_alias mirrors
     return [(f"channel:{name}", url) for name, url in zip(names, urls, strict=False)]
 
 
 def plan_urls(plan: Plan, environ: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """Every index, channel and git URL the plan will use, labelled by kind."""
-    if plan.options.offline:
+    if plan.offline:
         return ()
     urls = [("git:verl", plan.source.repo), *_index_urls(plan), *_channel_urls(plan, environ)]
     return tuple(dict.fromkeys(urls))
@@ -67,7 +67,7 @@ def inputs_from_plan(plan: Plan, environ: Mapping[str, str] | None = None) -> Do
         environ=env,
         urls=plan_urls(plan, env),
         optional_urls=optional,
-        skip=frozenset(plan.options.skip_checks),
+        skip=frozenset(plan.skip_checks),
         driver=plan.driver,
         detect=False,  # the plan already read the driver; doctor judges the same one
         wheel_tags=_wheel_tags(plan),

@@ -150,7 +150,7 @@ def _resolve(
         stages, source.path, target, settings, cache=cache_root(), work=work / "build"
     )
     cuda = _cuda_target(profile, variant, target, resolved)
-    backend = request.options.backend or profile.env.backend
+    backend = request.options.backend_for(profile.env)  # lock_profile chose it (or the previous)
     return Lockfile(
         generated_by=f"verl-bootstrap {__version__}",
         regenerate=_regenerate(profile, variant, target, request),
@@ -305,7 +305,7 @@ def _conda(
 ) -> tuple[CondaPackage, ...]:
     from verl_bootstrap.lockfile.condasolve import solve_conda  # noqa: PLC0415 - py-rattler
 
-    channels = channel_urls(options.channels or profile.env.channels, load_condarc())
+    channels = channel_urls(options.channels_for(profile.env), load_condarc())
     specs = [f"python {target.python}.*", *profile.env.conda_packages]
     return solve_conda(
         channels,

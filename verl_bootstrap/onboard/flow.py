@@ -104,7 +104,7 @@ def _doctor(plan: Plan, environ: Mapping[str, str]) -> DoctorReport | None:
         variant=plan.variant,
         prefix=plan.prefix,
         environ=dict(environ),
-        skip=frozenset(plan.options.skip_checks),
+        skip=frozenset(plan.skip_checks),
     )
     return run_doctor(inputs)
 

@@ -22,12 +22,15 @@ __all__ = ["HostFacts", "gather_host"]
 
 @dataclass(frozen=True)
 class HostFacts:
-    """What the plan needs to know about the machine."""
+    """What the plan needs to know about the machine, and the env it gets here (each choice made
+    once: the flag, else the profile's default)."""
 
     variant: str
     variant_reason: str
     interpreter: Path | None
     settings: IndexSettings
+    backend: str  # conda | venv
+    channels: tuple[str, ...] = ()  # the conda channels the env solves against
     driver: DriverInfo | None = None
     notes: tuple[str, ...] = ()
     kernels: KernelHost | None = None  # only when a stage compiles a kernel
@@ -46,7 +49,7 @@ def gather_host(
     settings, notes = index_settings(
         profile, options, environ=environ, check_optional=check_optional
     )
-    backend = options.backend or profile.env.backend
+    backend = options.backend_for(profile.env)
     interpreter = None
     if backend == "venv":
         interpreter = options.python or find_interpreter(
@@ -66,6 +69,8 @@ def gather_host(
         variant_reason=reason,
         interpreter=interpreter,
         settings=settings,
+        backend=backend,
+        channels=options.channels_for(profile.env),
         driver=driver,
         notes=(*options.site.notes, *notes, *storage_notes(options.prefix, environ)),
         kernels=kernels,

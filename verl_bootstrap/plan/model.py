@@ -13,7 +13,9 @@ from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.kernels.planning import KernelDecision
 from verl_bootstrap.lockfile.gaps import hash_gaps
+from verl_bootstrap.lockfile.model import LockedStage
 from verl_bootstrap.options import RunOptions
+from verl_bootstrap.plan.facts import HostFacts
 from verl_bootstrap.plan.locked import LockedInstall
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stagespec import StageSpec
@@ -42,31 +44,86 @@ class Plan:
 
     profile: Profile
     options: RunOptions
-    variant: str
-    variant_reason: str
-    backend: str
-    interpreter: Path | None
+    host: HostFacts  # the machine, and the env it gets here (backend, channels)
     source: SourceSpec
     settings: IndexSettings
     stages: tuple[StageSpec, ...]
     steps: tuple[Step, ...]
-    notes: tuple[str, ...] = ()
-    driver: DriverInfo | None = None
     locked: LockedInstall | None = None  # --locked/--frozen: the lockfile the stages install
     kernels: Mapping[str, KernelDecision] = field(default_factory=dict)  # stage id -> decision
 
+    # What the steps read: the choices as they resolved (steps never reach into the options).
     @property
     def prefix(self) -> Path:
         """Where the env lives."""
         return self.options.prefix
 
     @property
+    def variant(self) -> str:
+        return self.host.variant
+
+    @property
+    def variant_reason(self) -> str:
+        return self.host.variant_reason
+
+    @property
+    def backend(self) -> str:
+        return self.host.backend
+
+    @property
+    def channels(self) -> tuple[str, ...]:
+        return self.host.channels
+
+    @property
+    def interpreter(self) -> Path | None:
+        return self.host.interpreter
+
+    @property
+    def driver(self) -> DriverInfo | None:
+        return self.host.driver
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return self.host.notes
+
+    @property
+    def installer(self) -> str:
+        return self.options.installer
+
+    @property
+    def offline(self) -> bool:
+        return self.options.offline
+
+    @property
+    def conda_exe(self) -> str | None:
+        return self.options.conda_exe
+
+    @property
+    def require_gpu(self) -> bool:
+        return self.options.require_gpu
+
+    @property
+    def skip_checks(self) -> tuple[str, ...]:
+        return self.options.skip_checks
+
+    @property
+    def wheelhouse(self) -> str | None:
+        """The lab wheelhouse folder (None: the tool home's)."""
+        return self.options.site.wheelhouse
+
+    def locked_stage(self, stage_id: str) -> LockedStage | None:
+        """The lockfile's stage of this id (None when the run installs no lockfile)."""
+        if self.locked is None:
+            return None
+        return next((s for s in self.locked.lock.stages if s.id == stage_id), None)
+
+    @property
     def hash_gaps(self) -> list[str]:
         """What this run takes without a hash check (`--locked` only; see lockfile.gaps)."""
         if self.locked is None:
             return []
-        conda_exe = self.options.conda_exe is not None and self.backend != "venv"
-        return hash_gaps(self.locked.lock, installer=self.options.installer, conda_exe=conda_exe)
+        conda_exe = self.conda_exe is not None and self.backend != "venv"
+        return hash_gaps(self.locked.lock, installer=self.installer, conda_exe=conda_exe)
 
     def step(self, step_id: str) -> Step:
         """The step with this id."""

@@ -41,20 +41,14 @@ def compile_plan(
         # every pin already met pip's constraints when it was locked; --require-hashes refuses
         # unpinned constraint lines
         settings = replace(settings, constraints=())
-    backend = options.backend or profile.env.backend
     draft = Plan(
         profile=profile,
         options=options,
-        variant=host.variant,
-        variant_reason=host.variant_reason,
-        backend=backend,
-        interpreter=host.interpreter,
+        host=host,
         source=source,
         settings=settings,
         stages=stages,
         steps=(),
-        notes=host.notes,
-        driver=host.driver,
         locked=locked,
         kernels=_kernels(profile, options, host, stages, locked),
     )

@@ -17,13 +17,13 @@ __all__ = ["describe", "env_request", "execute"]
 
 def env_request(plan: Plan, log_path: Path | None = None) -> EnvRequest:
     """What the env backend is asked for."""
-    needs_pip = plan.options.installer == "pip" or any(s.kind == "script" for s in plan.stages)
+    needs_pip = plan.installer == "pip" or any(s.kind == "script" for s in plan.stages)
     return EnvRequest(
         prefix=plan.prefix,
         python_requires=plan.profile.python.requires,
         python_prefer=plan.profile.python.prefer,
         interpreter=plan.interpreter,
-        channels=plan.options.channels or plan.profile.env.channels,
+        channels=plan.channels,
         conda_packages=(*plan.profile.env.conda_packages, *_locked_conda(plan)),
         seed_pip=needs_pip,
         log_path=log_path,
@@ -48,7 +48,7 @@ def _locked_digests(plan: Plan) -> tuple[LockedConda, ...] | None:
 
 
 def describe(plan: Plan) -> Step:
-    backend = get_backend(plan.backend, conda_exe=plan.options.conda_exe)
+    backend = get_backend(plan.backend, conda_exe=plan.conda_exe)
     return Step(
         id="create-env",
         kind="create-env",
@@ -60,6 +60,6 @@ def describe(plan: Plan) -> Step:
 
 
 def execute(ctx: StepContext) -> dict[str, Any]:
-    backend = get_backend(ctx.plan.backend, conda_exe=ctx.plan.options.conda_exe)
+    backend = get_backend(ctx.plan.backend, conda_exe=ctx.plan.conda_exe)
     created = backend.create(env_request(ctx.plan, ctx.log_path))
     return {"created": created}

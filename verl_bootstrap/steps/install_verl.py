@@ -27,10 +27,10 @@ def _argv(plan: Plan) -> list[str]:
         python=env_python(plan.prefix),
         editable=str(plan.source.checkout),
         no_deps=True,
-        offline=plan.options.offline,
+        offline=plan.offline,
         build_constraints=build_constraints_file(plan.prefix, _locked(plan)),
     )
-    return install_command(plan.options.installer, request, plan.settings)
+    return install_command(plan.installer, request, plan.settings)
 
 
 def describe(plan: Plan) -> Step:

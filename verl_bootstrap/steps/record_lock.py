@@ -66,7 +66,7 @@ def write_env_lock(
         backend=plan.backend,
         conda=conda_packages(plan.prefix),
         stages=tuple(stages),
-        skipped_checks=plan.options.skip_checks,
+        skipped_checks=plan.skip_checks,
         allow_unsupported_ref=plan.options.allow_unsupported_ref,
     )
     return write_lockfile(lock, env_lockfile(plan.prefix))

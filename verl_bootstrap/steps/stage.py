@@ -59,8 +59,8 @@ def stage_request(plan: Plan, stage: StageSpec) -> InstallRequest:
             index=stage.index,
             no_deps=True,
             no_build_isolation=stage.no_build_isolation,
-            offline=plan.options.offline,
-            build_constraints=build_constraints_file(plan.prefix, _locked_stage(plan, stage.id)),
+            offline=plan.offline,
+            build_constraints=build_constraints_file(plan.prefix, plan.locked_stage(stage.id)),
         )
     packages = stage.packages
     if stage.kind == "verl-deps":  # verl is installed editable by now: see steps/verldeps.py
@@ -74,21 +74,15 @@ def stage_request(plan: Plan, stage: StageSpec) -> InstallRequest:
         no_build_isolation=stage.no_build_isolation,
         overrides_file=override_file(plan.prefix, stage.id) if stage.overrides else None,
         constraints_file=protected_file(plan.prefix, stage.id) if pinned else None,
-        offline=plan.options.offline,
+        offline=plan.offline,
     )
-
-
-def _locked_stage(plan: Plan, stage_id: str) -> LockedStage | None:
-    if plan.locked is None:
-        return None
-    return next((s for s in plan.locked.lock.stages if s.id == stage_id), None)
 
 
 def _argv(plan: Plan, stage: StageSpec) -> list[str]:
     """The stage's one command: shown (redacted) by the plan, run as it is by `execute`."""
     if stage.kind == "script":
         return ["bash", "-eE", "-o", "pipefail", str(plan.source.checkout / (stage.script or ""))]
-    return install_command(plan.options.installer, stage_request(plan, stage), plan.settings)
+    return install_command(plan.installer, stage_request(plan, stage), plan.settings)
 
 
 def describe(plan: Plan, stage: StageSpec, previous: str) -> Step:
@@ -113,9 +107,9 @@ def describe(plan: Plan, stage: StageSpec, previous: str) -> Step:
 
 def _locked_inputs(plan: Plan, stage_id: str) -> dict[str, str]:
     """A locked stage re-runs when its part of the lockfile changes."""
-    if plan.locked is None:
+    stage = plan.locked_stage(stage_id)
+    if stage is None:
         return {}
-    stage = next(s for s in plan.locked.lock.stages if s.id == stage_id)
     inputs = {"locked": locked_requirements(stage)}
     if stage.build:  # a changed build env re-runs the stage (older records stay as they were)
         inputs["build"] = " ".join(
@@ -156,8 +150,8 @@ def _write_locked_requirements(
 ) -> tuple[dict[str, Artifact], dict[str, Any]]:
     """A locked stage's hashed requirements (its sdists built into wheels first, a kernel's
     wheel taken from the wheelhouse where one matches); the wheels and the kernel's outputs."""
-    assert ctx.plan.locked is not None
-    locked = next(s for s in ctx.plan.locked.lock.stages if s.id == stage.id)
+    locked = ctx.plan.locked_stage(stage.id)
+    assert ctx.plan.locked is not None and locked is not None
     write_build_constraints(ctx.plan.prefix, locked)
     built: dict[str, Artifact] = {}
     taken: dict[str, Artifact] = {}
@@ -178,11 +172,12 @@ def _write_locked_requirements(
 
 
 def _locked_kernel(ctx: StepContext, stage: StageSpec) -> LockedKernel:
-    assert ctx.plan.locked is not None and stage.kernel is not None
+    locked = ctx.plan.locked_stage(stage.id)
+    assert ctx.plan.locked is not None and locked is not None and stage.kernel is not None
     return LockedKernel(
-        kernel=stage.kernel, stage=next(s for s in ctx.plan.locked.lock.stages if s.id == stage.id),
+        kernel=stage.kernel, stage=locked,
         artifacts=ctx.plan.locked.artifacts, python=env_python(ctx.plan.prefix),
-        wheelhouse=open_wheelhouse(ctx.plan.options.site.wheelhouse, os.environ),
+        wheelhouse=open_wheelhouse(ctx.plan.wheelhouse, os.environ),
         work=kernel_dir(ctx.plan.prefix, stage.id), note=lambda line: _note(ctx, line),
     )  # fmt: skip
 
@@ -240,8 +235,8 @@ def _kernel_job(
     watched = _watched(ctx, stage)
     return KernelRun(
         kernel=stage.kernel, packages=stage.packages, request=request,
-        settings=ctx.plan.settings, installer=ctx.plan.options.installer,
-        wheelhouse=open_wheelhouse(ctx.plan.options.site.wheelhouse, os.environ),
+        settings=ctx.plan.settings, installer=ctx.plan.installer,
+        wheelhouse=open_wheelhouse(ctx.plan.wheelhouse, os.environ),
         work=kernel_dir(ctx.plan.prefix, stage.id), env=env,
         run=lambda argv: run_in_env(watched, argv, env=env),
         note=lambda line: _note(ctx, line), gpu_present=ctx.plan.driver is not None,

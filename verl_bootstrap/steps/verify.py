@@ -36,7 +36,7 @@ def execute(ctx: StepContext) -> dict[str, Any]:
         ctx.plan.prefix,
         ctx.plan.profile.verify,
         log_path=ctx.log_path,
-        require_gpu=ctx.plan.options.require_gpu,
+        require_gpu=ctx.plan.require_gpu,
         gpu_present=ctx.plan.driver is not None,
     )
     if not report.ok:
