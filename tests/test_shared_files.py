@@ -80,3 +80,27 @@ def test_wheelhouse_add_refuses_a_url_and_makes_no_folder(
     assert code == 2 and "pw" not in text
     assert "read, never written" in text or "a URL the tool cannot read" in text
     assert sorted(p.name for p in tmp_path.iterdir()) == [wheel.name]  # no https:/ folder
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("cuda", "13.0 && rm -rf ~"), ("python", "py3"), ("torch", "latest"), ("cxx11abi", "maybe")],
+)
+def test_an_index_key_field_without_its_shape_is_refused_by_name(
+    field: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    house = _index(tmp_path / "wh", {**KEY, field: value})
+    code, text = _run(capsys, "wheelhouse", "list", "--wheelhouse", str(house))
+    assert code == 2 and f"index.json: wheels[0].key.{field}: {value!r} is not" in text
+
+
+def test_a_record_variant_without_its_shape_is_refused_by_info(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prefix = tmp_path / "env"
+    (prefix / ".verl-bootstrap").mkdir(parents=True)
+    state = {"version": 1, "steps": {}, "protected": {}, "last_run": {}, "made": [],
+             "record": {"options": {}, "profile_name": "cpu", "variant": "cpu $(id)"}}  # fmt: skip
+    (prefix / ".verl-bootstrap" / "state.json").write_text(json.dumps(state))
+    code, text = _run(capsys, "info", "--prefix", str(prefix))
+    assert code == 2 and "field 'record.variant' is 'cpu $(id)', not a variant" in text

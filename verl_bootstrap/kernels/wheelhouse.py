@@ -17,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -280,3 +281,21 @@ def _check_row(row: object, where: str) -> None:
     digest = row.get("sha256") if isinstance(row, dict) else None
     if digest is not None and not SHA256.fullmatch(str(digest)):
         raise InputError(f"{where}.sha256: not a sha256 (64 hex digits)")
+    key = row.get("key") if isinstance(row, dict) else None
+    for field, (shape, what) in _KEY_SHAPES.items():
+        value = key.get(field) if isinstance(key, dict) else None
+        if value is not None and not (isinstance(value, str) and shape.fullmatch(value)):
+            raise InputError(f"{where}.key.{field}: {value!r} is not {what}")
+    abi = key.get("cxx11abi") if isinstance(key, dict) else None
+    if abi is not None and not (isinstance(abi, bool) or str(abi).upper() in _ABI_WORDS):
+        raise InputError(f"{where}.key.cxx11abi: {abi!r} is not true or false")
+
+
+_ABI_WORDS = {"TRUE", "FALSE", "1", "0", "YES", "NO"}
+# The shapes of a build key's fields, as `--key` and the env's probe give them (None: unknown).
+_KEY_SHAPES = {
+    "torch": (re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,63}"), "a torch version"),
+    "cuda": (re.compile(r"cpu|[0-9]{1,3}(\.[0-9]{1,3})?"), "a CUDA version (X.Y) or cpu"),
+    "python": (re.compile(r"cp3[0-9]{1,3}"), "a Python tag (cp3XX)"),
+    "platform": (re.compile(r"[a-z0-9_]{1,64}"), "a platform tag"),
+}

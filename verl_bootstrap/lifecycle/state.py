@@ -10,7 +10,7 @@ from typing import Any
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.lifecycle.statefile import parse_state
 from verl_bootstrap.paths import atomic_write
-from verl_bootstrap.safety.shapes import control_char_at
+from verl_bootstrap.safety.shapes import PROFILE_NAME, VARIANT, control_char_at
 
 __all__ = ["State", "StepRecord"]
 
@@ -98,6 +98,14 @@ def _check_types(path: Path, raw: dict[str, Any]) -> None:
         if at is not None:
             raise InputError(
                 f"{path}: field {at!r} holds a line break or control character",
+                hint="the state was edited by hand; restore it, or delete the field",
+            )
+    record = raw.get("record") or {}
+    for name, shape in (("profile_name", PROFILE_NAME), ("variant", VARIANT)):
+        value = record.get(name)
+        if value is not None and not (isinstance(value, str) and shape.fullmatch(value)):
+            raise InputError(
+                f"{path}: field 'record.{name}' is {value!r}, not a {name.replace('_', ' ')}",
                 hint="the state was edited by hand; restore it, or delete the field",
             )
 

@@ -20,6 +20,7 @@ __all__ = [
     "PYTHON_VERSION",
     "SHA256",
     "STAGE_ID",
+    "VARIANT",
     "check",
     "control_char_at",
     "inside",
@@ -35,6 +36,8 @@ PACKAGE_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$")
 # One file name: sdists, wheels (local versions hold '+'), conda packages, exports.
 FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,254}$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# A CUDA variant as profiles name them.
+VARIANT = re.compile(r"^(cpu|cu1[0-9]{2})$")
 PYTHON_VERSION = re.compile(r"^3\.[0-9]{1,3}(\.[0-9]{1,3})?$")
 
 
