@@ -136,3 +136,20 @@ def test_the_one_rule_finds_each_shape_and_shareable_masks_what_a_netrc_cannot_g
         "git+https://h/r.git?token=***"
     )
     assert shareable(f"ssh://git:{SECRET}@h/r.git") == "ssh://***@h/r.git"
+
+
+def test_a_batch_script_drops_a_config_urls_login_and_refuses_a_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["cluster", "script", "--slurm", "--nodes", "2", "--action", "install"]
+    base += ["--prefix", "/shared/verl", "--profile", "cpu", "--tool", "/shared/bin/vb"]
+    target = tmp_path / "install.sbatch"
+    config = f"https://alice:{SECRET}@lab.invalid/lab.yaml"
+    assert cli.main([*base, "--config", config, "-o", str(target)]) == 0
+    text = target.read_text()
+    assert SECRET not in text and "--config https://lab.invalid/lab.yaml" in text
+    capsys.readouterr()
+    token = f"https://lab.invalid/lab.yaml?token={SECRET}"
+    assert cli.main([*base, "--config", token]) == 2
+    captured = capsys.readouterr()
+    assert SECRET not in captured.out + captured.err and "holds a credential" in captured.err

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.redact import drop_login, holds_secret, redact
 from verl_bootstrap.safety.shellquote import one_line, sbatch_value
 
 __all__ = ["sbatch_script"]
@@ -28,6 +30,7 @@ def sbatch_script(
         sbatch_value(partition, "--partition")
     for arg in (tool, *args):
         one_line(arg, "an argument")
+    args = [_without_credentials(arg) for arg in args]
     lines = [
         "#!/bin/bash",
         f"#SBATCH --job-name=verl-bootstrap-{action}",
@@ -46,3 +49,16 @@ def sbatch_script(
         f"exec {shlex.join([tool, 'cluster', action, '--slurm', *args])}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _without_credentials(arg: str) -> str:
+    """A script is a file others may read: an http(s) login is dropped (the job's netrc gives
+    it); a credential a netrc cannot hold (`?token=`) is refused."""
+    bare = drop_login(arg)
+    if holds_secret(bare):
+        raise InputError(
+            f"{redact(bare)} holds a credential, and a batch script must not",
+            hint="put the login in your ~/.netrc (user:password@ URLs), or give the job the "
+            "URL in an environment variable",
+        )
+    return bare
