@@ -127,3 +127,10 @@ def test_a_requirements_export_refuses_a_stage_value_with_a_line_break(
     with pytest.raises(InputError, match="line break"):
         write_requirements(lock, [], IndexSettings(), tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("render", [render_dockerfile, render_apptainer])
+def test_a_bundle_name_with_a_line_break_adds_no_instruction(render: Any) -> None:
+    source = ContainerSource(bundle="verl.tar\nRUN touch /tmp/x")
+    with pytest.raises(InputError, match="line break"):
+        render(LOCK, source, "python:3.12-bookworm")

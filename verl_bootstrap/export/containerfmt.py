@@ -71,6 +71,8 @@ def _header(lock: Lockfile, source: ContainerSource, base: str) -> list[str]:
 
 
 def _copied(source: ContainerSource) -> list[tuple[str, str]]:
+    named = source.bundle if source.bundle is not None else str(source.wheel)
+    one_line(named, "the file copied into the image")  # a line break would add an instruction
     if source.bundle is not None:
         return [(source.bundle, "/opt/verl-bootstrap/bundle.tar")]
     return [
