@@ -14,6 +14,7 @@ Layout (the manifest first, then the tool's wheels, so install.sh reads only the
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 import tempfile
 import time
@@ -27,11 +28,12 @@ from verl_bootstrap.bundle.collect import Collected, collect_locked, resolve_bui
 from verl_bootstrap.bundle.conda import collect_conda, conda_arcname
 from verl_bootstrap.bundle.manifest import MANIFEST_NAME, Manifest, Member, Role, dump_manifest
 from verl_bootstrap.bundle.sources import tool_wheels, verl_git_bundle, verl_pyproject
+from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.lockfile.buildlock import build_requirements, sdist_pyproject
 from verl_bootstrap.lockfile.io import read_lockfile
 from verl_bootstrap.lockfile.model import Lockfile
-from verl_bootstrap.paths import file_sha256
+from verl_bootstrap.paths import cannot_write, file_sha256
 
 __all__ = ["BundleRequest", "BundleResult", "create_bundle", "install_script"]
 
@@ -71,10 +73,17 @@ def create_bundle(request: BundleRequest) -> BundleResult:
     """Collect, check and write the bundle (atomically: a failed run leaves no archive)."""
     started = time.monotonic()
     lock = read_lockfile(request.lockfile)
-    with tempfile.TemporaryDirectory(prefix="verl-bundle-") as tmp:
-        files = _gather(lock, request, Path(tmp))
-        manifest = _manifest(lock, request.lockfile, files)
-        _write(request.output, manifest, files)
+    partial = _claim(request.output)  # a place it cannot write is said before any download
+    try:
+        with tempfile.TemporaryDirectory(prefix="verl-bundle-") as tmp:
+            files = _gather(lock, request, Path(tmp))
+            manifest = _manifest(lock, request.lockfile, files)
+            _write(partial, manifest, files)
+        partial.replace(request.output)
+    except OSError as exc:
+        raise cannot_write(request.output, exc) from None
+    finally:
+        partial.unlink(missing_ok=True)  # whatever stopped the run: no .part is left
     size = request.output.stat().st_size
     return BundleResult(request.output, manifest, size, time.monotonic() - started)
 
@@ -159,10 +168,26 @@ def _manifest(lock: Lockfile, lockfile: Path, files: list[_File]) -> Manifest:
     )
 
 
-def _write(output: Path, manifest: Manifest, files: list[_File]) -> None:
-    """The tar: the manifest first, then the tool's wheels and the rest; fixed owners and times."""
-    output.parent.mkdir(parents=True, exist_ok=True)
+def _claim(output: Path) -> Path:
+    """The `.part` file the archive is written to beside `output`, created now (empty)."""
+    if output.is_dir():
+        raise InputError(f"--output {output} is a folder", hint="name the archive file to write")
     partial = output.with_name(f".{output.name}.part")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        partial.unlink(missing_ok=True)  # the tool's own, from a run that was killed
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        os.close(fd)
+    except OSError as exc:
+        raise InputError(
+            f"--output {output}: cannot write there ({exc.strerror or exc})",
+            hint="choose a folder you can write to",
+        ) from None
+    return partial
+
+
+def _write(partial: Path, manifest: Manifest, files: list[_File]) -> None:
+    """The tar: the manifest first, then the tool's wheels and the rest; fixed owners and times."""
     order = sorted(files, key=lambda f: (f.role not in ("tool", "script"), f.arcname))
     with tarfile.open(partial, "w", format=tarfile.PAX_FORMAT) as tar:
         body = dump_manifest(manifest)
@@ -170,7 +195,6 @@ def _write(output: Path, manifest: Manifest, files: list[_File]) -> None:
         for file in order:
             with file.path.open("rb") as handle:
                 tar.addfile(_info(file.arcname, file.path.stat().st_size), handle)
-    partial.replace(output)
 
 
 def _info(name: str, size: int) -> tarfile.TarInfo:

@@ -3,12 +3,20 @@
 A bundle is one uncompressed tar (the wheels inside are compressed already) whose FIRST member is
 `manifest.json`: the host can be checked against it before a single other byte is read, and every
 later member is checked against the sha256 it lists.
+
+The manifest is a regular member of at most MAX_MANIFEST_BYTES, read only after its size is
+checked; every field has a shape (glibc and Python versions, sha256 values, member paths that
+stay inside the bundle and never nest in one another), and the lockfile it names is one of its
+members whose sha256 is `lockfile_sha256`. Anything else is bad input naming the field.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import stat
 import tarfile
+import zlib
 from pathlib import Path
 from typing import Final, Literal
 
@@ -19,16 +27,22 @@ from verl_bootstrap.errors import InputError
 __all__ = [
     "BUNDLE_SCHEMA_VERSION",
     "MANIFEST_NAME",
+    "MAX_MANIFEST_BYTES",
     "Manifest",
     "Member",
     "Role",
     "dump_manifest",
     "parse_manifest",
     "read_manifest",
+    "regular_member",
 ]
 
 BUNDLE_SCHEMA_VERSION: Final = 1
 MANIFEST_NAME: Final = "manifest.json"
+MAX_MANIFEST_BYTES: Final = 16 << 20  # ~100 bytes a member: far more members than any lock has
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_PYTHON = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
+_GLIBC = re.compile(r"[0-9]+\.[0-9]+")
 Role = Literal["lockfile", "artifact", "build", "conda", "verl-source", "tool", "script"]
 
 
@@ -70,21 +84,53 @@ class Manifest(_Strict):
 
 def read_manifest(archive: Path) -> Manifest:
     """The manifest of `archive`, read from its first member only (nothing is unpacked)."""
+    _check_is_file(archive)
     try:
         with tarfile.open(archive, mode="r|") as tar:
             first = tar.next()
-            if first is None or first.name != MANIFEST_NAME or not first.isfile():
+            if first is None or first.name != MANIFEST_NAME or not regular_member(first):
                 raise InputError(
-                    f"{archive}: not a verl-bootstrap bundle (its first member is not "
-                    f"{MANIFEST_NAME})",
+                    f"{archive}: not a verl-bootstrap bundle (its first member is not a plain "
+                    f"file named {MANIFEST_NAME})",
                     hint="make one with `verl-bootstrap bundle --lockfile L`",
+                )
+            if first.size > MAX_MANIFEST_BYTES:
+                raise InputError(
+                    f"{archive}: its {MANIFEST_NAME} is {first.size} bytes, more than a manifest "
+                    f"may be ({MAX_MANIFEST_BYTES})",
+                    hint="make the bundle again with `verl-bootstrap bundle`",
                 )
             handle = tar.extractfile(first)
             assert handle is not None  # a regular file always has one
             text = handle.read(first.size)
-    except (OSError, tarfile.TarError) as exc:
-        raise InputError(f"{archive}: cannot read bundle: {exc}") from None
+    except (OSError, EOFError, zlib.error, tarfile.TarError) as exc:
+        raise InputError(
+            f"{archive}: cannot read bundle: {exc}",
+            hint="it is damaged or cut short: copy it again from where it was made",
+        ) from None
+    if len(text) != first.size:
+        raise InputError(f"{archive}: cut short inside its {MANIFEST_NAME}",
+                         hint="copy it again from where it was made")  # fmt: skip
     return parse_manifest(text, archive)
+
+
+def regular_member(info: tarfile.TarInfo) -> bool:
+    """A plain file's member: not a link, device, FIFO or folder, and not sparse (whose declared
+    size can be far more than the archive holds)."""
+    return info.type in (tarfile.REGTYPE, tarfile.AREGTYPE) and not info.issparse()
+
+
+def _check_is_file(archive: Path) -> None:
+    """A bundle is a regular file: a FIFO would block the read forever, a folder cannot be one."""
+    try:
+        mode = archive.stat().st_mode
+    except OSError as exc:
+        raise InputError(f"{archive}: cannot read bundle: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise InputError(
+            f"{archive}: not a bundle file (it is a folder, a named pipe, a socket or a device)",
+            hint="pass the bundle's .tar file",
+        )
 
 
 def parse_manifest(text: bytes, origin: Path) -> Manifest:
@@ -107,15 +153,73 @@ def parse_manifest(text: bytes, origin: Path) -> Manifest:
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
         )
         raise InputError(f"{origin}: invalid {MANIFEST_NAME}: {fields}") from None
+    _check_fields(manifest, origin)
+    paths = [member.path for member in manifest.members]
     for member in manifest.members:
         _check_member_path(member.path, origin)
+        _check_member(member, origin)
+    _check_no_nesting(paths, origin)
+    _check_lockfile(manifest, origin)
     return manifest
+
+
+def _bad(origin: Path, field: str, value: object, shape: str) -> InputError:
+    return InputError(
+        f"{origin}: invalid {MANIFEST_NAME}: {field} {value!r} is not {shape}",
+        hint="make the bundle again with `verl-bootstrap bundle`",
+    )
+
+
+def _check_fields(manifest: Manifest, origin: Path) -> None:
+    if not _PYTHON.fullmatch(manifest.python):
+        raise _bad(origin, "python", manifest.python, "a Python version (X.Y or X.Y.Z)")
+    if manifest.glibc is not None and not _GLIBC.fullmatch(manifest.glibc):
+        raise _bad(origin, "glibc", manifest.glibc, "a glibc version (X.Y)")
+    if not _SHA256.fullmatch(manifest.lockfile_sha256):
+        raise _bad(origin, "lockfile_sha256", manifest.lockfile_sha256, "a sha256 (64 hex digits)")
+
+
+def _check_member(member: Member, origin: Path) -> None:
+    if not _SHA256.fullmatch(member.sha256):
+        raise _bad(origin, f"members[{member.path!r}].sha256", member.sha256, "a sha256")
+    if member.size < 0:
+        raise _bad(origin, f"members[{member.path!r}].size", member.size, "a size in bytes")
+
+
+def _check_no_nesting(paths: list[str], origin: Path) -> None:
+    """Each member is one file: no path twice, none a folder of another."""
+    seen: set[str] = set()
+    for path in sorted(paths, key=lambda p: (p.count("/"), p)):
+        parts = path.split("/")
+        folders = {"/".join(parts[:n]) for n in range(1, len(parts))}
+        clash = sorted((folders | {path}) & seen)
+        if clash:
+            raise InputError(
+                f"{origin}: invalid {MANIFEST_NAME}: member {path!r} clashes with member "
+                f"{clash[0]!r} (a path listed twice, or a file that is also a folder)",
+                hint="make the bundle again with `verl-bootstrap bundle`",
+            )
+        seen.add(path)
+
+
+def _check_lockfile(manifest: Manifest, origin: Path) -> None:
+    """The lockfile the bundle installs is one of its members, with the sha256 it states."""
+    member = manifest.by_path().get(manifest.lockfile)
+    if member is None or member.role != "lockfile":
+        raise _bad(origin, "lockfile", manifest.lockfile, "one of its members of role lockfile")
+    if member.sha256 != manifest.lockfile_sha256:
+        raise InputError(
+            f"{origin}: invalid {MANIFEST_NAME}: lockfile_sha256 {manifest.lockfile_sha256} is "
+            f"not the sha256 its member {member.path} is listed with ({member.sha256})",
+            hint="make the bundle again with `verl-bootstrap bundle`",
+        )
 
 
 def _check_member_path(path: str, origin: Path) -> None:
     """A member's path stays inside the folder it is unpacked into."""
-    parts = Path(path).parts
-    if not parts or Path(path).is_absolute() or ".." in parts or path == MANIFEST_NAME:
+    parts = path.split("/")
+    odd = any(p in ("", ".", "..") for p in parts) or "\\" in path or "\0" in path
+    if odd or path.startswith("/") or path == MANIFEST_NAME:
         raise InputError(f"{origin}: {MANIFEST_NAME} lists a member outside the bundle: {path!r}")
 
 

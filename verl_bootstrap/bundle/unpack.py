@@ -1,6 +1,7 @@
 """Open a bundle on the node: check the host fits (from the manifest alone), then unpack every
-member while hashing it; a member that is not listed, missing, or not its listed sha256 refuses
-the whole bundle before anything is installed.
+member while hashing it; a member that is not listed, not a plain file (a link, a device, a
+sparse file), not its listed size (checked before a byte is read) or sha256, or missing refuses
+the whole bundle before anything is installed. A member's `.part` file never outlives an error.
 
 The unpacked artifacts are served to the installer as a local find-links folder, so a `--locked`
 install looks them up and checks their hashes exactly as it does on a network index; the conda
@@ -14,6 +15,7 @@ import os
 import platform as _platform
 import shutil
 import tarfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -22,7 +24,13 @@ from packaging.version import Version
 
 from verl_bootstrap import proc
 from verl_bootstrap.bundle.conda import CONDA_FOLDER, check_conda_files, index_channel
-from verl_bootstrap.bundle.manifest import MANIFEST_NAME, Manifest, Member, dump_manifest
+from verl_bootstrap.bundle.manifest import (
+    MANIFEST_NAME,
+    Manifest,
+    Member,
+    dump_manifest,
+    regular_member,
+)
 from verl_bootstrap.errors import Refused
 from verl_bootstrap.lockfile.io import read_lockfile
 from verl_bootstrap.paths import file_sha256
@@ -88,14 +96,13 @@ def unpack_bundle(archive: Path, manifest: Manifest, dest: Path) -> Unpacked:
     """Unpack and check every member into `dest` (the same folder for the same bundle: what an
     earlier run left there is checked again like the rest)."""
     expected = manifest.by_path()
-    with tarfile.open(archive, mode="r|") as tar:
-        for number, info in enumerate(tar):
-            if number == 0 and info.name == MANIFEST_NAME:
-                continue
-            member = expected.pop(info.name, None)
-            if member is None or not info.isfile():
-                raise _tampered(archive, f"{info.name!r} is not a file its manifest lists")
-            _extract(tar, info, member, dest / member.path, archive)
+    try:
+        _unpack_members(archive, expected, dest)
+    except (OSError, EOFError, zlib.error, tarfile.TarError) as exc:
+        raise Refused(
+            f"{archive} could not be read to its end ({exc}); nothing was installed",
+            hint="it is damaged or was cut short: copy it again from where it was made",
+        ) from None
     if expected:
         raise _tampered(archive, f"it lacks {', '.join(sorted(expected))}")
     _write_index(dest)
@@ -109,6 +116,22 @@ def unpack_bundle(archive: Path, manifest: Manifest, dest: Path) -> Unpacked:
             log_path=dest / "unpack.log",
         )
     return Unpacked(root=dest, manifest=manifest)
+
+
+def _unpack_members(archive: Path, expected: dict[str, Member], dest: Path) -> None:
+    """Each member checked, in the archive's order; what is found is popped off `expected`."""
+    with tarfile.open(archive, mode="r|") as tar:
+        for number, info in enumerate(tar):
+            if number == 0 and info.name == MANIFEST_NAME:
+                continue
+            member = expected.pop(info.name, None)
+            if member is None or not regular_member(info):
+                raise _tampered(archive, f"{info.name!r} is not a plain file its manifest lists")
+            if info.size != member.size:
+                raise _tampered(
+                    archive, f"{member.path} is {info.size} bytes, its manifest says {member.size}"
+                )
+            _extract(tar, info, member, dest / member.path, archive)
 
 
 def _conda_channel(dest: Path, manifest: Manifest, archive: Path) -> None:
@@ -127,7 +150,11 @@ def _extract(
     assert handle is not None  # a regular file
     to.parent.mkdir(parents=True, exist_ok=True)
     part = to.with_name(f".{to.name}.{os.getpid()}.part")
-    digest = _copy(handle, part)
+    try:
+        digest = _copy(handle, part)
+    except BaseException:
+        part.unlink(missing_ok=True)  # a read cut short, a full disk, an interrupt
+        raise
     if digest != member.sha256:
         part.unlink()
         raise _tampered(

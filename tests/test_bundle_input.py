@@ -1,0 +1,196 @@
+"""A bundle from someone else is checked before it can cost anything: only plain-file members, each
+of its listed size (checked before a byte is read), a bounded manifest whose every field has a
+shape, the lockfile one of its own hashed members; a FIFO or a cut-short bundle is a clear error,
+and no `.part` file outlives one. Small hand-made bundles (and real GNU tar for sparse members):
+each is refused before anything is installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lockfixtures import REPO
+from test_lifecycle import run
+from tinyenv import HOST_XY
+
+from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_REFUSED
+
+LOCK_BODY = b"schema_version: 1\n# a lockfile member\n"
+ARTIFACT = b"x" * 50_000
+CPU_LOCK = REPO / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def manifest(**changes: Any) -> dict[str, Any]:
+    """A manifest that fits this host (cpu, this Python), listing a lockfile and one artifact."""
+    members = [
+        {"path": "lockfile/cpu.lock.yaml", "sha256": sha(LOCK_BODY), "size": len(LOCK_BODY),
+         "role": "lockfile"},
+        {"path": "artifacts/a-1.0-py3-none-any.whl", "sha256": sha(ARTIFACT),
+         "size": len(ARTIFACT), "role": "artifact", "name": "a"},
+    ]  # fmt: skip
+    body = {
+        "schema_version": 1, "created_by": "verl-bootstrap test", "lockfile": members[0]["path"],
+        "lockfile_sha256": sha(LOCK_BODY), "profile": "cpu", "variant": "cpu",
+        "platform": "linux-64", "python": HOST_XY, "glibc": "2.17", "backend": "venv",
+        "verl_kind": "sdist", "members": members,
+    }  # fmt: skip
+    return {**body, **changes}
+
+
+def bundle(dest: Path, body: dict[str, Any], files: dict[str, bytes] | None = None) -> Path:
+    """A tar: `body` as manifest.json first, then `files` (default: the listed two)."""
+    files = files if files is not None else {
+        "lockfile/cpu.lock.yaml": LOCK_BODY, "artifacts/a-1.0-py3-none-any.whl": ARTIFACT,
+    }  # fmt: skip
+    with tarfile.open(dest, "w") as tar:
+        for name, data in {"manifest.json": json.dumps(body).encode(), **files}.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return dest
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("VERL_BOOTSTRAP_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def install(archive: Path, prefix: Path) -> tuple[int, str]:
+    done = run(["--bundle", str(archive), "--profile", "cpu", "--prefix", str(prefix)])
+    assert not prefix.exists(), "nothing is installed from a refused bundle"
+    return done.code, done.err
+
+
+def unpacked_files(cache: Path) -> list[str]:
+    return sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        ({"glibc": "abc"}, "glibc 'abc' is not a glibc version"),
+        ({"python": "3"}, "python '3' is not a Python version"),
+        ({"python": "3.x"}, "python '3.x' is not a Python version"),
+        ({"lockfile": "/etc/passwd"}, "lockfile '/etc/passwd' is not one of its members"),
+        ({"lockfile": "artifacts/a-1.0-py3-none-any.whl"}, "is not one of its members of role"),
+        ({"lockfile_sha256": "0" * 64}, "is not the sha256 its member lockfile/cpu.lock.yaml"),
+    ],
+)
+def test_a_manifest_field_out_of_shape_is_bad_input_naming_it(
+    tmp_path: Path, cache: Path, changes: dict[str, str], said: str
+) -> None:
+    code, err = install(bundle(tmp_path / "b.tar", manifest(**changes)), tmp_path / "env")
+    assert code == EXIT_BAD_INPUT, err
+    assert "invalid manifest.json: " in err and said in err
+    assert unpacked_files(cache) == []
+
+
+def test_members_that_nest_in_one_another_are_bad_input(tmp_path: Path, cache: Path) -> None:
+    body = manifest()
+    body["members"] += [
+        {"path": "a", "sha256": sha(b"1"), "size": 1, "role": "artifact"},
+        {"path": "a/b", "sha256": sha(b"2"), "size": 1, "role": "artifact"},
+    ]
+    code, err = install(bundle(tmp_path / "b.tar", body), tmp_path / "env")
+    assert code == EXIT_BAD_INPUT, err
+    assert "member 'a/b' clashes with member 'a'" in err
+
+
+def test_a_member_of_another_size_is_refused_before_it_is_read(tmp_path: Path, cache: Path) -> None:
+    body = manifest()
+    body["members"][1]["size"] = 10
+    code, err = install(bundle(tmp_path / "b.tar", body), tmp_path / "env")
+    assert code == EXIT_REFUSED, err
+    assert f"artifacts/a-1.0-py3-none-any.whl is {len(ARTIFACT)} bytes, its manifest says 10" in err
+    assert not any("a-1.0" in f for f in unpacked_files(cache))
+
+
+def test_a_sparse_member_is_refused_not_written_out(tmp_path: Path, cache: Path) -> None:
+    """GNU tar's sparse member: 2 GiB declared, 10 KiB of archive."""
+    work = tmp_path / "tar"
+    work.mkdir()
+    body = manifest()
+    body["members"].append({"path": "big", "sha256": "0" * 64, "size": 2 << 30, "role": "artifact"})
+    (work / "manifest.json").write_text(json.dumps(body), encoding="utf-8")
+    (work / "lockfile").mkdir()
+    (work / "lockfile" / "cpu.lock.yaml").write_bytes(LOCK_BODY)
+    with (work / "big").open("wb") as big:
+        big.truncate(2 << 30)
+    archive = tmp_path / "sparse.tar"
+    subprocess.run(["tar", "--sparse", "--format=gnu", "-cf", str(archive), "-C", str(work),
+                    "manifest.json", "lockfile/cpu.lock.yaml", "big"], check=True)  # fmt: skip
+    assert archive.stat().st_size < 1 << 20
+    code, err = install(archive, tmp_path / "env")
+    assert code == EXIT_REFUSED, err
+    assert "'big' is not a plain file its manifest lists" in err
+    assert not any(f.endswith("big") or "big." in f for f in unpacked_files(cache))
+
+
+def test_a_link_member_is_refused(tmp_path: Path, cache: Path) -> None:
+    body = manifest()
+    body["members"].append({"path": "link", "sha256": "0" * 64, "size": 0, "role": "artifact"})
+    archive = bundle(tmp_path / "b.tar", body)
+    with tarfile.open(archive, "a") as tar:
+        info = tarfile.TarInfo("link")
+        info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(info)
+    code, err = install(archive, tmp_path / "env")
+    assert code == EXIT_REFUSED, err
+    assert "'link' is not a plain file its manifest lists" in err
+
+
+def test_a_cut_short_bundle_is_refused_and_leaves_no_part_file(tmp_path: Path, cache: Path) -> None:
+    whole = bundle(tmp_path / "whole.tar", manifest())
+    cut = tmp_path / "cut.tar"
+    cut.write_bytes(whole.read_bytes()[: 512 * 6 + 20_000])  # midway through the artifact
+    code, err = install(cut, tmp_path / "env")
+    assert code == EXIT_REFUSED, err
+    assert f"{cut} could not be read to its end" in err and "copy it again" in err
+    assert not any(f.endswith(".part") for f in unpacked_files(cache))
+
+
+def test_a_cut_short_or_oversized_manifest_is_bad_input(tmp_path: Path, cache: Path) -> None:
+    whole = bundle(tmp_path / "whole.tar", manifest())
+    cut = tmp_path / "cut.tar"
+    cut.write_bytes(whole.read_bytes()[:600])  # inside manifest.json
+    code, err = install(cut, tmp_path / "env")
+    assert code == EXIT_BAD_INPUT, err
+    assert str(cut) in err and "copy it again" in err
+    big = bundle(tmp_path / "big.tar", manifest(created_by=" " * (17 << 20)), files={})
+    code, err = install(big, tmp_path / "env")
+    assert code == EXIT_BAD_INPUT, err
+    assert "more than a manifest may be" in err
+
+
+def test_a_fifo_named_as_the_bundle_is_bad_input_not_a_hang(tmp_path: Path) -> None:
+    fifo = tmp_path / "bundle.tar"
+    os.mkfifo(fifo)
+    done = subprocess.run(
+        [sys.executable, "-m", "verl_bootstrap", "--bundle", str(fifo), "--profile", "cpu",
+         "--prefix", str(tmp_path / "env")],
+        capture_output=True, text=True, timeout=60, check=False, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == EXIT_BAD_INPUT, done.stderr
+    assert f"{fifo}: not a bundle file" in done.stderr
+
+
+def test_bundle_to_a_place_it_cannot_write_is_bad_input_before_any_download(
+    tmp_path: Path,
+) -> None:
+    done = run(["bundle", "--lockfile", str(CPU_LOCK), "--output", "/proc/version"])
+    assert done.code == EXIT_BAD_INPUT, done.err
+    assert "--output /proc/version: cannot write there" in done.err
