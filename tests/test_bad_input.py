@@ -362,6 +362,63 @@ CASES: dict[str, Case] = {
         "alias bomb",
         env={"CONDARC": "{t}/condarc"},
     ),
+    # --- shared files and the flags that name them ----------------------------------------------
+    "lock-glibc-not-a-version": Case(
+        {"l.yaml": lock_with("__glibc: '2.28'", "__glibc: abc")},
+        ["plan", "--profile", "cpu", "--lockfile", "{t}/l.yaml", "--locked"],
+        2,
+        "cuda.virtual_packages.__glibc 'abc' is not a glibc version",
+    ),
+    "config-wheelhouse-index-not-utf8": Case(
+        {"wh/index.json": b'{"wheels": []}\xff\xfe'},
+        ["wheelhouse", "list", "--wheelhouse", "{t}/wh"],
+        2,
+        "not a wheelhouse index (not UTF-8 text, byte 14)",
+    ),
+    "config-wheelhouse-bad-url": Case(
+        {"c.yaml": 'schema_version: 1\nwheelhouse: "http://u:p@[bad/"\n'},
+        ["wheelhouse", "list", "--config", "{t}/c.yaml"],
+        2,
+        "wheelhouse 'http://***@[bad/' is not a valid URL",
+    ),
+    "flag-key-of-no-env": Case(
+        {"w-1.0-py3-none-any.whl": b"not really a wheel"},
+        [
+            "wheelhouse",
+            "add",
+            "{t}/w-1.0-py3-none-any.whl",
+            "--key-of",
+            "{t}/no-env",
+            "--wheelhouse",
+            "{t}/wh",
+        ],
+        2,
+        "--key-of {t}/no-env: no env there",
+    ),
+    "flag-wait-nan": Case(
+        {},
+        ["--profile", "cpu", "--dry-run", "--wait", "nan"],
+        2,
+        "'nan' is not a finite number of seconds",
+    ),
+    "flag-wait-negative": Case(
+        {},
+        ["--profile", "cpu", "--dry-run", "--wait", "-5"],
+        2,
+        "'-5' is not a finite number of seconds",
+    ),
+    "flag-bundle-output-unwritable": Case(
+        {},
+        [
+            "bundle",
+            "--lockfile",
+            str(REPO / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"),
+            "--output",
+            "/proc/version",
+        ],
+        2,
+        "--output /proc/version: cannot write there",
+    ),
 }
 
 
@@ -436,7 +493,7 @@ def test_bad_input_is_refused_cleanly(
     code, output, seconds = run_case(case, tmp_path, served, monkeypatch, capsys)
     assert "Traceback" not in output, output
     assert code == case.code, output
-    assert case.message in output, output
+    assert fill(case.message, tmp_path, served[1]) in output, output
     assert (
         snapshot(tmp_path, tool_home) == files
     )  # nothing of the user's was written, changed or removed

@@ -5,7 +5,11 @@ refuses and lists each, `--keep-source` removes the env around it, and a ref swi
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -187,3 +191,34 @@ def test_a_checkout_holding_ignored_work_is_not_moved_to_another_ref(
     assert "holds work of yours (checkpoints/x.pt (ignored by git))" in moved.err
     assert git(checkout, "rev-parse", "HEAD") == head
     assert (checkout / "checkpoints" / "x.pt").read_text(encoding="utf-8") == "weights\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a folder root cannot read needs another user")
+def test_a_folder_remove_cannot_read_refuses_it_naming_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The env's owner is `nobody` (uid 65534, entered with setpriv), one of whose folders it
+    cannot read: remove says which, exits 3, and deletes nothing."""
+    base = Path(tempfile.mkdtemp(prefix="vb-remove-", dir="/tmp"))  # reachable by nobody
+    try:
+        base.chmod(0o755)
+        prefix, _repo = tiny_env(base, monkeypatch)
+        subprocess.run(["chown", "-R", "65534:65534", str(base)], check=True)
+        closed = prefix / SITE / "vbtiny"
+        closed.chmod(0)
+        before = files_of(prefix)
+        home = base / "home"
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
+             "-m", "verl_bootstrap", "remove", "--prefix", str(prefix), "--yes"],
+            capture_output=True, text=True, check=False, cwd=base, timeout=120,
+            env={**os.environ, "HOME": str(home), "VERL_BOOTSTRAP_HOME": str(home / ".vb"),
+                 "PYTHONDONTWRITEBYTECODE": "1"},
+        )  # fmt: skip
+        assert done.returncode == EXIT_REFUSED, done.stderr
+        assert f"cannot look inside {closed} (Permission denied)" in done.stderr
+        assert "nothing was deleted" in done.stderr and "crash" not in done.stderr
+        closed.chmod(0o755)
+        assert files_of(prefix) == before
+    finally:
+        shutil.rmtree(base)

@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from verl_bootstrap.cli.output import path_arg
+from verl_bootstrap.cli.output import path_arg, seconds_arg
 from verl_bootstrap.options import CONFIG_HELP, Declared, RunOptions, declared
 
 __all__ = [
@@ -61,7 +61,7 @@ def _argparse_kwargs(option: Declared, help_text: str | None) -> dict[str, Any]:
     elif spec.kind == "path":
         kwargs["type"] = path_arg
     elif spec.kind == "number":
-        kwargs.update(type=float, default=option.default)
+        kwargs.update(type=seconds_arg, default=option.default)  # --wait, the one number flag
     if spec.choices:
         kwargs["choices"] = list(spec.choices)
     if spec.metavar:

@@ -11,7 +11,9 @@ the text around them was made printable.
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -92,3 +94,15 @@ def err(text: str) -> None:
 def path_arg(value: str) -> Path:
     """An argparse type for paths (expands ~)."""
     return Path(value).expanduser()
+
+
+def seconds_arg(value: str) -> float:
+    """An argparse type for a duration: a finite number of seconds, 0 or more (nan, inf and a
+    negative number are refused: argparse then exits 2 naming the flag)."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a finite number of seconds >= 0")
+    return seconds

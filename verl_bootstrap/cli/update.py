@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verl_bootstrap.cli.output import emit_json, err, out, path_arg
+from verl_bootstrap.cli.output import emit_json, err, out, path_arg, seconds_arg
 from verl_bootstrap.errors import EXIT_OK, Refused
 
 if TYPE_CHECKING:
@@ -25,7 +25,11 @@ def flags_update(update: argparse.ArgumentParser) -> None:
     update.add_argument("--dry-run", action="store_true", help="show the version diff and stop")
     update.add_argument("--yes", "-y", action="store_true", help="apply it without asking")
     update.add_argument(
-        "--wait", type=float, default=0.0, metavar="SECONDS", help="wait for another run's lock"
+        "--wait",
+        type=seconds_arg,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait for another run's lock",
     )
     update.add_argument("--json", action="store_true", help="print one JSON document")
 

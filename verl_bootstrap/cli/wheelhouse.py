@@ -97,7 +97,13 @@ def _key(ns: argparse.Namespace) -> BuildKey:
         from verl_bootstrap.envs.base import env_python  # noqa: PLC0415 - kept off --help
         from verl_bootstrap.kernels.probe import probe_key  # noqa: PLC0415 - kept off --help
 
-        key = probe_key(env_python(Path(ns.key_of)))
+        python = env_python(Path(ns.key_of))
+        if not python.is_file():
+            raise InputError(
+                f"--key-of {ns.key_of}: no env there ({python} does not exist)",
+                hint="pass the --prefix of an env verl-bootstrap built, or state --key",
+            )
+        key = probe_key(python)
     else:
         pairs = [p.split("=", 1) for p in ns.key.split(",") if p.strip()]
         if any(len(p) != 2 for p in pairs):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.httpclient import HttpError, download, fetch
@@ -32,6 +32,17 @@ class RemoteWheelhouse:
     """The wheelhouse at `url`."""
 
     def __init__(self, url: str) -> None:
+        try:
+            parts = urlsplit(url)
+            _ = parts.port  # a port that is not a number is only found when asked for
+        except ValueError as exc:
+            raise InputError(
+                f"wheelhouse {redact(url)!r} is not a valid URL ({exc})",
+                hint="fix the site config's `wheelhouse:` (a folder or an http(s):// URL)",
+            ) from None
+        if not parts.hostname:
+            raise InputError(f"wheelhouse {redact(url)!r} names no host",
+                             hint="fix the site config's `wheelhouse:`")  # fmt: skip
         self.root = url.rstrip("/")
 
     def writable(self) -> bool:

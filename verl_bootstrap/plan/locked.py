@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from verl_bootstrap.errors import InputError, Refused
 from verl_bootstrap.gpu.model import DriverInfo
@@ -131,7 +131,14 @@ def _check_glibc(lock: Lockfile, path: Path) -> None:
     libc, have = _platform.libc_ver()
     if not wanted or libc != "glibc" or not have:
         return
-    if Version(have) < Version(wanted):
+    try:
+        locked = Version(wanted)
+    except InvalidVersion:
+        raise InputError(
+            f"{path}: cuda.virtual_packages.__glibc {wanted!r} is not a glibc version (X.Y)",
+            hint="regenerate the lockfile (its `Regenerate with:` line), with --glibc X.Y",
+        ) from None
+    if Version(have) < locked:
         raise Refused(
             f"{path} was solved for glibc >= {wanted}; this machine has glibc {have}",
             hint="lock for this machine's glibc (`verl-bootstrap lock --glibc X.Y`)",
