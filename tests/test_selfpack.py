@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,19 +22,33 @@ CPU_LOCK = REPO / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"
 _NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__", "bench")
 
 
+@dataclass(frozen=True)
+class Installed:
+    """The bin folder of a venv with the tool pip-installed, and the wheel `uv build` made from
+    the very source it was installed from (to compare with)."""
+
+    bin: Path
+    built: Path
+
+
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with verl-bootstrap `pip install`ed (not editable) from a copy of the
-    source, so nothing is written into the checkout; its bin folder."""
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """A fresh venv with verl-bootstrap `pip install`ed (not editable) from a clean copy of the
+    source (so nothing is written into the checkout, and no stale build/ folder is packed)."""
     base = tmp_path_factory.mktemp("pip-install")
     source = base / "source"
     shutil.copytree(REPO, source, ignore=_NOT_SOURCE)
+    uv = Path(sys.executable).parent / "uv"
+    subprocess.run([str(uv), "build", "--wheel", "-q", "--out-dir", str(base / "built"),
+                    str(source)], check=True, capture_output=True)  # fmt: skip
+    (built,) = (base / "built").glob("verl_bootstrap-*.whl")
+    shutil.rmtree(source / "build", ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", str(base / "venv")], check=True)
     pip = [str(base / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", str(source)]
     done = subprocess.run(pip, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     shutil.rmtree(source)  # the installed tool has no source tree to fall back on
-    return base / "venv" / "bin"
+    return Installed(base / "venv" / "bin", built)
 
 
 def _installed_run(bin_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -41,15 +56,6 @@ def _installed_run(bin_dir: Path, *args: str, cwd: Path) -> subprocess.Completed
         [str(bin_dir / "verl-bootstrap"), *args], capture_output=True, text=True, cwd=cwd,
         env=tool_env(), check=False, timeout=1200,
     )  # fmt: skip
-
-
-def _source_wheel(out: Path) -> zipfile.ZipFile:
-    """The wheel `uv build` makes from the source tree, to compare with."""
-    uv = Path(sys.executable).parent / "uv"
-    subprocess.run([str(uv), "build", "--wheel", "-q", "--out-dir", str(out), str(REPO)],
-                   check=True, capture_output=True)  # fmt: skip
-    (wheel,) = out.glob("verl_bootstrap-*.whl")
-    return zipfile.ZipFile(wheel)
 
 
 def _same_as_built(packed: zipfile.ZipFile, built: zipfile.ZipFile) -> None:
@@ -60,24 +66,25 @@ def _same_as_built(packed: zipfile.ZipFile, built: zipfile.ZipFile) -> None:
                for n in packed.namelist())  # fmt: skip
 
 
-def test_export_apptainer_works_from_a_pip_install(installed: Path, tmp_path: Path) -> None:
+def test_export_apptainer_works_from_a_pip_install(installed: Installed, tmp_path: Path) -> None:
     out = tmp_path / "context"
     out.mkdir()
     definition = out / "verl.def"
-    done = _installed_run(installed, "export", "--format", "apptainer", "--lockfile",
+    done = _installed_run(installed.bin, "export", "--format", "apptainer", "--lockfile",
                           str(CPU_LOCK), "--output", str(definition), cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     (wheel,) = out.glob("verl_bootstrap-*-py3-none-any.whl")
     assert wheel.name in definition.read_text(encoding="utf-8")
-    _same_as_built(zipfile.ZipFile(wheel), _source_wheel(tmp_path / "built"))
+    _same_as_built(zipfile.ZipFile(wheel), zipfile.ZipFile(installed.built))
 
 
 def test_bundle_works_from_a_pip_install(
-    installed: Path, tmp_path: Path, bundle_lock: Path, verl_repo_session: Path
+    installed: Installed, tmp_path: Path, bundle_lock: Path, verl_repo_session: Path
 ) -> None:
     bundle = tmp_path / "b.tar"
-    done = _installed_run(installed, "bundle", "--lockfile", str(bundle_lock), "-o", str(bundle),
-                          "--verl-source", str(verl_repo_session), cwd=tmp_path)  # fmt: skip
+    done = _installed_run(installed.bin, "bundle", "--lockfile", str(bundle_lock), "-o",
+                          str(bundle), "--verl-source", str(verl_repo_session),
+                          cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     (own,) = (m["path"] for m in manifest_of(bundle)["members"]
               if m["role"] == "tool" and m["path"].startswith("tool/verl_bootstrap-"))  # fmt: skip
@@ -85,7 +92,7 @@ def test_bundle_works_from_a_pip_install(
         handle = tar.extractfile(own)
         assert handle is not None
         (tmp_path / "own.whl").write_bytes(handle.read())
-    _same_as_built(zipfile.ZipFile(tmp_path / "own.whl"), _source_wheel(tmp_path / "built"))
+    _same_as_built(zipfile.ZipFile(tmp_path / "own.whl"), zipfile.ZipFile(installed.built))
 
 
 def test_an_index_export_keeps_what_the_output_folder_held(tmp_path: Path) -> None:
