@@ -58,9 +58,12 @@ def test_a_worker_steps_lines_and_notes_reach_the_listener_in_order(plan: Plan) 
         assert kinds.index(("note",)) > max(i for i, k in enumerate(kinds) if k[1:] == ("line",))
 
 
-def test_the_console_shows_the_live_tail_and_the_notes(plan: Plan) -> None:
+def test_the_console_shows_the_live_tail_and_the_notes(
+    plan: Plan, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")  # the text itself (colour: tests/test_cli_live.py)
     stream = TtyBuffer()
-    with listening(Console(stream)):
+    with Console(stream) as console, listening(console):
         run_plan(plan, executor=talking_step)
     shown = stream.getvalue()
     assert "│ line 2" in shown  # the live tail of a step's output, on a terminal

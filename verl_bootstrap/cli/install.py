@@ -68,8 +68,6 @@ def install_with(ns: argparse.Namespace, options: RunOptions) -> int:
         if ns.dry_run:
             emit_json(plan_json(plan)) if ns.json else out(plan_text(plan))
             return EXIT_OK
-        for note in plan.notes:
-            err(f"note: {note}")
         from verl_bootstrap.cli.envs import confirm_changes
 
         confirm_changes(plan, yes=ns.yes)
@@ -77,8 +75,8 @@ def install_with(ns: argparse.Namespace, options: RunOptions) -> int:
         with Console(quiet=ns.json) as console, listening(console):
             result = run_install(plan, force=frozenset(ns.force), preflight=not ns.no_preflight)
     if ns.json:
-        notes = [*plan.notes, *console.notes]
-        emit_json({**report_json(result), "notes": notes, "build_progress": console.progress})
+        emit_json({**report_json(result), "notes": console.notes,
+                   "build_progress": console.progress})  # fmt: skip
     else:
         facts = env_facts(result, time.monotonic() - started)
         err(summary_text(result, facts, paint=paint))

@@ -69,7 +69,8 @@ def cmd_lock(ns: argparse.Namespace) -> int:
     if ns.check:
         return _check(ns)
     targets = _targets(ns)
-    results = [_lock_one(ns, p, v, single=len(targets) == 1) for p, v in targets]
+    said: set[str] = set()  # a note (an unreachable index) is said once per run, not per lockfile
+    results = [_lock_one(ns, p, v, single=len(targets) == 1, said=said) for p, v in targets]
     failed = any("error" in r for r in results)
     if ns.json:
         emit_json({"schema": "verl-bootstrap.lock/1", "ok": not failed, "lockfiles": results})
@@ -77,7 +78,7 @@ def cmd_lock(ns: argparse.Namespace) -> int:
 
 
 def _lock_one(
-    ns: argparse.Namespace, profile: str, variant: str, *, single: bool
+    ns: argparse.Namespace, profile: str, variant: str, *, single: bool, said: set[str]
 ) -> dict[str, Any]:
     """Lock one profile variant; a failure is reported and the others still run."""
     from dataclasses import replace
@@ -103,7 +104,9 @@ def _lock_one(
         err(f"✗ {profile} {variant}: {exc.message}" + (f"\n  hint: {exc.hint}" if exc.hint else ""))
         return {"profile": profile, "variant": variant, "error": exc.message}
     for note in result.notes:
-        err(f"note: {note}")
+        if note not in said:
+            said.add(note)
+            err(f"note: {note}")
     state = "wrote" if result.changed else "unchanged"
     out(f"{state} {result.path}")
     return {"profile": profile, "variant": variant, "path": str(result.path), "state": state}

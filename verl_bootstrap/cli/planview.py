@@ -78,6 +78,9 @@ def plan_text(plan: Plan) -> str:
     ]
     lines += [f"note: {n}" for n in plan.notes]
     lines += plan.hash_gaps
+    shared = _shared_index_flags([c for s in plan.steps for c in s.commands])
+    if shared:
+        lines.append(f"{_INDEX_MARK}, in every install below: {shlex.join(shared)}")
     for number, step in enumerate(plan.steps, 1):
         after = f"  (after {', '.join(step.deps)})" if step.deps else "  (no dependencies)"
         lines.append(f"{number}. {step.id} [{step.kind}]{after}")
@@ -85,8 +88,75 @@ def plan_text(plan: Plan) -> str:
         if step.env:
             shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(step.env.items()))
             lines.append(f"   env: {redact(shown)}")
-        lines += [f"   $ {shlex.join(c)}" for c in step.commands]
+        lines += [f"   $ {_shown(c, shared)}" for c in step.commands]
     return "\n".join(lines)
+
+
+# The index flags of the install commands: the same long run of them in every command, so the
+# text plan says them once (`plan --json` keeps each command whole).
+_INDEX_FLAGS = frozenset({"--index-url", "--extra-index-url", "--find-links", "--index-strategy",
+                          "--default-index", "--index"})  # fmt: skip
+_INDEX_SWITCHES = frozenset({"--no-sources", "--no-index"})
+_INDEX_MARK = "[index flags]"
+
+
+def _is_install(command: tuple[str, ...]) -> bool:
+    return len(command) > 2 and command[1:3] == ("pip", "install")
+
+
+def _index_flags(command: tuple[str, ...]) -> tuple[str, ...]:
+    found: list[str] = []
+    words = iter(command)
+    for word in words:
+        if word in _INDEX_FLAGS:
+            found += [word, next(words, "")]
+        elif word in _INDEX_SWITCHES:
+            found.append(word)
+    return tuple(found)
+
+
+def _shared_index_flags(commands: list[tuple[str, ...]]) -> tuple[str, ...]:
+    """The index flags every install command carries alike (none when they differ)."""
+    installs = [_index_flags(c) for c in commands if _is_install(c)]
+    if len(installs) < 2 or len(set(installs)) != 1:
+        return ()
+    return installs[0]
+
+
+def _shown(command: tuple[str, ...], shared: tuple[str, ...]) -> str:
+    """An install command with the shared index flags as one mark and what it installs first
+    (after `pip install`); any other command as it is."""
+    if not shared or not _is_install(command):
+        return shlex.join(command)
+    head, rest = list(command[:3]), list(command[3:])
+    words: list[str] = []
+    kept: list[str] = []
+    flags = set(shared)
+    i = 0
+    while i < len(rest):
+        word = rest[i]
+        if word in _INDEX_FLAGS and word in flags:
+            i += 2
+            continue
+        if word in _INDEX_SWITCHES and word in flags:
+            i += 1
+            continue
+        takes_value = word.startswith("-") and word not in _SWITCHES and i + 1 < len(rest)
+        if takes_value:
+            kept += [word, rest[i + 1]]
+            i += 2
+            continue
+        (kept if word.startswith("-") else words).append(word)
+        i += 1
+    return " ".join([shlex.join(head + words), _INDEX_MARK, shlex.join(kept)]).rstrip()
+
+
+# install flags that take no value (the others do): what lets the text plan find the packages
+_SWITCHES = frozenset({"--no-deps", "--no-build-isolation", "--offline", "--upgrade", "-U",
+                       "--require-hashes", "--no-build", "--reinstall", "--compile-bytecode",
+                       "--no-sources", "--no-index", "--strict", "--system", "-q", "--quiet",
+                       "--verify-hashes", "--no-binary", "--require-build-hashes",
+                       "--no-cache", "--no-config"})  # fmt: skip
 
 
 def report_json(result: InstallResult) -> dict[str, Any]:

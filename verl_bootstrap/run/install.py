@@ -7,6 +7,7 @@ from pathlib import Path
 
 from verl_bootstrap.envs.activation import activation_line, write_activation
 from verl_bootstrap.errors import InputError, Interrupted, Refused
+from verl_bootstrap.events import emit
 from verl_bootstrap.gpu.detect import detect_driver
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.lifecycle.guard import guarding
@@ -76,6 +77,8 @@ def run_install(
     _refuse_foreign_prefix(plan.prefix)
     before, made_prefix = top_level(plan.prefix), not plan.prefix.exists()
     with guarding(guard_file(plan.prefix), wait=plan.options.guard_wait):
+        for note in plan.notes:  # said once the run is really going (not on a refused one)
+            emit(note, kind=("note",))
         begin_run(plan, made_prefix=made_prefix)
         try:
             report = run_plan(plan, force=force)

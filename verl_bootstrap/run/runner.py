@@ -12,6 +12,8 @@ import contextvars
 import enum
 import functools
 import os
+import re
+import shutil
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -38,6 +40,8 @@ from verl_bootstrap.steps.kinds import execute_step, running_label
 __all__ = ["RunReport", "Status", "StepOutcome", "run_plan"]
 
 MAX_PARALLEL = 4
+KEEP_RUN_LOGS = 10  # an env keeps the log folders of its last runs, not one per run forever
+_RUN_LOG = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9]+")
 
 
 class Status(str, enum.Enum):
@@ -93,6 +97,7 @@ def run_plan(
         log_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # a read-only or full filesystem: say so before any step starts
         raise cannot_write(log_dir, exc) from None
+    _prune_logs(log_dir.parent, keep=KEEP_RUN_LOGS)
     loop = _Loop(plan, state, log_dir, executor, force)
     try:
         loop.run()
@@ -105,6 +110,13 @@ def run_plan(
     order = {s.id: i for i, s in enumerate(plan.steps)}
     outcomes = tuple(sorted(loop.outcomes.values(), key=lambda o: order[o.id]))
     return RunReport(outcomes=outcomes, log_dir=log_dir, outputs=loop.outputs)
+
+
+def _prune_logs(folder: Path, *, keep: int) -> None:
+    """Keep the newest `keep` run log folders of the env (their names start with the time)."""
+    runs = sorted(p for p in folder.iterdir() if p.is_dir() and _RUN_LOG.fullmatch(p.name))
+    for old in runs[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 class _Loop:

@@ -77,8 +77,8 @@ def index_settings(
         url = overrides.get(name, spec.url)
         if spec.optional and name not in overrides and check_optional and not reachable(url):
             notes.append(
-                f"index {name!r} ({redact(url)}) is unreachable; its packages come from the "
-                f"default index and your pip settings instead (set --index {name}=URL for a mirror)"
+                f"index {name!r} ({redact(url)}) is unreachable: its packages come from the "
+                f"default index instead (--index {name}=URL names a mirror)"
             )
             continue
         named[name] = url
