@@ -280,7 +280,7 @@ CASES: dict[str, Case] = {
     "flag-unknown": Case({}, [*PLAN, "--colour"], 2, "unrecognized arguments"),
     "flag-bad-backend": Case({}, [*PLAN, "--backend", "docker"], 2, "invalid choice"),
     "flag-verify-prefix-file": Case(
-        {"afile": "mine"}, ["verify", "--prefix", "{t}/afile"], 2, "is not an env"
+        {"afile": "mine"}, ["verify", "--prefix", "{t}/afile"], 2, "is not a folder"
     ),
     "flag-sbatch-partition-newline": Case(
         {},

@@ -29,7 +29,9 @@ def flags_bundle(p: argparse.ArgumentParser) -> None:
     """bundle's flags."""
     p.add_argument("--lockfile", type=path_arg, help="the lockfile (default: the profile's)")
     p.add_argument("--profile", help="the profile whose committed lockfile to bundle")
-    p.add_argument("--cuda", default="cpu", help="the variant's lockfile (default cpu)")
+    p.add_argument(
+        "--cuda", help="the variant's lockfile (default: the profile's variant that has one)"
+    )
     p.add_argument("--platform", default="linux-64", help="linux-64 (default) or linux-aarch64")
     p.add_argument("-o", "--output", type=path_arg, help="the archive (default: ./verl-bundle-…)")
     p.add_argument("--no-tool", action="store_true", help="leave out the tool's own wheels")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +52,21 @@ def flags_export(export: argparse.ArgumentParser) -> None:
     export.add_argument("--format", required=True, choices=FORMATS, help="the tool's format")
     export.add_argument("--lockfile", type=path_arg, help="the lockfile (default: the profile's)")
     export.add_argument("--profile", help="the profile whose committed lockfile to export")
-    export.add_argument("--cuda", default="cpu", help="the variant's lockfile (default cpu)")
+    export.add_argument(
+        "--cuda", help="the variant's lockfile (default: the profile's variant that has one)"
+    )
     export.add_argument(
         "--platform", default="linux-64", help="linux-64 (default) or linux-aarch64"
     )
-    export.add_argument("--output", type=path_arg, help="file (a folder for requirements)")
+    export.add_argument(
+        "-o",
+        "--output",
+        type=path_arg,
+        help="pylock, conda-lock: a file, or - for stdout (the default); requirements: a folder "
+        "(default requirements/); apptainer, dockerfile: the definition file (default verl.def, "
+        "Dockerfile), its lockfile and wheel beside it",
+    )
+    export.add_argument("--force", action="store_true", help="overwrite files that are there")
     export.add_argument(
         "--bundle", type=path_arg, help="apptainer/dockerfile: build from this bundle (no network)"
     )
@@ -178,22 +189,45 @@ def cmd_export(ns: argparse.Namespace) -> int:
     from verl_bootstrap.export.write import DEFAULT_OUTPUT, export_lockfile
 
     lock, path = named_lock(ns)
+    to_stdout = ns.format in STDOUT_FORMATS and ns.output in (None, Path("-"))
+    if ns.output == Path("-") and not to_stdout:
+        raise InputError(f"--output -: {ns.format} writes several files", hint="name a path")
+    if to_stdout and ns.json:
+        raise InputError("--json reports the files written: pass --output FILE with it")
+    output = ns.output or DEFAULT_OUTPUT[ns.format]
+    if not to_stdout:
+        _refuse_overwrite(output, force=ns.force)
     if ns.format in CONTAINER_FORMATS:
         from verl_bootstrap.export.containerfmt import write_container
 
-        output = ns.output or DEFAULT_OUTPUT[ns.format]
         written = write_container(lock, path, ns.format, output, bundle=ns.bundle, base=ns.base)
         return _report_export(ns, path, written)
     options = scratch_options(ns, lock.profile, lock.cuda.variant)
-    written = export_lockfile(
-        lock,
-        ns.format,
-        ns.output or DEFAULT_OUTPUT[ns.format],
-        settings=lock_index_settings(lock, options),
-        channels=lock_channels(lock, options),
-        offline=ns.offline,
-    )
+    with tempfile.TemporaryDirectory(prefix="verl-bootstrap-export-") as scratch:
+        written = export_lockfile(
+            lock,
+            ns.format,
+            Path(scratch) / DEFAULT_OUTPUT[ns.format].name if to_stdout else output,
+            settings=lock_index_settings(lock, options),
+            channels=lock_channels(lock, options),
+            offline=ns.offline,
+        )
+        if to_stdout:  # the file's text is the output, as `uv export` does
+            out(written[0].read_text(encoding="utf-8").rstrip("\n"))
+            return EXIT_OK
     return _report_export(ns, path, written)
+
+
+STDOUT_FORMATS = ("pylock", "conda-lock")  # one file each: stdout unless --output names one
+
+
+def _refuse_overwrite(output: Path, *, force: bool) -> None:
+    """Files the user has are theirs: export replaces one only when told to."""
+    if output.exists() and not force:
+        raise InputError(
+            f"{output} is already there; export does not overwrite it",
+            hint="pass --force to replace it, or --output another path",
+        )
 
 
 def _report_export(ns: argparse.Namespace, path: Path, written: list[Path]) -> int:

@@ -50,13 +50,37 @@ def named_lock(ns: argparse.Namespace) -> tuple[Lockfile, Path]:
         return read_lockfile(ns.lockfile), ns.lockfile
     if not ns.profile:
         raise InputError(f"{ns.command}: pass --lockfile PATH or --profile NAME")
-    path = default_lockfile(ns.profile, ns.cuda, ns.platform)
+    variant = ns.cuda or _locked_variant(ns.profile, ns.platform)
+    path = default_lockfile(ns.profile, variant, ns.platform)
     if not path.is_file():
         raise InputError(
             f"no lockfile at {path}",
-            hint=f"make it with `verl-bootstrap lock --profile {ns.profile} --cuda {ns.cuda}`",
+            hint=f"make it with `verl-bootstrap lock --profile {ns.profile} --cuda {variant} "
+            f"--platform {ns.platform}`",
         )
     return read_lockfile(path), path
+
+
+def _locked_variant(profile_name: str, platform: str) -> str:
+    """The profile's first CUDA variant that has a committed lockfile for `platform` (said on
+    stderr when there is a choice); InputError naming the variants when none has one."""
+    from verl_bootstrap.cli.output import err
+    from verl_bootstrap.paths import default_lockfile
+    from verl_bootstrap.profile import load_profile
+
+    variants = list(load_profile(profile_name).cuda_variants)
+    locked = [v for v in variants if default_lockfile(profile_name, v, platform).is_file()]
+    if not locked:
+        raise InputError(
+            f"profile {profile_name!r} has no committed lockfile for {platform} "
+            f"(its variants: {', '.join(variants)})",
+            hint=f"make one with `verl-bootstrap lock --profile {profile_name} --cuda "
+            f"{variants[0]} --platform {platform}`",
+        )
+    if len(locked) > 1:
+        err(f"note: the {locked[0]} lockfile of {profile_name} (--cuda chooses among "
+            f"{', '.join(locked)})")  # fmt: skip
+    return locked[0]
 
 
 def lock_index_settings(lock: Lockfile, options: RunOptions) -> IndexSettings:
