@@ -61,7 +61,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         (["plan", "--profile", "cpu", "--backend", "docker"], "invalid choice: 'docker'"),
         (["plan", "--profile", "cpu", "--installer", "conda"], "invalid choice: 'conda'"),
         (["profiles"], "the following arguments are required: ACTION"),
-        (["--profile", "cpu", "--wait", "soon"], "invalid float value: 'soon'"),
+        (["--profile", "cpu", "--wait", "soon"], "'soon' is not a number of seconds"),
     ],
 )
 def test_a_bad_flag_exits_2_with_an_error_and_a_hint(
