@@ -36,9 +36,14 @@ def test_state_round_trips_steps_outputs_and_protected_packages(tmp_path: Path) 
     path = tmp_path / "deep" / "state.json"
     state = State(path=path)
     state.steps["fetch-source"] = StepRecord(
-        "done", "f" * 16, 1.0, finished=2.0, log="/x.log", outputs={"commit": "abc"}
+        status="done",
+        fingerprint="f" * 16,
+        started=1.0,
+        finished=2.0,
+        log="/x.log",
+        outputs={"commit": "abc"},
     )
-    state.steps["torch"] = StepRecord("running", "a" * 16, 3.0)
+    state.steps["torch"] = StepRecord(status="running", fingerprint="a" * 16, started=3.0)
     state.protected = {"torch": {"version": "2.13.0+cpu", "record": "r", "stage": "torch"}}
     state.save()
     loaded = State.load(path)

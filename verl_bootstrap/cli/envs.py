@@ -15,6 +15,7 @@ from verl_bootstrap.errors import EXIT_OK, Declined, InputError, Refused
 
 if TYPE_CHECKING:
     from verl_bootstrap.lifecycle.inspect import EnvSummary
+    from verl_bootstrap.lifecycle.state import State
     from verl_bootstrap.plan.model import Plan
 
 __all__ = [
@@ -70,11 +71,12 @@ def flags_completion(p: argparse.ArgumentParser) -> None:
     p.add_argument("old_shell", nargs="?", metavar="SHELL", help=argparse.SUPPRESS)
 
 
-def confirm_changes(plan: Plan, *, yes: bool) -> None:
-    """Show what the run changes in an existing env; go on only with --yes or a yes at a prompt."""
+def confirm_changes(plan: Plan, state: State | None, *, yes: bool) -> None:
+    """Show what the run changes in an existing env (its `state` as the run read it); go on only
+    with --yes or a yes at a prompt."""
     from verl_bootstrap.lifecycle.changes import changes_for
 
-    changes = changes_for(plan)
+    changes = changes_for(plan, state)
     if changes is None:
         return
     err(f"this run changes the env at {plan.prefix}:\n  {changes.summary()}")

@@ -6,14 +6,16 @@ import argparse
 import time
 from typing import TYPE_CHECKING, Any
 
-from verl_bootstrap.cli.options import run_options
+from verl_bootstrap.cli.options import options_and_state, run_options
 from verl_bootstrap.cli.output import emit_json, err, mark, out, paint
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 from verl_bootstrap.events import listening
 from verl_bootstrap.options import RunOptions
+from verl_bootstrap.paths import state_file
 
 if TYPE_CHECKING:
     from verl_bootstrap.cli.planview import EnvFacts
+    from verl_bootstrap.lifecycle.state import State
     from verl_bootstrap.run.install import InstallResult
 
 __all__ = [
@@ -48,16 +50,17 @@ def cmd_plan(ns: argparse.Namespace) -> int:
 
 def cmd_install(ns: argparse.Namespace) -> int:
     """The main job."""
-    options = run_options(ns)
+    options, state = options_and_state(ns)
     if ns.bundle is not None:  # from an offline bundle: checked, then unpacked
         from verl_bootstrap.cli.bundle import bundle_options
 
         options = bundle_options(ns.bundle, options)
-    return install_with(ns, options)
+    return install_with(ns, options, state)
 
 
-def install_with(ns: argparse.Namespace, options: RunOptions) -> int:
-    """Plan, then run (or show, with --dry-run) the install `options` describe."""
+def install_with(ns: argparse.Namespace, options: RunOptions, state: State | None = None) -> int:
+    """Plan, then run (or show, with --dry-run) the install `options` describe; `state`: the
+    env's state as read for the options (read once, passed on)."""
     from verl_bootstrap.cli.planview import plan_json, plan_text, report_json, summary_text
     from verl_bootstrap.cli.render import Console
     from verl_bootstrap.run.install import prepare_plan, run_install
@@ -70,10 +73,14 @@ def install_with(ns: argparse.Namespace, options: RunOptions) -> int:
             return EXIT_OK
         from verl_bootstrap.cli.envs import confirm_changes
 
-        confirm_changes(plan, yes=ns.yes)
+        if state is not None and state.path != state_file(plan.prefix):
+            state = None  # not this env's (a bundle's options name their own prefix)
+        confirm_changes(plan, state, yes=ns.yes)
         started = time.monotonic()
         with Console(quiet=ns.json) as console, listening(console):
-            result = run_install(plan, force=frozenset(ns.force), preflight=not ns.no_preflight)
+            result = run_install(
+                plan, state=state, force=frozenset(ns.force), preflight=not ns.no_preflight
+            )
     if ns.json:
         emit_json({**report_json(result), "notes": console.notes,
                    "build_progress": console.progress})  # fmt: skip

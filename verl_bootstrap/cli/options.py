@@ -9,13 +9,22 @@ import argparse
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.options import Declared, RunOptions, declared
 from verl_bootstrap.paths import default_prefix
 
-__all__ = ["env_prefix", "profile_stem", "recorded_profile", "run_options"]
+if TYPE_CHECKING:
+    from verl_bootstrap.lifecycle.state import State
+
+__all__ = [
+    "env_prefix",
+    "options_and_state",
+    "profile_stem",
+    "recorded_profile",
+    "run_options",
+]
 
 
 ACTIVE_ENV = "VERL_BOOTSTRAP_PREFIX"  # set by the env's activation script
@@ -43,7 +52,7 @@ def env_prefix(given: Path | None, *, command: str) -> Path:
 
 def recorded_profile(prefix: Path) -> str | None:
     """The profile the env at `prefix` was made with, from its record."""
-    recorded = _recorded(prefix)
+    recorded = _recorded(_state(prefix))
     profile = (recorded or {}).get("profile")
     return profile if isinstance(profile, str) else None
 
@@ -55,7 +64,13 @@ def profile_stem(profile: str) -> str:
 
 def run_options(ns: argparse.Namespace, **fixed: Any) -> RunOptions:
     """RunOptions from `ns` over the env's record over the site config's settings; `fixed` fields
-    are the command's own (lock resolves into a scratch prefix, for one variant).
+    are the command's own (lock resolves into a scratch prefix, for one variant)."""
+    return options_and_state(ns, **fixed)[0]
+
+
+def options_and_state(ns: argparse.Namespace, **fixed: Any) -> tuple[RunOptions, State | None]:
+    """The run's options, and the state of the env at its prefix as read for them (None for a
+    command's own scratch prefix): a run reads the state once and passes it on.
 
     A flag left out takes the value recorded in the env at --prefix, so `--prefix P` alone
     resumes P as it was made (verl_bootstrap.lifecycle.resume).
@@ -72,7 +87,8 @@ def run_options(ns: argparse.Namespace, **fixed: Any) -> RunOptions:
         given["profile"] = fixed.pop("profile")
     own_prefix = "prefix" not in fixed  # lock's scratch prefix has no record
     given_prefix = flag("prefix")
-    recorded = _recorded(given_prefix) if own_prefix and given_prefix else None
+    state = _state(given_prefix) if own_prefix and given_prefix else None
+    recorded = _recorded(state)
     values = merge_options(given, recorded)
     site = load_site(values["config"])
     profile = values["profile"] or local_profile(site.config.defaults.profile or "", os.environ)
@@ -84,8 +100,9 @@ def run_options(ns: argparse.Namespace, **fixed: Any) -> RunOptions:
     envs_dir = site.config.defaults.envs_dir
     name = profile_stem(profile)
     prefix = given_prefix or (Path(envs_dir) / name if envs_dir else default_prefix(name))
-    if recorded is None and own_prefix and not given_prefix:  # the default prefix's record
-        recorded = _recorded(Path(prefix))
+    if state is None and own_prefix:  # the default prefix's record
+        state = _state(Path(prefix))
+        recorded = _recorded(state)
         values = merge_options({**given, "profile": profile}, recorded)
     _check_prefix(Path(prefix))
     indexes = merge_indexes(named_indexes(site.config), (recorded or {}).get("indexes"), flags)
@@ -101,7 +118,7 @@ def run_options(ns: argparse.Namespace, **fixed: Any) -> RunOptions:
         "lockfile": lockfile,
         "cuda_arch": _cuda_archs(values["cuda_arch"] or ()),
     }
-    return RunOptions(**{**chosen, **fixed})
+    return RunOptions(**{**chosen, **fixed}), state
 
 
 def _cuda_archs(values: Sequence[str]) -> tuple[str, ...]:
@@ -170,11 +187,19 @@ def _typed(option: Declared, value: Any) -> Any:
     return value or option.default if option.default is not None else value
 
 
-def _recorded(prefix: Path) -> dict[str, Any] | None:
-    """The options recorded in the env at `prefix`, if it has a record."""
-    from verl_bootstrap.lifecycle.record import read_record
+def _state(prefix: Path) -> State:
+    """The state of the env at `prefix` (empty when there is none yet)."""
+    from verl_bootstrap.lifecycle.state import State
+    from verl_bootstrap.paths import state_file
 
-    record = read_record(Path(prefix).absolute())
+    return State.load(state_file(Path(prefix).absolute()))
+
+
+def _recorded(state: State | None) -> dict[str, Any] | None:
+    """The options recorded in the env, if it has a record."""
+    from verl_bootstrap.lifecycle.record import record_in
+
+    record = None if state is None else record_in(state)
     return None if record is None else dict(record["options"])
 
 

@@ -65,10 +65,11 @@ class ChangeSet:
 _FIXED_STEPS = ("create-env", "fetch-source", "install-verl", "record-lock", "verify")
 
 
-def changes_for(plan: Plan) -> ChangeSet | None:
-    """The change set of running `plan` on its prefix; None when the env has no record or the run
-    changes nothing that shaped it (resuming or re-verifying needs no confirmation)."""
-    state = State.load(state_file(plan.prefix))
+def changes_for(plan: Plan, state: State | None = None) -> ChangeSet | None:
+    """The change set of running `plan` on its prefix (whose `state` the run loaded); None when
+    the env has no record or the run changes nothing that shaped it (resuming or re-verifying
+    needs no confirmation)."""
+    state = state or State.load(state_file(plan.prefix))
     if not state.record:
         return None
     changes = _differences(state.record, plan)

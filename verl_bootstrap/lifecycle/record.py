@@ -26,6 +26,7 @@ __all__ = [
     "plan_options",
     "profile_ref",
     "read_record",
+    "record_in",
     "record_of",
     "recorded_options",
 ]
@@ -91,12 +92,17 @@ def read_record(prefix: Path) -> dict[str, Any] | None:
     path = state_file(prefix)
     if not path.is_file():
         return None
-    record = State.load(path).record
+    return record_in(State.load(path))
+
+
+def record_in(state: State) -> dict[str, Any] | None:
+    """The record in an env's loaded `state`, or None when it has none."""
+    record = state.record
     if not record:
         return None
     if not isinstance(record.get("options"), dict):
         raise InputError(
-            f"{path}: field 'record.options' is not a mapping",
+            f"{state.path}: field 'record.options' is not a mapping",
             hint="the state was edited by hand; pass --profile and the options again",
         )
     return record

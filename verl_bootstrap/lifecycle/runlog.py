@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from verl_bootstrap.lifecycle.record import record_of
 from verl_bootstrap.lifecycle.registry import register
 from verl_bootstrap.lifecycle.state import State
-from verl_bootstrap.paths import STATE_DIRNAME, state_file
+from verl_bootstrap.paths import STATE_DIRNAME
 
 if TYPE_CHECKING:
     from verl_bootstrap.plan.model import Plan
@@ -26,13 +26,12 @@ def top_level(prefix: Path) -> set[str]:
 PREFIX_ITSELF = "."  # in `made`: the prefix folder was created by the tool too
 
 
-def begin_run(plan: Plan, *, made_prefix: bool) -> None:
+def begin_run(plan: Plan, state: State, *, made_prefix: bool) -> None:
     """Record how the env is being made, before any step runs; register the prefix.
 
     `made_prefix`: the prefix did not exist before this run (the caller looked before the prefix
     lock created its folder).
     """
-    state = _state(plan.prefix)
     state.record = record_of(plan)
     state.last_run = {"started": time.time(), "status": "running"}
     state.made = sorted({*state.made, STATE_DIRNAME, *([PREFIX_ITSELF] if made_prefix else [])})
@@ -40,9 +39,10 @@ def begin_run(plan: Plan, *, made_prefix: bool) -> None:
     register(plan.prefix)
 
 
-def end_run(plan: Plan, status: str, before: set[str], log_dir: Path | None = None) -> None:
+def end_run(
+    plan: Plan, state: State, status: str, before: set[str], log_dir: Path | None = None
+) -> None:
     """The run's outcome, and the names it created, into the state."""
-    state = _state(plan.prefix)
     state.last_run = {
         **state.last_run,
         "finished": time.time(),
@@ -51,7 +51,3 @@ def end_run(plan: Plan, status: str, before: set[str], log_dir: Path | None = No
     }
     state.made = sorted(set(state.made) | (top_level(plan.prefix) - before))
     state.save()
-
-
-def _state(prefix: Path) -> State:
-    return State.load(state_file(prefix))

@@ -12,8 +12,9 @@ from verl_bootstrap.gpu.detect import detect_driver
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.lifecycle.guard import guarding
 from verl_bootstrap.lifecycle.runlog import begin_run, end_run, top_level
+from verl_bootstrap.lifecycle.state import State
 from verl_bootstrap.options import RunOptions
-from verl_bootstrap.paths import STATE_DIRNAME, guard_file
+from verl_bootstrap.paths import STATE_DIRNAME, guard_file, state_file
 from verl_bootstrap.plan.facts import gather_host
 from verl_bootstrap.plan.locked import precheck, prepare_locked
 from verl_bootstrap.plan.model import Plan
@@ -69,9 +70,14 @@ def prepare_plan(
 
 
 def run_install(
-    plan: Plan, *, force: frozenset[str] = frozenset(), preflight: bool = True
+    plan: Plan,
+    *,
+    state: State | None = None,
+    force: frozenset[str] = frozenset(),
+    preflight: bool = True,
 ) -> InstallResult:
-    """Preflight, then run the plan under the prefix lock; write the activation script."""
+    """Preflight, then run the plan under the prefix lock; write the activation script. `state`:
+    the env's state as the run loaded it (for its options and change check), else loaded here."""
     if preflight:
         run_preflight(plan)
     _refuse_foreign_prefix(plan.prefix)
@@ -79,13 +85,15 @@ def run_install(
     with guarding(guard_file(plan.prefix), wait=plan.options.guard_wait):
         for note in plan.notes:  # said once the run is really going (not on a refused one)
             emit(note, kind=("note",))
-        begin_run(plan, made_prefix=made_prefix)
+        # under the lock: the state as loaded, unless another run wrote it while this one waited
+        state = (state or State.load(state_file(plan.prefix))).fresh()
+        begin_run(plan, state, made_prefix=made_prefix)
         try:
-            report = run_plan(plan, force=force)
+            report = run_plan(plan, state=state, force=force)
         except Interrupted:
-            end_run(plan, "interrupted", before)
+            end_run(plan, state, "interrupted", before)
             raise
-        end_run(plan, "ok" if report.ok else "failed", before, report.log_dir)
+        end_run(plan, state, "ok" if report.ok else "failed", before, report.log_dir)
     activate = None
     if report.ok:
         write_activation(plan.prefix)

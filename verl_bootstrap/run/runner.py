@@ -86,10 +86,15 @@ class RunReport:
 
 
 def run_plan(
-    plan: Plan, *, executor: Executor = execute_step, force: frozenset[str] = frozenset()
+    plan: Plan,
+    *,
+    state: State | None = None,
+    executor: Executor = execute_step,
+    force: frozenset[str] = frozenset(),
 ) -> RunReport:
-    """Run `plan`; the caller holds the prefix lock."""
-    state = State.load(state_file(plan.prefix))
+    """Run `plan`, recording each step in the env's `state` (loaded here when not given); the
+    caller holds the prefix lock."""
+    state = state or State.load(state_file(plan.prefix))
     proc.allow_new_children()
     # pid in the name: two runs in the same second never share a log folder
     log_dir = logs_dir(plan.prefix) / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
@@ -167,7 +172,9 @@ class _Loop:
             self._record(StepOutcome(step.id, Status.SKIPPED, 0.0, "up to date"))
             return
         log = self.log_dir / f"{step.id}.log"
-        self.state.steps[step.id] = StepRecord("running", fingerprint, time.time(), log=str(log))
+        self.state.steps[step.id] = StepRecord(
+            status="running", fingerprint=fingerprint, started=time.time(), log=str(log)
+        )
         self.state.save()
         label = running_label(step, self.outputs)
         emit(label, kind=("step", "start"), step=step.id, log=str(log))
