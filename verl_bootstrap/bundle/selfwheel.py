@@ -58,8 +58,7 @@ def installed_requirements() -> list[str]:
 
 def _members(dist: metadata.Distribution, base: str) -> list[tuple[str, bytes]]:
     """(name in the wheel, bytes) of every installed file an installer did not make."""
-    scripts = Path(sysconfig.get_path("scripts")).resolve()
-    data_root = Path(sysconfig.get_path("data")).resolve()
+    scripts, data_root = _scheme_of(Path(str(dist.locate_file(""))).resolve())
     found = []
     for entry in dist.files or ():
         path = Path(str(dist.locate_file(entry))).resolve()
@@ -69,6 +68,20 @@ def _members(dist: metadata.Distribution, base: str) -> list[tuple[str, bytes]]:
     if not any(name.endswith(".dist-info/METADATA") for name, _ in found):
         raise _cannot(f"its RECORD in {dist.locate_file('')} lists no METADATA")
     return found
+
+
+def _scheme_of(site: Path) -> tuple[Path, Path]:
+    """(scripts, data) folders of the install scheme whose library folder is `site` (a venv,
+    the interpreter's prefix, or the user's ~/.local for `pip install --user`)."""
+    for scheme in sysconfig.get_scheme_names():
+        try:
+            paths = sysconfig.get_paths(scheme)
+        except KeyError:
+            continue
+        libs = {Path(paths[k]).resolve() for k in ("purelib", "platlib") if k in paths}
+        if site in libs:
+            return Path(paths["scripts"]).resolve(), Path(paths["data"]).resolve()
+    return Path(sysconfig.get_path("scripts")).resolve(), Path(sysconfig.get_path("data")).resolve()
 
 
 def _wheel_name(

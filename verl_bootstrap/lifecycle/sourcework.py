@@ -80,12 +80,12 @@ def _sdist_work(checkout: Path) -> list[str]:
             "edits cannot be told apart)"
         ]
     work = []
-    for rel, print_ in _fingerprints(checkout):
+    for path, rel in _entries(checkout):
         if rel in _OWN or _generated(rel):
             continue
-        if rel not in listed:
+        if rel not in listed:  # not hashed: a checkpoint may be gigabytes
             work.append(f"{rel} (not in the sdist)")
-        elif listed[rel] != print_:
+        elif listed[rel] != _fingerprint(path):
             work.append(f"{rel} (modified)")
     return sorted(work)
 
@@ -103,12 +103,22 @@ def _listed(checkout: Path) -> dict[str, str] | None:
 
 def _fingerprints(root: Path) -> Iterator[tuple[str, str]]:
     """(relative path, sha256 or link target) of every non-folder entry, links not followed."""
+    for path, rel in _entries(root):
+        yield rel, _fingerprint(path)
+
+
+def _entries(root: Path) -> Iterator[tuple[Path, str]]:
+    """Every non-folder entry under `root` (a link to a folder too, not followed), with its
+    relative POSIX path; a folder that cannot be read is an OSError naming it."""
     for folder, dirs, files in os.walk(root, onerror=_raise):
         base = Path(folder)
         for name in sorted(files + [d for d in dirs if (base / d).is_symlink()]):
             path = base / name
-            rel = path.relative_to(root).as_posix()
-            yield rel, (_LINK + str(path.readlink()) if path.is_symlink() else _sha256(path))
+            yield path, path.relative_to(root).as_posix()
+
+
+def _fingerprint(path: Path) -> str:
+    return _LINK + str(path.readlink()) if path.is_symlink() else _sha256(path)
 
 
 def _raise(exc: OSError) -> None:
