@@ -89,6 +89,7 @@ class SiteOptions:
     origin: str = ""  # the config file(s) these came from
     wheelhouse: str | None = None  # the lab wheelhouse folder (None: the tool home's)
     cuda_arch: tuple[str, ...] = ()  # archs a source build uses when no GPU is seen
+    kernel_sources: tuple[str, ...] | None = None  # prebuilt kernel sources on, in this order
 
 
 _PROFILE_HELP = (

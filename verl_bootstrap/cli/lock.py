@@ -94,6 +94,7 @@ def _lock_one(
     """Lock one profile variant; a failure is reported and the others still run."""
     from dataclasses import replace
 
+    from verl_bootstrap.kernels.lockwheels import record_kernel_wheels
     from verl_bootstrap.lockfile.create import LockRequest, lock_profile
     from verl_bootstrap.paths import default_lockfile
 
@@ -110,7 +111,7 @@ def _lock_one(
         folder = default_lockfile(Path(profile).stem, variant, ns.platform, ns.dir)
         request = replace(request, output=folder)
     try:
-        result = lock_profile(request)
+        result = lock_profile(request, after=record_kernel_wheels(request.options))
     except BootstrapError as exc:
         err(f"✗ {profile} {variant}: {exc.message}" + (f"\n  hint: {exc.hint}" if exc.hint else ""))
         return {"profile": profile, "variant": variant, "error": exc.message}

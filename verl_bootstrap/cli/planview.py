@@ -60,6 +60,9 @@ def _kernel_json(plan: Plan, step_id: str) -> dict[str, Any]:
         "source": decision.choice.source,
         "reason": decision.choice.reason,
         "wheel": decision.choice.wheel,
+        "origin": decision.choice.origin,  # the declared source: official, community, ...
+        "trust": decision.choice.trust,
+        "built_for": decision.choice.built_for.to_json() if decision.choice.built_for else None,
         "expected_key": decision.key.to_json(),
         "cuda_archs": list(sizing.archs),
         "cuda_archs_reason": sizing.arch_reason,

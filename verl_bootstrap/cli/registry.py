@@ -157,6 +157,16 @@ COMMANDS: tuple[Command, ...] = (
               "verl-bootstrap wheelhouse check", "verl-bootstrap wheelhouse check --json",
               flags="flags_check", handler="cmd_check"),
        )),
+    _c("kernels", "prebuilt kernel wheels: which source serves each shipped stack", "kernels",
+       "verl-bootstrap kernels coverage",
+       actions=(
+           _c("coverage", "for each shipped profile x CUDA variant x platform, the source of "
+              "each kernel stage, or why it builds and what that costs", "kernels",
+              "verl-bootstrap kernels coverage                  # offline, from the recorded lists",
+              "verl-bootstrap kernels coverage --profile fsdp --config site.yaml --json",
+              "verl-bootstrap kernels coverage --refresh        # ask each source again (network)",
+              flags="flags_coverage", handler="cmd_coverage"),
+       )),
     _c("completion", "print the shell completion script", "envs",
        "source <(verl-bootstrap completion --shell bash)",
        "verl-bootstrap completion --shell fish > ~/.config/fish/completions/verl-bootstrap.fish"),

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from verl_bootstrap import proc
 from verl_bootstrap.errors import InputError
+from verl_bootstrap.kernels.record import KernelRecord
 from verl_bootstrap.kernels.remotehouse import AnyWheelhouse, RemoteWheelhouse, is_url
 from verl_bootstrap.kernels.sizing import (
     ARCH_VARIABLES,
@@ -43,6 +44,8 @@ class KernelHost:
     site_archs: tuple[str, ...] = ()
     preset: Mapping[str, str] | None = None  # MAX_JOBS / arch variables already in the environment
     ninja: bool = True  # ninja is on PATH (torch's extension builds run serially without it)
+    record: KernelRecord | None = None  # the sources' recorded wheel lists (None: none)
+    order: tuple[str, ...] | None = None  # the site config's kernel_sources (None: declared)
 
 
 def wheelhouse_root(configured: str | None, environ: Mapping[str, str]) -> Path:
@@ -71,8 +74,11 @@ def gather_kernel_host(
     interpreter: Path | None,
     python_prefer: str,
     environ: Mapping[str, str],
+    record: KernelRecord | None = None,
+    order: tuple[str, ...] | None = None,
 ) -> KernelHost:
-    """Read the wheelhouse and the host (an unreadable index is an InputError naming it)."""
+    """Read the wheelhouse and the host (an unreadable index is an InputError naming it);
+    `record`: the recorded lists beside the profile."""
     house = open_wheelhouse(configured, environ)
     watched = ("MAX_JOBS", *ARCH_VARIABLES, *THREADS_VARIABLES)
     return KernelHost(
@@ -85,6 +91,8 @@ def gather_kernel_host(
         site_archs=site_archs,
         preset={k: environ[k] for k in watched if environ.get(k)},
         ninja=shutil.which("ninja", path=environ.get("PATH")) is not None,
+        record=record,
+        order=order,
     )
 
 

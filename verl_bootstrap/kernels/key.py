@@ -9,12 +9,26 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-__all__ = ["FIELDS", "BuildKey", "render_template"]
+from verl_bootstrap.profile.kernel import KEY_FIELDS
 
-FIELDS = ("torch", "cuda", "cxx11abi", "python", "platform")
+__all__ = ["FIELDS", "BuildKey", "parse_wheel_name", "render_template"]
+
+FIELDS = KEY_FIELDS
+# What each placeholder matches in a wheel's file name (profile.kernel.PLACEHOLDERS names them).
+_MATCHES = {
+    "version": r"[0-9][0-9A-Za-z.]*",
+    "torch": r"[0-9]+\.[0-9]+(?:\.[0-9]+)?",
+    "torch_minor": r"[0-9]+\.[0-9]+",
+    "cuda_major": r"[0-9]+|cpu",
+    "cuda_tag": r"cu[0-9]{3,4}|cpu",
+    "cxx11abi": r"TRUE|FALSE",
+    "python": r"cp[0-9]+",
+    "platform": r"[a-z0-9_]+",
+    "tag": r"[A-Za-z0-9._-]+",
+}
 
 
 @dataclass(frozen=True)
@@ -63,6 +77,12 @@ class BuildKey:
             f"torch {self.torch or '?'}+{tag}, {self.python or '?'}, {abi}, {self.platform or '?'}"
         )
 
+    def stated_over(self, base: BuildKey) -> BuildKey:
+        """`base` with this key's known fields written over it (a source's stated fields over
+        what a wheel's name says)."""
+        known = {k: v for k, v in asdict(self).items() if v is not None}
+        return replace(base, **known)
+
     def mismatches(self, env: BuildKey) -> list[str]:
         """The fields where this (a wheel's) key differs from the env's or does not say."""
         out = []
@@ -98,13 +118,59 @@ def _same(name: str, mine: object, theirs: object) -> bool:
     return mine == theirs
 
 
+def _pattern(template: str) -> re.Pattern[str]:
+    """A release-wheel file-name template as a regular expression (a repeated field must agree)."""
+    out, seen, at = [], set(), 0
+    for match in re.finditer(r"\{([a-z][a-z0-9_]*)\}", template):
+        out.append(re.escape(template[at : match.start()]))
+        name = match.group(1)
+        out.append(f"(?P={name})" if name in seen else f"(?P<{name}>{_MATCHES[name]})")
+        seen.add(name)
+        at = match.end()
+    out.append(re.escape(template[at:]))
+    return re.compile("".join(out))
+
+
+def parse_wheel_name(template: str, filename: str) -> tuple[str, BuildKey] | None:
+    """(version, key) read from a release wheel's file name (the pattern's last part); None
+    when it does not fit. A field the name does not state stays None."""
+    match = _pattern(template.rsplit("/", 1)[-1]).fullmatch(filename)
+    if match is None:
+        return None
+    got = match.groupdict()
+    tag = got.get("cuda_tag")
+    key = BuildKey(
+        torch=got.get("torch") or got.get("torch_minor"),
+        cuda=_tag_cuda(tag) if tag else got.get("cuda_major"),
+        cxx11abi=None if "cxx11abi" not in got else got["cxx11abi"] == "TRUE",
+        python=got.get("python"),
+        platform=got.get("platform"),
+    )
+    return got.get("version", ""), key
+
+
+def _tag_cuda(tag: str) -> str:
+    """'13.0' for cu130, 'cpu' for cpu."""
+    digits = tag.removeprefix("cu")
+    return "cpu" if tag == "cpu" else f"{digits[:-1]}.{digits[-1]}"
+
+
+def _cuda_tag(cuda: str | None) -> str | None:
+    """'cu130' for CUDA 13.0, 'cpu' for a CPU torch (None: unknown)."""
+    if cuda is None or cuda == "cpu":
+        return cuda
+    return "cu" + cuda.replace(".", "")
+
+
 def render_template(template: str, version: str, key: BuildKey) -> str | None:
-    """The URL of the release wheel for `key`; None when the key lacks a field it needs."""
+    """The URL of the release wheel for `key`; None when the key lacks a field it needs (or the
+    pattern has a {tag}, which only a recorded list names)."""
     values = {
         "version": version,
         "torch": key.torch,
         "torch_minor": None if key.torch is None else ".".join(key.torch.split(".")[:2]),
         "cuda_major": key.cuda_major,
+        "cuda_tag": _cuda_tag(key.cuda),
         "cxx11abi": None if key.cxx11abi is None else ("TRUE" if key.cxx11abi else "FALSE"),
         "python": key.python,
         "platform": key.platform,

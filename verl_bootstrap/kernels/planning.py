@@ -102,7 +102,10 @@ def _decide(
     flags: tuple[str, ...],
 ) -> KernelDecision:
     version = pinned_version(packages, kernel.distribution)
-    choice = choose_source(kernel, version, key, host.entries, str(host.wheelhouse))
+    choice = choose_source(
+        kernel, version, key, host.entries, str(host.wheelhouse),
+        packages=packages, record=host.record, order=host.order,
+    )  # fmt: skip
     return decision(kernel, key, choice, host=host, driver=driver, flags=flags)
 
 
@@ -128,7 +131,8 @@ def decision(
     sizing = BuildSizing(archs, arch_why, jobs, jobs_why)
     env = {"MAX_JOBS": str(jobs), **arch_variables(kernel.arch_variables, archs), **threads}
     env = {k: v for k, v in env.items() if k not in preset or k == "MAX_JOBS"}
-    builds = choice.source in {"build", "release"}
+    # an unlisted release asset may be missing when the stage runs, and then it builds
+    builds = choice.source == "build" or (choice.source == "release" and choice.listed is None)
     estimate = _estimate(kernel, sizing, host) if builds else ""
     if builds and not host.writable:
         estimate += f"; wheelhouse {host.wheelhouse} is read-only for you: not published there"

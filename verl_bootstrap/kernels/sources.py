@@ -12,21 +12,34 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from verl_bootstrap.kernels.key import BuildKey, render_template
+from verl_bootstrap.kernels.record import KernelRecord, Listed, listed_wheels
 from verl_bootstrap.kernels.wheelhouse import Entry
-from verl_bootstrap.profile.kernel import KernelSpec
+from verl_bootstrap.profile.kernel import KernelSpec, PrebuiltSource
 
-__all__ = ["KernelChoice", "choose_source", "pinned_version", "wheelhouse_match"]
+__all__ = [
+    "KernelChoice",
+    "candidates",
+    "choose_source",
+    "declared_sources",
+    "ordered_sources",
+    "pinned_version",
+    "wheelhouse_match",
+]
 
 
 @dataclass(frozen=True)
 class KernelChoice:
     """The source, where its wheel is (path or URL), and why it was chosen."""
 
-    source: str  # wheelhouse | release | index | build
+    source: str  # wheelhouse | release | index | build | stage | locked
     reason: str
     wheel: str | None = None
     sha256: str | None = None
     built_for: BuildKey | None = None  # the key the wheel's source states
+    origin: str | None = None  # the declared source's id (official, verl-wheelhouse, community)
+    trust: str | None = None  # lab | upstream | project | community
+    distribution: str | None = None  # the wheel's distribution, when not the kernel's
+    listed: str | None = None  # the day the recorded list showed the wheel
 
 
 def pinned_version(packages: Sequence[str], distribution: str) -> str | None:
@@ -49,30 +62,156 @@ def choose_source(
     key: BuildKey,
     wheelhouse: Sequence[Entry],
     wheelhouse_root: str | None,
+    *,
+    packages: Sequence[str] = (),
+    record: KernelRecord | None = None,
+    order: Sequence[str] | None = None,
 ) -> KernelChoice:
     """The first source with a wheel for (distribution, version, key), else a source build."""
-    name = kernel.distribution
+    found, why_not = candidates(
+        kernel, version, key, wheelhouse, wheelhouse_root,
+        packages=packages, record=record, order=order,
+    )  # fmt: skip
+    if found:
+        return found[0]
     if version is None:
+        name = kernel.distribution
         reason = f"as the stage installs it (it pins no exact version of {name}), sized build"
-        return KernelChoice("stage", reason)
-    why_not: list[str] = []
-    entry = wheelhouse_match(kernel, version, key, wheelhouse, why_not)
-    if entry is not None:
-        where = f"{wheelhouse_root}/{entry.file}" if wheelhouse_root else entry.file
-        reason = (
-            f"prebuilt from the lab wheelhouse, built for {entry.key.describe()}, "
-            f"sha256 {entry.sha256[:12]}…"
-        )
-        return KernelChoice("wheelhouse", reason, where, entry.sha256, entry.key)
-    for template in kernel.release_wheels:
-        url = render_template(template, version, key)
-        if url is not None:
-            reason = f"prebuilt release wheel for {key.describe()} if the release has one ({url})"
-            return KernelChoice("release", reason, url, built_for=key)
-    index = _from_index(kernel, key, why_not)
-    if index is not None:
-        return index
+        return KernelChoice("stage", "; ".join([reason, *why_not]))
     return KernelChoice("build", f"source build: {'; '.join(why_not)}")
+
+
+def candidates(
+    kernel: KernelSpec,
+    version: str | None,
+    key: BuildKey,
+    wheelhouse: Sequence[Entry],
+    wheelhouse_root: str | None,
+    *,
+    packages: Sequence[str] = (),
+    record: KernelRecord | None = None,
+    order: Sequence[str] | None = None,
+) -> tuple[list[KernelChoice], list[str]]:
+    """Every source with a wheel for the env, in the order of trust the site keeps; and why each
+    other source has none (the run falls through the list when a download fails)."""
+    found: list[KernelChoice] = []
+    why_not: list[str] = []
+    for source in ordered_sources(kernel, order, why_not):
+        if source is None:  # the lab wheelhouse
+            if version is not None:
+                entry = wheelhouse_match(kernel, version, key, wheelhouse, why_not)
+                if entry is not None:
+                    found.append(_house_choice(entry, wheelhouse_root))
+            continue
+        dist = source.distribution or kernel.distribution
+        wanted = pinned_version(packages, dist) if source.distribution else version
+        if wanted is not None:
+            found.extend(_from_source(source, (dist, wanted), key, record, why_not))
+    if version is not None and (order is None or "index" in order):
+        index = _from_index(kernel, key, why_not)
+        if index is not None:
+            found.append(index)
+    return found, why_not
+
+
+def ordered_sources(
+    kernel: KernelSpec, order: Sequence[str] | None, why_not: list[str]
+) -> list[PrebuiltSource | None]:
+    """The lab wheelhouse (None) and the declared sources, as the site config orders them (a
+    source it leaves out is off, and said so)."""
+    declared = {s.id: s for s in declared_sources(kernel)}
+    if order is None:
+        return [None, *declared.values()]
+    off = [i for i in ["wheelhouse", *declared] if i not in order]
+    if off:
+        why_not.append(f"the site config's kernel_sources turns off {', '.join(off)}")
+    known = {"wheelhouse", *declared}
+    return [None if i == "wheelhouse" else declared[i] for i in order if i in known]
+
+
+def declared_sources(kernel: KernelSpec) -> tuple[PrebuiltSource, ...]:
+    """The stage's declared sources; a profile's older `release_wheels` patterns count as
+    upstream release sources after them (named release, release-2, ...)."""
+    older = tuple(
+        PrebuiltSource(id=f"release-{i + 1}" if i else "release", trust="upstream", release=pattern)
+        for i, pattern in enumerate(kernel.release_wheels)
+    )
+    return (*kernel.sources, *older)
+
+
+def _house_choice(entry: Entry, root: str | None) -> KernelChoice:
+    where = f"{root}/{entry.file}" if root else entry.file
+    reason = (
+        f"prebuilt from the lab wheelhouse, built for {entry.key.describe()}, "
+        f"sha256 {entry.sha256[:12]}… (trust: lab)"
+    )
+    return KernelChoice("wheelhouse", reason, where, entry.sha256, entry.key, "wheelhouse", "lab")
+
+
+def _from_source(
+    source: PrebuiltSource,
+    pinned: tuple[str, str],
+    key: BuildKey,
+    record: KernelRecord | None,
+    why_not: list[str],
+) -> list[KernelChoice]:
+    """The wheels of `source` for (dist, version, key): from its recorded list, else (a release
+    pattern with no list) the URL its pattern names, to be tried. `pinned`: (dist, version)."""
+    dist, version = pinned
+    listed = listed_wheels(source, dist, record) if record is not None else None
+    kind = "release" if source.release else "index"
+    if listed is None:
+        url = render_template(source.release, version, key) if source.release else None
+        if url is None:
+            why_not.append(f"{source.id}: no recorded list of its wheels")
+            return []
+        reason = (
+            f"prebuilt from {source.id} (trust: {source.trust}) for {key.describe()}, if its "
+            f"release has one (not in the recorded list): {url}"
+        )
+        choice = KernelChoice(
+            kind, reason, url, None, key, source.id, source.trust, source.distribution
+        )
+        return [choice]
+    fits = [w for w in listed if w.version == version and not w.key.mismatches(key)]
+    if not fits:
+        why_not.append(_none_from(source, pinned, key, listed, record))
+        return []
+    return [_listed_choice(source, kind, w) for w in fits]
+
+
+def _listed_choice(source: PrebuiltSource, kind: str, wheel: Listed) -> KernelChoice:
+    about = f"; {source.about}" if source.about else ""
+    reason = (
+        f"prebuilt from {source.id} (trust: {source.trust}{about}), key {wheel.key.describe()}, "
+        f"listed {wheel.recorded.isoformat()}: {wheel.url}"
+    )
+    return KernelChoice(
+        kind, reason, wheel.url, None, wheel.key, source.id, source.trust, source.distribution,
+        wheel.recorded.isoformat(),
+    )  # fmt: skip
+
+
+def _none_from(
+    source: PrebuiltSource,
+    pinned: tuple[str, str],
+    key: BuildKey,
+    listed: Sequence[Listed],
+    record: KernelRecord | None,
+) -> str:
+    """Why `source` has no wheel: what it does have of that version, or that it has none."""
+    dist, version = pinned
+    seen = record.sources[source.id] if record else None
+    when = f" (recorded {seen.recorded.isoformat()})" if seen else ""
+    same = [w for w in listed if w.version == version]
+    if not same:
+        versions = sorted({w.version for w in listed}) or ["none"]
+        return f"{source.id} has no {dist} {version}{when}; it has {', '.join(versions)}"
+    torches = sorted({f"{w.key.torch}+cu{(w.key.cuda or '?').replace('.', '')}" for w in same})
+    return (
+        f"{source.id} has {dist} {version} for no build of {key.describe()}{when}; "
+        f"it has torch {', '.join(torches)}"
+    )
 
 
 def wheelhouse_match(

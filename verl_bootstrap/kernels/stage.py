@@ -20,8 +20,9 @@ from verl_bootstrap.httpclient import HttpError, download
 from verl_bootstrap.kernels.build import build_wheel, download_wheel
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.kernels.probe import check_loads, probe_key
-from verl_bootstrap.kernels.remotehouse import AnyWheelhouse
-from verl_bootstrap.kernels.sources import KernelChoice, choose_source, pinned_version
+from verl_bootstrap.kernels.record import KernelRecord
+from verl_bootstrap.kernels.remotehouse import AnyWheelhouse, is_url
+from verl_bootstrap.kernels.sources import KernelChoice, candidates, pinned_version
 from verl_bootstrap.paths import file_sha256
 from verl_bootstrap.profile.kernel import KernelSpec
 from verl_bootstrap.redact import redact
@@ -54,35 +55,69 @@ class KernelRun:
     note: Callable[[str], None]  # a line for the step's log
     gpu_present: bool
     available_gb: float
+    record: KernelRecord | None = None  # the sources' recorded wheel lists
+    order: tuple[str, ...] | None = None  # the site config's kernel_sources
 
 
 def run_kernel_stage(job: KernelRun) -> dict[str, Any]:
-    """Install the kernel from its first matching source; the step's outputs."""
+    """Install the kernel from the first source whose wheel matches the env's real key and can
+    be fetched, else build it; the step's outputs."""
     python = job.request.python
     clock = _Phases()
     key = clock.time("key probe", lambda: probe_key(python))
-    if _kernel_spec(job) is None:  # e.g. TransformerEngine's compiled part comes as a dependency
-        job.note(
-            f"kernel {job.kernel.distribution}: the stage pins no {job.kernel.distribution} "
-            "itself; installing as the stage says (a sized source build where one is needed)"
-        )
-        job.run(install_command(job.installer, job.request, job.settings))
-        _check_loads(job, python, None, key)
-        return {"kernel": {"source": "stage", "key": key.to_json()}}
-    version = pinned_version(job.packages, job.kernel.distribution)
+    name = job.kernel.distribution
+    version = pinned_version(job.packages, name)
     house = job.wheelhouse
     entries = house.entries() if house else ()
-    root = house.shown() if house else None
-    choice = choose_source(job.kernel, version, key, entries, root)
-    job.note(f"kernel {job.kernel.distribution}: env is {key.describe()}; {choice.reason}")
-    wheel, source = clock.time("wheel", lambda: _wheel(job, choice, house, key))
-    clock.time("install", lambda: _install(job, wheel))
-    built_for = choice.built_for if source != "build" else key
+    found, why_not = candidates(
+        job.kernel, version, key, entries, house.shown() if house else None,
+        packages=job.packages, record=job.record, order=job.order,
+    )  # fmt: skip
+    taken = clock.time("wheel", lambda: _first_prebuilt(job, found, house, key))
+    if taken is None and version is None:  # TransformerEngine's compiled part is a dependency
+        return _as_the_stage_says(job, key, why_not)
+    if taken is None:
+        job.note(f"kernel {name}: env is {key.describe()}; source build: {'; '.join(why_not)}")
+        built = clock.time("wheel", lambda: _build_and_publish(job, key, house))
+        taken = (built, KernelChoice("build", "built here", built_for=key))
+    wheel, choice = taken
+    clock.time("install", lambda: _install(job, wheel, choice.distribution))
+    built_for = choice.built_for if choice.source != "build" else key
     clock.time("load check", lambda: _check_loads(job, python, built_for, key))
-    digest = file_sha256(wheel)
-    url = choice.wheel if source == "release" else None
-    output = kernel_output(source, wheel, digest, choice.built_for or key, url)
+    url = choice.wheel if choice.wheel and is_url(choice.wheel) else None
+    output = kernel_output(choice.source, wheel, file_sha256(wheel), built_for or key, url)
+    if choice.origin and choice.source != "wheelhouse":
+        output.update(origin=choice.origin, trust=choice.trust)
+    if choice.distribution:
+        output["distribution"] = choice.distribution
     return {"kernel": {**output, "phase_seconds": clock.seconds}}
+
+
+def _as_the_stage_says(job: KernelRun, key: BuildKey, why_not: list[str]) -> dict[str, Any]:
+    """No prebuilt source: the stage's own install, with a sized build where one is needed."""
+    name = job.kernel.distribution
+    job.note(
+        f"kernel {name}: the stage pins no {name} itself; installing as the stage says "
+        f"(a sized source build where one is needed){''.join('; ' + w for w in why_not)}"
+    )
+    job.run(install_command(job.installer, job.request, job.settings))
+    _check_loads(job, job.request.python, None, key)
+    return {"kernel": {"source": "stage", "key": key.to_json()}}
+
+
+def _first_prebuilt(
+    job: KernelRun, found: list[KernelChoice], house: AnyWheelhouse | None, key: BuildKey
+) -> tuple[Path, KernelChoice] | None:
+    """The first candidate's wheel that can be had (each one's key is the env's: `found` was
+    chosen with the env's real key); a source that fails to answer passes to the next."""
+    name = job.kernel.distribution
+    for choice in found:
+        job.note(f"kernel {name}: env is {key.describe()}; {choice.reason}")
+        wheel = _prebuilt(job, choice, house)
+        if wheel is not None:
+            job.note(f"kernel {name}: no compiler ran (installing {wheel})")
+            return wheel, choice
+    return None
 
 
 def kernel_output(
@@ -108,26 +143,16 @@ class _Phases:
             self.seconds[name] = round(time.monotonic() - started, 3)
 
 
-def _wheel(
-    job: KernelRun, choice: KernelChoice, house: AnyWheelhouse | None, key: BuildKey
-) -> tuple[Path, str]:
-    """The wheel to install and the source it came from (a failed download falls to a build)."""
-    name = job.kernel.distribution
+def _prebuilt(job: KernelRun, choice: KernelChoice, house: AnyWheelhouse | None) -> Path | None:
+    """The candidate's wheel as a local file; None when its source does not have it after all."""
     if choice.source == "wheelhouse" and choice.wheel and house is not None:
-        wheel = house_wheel(house, choice, job.work)
-        job.note(f"kernel {name}: no compiler ran (installing {wheel})")
-        return wheel, "wheelhouse"
-    if choice.source == "release" and choice.wheel:
-        fetched = download_release(choice.wheel, job.work / "release", job.note)
-        if fetched is not None:
-            job.note(f"kernel {name}: no compiler ran (installing {fetched})")
-            return fetched, "release"
+        return house_wheel(house, choice, job.work)
+    if choice.wheel and is_url(choice.wheel):
+        folder = job.work / (choice.origin or choice.source)
+        return download_release(choice.wheel, folder, job.note)
     if choice.source == "index":
-        fetched = _from_index(job)
-        if fetched is not None:
-            job.note(f"kernel {name}: no compiler ran (installing {fetched})")
-            return fetched, "index"
-    return _build_and_publish(job, key, house), "build"
+        return _from_index(job)
+    return None
 
 
 def _from_index(job: KernelRun) -> Path | None:
@@ -185,17 +210,18 @@ def publish_built(
     )
 
 
-def _kernel_spec(job: KernelRun) -> str | None:
-    """The stage's requirement of the kernel's distribution, pinned to one version."""
-    wanted = canonicalize_name(job.kernel.distribution)
+def _kernel_spec(job: KernelRun, distribution: str | None = None) -> str | None:
+    """The stage's requirement of the kernel's distribution (or `distribution`, the one a
+    source's wheel is), pinned to one version."""
+    wanted = canonicalize_name(distribution or job.kernel.distribution)
     for spec in job.packages:
         if pinned_version((spec,), wanted) is not None:
             return spec
     return None
 
 
-def _install(job: KernelRun, wheel: Path) -> None:
-    spec = _kernel_spec(job)
+def _install(job: KernelRun, wheel: Path, distribution: str | None) -> None:
+    spec = _kernel_spec(job, distribution)
     others = tuple(p for p in job.packages if p != spec)
     request = replace(job.request, packages=(str(wheel), *others))
     job.run(install_command(job.installer, request, job.settings))
@@ -210,12 +236,12 @@ def download_release(url: str, folder: Path, note: Callable[[str], None]) -> Pat
     """The release wheel at `url`, or None (said in the log) when it cannot be fetched."""
     filename = unquote(urlparse(url).path.rsplit("/", 1)[-1])
     if not filename.endswith(".whl") or filename.startswith("."):
-        note(f"release URL {redact(url)} does not name a wheel file; building from source")
+        note(f"release URL {redact(url)} does not name a wheel file")
         return None
     dest = folder / filename
     try:
         download(url, dest, timeout=600)
     except (OSError, HttpError) as exc:
-        note(f"release wheel {redact(url)} not available ({exc}); building from source")
+        note(f"prebuilt wheel {redact(url)} not available ({exc}); trying the next source")
         return None
     return dest

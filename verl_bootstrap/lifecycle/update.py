@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from verl_bootstrap.errors import BootstrapError, InputError
+from verl_bootstrap.kernels.lockwheels import record_kernel_wheels
 from verl_bootstrap.lifecycle.hints import resume_command
 from verl_bootstrap.lifecycle.record import read_record
 from verl_bootstrap.lockfile.create import LockRequest, lock_profile
@@ -76,7 +77,9 @@ def resolve_update(options: RunOptions, work: Path) -> Update:
         upgrade=True,
     )
     (work / "resolve").mkdir(parents=True, exist_ok=True)
-    result = lock_profile(request, work=work / "resolve")
+    result = lock_profile(
+        request, work=work / "resolve", after=record_kernel_wheels(request.options)
+    )
     text = result.path.read_text(encoding="utf-8")
     changes = version_diff(current, result.lock)
     return Update(prefix, current, result.lock, text, changes)

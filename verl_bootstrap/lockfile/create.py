@@ -11,7 +11,7 @@ import datetime
 import shlex
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -48,6 +48,7 @@ from verl_bootstrap.source.fetch import fetch_source
 from verl_bootstrap.source.spec import SourceResult, SourceSpec
 
 __all__ = [
+    "AfterLock",
     "LockRequest",
     "LockResult",
     "load_locked_profile",
@@ -85,7 +86,14 @@ def load_locked_profile(options: RunOptions) -> Profile:
     return apply_stack(profile, options.verl_ref, allow_unsupported=options.allow_unsupported_ref)
 
 
-def lock_profile(request: LockRequest, *, work: Path | None = None) -> LockResult:
+# A step after the resolution that may add to the lock (and say what it did in the notes):
+# kernels.lockwheels records the kernel stages' prebuilt wheels with it.
+AfterLock = Callable[[Lockfile, Profile, Path, list[str]], Lockfile]
+
+
+def lock_profile(
+    request: LockRequest, *, work: Path | None = None, after: AfterLock | None = None
+) -> LockResult:
     """Resolve and write one lockfile; unchanged content leaves the file untouched."""
     profile = load_locked_profile(request.options)
     variant = _variant(profile, request.options.cuda)
@@ -111,6 +119,8 @@ def lock_profile(request: LockRequest, *, work: Path | None = None) -> LockResul
             request=request,
             work=Path(work or tmp),
         )
+        if after is not None:  # e.g. the kernel stages' prebuilt wheels, recorded
+            lock = after(lock, profile, Path(work or tmp), notes)
     built = [
         f"{d.name} {d.version}" for s in lock.stages for d in s.distributions if d.source == "sdist"
     ]

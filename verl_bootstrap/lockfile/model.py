@@ -148,6 +148,13 @@ def _wheel_url(value: str | None) -> str | None:
     return value
 
 
+def _source_id(value: str) -> str:
+    """A declared source's id: lower-case letters, digits and '-'."""
+    if not value or not all(c.islower() or c.isdigit() or c == "-" for c in value):
+        raise ValueError("must be a source id (lower-case letters, digits, '-')")
+    return value
+
+
 class LockedKey(_Strict):
     """The build key a kernel wheel was made for (see docs/kernels.md)."""
 
@@ -168,8 +175,14 @@ class KernelWheel(_Strict):
     source: Literal["wheelhouse", "release", "index", "build"]
     key: LockedKey
     url: Annotated[str | None, AfterValidator(_wheel_url)] = Field(
-        default=None, description="Release wheels: where the file was downloaded from"
+        default=None, description="Release and index wheels: where the file was downloaded from"
     )
+    origin: Annotated[str, AfterValidator(_source_id)] | None = Field(
+        default=None,
+        description="The declared prebuilt source it came from (official, verl-wheelhouse, "
+        "community)",
+    )
+    trust: Literal["lab", "upstream", "project", "community"] | None = None
 
 
 class LockedDist(_Strict):

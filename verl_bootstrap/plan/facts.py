@@ -13,6 +13,7 @@ from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.host.interpreters import find_interpreter
 from verl_bootstrap.host.variants import choose_variant
 from verl_bootstrap.kernels.host import KernelHost, gather_kernel_host
+from verl_bootstrap.kernels.record import record_for_profile
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.siteconfig.apply import index_settings
@@ -63,6 +64,8 @@ def gather_host(
             interpreter=interpreter,
             python_prefer=profile.python.prefer,
             environ=dict(os.environ) if environ is None else environ,
+            record=record_for_profile(options.profile),
+            order=options.site.kernel_sources,
         )
     return HostFacts(
         variant=variant,

@@ -7,14 +7,33 @@ after the stage, where prebuilt wheels may come from, and which variables size i
 from __future__ import annotations
 
 import re
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["PLACEHOLDERS", "THREADS_VARIABLES", "KernelSpec", "PrebuiltIndex", "check_template"]
+__all__ = [
+    "KEY_FIELDS",
+    "PLACEHOLDERS",
+    "THREADS_VARIABLES",
+    "TRUST_LEVELS",
+    "KernelSpec",
+    "PrebuiltIndex",
+    "PrebuiltSource",
+    "check_template",
+]
 
 # The placeholders a release-wheel pattern may use (flash-attn names its assets with these);
-# kernels.key renders them for an env's build key.
-PLACEHOLDERS = ("version", "torch", "torch_minor", "cuda_major", "cxx11abi", "python", "platform")
+# kernels.key renders them for an env's build key. cuda_tag is torch's own local tag (cu130,
+# cpu), as the community wheelhouse names its builds; tag is a release's tag, which only a
+# recorded list names.
+PLACEHOLDERS = ("version", "torch", "torch_minor", "cuda_major", "cuda_tag", "cxx11abi", "python",
+                "platform", "tag")  # fmt: skip
+# The fields of a build key (kernels.key.BuildKey) a source may state for its wheels.
+KEY_FIELDS = ("torch", "cuda", "cxx11abi", "python", "platform")
+# How far a source's wheels are trusted, most first: the lab's own builds; the project that
+# makes the kernel; the project that uses it (verl) and states the key; a third party's builds.
+TRUST_LEVELS = ("lab", "upstream", "project", "community")
+Trust = Literal["upstream", "project", "community"]
 # Variables through which a build runs several of nvcc's per-architecture passes at once inside
 # one compile job (see kernels.sizing: verl-bootstrap sets them to 1).
 THREADS_VARIABLES = ("NVCC_THREADS",)
@@ -34,6 +53,58 @@ class PrebuiltIndex(_Strict):
     )
 
 
+class PrebuiltSource(_Strict):
+    """One place a kernel's prebuilt wheels come from, declared as data (in order of trust)."""
+
+    id: str = Field(
+        pattern=r"^[a-z][a-z0-9-]*$",
+        description="Its name, as `kernel_sources:` in a site config and the recorded list say it "
+        "(official, verl-wheelhouse, community).",
+    )
+    trust: Trust = Field(
+        description="upstream (the kernel's own releases), project (verl's builds), community"
+    )
+    about: str = Field(default="", description="Who publishes it, in a few words.")
+    release: str | None = Field(
+        default=None,
+        description="URL pattern of release assets whose names state the build, with "
+        "{version} {torch} {torch_minor} {cuda_major} {cuda_tag} {cxx11abi} {python} "
+        "{platform}; {tag} (a release tag) comes from the recorded list.",
+    )
+    index: str | None = Field(
+        default=None, description="A simple (PEP 503) index URL whose wheels do not state a key."
+    )
+    key: dict[str, str] = Field(
+        default_factory=dict,
+        description="What its wheels are built for that their names do not say (verl's "
+        "wheelhouse: torch, cuda, cxx11abi; a community build's cxx11abi).",
+    )
+    distribution: str | None = Field(
+        default=None,
+        description="The distribution its wheel is, when not the kernel's (a whole "
+        "transformer-engine wheel for the transformer-engine-torch kernel); the stage pins it.",
+    )
+
+    @field_validator("release")
+    @classmethod
+    def _pattern(cls, value: str | None) -> str | None:
+        return None if value is None else check_template(value)
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, value: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(value) - set(KEY_FIELDS))
+        if unknown:
+            raise ValueError(f"unknown key field(s) {unknown} (known: {', '.join(KEY_FIELDS)})")
+        return value
+
+    @model_validator(mode="after")
+    def _one_layout(self) -> PrebuiltSource:
+        if (self.release is None) == (self.index is None):
+            raise ValueError("a source has exactly one of `release` (a URL pattern) or `index`")
+        return self
+
+
 class KernelSpec(_Strict):
     """How a kernel stage finds or builds its wheel."""
 
@@ -48,6 +119,11 @@ class KernelSpec(_Strict):
         "{version} {torch} {torch_minor} {cuda_major} {cxx11abi} {python} {platform}.",
     )
     prebuilt_index: PrebuiltIndex | None = None
+    sources: tuple[PrebuiltSource, ...] = Field(
+        default=(),
+        description="Every prebuilt source the stage may take, most trusted first, after the lab "
+        "wheelhouse (a site config's `kernel_sources:` turns them off or reorders).",
+    )
     arch_variables: tuple[str, ...] = Field(
         default=("TORCH_CUDA_ARCH_LIST",),
         description="Variables through which the build reads the GPU architectures.",
@@ -74,6 +150,15 @@ class KernelSpec(_Strict):
     def _threads(cls, value: str | None) -> str | None:
         if value is not None and value not in THREADS_VARIABLES:
             raise ValueError(f"must be one of {', '.join(THREADS_VARIABLES)}, not {value!r}")
+        return value
+
+    @field_validator("sources")
+    @classmethod
+    def _unique(cls, value: tuple[PrebuiltSource, ...]) -> tuple[PrebuiltSource, ...]:
+        ids = [s.id for s in value]
+        twice = sorted({i for i in ids if ids.count(i) > 1} | ({"wheelhouse"} & set(ids)))
+        if twice:
+            raise ValueError(f"source id(s) {twice} named twice (or 'wheelhouse', the lab's)")
         return value
 
     @field_validator("release_wheels")

@@ -196,6 +196,23 @@ class SiteConfig(_Strict):
         "folder, which is only read (default: $VERL_BOOTSTRAP_HOME/wheelhouse).",
     )
 
+    kernel_sources: tuple[str, ...] | None = Field(
+        default=None,
+        description="The prebuilt kernel sources a kernel stage may take, in this order: "
+        "'wheelhouse' (the lab's) and the ids the profiles declare (official, verl-wheelhouse, "
+        "community). A source left out is off; unset: every declared source, most trusted first.",
+    )
+
+    @field_validator("kernel_sources")
+    @classmethod
+    def _kernel_sources(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for name in value or ():
+            if not name or not all(c.isalnum() or c == "-" for c in name):
+                raise ValueError(f"{name!r}: a source id is letters, digits and '-'")
+        if value is not None and len(set(value)) != len(value):
+            raise ValueError("a source is named twice")
+        return value
+
     @field_validator("wheelhouse")
     @classmethod
     def _wheelhouse(cls, value: str | None) -> str | None:

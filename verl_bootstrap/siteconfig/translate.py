@@ -77,6 +77,7 @@ def site_options(
         notes=tuple(_notes(config)),
         origin=", ".join(f"{s.label} {redact(s.location)}" for s in site.used),
         wheelhouse=config.wheelhouse,
+        kernel_sources=config.kernel_sources,
         cuda_arch=config.defaults.cuda_arch or (),
     )
 

@@ -88,10 +88,13 @@ def kernel_wheels(
             "source": "source",
             "key": "key",
             "url": "url",
+            "origin": "origin",
+            "trust": "trust",
         }
         body = {field: done.get(name) for field, name in names.items()}
         try:
-            out[canonical(stage.kernel.distribution)] = KernelWheel.model_validate(body)
+            dist = done.get("distribution") or stage.kernel.distribution
+            out[canonical(str(dist))] = KernelWheel.model_validate(body)
         except ValidationError:
             continue
     return out

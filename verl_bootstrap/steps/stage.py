@@ -22,6 +22,7 @@ from verl_bootstrap.events import emit
 from verl_bootstrap.kernels.host import open_wheelhouse
 from verl_bootstrap.kernels.lockedrun import LockedKernel, check_locked_loads, locked_kernel_wheels
 from verl_bootstrap.kernels.progress import BuildProgress, chain
+from verl_bootstrap.kernels.record import record_for_profile
 from verl_bootstrap.kernels.sizing import read_resources
 from verl_bootstrap.kernels.stage import KernelRun, run_kernel_stage
 from verl_bootstrap.lockfile.lookup import Artifact
@@ -241,6 +242,8 @@ def _kernel_job(
         run=lambda argv: run_in_env(watched, argv, env=env),
         note=lambda line: _note(ctx, line), gpu_present=ctx.plan.driver is not None,
         available_gb=read_resources().available_gb,
+        record=record_for_profile(ctx.plan.options.profile),
+        order=ctx.plan.options.site.kernel_sources,
     )  # fmt: skip
 
 

@@ -1,0 +1,244 @@
+"""Prebuilt kernel sources for real, on loopback: a server lays out each source as it is really
+laid out (GitHub release assets under owner/repo/releases/download/TAG/, verl's wheelhouse as a
+simple index whose links point at release assets) and serves the stand-in kernel (built once by
+the kernel lab) under each source's real naming. An install takes the first source in the order
+of trust, passes over one that does not answer, is refused a wheel of another key, and the env's
+record and a lock made with the network name the file, its source and its sha256."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import hashlib
+import http.server
+import io
+import threading
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from kernellab import PROFILE, Lab, Run, install_argv, run_cli
+
+from verl_bootstrap import cli
+from verl_bootstrap.errors import EXIT_OK
+from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.lockfile.model import KernelWheel
+from verl_bootstrap.paths import env_lockfile, file_sha256
+
+BUILD_COMMAND = " wheel -v --no-deps --no-cache-dir --no-binary standin-kernel"
+COMMUNITY = "mjun0812/flash-attention-prebuild-wheels/releases/download"
+VERL = "verl-project/verl-wheelhouse/releases/download"
+# the community wheelhouse's naming: the version's local label states CUDA and torch
+COMMUNITY_NAME = "standin_kernel-0.1.0+{cuda}torch{torch}-cp311-cp311-linux_x86_64.whl"
+PLAIN_NAME = "standin_kernel-0.1.0-cp311-cp311-linux_x86_64.whl"  # verl's: no key in the name
+
+
+def relabel(wheel: Path, dest: Path, local: str) -> Path:
+    """The wheel with version 0.1.0+`local`, as the community's wheels carry it (file name,
+    .dist-info folder, METADATA and RECORD all agree, or no installer takes it)."""
+    old, new = "standin_kernel-0.1.0", f"standin_kernel-0.1.0+{local}"
+    rows = []
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as out:
+        for info in src.infolist():
+            name = info.filename.replace(f"{old}.dist-info", f"{new}.dist-info")
+            if name.endswith(".dist-info/RECORD"):
+                record_name = name
+                continue
+            data = src.read(info)
+            if name.endswith(".dist-info/METADATA"):
+                data = data.replace(b"Version: 0.1.0\n", f"Version: 0.1.0+{local}\n".encode())
+            out.writestr(name, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            rows.append(f"{name},sha256={digest},{len(data)}")
+        out.writestr(record_name, "\n".join([*rows, f"{record_name},,"]) + "\n")
+    return dest
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        """No access log on the test's stderr."""
+
+
+@pytest.fixture(scope="module")
+def sources(kernel_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The loopback host's folder (served at the URL in its `base` file)."""
+    root = tmp_path_factory.mktemp("sources")
+    wheel = next(kernel_lab.wheelhouse.glob("*.whl"))
+    relabel(
+        wheel,
+        root / COMMUNITY / "v0.9.4" / COMMUNITY_NAME.format(cuda="cpu", torch="2.13"),
+        "cputorch2.13",
+    )
+    relabel(
+        wheel,
+        root / COMMUNITY / "v0.9.2" / COMMUNITY_NAME.format(cuda="cpu", torch="2.12"),
+        "cputorch2.12",
+    )
+    verl = root / VERL / "standin-v0.1.0" / PLAIN_NAME
+    verl.parent.mkdir(parents=True)
+    verl.write_bytes(wheel.read_bytes())
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    page = root / "verl-wheelhouse" / "simple" / "standin-kernel" / "index.html"
+    page.parent.mkdir(parents=True)
+    page.write_text(f'<a href="{base}/{VERL}/standin-v0.1.0/{PLAIN_NAME}">{PLAIN_NAME}</a>\n')
+    (root / "base").write_text(base)
+    with kernel_lab.environment():
+        yield root
+    server.shutdown()
+
+
+def lab_profile(root: Path, folder: Path, *, verl_key: dict[str, str]) -> Path:
+    """The kernel-stage profile with the three sources declared, and their recorded lists."""
+    base = (root / "base").read_text()
+    profile = yaml.safe_load(PROFILE.read_text())
+    kernel = profile["stages"][1]["kernel"]
+    kernel["sources"] = [
+        {"id": "verl-wheelhouse", "trust": "project", "index": f"{base}/verl-wheelhouse/simple/",
+         "key": verl_key},
+        {"id": "community", "trust": "community", "key": {"cxx11abi": "TRUE"},
+         "release": f"{base}/{COMMUNITY}/{{tag}}/standin_kernel-{{version}}+{{cuda_tag}}torch"
+                    "{torch_minor}-{python}-{python}-{platform}.whl"},
+    ]  # fmt: skip
+    folder.mkdir(parents=True)
+    path = folder / "profile.yaml"
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    record = {
+        "schema_version": 1,
+        "sources": {
+            "verl-wheelhouse": {"recorded": "2026-12-04", "from": "its index",
+                                "wheels": [f"{base}/{VERL}/standin-v0.1.0/{PLAIN_NAME}"]},
+            "community": {"recorded": "2026-12-04", "from": "its packages list", "wheels": [
+                f"{base}/{COMMUNITY}/v0.9.4/{COMMUNITY_NAME.format(cuda='cpu', torch='2.13')}",
+                f"{base}/{COMMUNITY}/v0.9.2/{COMMUNITY_NAME.format(cuda='cpu', torch='2.12')}",
+            ]},
+        },
+    }  # fmt: skip
+    (folder / "kernel-wheels").mkdir()
+    (folder / "kernel-wheels" / "recorded.yaml").write_text(yaml.safe_dump(record))
+    return path
+
+
+def kernel_wheel(lockfile: Path) -> KernelWheel:
+    """The stand-in's kernel wheel as a lockfile records it."""
+    lock = read_lockfile(lockfile)
+    dist = next(d for s in lock.stages for d in s.distributions if d.name == "standin-kernel")
+    assert dist.kernel_wheel is not None, dist
+    return dist.kernel_wheel
+
+
+def site(tmp_path: Path, *order: str) -> Path:
+    """A site config with an empty lab wheelhouse (and kernel_sources when given)."""
+    path = tmp_path / "site.yaml"
+    text = f"schema_version: 1\nwheelhouse: {tmp_path / 'house'}\n"
+    if order:
+        text += f"kernel_sources: [{', '.join(order)}]\n"
+    path.write_text(text)
+    return path
+
+
+def install(profile: Path, prefix: Path, repo: Path, config: Path) -> Run:
+    argv = install_argv(prefix, repo, "--config", str(config))
+    argv[argv.index(str(PROFILE))] = str(profile)
+    return run_cli(argv)
+
+
+STATED = {"torch": "2.13.0", "cuda": "cpu", "cxx11abi": "TRUE"}
+
+
+def test_the_most_trusted_source_serves_and_one_that_fails_passes_to_the_next(
+    sources: Path, kernel_lab: Lab, tmp_path: Path
+) -> None:
+    profile = lab_profile(sources, tmp_path / "profile", verl_key=STATED)
+    verl = sources / VERL / "standin-v0.1.0" / PLAIN_NAME
+    hidden = verl.with_suffix(".away")
+    verl.rename(hidden)  # verl's index links to an asset that is gone (a 404)
+    try:
+        run = install(profile, tmp_path / "env", kernel_lab.repo, site(tmp_path))
+    finally:
+        hidden.rename(verl)
+    assert run.step("standin")["status"] == "done", run.step("standin")
+    log = run.log("standin")
+    assert "prebuilt from verl-wheelhouse (trust: project" in log
+    assert "not available (HTTP 404); trying the next source" in log
+    assert "prebuilt from community (trust: community" in log and "no compiler ran" in log
+    assert BUILD_COMMAND not in log and "g++" not in log
+    # the env's record names the file, its source and its hash: a --locked install takes it
+    wheel = kernel_wheel(env_lockfile(tmp_path / "env"))
+    name = COMMUNITY_NAME.format(cuda="cpu", torch="2.13")
+    assert (wheel.source, wheel.origin, wheel.trust) == ("release", "community", "community")
+    assert wheel.url is not None and wheel.url.endswith(f"/v0.9.4/{name}")
+    assert wheel.sha256 == file_sha256(sources / COMMUNITY / "v0.9.4" / name)
+
+
+def test_a_site_config_orders_the_sources_and_the_index_route_installs(
+    sources: Path, kernel_lab: Lab, tmp_path: Path
+) -> None:
+    profile = lab_profile(sources, tmp_path / "profile", verl_key=STATED)
+    run = install(profile, tmp_path / "env", kernel_lab.repo, site(tmp_path, "verl-wheelhouse"))
+    assert run.step("standin")["status"] == "done", run.step("standin")
+    log = run.log("standin")
+    assert "kernel_sources turns off wheelhouse, community" not in log  # a source was served
+    wheel = kernel_wheel(env_lockfile(tmp_path / "env"))
+    assert (wheel.source, wheel.origin, wheel.trust) == ("index", "verl-wheelhouse", "project")
+    assert wheel.sha256 == file_sha256(sources / VERL / "standin-v0.1.0" / PLAIN_NAME)
+    assert wheel.key.torch == "2.13.0" and BUILD_COMMAND not in log
+
+
+def test_a_wheel_stated_for_another_torch_is_refused_and_the_plan_says_why(
+    sources: Path, kernel_lab: Lab, tmp_path: Path
+) -> None:
+    other = {"torch": "2.12.0", "cuda": "cpu", "cxx11abi": "TRUE"}
+    profile = lab_profile(sources, tmp_path / "profile", verl_key=other)
+    config = site(tmp_path, "verl-wheelhouse")
+    argv = ["plan", "--profile", str(profile), "--prefix", str(tmp_path / "env"),
+            "--verl-source", str(kernel_lab.repo), "--config", str(config)]  # fmt: skip
+    run = run_cli(argv)
+    assert run.code == EXIT_OK
+    kernel = next(s for s in run.body["steps"] if s["id"] == "standin")["kernel"]
+    assert kernel["source"] == "build"
+    assert (
+        "verl-wheelhouse has standin-kernel 0.1.0 for no build of torch 2.13.0+cpu"
+        in kernel["reason"]
+    )
+    assert "kernel_sources turns off wheelhouse, community" in kernel["reason"]
+
+
+def test_a_lock_made_with_the_network_records_the_wheel_source_and_hash(
+    sources: Path, kernel_lab: Lab, tmp_path: Path
+) -> None:
+    profile = lab_profile(
+        sources,
+        tmp_path / "profile",
+        verl_key={"torch": "2.12.0", "cuda": "cpu", "cxx11abi": "TRUE"},
+    )
+    out = tmp_path / "kernel.lock.yaml"
+    argv = ["lock", "--profile", str(profile), "--cuda", "cpu", "--python", "3.11",
+            "--verl-source", str(kernel_lab.repo), "--output", str(out)]  # fmt: skip
+    said = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(said):
+        assert cli.main(argv) == EXIT_OK, said.getvalue()
+    lock = read_lockfile(out)
+    dist = next(d for s in lock.stages for d in s.distributions if d.name == "standin-kernel")
+    assert dist.source == "sdist"  # the index has only the sdist
+    wheel = kernel_wheel(out)
+    assert (wheel.source, wheel.origin, wheel.trust) == ("release", "community", "community")
+    name = COMMUNITY_NAME.format(cuda="cpu", torch="2.13")
+    assert wheel.file == name and wheel.url is not None and wheel.url.endswith(f"/v0.9.4/{name}")
+    assert wheel.sha256 == file_sha256(sources / COMMUNITY / "v0.9.4" / name)
+    assert wheel.key.torch == "2.13" and wheel.key.cuda == "cpu" and wheel.key.cxx11abi is True
+    # a --locked install of it takes that very file, hash-checked, and compiles nothing
+    locked = run_cli(["install", "--profile", str(profile), "--prefix", str(tmp_path / "env"),
+                      "--verl-source", str(kernel_lab.repo), "--locked", "--lockfile", str(out),
+                      "--config", str(site(tmp_path))])  # fmt: skip
+    assert locked.step("standin")["status"] == "done", locked.step("standin")
+    log = locked.log("standin")
+    assert "prebuilt release wheel the lockfile records" in log and "no compiler ran" in log
+    assert "g++" not in log

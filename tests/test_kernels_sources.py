@@ -1,0 +1,190 @@
+"""The declared prebuilt sources of the shipped kernel stages, read against their recorded lists
+(profiles/kernel-wheels/recorded.yaml): which one each default stack takes, the order of trust, a
+site config turning a source off, a key mismatch refused, and the plan on recorded hosts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_kernels_plan import H100, driver, host, plan_for
+
+from verl_bootstrap import cli
+from verl_bootstrap.cli.planview import plan_json
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.gpu.parse import parse_smi_xml
+from verl_bootstrap.kernels.coverage import CoverageRow, coverage
+from verl_bootstrap.kernels.key import BuildKey, parse_wheel_name
+from verl_bootstrap.kernels.record import load_record, record_path
+from verl_bootstrap.kernels.sources import choose_source
+from verl_bootstrap.profile import load_profile
+from verl_bootstrap.profile.load import PROFILES_DIR
+
+NVIDIA = Path(__file__).parent / "data" / "nvidia"
+RECORD = record_path(PROFILES_DIR / "fsdp.yaml")
+VERL = "https://github.com/verl-project/verl-wheelhouse/releases/download/"
+COMMUNITY = "https://github.com/mjun0812/flash-attention-prebuild-wheels/releases/download/"
+DEFAULTS = [(p, v, a) for p in ("fsdp", "megatron", "sglang") for v in ("cu128", "cu130")
+            for a in ("linux_x86_64", "linux_aarch64")]  # fmt: skip
+
+
+def _row(
+    rows: list[CoverageRow], profile: str, variant: str, platform: str, stage: str
+) -> CoverageRow:
+    found = [
+        r
+        for r in rows
+        if (r.profile, r.variant, r.platform, r.stage) == (profile, variant, platform, stage)
+    ]
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.fixture(autouse=True)
+def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VERL_BOOTSTRAP_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("MAX_JOBS", raising=False)
+
+
+def test_every_default_stack_takes_a_prebuilt_flash_attn_from_the_recorded_lists() -> None:
+    rows = coverage(load_record(RECORD))
+    for profile, variant, platform in DEFAULTS:
+        row = _row(rows, profile, variant, platform, "flash-attn")
+        assert row.wheel is not None, row
+        assert row.key.python == "cp312" and row.key.platform == platform
+        assert row.wheel.endswith(f"-cp312-cp312-{platform}.whl")
+    # the most trusted source that has the file wins: verl's for its own stack, else community
+    cu130 = _row(rows, "fsdp", "cu130", "linux_x86_64", "flash-attn")
+    assert (cu130.source, cu130.trust) == ("verl-wheelhouse", "project")
+    assert (
+        cu130.wheel == VERL + "flash-attention-v2.8.3/flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl"
+    )
+    cu128 = _row(rows, "fsdp", "cu128", "linux_x86_64", "flash-attn")
+    assert (cu128.source, cu128.trust) == ("community", "community")
+    assert (
+        cu128.wheel
+        == COMMUNITY + "v0.9.0/flash_attn-2.8.3+cu128torch2.10-cp312-cp312-linux_x86_64.whl"
+    )
+    arm = _row(rows, "megatron", "cu130", "linux_aarch64", "flash-attn")
+    assert arm.source == "community" and arm.wheel is not None and "cu130torch2.11" in arm.wheel
+    sglang = _row(rows, "sglang", "cu128", "linux_x86_64", "flash-attn")
+    assert sglang.wheel is not None and "cu128torch2.9-" in sglang.wheel  # its torch is 2.9.1
+
+
+def test_a_stage_no_source_serves_says_why_and_what_a_build_costs() -> None:
+    rows = coverage(load_record(RECORD), profiles=["megatron"])
+    te = _row(rows, "megatron", "cu130", "linux_x86_64", "transformer-engine")
+    assert te.source == "source build" and te.wheel is None
+    assert "verl-wheelhouse has no transformer-engine 2.15.0" in te.why
+    assert "it has 2.16.1" in te.why
+    assert "about 4 min per GPU architecture on 16 cores" in te.why
+
+
+def test_a_site_config_turns_a_source_off_and_reorders() -> None:
+    record = load_record(RECORD)
+    only_upstream = coverage(record, profiles=["fsdp"], order=("wheelhouse", "official"))
+    row = _row(only_upstream, "fsdp", "cu130", "linux_x86_64", "flash-attn")
+    assert row.source == "source build"
+    assert "kernel_sources turns off verl-wheelhouse, community" in row.why
+    assert "official has flash-attn 2.8.3 for no build of torch 2.11.0+cu130" in row.why
+    community_first = coverage(record, profiles=["fsdp"], order=("community", "verl-wheelhouse"))
+    row = _row(community_first, "fsdp", "cu130", "linux_x86_64", "flash-attn")
+    assert row.source == "community" and row.wheel is not None
+    assert row.wheel.endswith(
+        "/v0.9.4/flash_attn-2.8.3+cu130torch2.11-cp312-cp312-linux_x86_64.whl"
+    )
+
+
+def test_a_listed_wheel_for_another_torch_is_never_taken() -> None:
+    profile = load_profile("fsdp")
+    kernel = next(s.kernel for s in profile.stages if s.kernel)
+    record = load_record(RECORD)
+    # torch 2.12 is in no recorded list: nothing is taken, every source says what it has
+    key = BuildKey("2.12.0", "13.0", True, "cp312", "linux_x86_64")
+    choice = choose_source(kernel, "2.8.3", key, (), None, record=record)
+    assert choice.source == "build"
+    assert "community has flash-attn 2.8.3 for no build of torch 2.12.0+cu130" in choice.reason
+    assert "verl-wheelhouse has flash-attn 2.8.3 for no build" in choice.reason
+    # the pre-C++11 ABI: the community's stated ABI does not fit, nor does verl's
+    old_abi = BuildKey("2.10.0", "12.8", False, "cp312", "linux_x86_64")
+    assert choose_source(kernel, "2.8.3", old_abi, (), None, record=record).source == "build"
+
+
+def test_the_official_release_serves_the_torch_it_was_built_for() -> None:
+    profile = load_profile("fsdp")
+    kernel = next(s.kernel for s in profile.stages if s.kernel)
+    key = BuildKey("2.8.0", "12.8", True, "cp312", "linux_x86_64")
+    choice = choose_source(kernel, "2.8.3", key, (), None, record=load_record(RECORD))
+    assert (choice.origin, choice.trust) == ("official", "upstream")
+    assert choice.wheel is not None and choice.wheel.endswith(
+        "/v2.8.3/flash_attn-2.8.3+cu12torch2.8cxx11abiTRUE-cp312-cp312-linux_x86_64.whl"
+    )
+
+
+def test_community_names_state_cuda_without_a_dot_and_no_abi() -> None:
+    pattern = "https://x/{tag}/flash_attn-{version}+{cuda_tag}torch{torch_minor}-{python}-{python}-{platform}.whl"
+    got = parse_wheel_name(pattern, "flash_attn-2.8.3+cu130torch2.11-cp312-cp312-linux_aarch64.whl")
+    assert got == ("2.8.3", BuildKey("2.11", "13.0", None, "cp312", "linux_aarch64"))
+
+
+def _plan_kernel(
+    profile: str, tmp_path: Path, found: object, cuda: str | None = None
+) -> tuple[dict, str]:
+    opts = {"cuda": cuda} if cuda else {}
+    options, facts = host(profile, tmp_path, found, cores=16, ram=64.0, **opts)  # type: ignore[arg-type]
+    plan = plan_for(profile, options, facts)
+    return plan_json(plan), "\n".join(s.description for s in plan.steps)
+
+
+def test_plan_fsdp_on_a_recorded_cu130_host_names_a_prebuilt_flash_attn(tmp_path: Path) -> None:
+    body, text = _plan_kernel("fsdp", tmp_path, driver(H100))  # a 590 driver: cu130
+    kernel = next(s for s in body["steps"] if s["id"] == "flash-attn")["kernel"]
+    assert kernel["source"] == "index" and kernel["origin"] == "verl-wheelhouse"
+    assert kernel["trust"] == "project"
+    assert kernel[
+        "wheel"
+    ] == VERL + "flash-attention-v2.8.3/flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl" or (
+        kernel["expected_key"]["platform"] != "linux_x86_64"
+    )
+    assert kernel["built_for"]["torch"] == "2.11.0" and kernel["built_for"]["cuda"] == "13.0"
+    assert "source build" not in text and "verl-wheelhouse (trust: project" in text
+
+
+def test_plan_fsdp_on_a_recorded_cu128_host_names_a_prebuilt_flash_attn(tmp_path: Path) -> None:
+    recorded = parse_smi_xml((NVIDIA / "570.124.04-RTX3060-qx.xml").read_text("utf-8"))
+    assert recorded is not None and recorded.version.startswith("570")  # below 580: cu128
+    body, text = _plan_kernel("fsdp", tmp_path, recorded)
+    kernel = next(s for s in body["steps"] if s["id"] == "flash-attn")["kernel"]
+    assert kernel["expected_key"]["torch"] == "2.10.0" and kernel["expected_key"]["cuda"] == "12.8"
+    assert kernel["source"] == "release" and kernel["origin"] == "community"
+    platform = kernel["expected_key"]["platform"]
+    assert kernel[
+        "wheel"
+    ] == f"{COMMUNITY}v0.9.0/flash_attn-2.8.3+cu128torch2.10-cp312-cp312-{platform}.whl" or (
+        platform not in {"linux_x86_64", "linux_aarch64"}
+    )
+    assert "source build" not in text and "community (trust: community" in text
+
+
+def test_a_bad_recorded_list_is_an_input_error_naming_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "recorded.yaml"
+    bad.write_text("schema_version: 1\nsources:\n  x:\n    recorded: 2026-12-04\n    from: here\n"
+                   "    wheels: ['https://user:pw@host/a.whl']\n", encoding="utf-8")  # fmt: skip
+    with pytest.raises(InputError, match=r"recorded.yaml: sources.x.wheels.0"):
+        load_record(bad)
+
+
+def test_kernels_coverage_prints_the_table_and_its_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["kernels", "coverage", "--profile", "fsdp"]) == 0
+    text = capsys.readouterr().out
+    assert (
+        "| fsdp | cu130 | linux_x86_64 | cp312 | flash-attn | 2.11.0 | verl-wheelhouse (project) |"
+        in text
+    )
+    assert "- community: recorded 2026-12-04 from mjun0812/flash-attention-prebuild-wheels" in text
+    assert cli.main(["kernels", "coverage", "--profile", "sglang", "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert {r["profile"] for r in body["rows"]} == {"sglang"} and len(body["rows"]) == 4
+    assert all(r["wheel"] for r in body["rows"])
+    assert body["sources"]["verl-wheelhouse"]["recorded"] == "2026-12-04"

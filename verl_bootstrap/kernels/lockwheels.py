@@ -1,0 +1,138 @@
+"""A lock made with the network records, for each kernel stage, the prebuilt wheel its declared
+sources serve for the lock's key (the URL, the source and its trust, and the sha256 of the file
+downloaded now), so that a `--locked` install and a bundle take that exact file. Never the lab
+wheelhouse: a committed lockfile must not depend on one lab's wheelhouse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from verl_bootstrap.envs.inventory import canonical
+from verl_bootstrap.errors import BootstrapError
+from verl_bootstrap.httpclient import HttpError, download
+from verl_bootstrap.kernels.coverage import stack_keys
+from verl_bootstrap.kernels.record import KernelRecord, record_for_profile, wheel_file
+from verl_bootstrap.kernels.sources import KernelChoice, candidates, pinned_version
+from verl_bootstrap.lockfile.create import AfterLock
+from verl_bootstrap.lockfile.model import KernelWheel, LockedDist, LockedKey, LockedStage, Lockfile
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.paths import file_sha256
+from verl_bootstrap.platforms import MACHINES
+from verl_bootstrap.profile.models import Profile
+
+__all__ = ["lock_kernel_wheels", "record_kernel_wheels", "wheel_platform"]
+
+Fetch = Callable[[str, Path], None]
+
+
+def record_kernel_wheels(options: RunOptions) -> AfterLock:
+    """The step `lock` runs after resolving: each kernel stage's prebuilt wheel recorded (with
+    the network; offline, a note that none is)."""
+
+    def after(lock: Lockfile, profile: Profile, work: Path, notes: list[str]) -> Lockfile:
+        if not any(stage.kernel for stage in profile.stages):
+            return lock
+        if options.offline:
+            notes.append(
+                "offline: no prebuilt kernel wheel is recorded (a --locked install builds)"
+            )
+            return lock
+        stages, said = lock_kernel_wheels(
+            lock.stages, profile, variant=lock.cuda.variant, platform=lock.platform,
+            python=lock.python, record=record_for_profile(options.profile),
+            order=options.site.kernel_sources, work=work / "kernel-wheels",
+        )  # fmt: skip
+        notes.extend(said)
+        return lock.model_copy(update={"stages": stages})
+
+    return after
+
+
+def wheel_platform(platform: str) -> str:
+    """The wheel platform tag of a lock platform: linux-64 -> linux_x86_64."""
+    machine = MACHINES.get(platform, platform.split("-", 1)[-1])
+    return f"linux_{machine}"
+
+
+def lock_kernel_wheels(
+    stages: tuple[LockedStage, ...],
+    profile: Profile,
+    *,
+    variant: str,
+    platform: str,
+    python: str,
+    record: KernelRecord | None,
+    order: Sequence[str] | None,
+    work: Path,
+    fetch: Fetch | None = None,
+) -> tuple[tuple[LockedStage, ...], list[str]]:
+    """The stages with each kernel's prebuilt wheel recorded (`python`: the lock's "3.12"); a
+    note per kernel stage."""
+    get = fetch or (lambda url, dest: download(url, dest, timeout=600))
+    notes: list[str] = []
+    by_stage = {s.id: s for s in stages}
+    keys = stack_keys(profile, variant, wheel_platform(platform), python)
+    for stage_id, packages, kernel, key in keys:
+        stage = by_stage.get(stage_id)
+        version = pinned_version(packages, kernel.distribution)
+        if stage is None or version is None:
+            continue
+        found, why_not = candidates(
+            kernel, version, key, (), None, packages=packages, record=record, order=order
+        )
+        taken = _first(found, work / stage_id, get, notes)
+        if taken is None:
+            notes.append(f"{stage_id}: no prebuilt wheel is recorded: {'; '.join(why_not)}")
+            continue
+        wheel = _record(*taken)
+        by_stage[stage_id] = _with_wheel(stage, kernel.distribution, wheel)
+        notes.append(
+            f"{stage_id}: {wheel.file} from {wheel.origin} (trust: {wheel.trust}), "
+            f"sha256 {wheel.sha256[:12]}…"
+        )
+    return tuple(by_stage[s.id] for s in stages), notes
+
+
+def _first(
+    found: Sequence[KernelChoice], folder: Path, get: Fetch, notes: list[str]
+) -> tuple[KernelChoice, Path] | None:
+    """The first candidate whose file downloads (a whole wheel of the profile's own kernel)."""
+    for choice in found:
+        if not choice.wheel or choice.distribution or choice.built_for is None:
+            continue  # a whole other distribution (TransformerEngine) is not locked this way
+        dest = folder / (choice.origin or choice.source) / wheel_file(choice.wheel)
+        try:
+            get(choice.wheel, dest)
+        except (OSError, HttpError, BootstrapError) as exc:
+            notes.append(f"{choice.origin}: {choice.wheel} not available ({exc})")
+            continue
+        return choice, dest
+    return None
+
+
+def _record(choice: KernelChoice, path: Path) -> KernelWheel:
+    assert choice.built_for is not None and choice.wheel is not None
+    return KernelWheel(
+        file=path.name,
+        sha256=file_sha256(path),
+        source="index" if choice.source == "index" else "release",
+        key=LockedKey.model_validate(choice.built_for.to_json()),
+        url=choice.wheel,
+        origin=choice.origin,
+        trust=choice.trust,
+    )
+
+
+def _with_wheel(stage: LockedStage, distribution: str, wheel: KernelWheel) -> LockedStage:
+    dists = tuple(
+        replace_dist(d, wheel) if canonical(d.name) == canonical(distribution) else d
+        for d in stage.distributions
+    )
+    return stage.model_copy(update={"distributions": dists})
+
+
+def replace_dist(dist: LockedDist, wheel: KernelWheel) -> LockedDist:
+    """The locked distribution with its prebuilt kernel wheel."""
+    return dist.model_copy(update={"kernel_wheel": wheel})
