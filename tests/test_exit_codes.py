@@ -56,6 +56,7 @@ BAD_INPUT: dict[str, list[str]] = {
     "wheelhouse add": [f"{GONE}.whl", "--key", "torch=2.11.0"],
     "wheelhouse check": ["--wheelhouse", "s3://bucket/wheels"],
     "completion": ["--shell", "tcsh"],
+    "kernels coverage": ["--profile", "nosuch"],
 }
 OK: dict[str, list[str]] = {
     "plan": ["--profile", "cpu"],
@@ -69,6 +70,7 @@ OK: dict[str, list[str]] = {
     "config show": [],
     "completion": ["--shell", "bash"],
     "cluster script": ["--slurm", "--nodes", "2", "--prefix", "/x"],
+    "kernels coverage": ["--profile", "sglang"],
 }
 
 
