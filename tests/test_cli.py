@@ -143,7 +143,8 @@ def test_profiles_show_prints_the_resolved_profile(capsys: pytest.CaptureFixture
     code, out, _ = run(["profiles", "show", "cpu", "--json"], capsys)
     assert code == EXIT_OK
     body = json.loads(out)
-    assert [s["id"] for s in body["stages"]] == ["torch", "verl-deps"]
+    assert [s["id"] for s in body["stages"]] == ["torch", "verl-deps", "tests"]
+    assert body["stages"][-1]["option"] == "tests"  # installed only with --with-tests
 
 
 def test_profiles_show_of_a_ref_without_a_stack_exits_2(
@@ -161,7 +162,7 @@ def test_profiles_validate_accepts_every_shipped_profile(
     path = PROFILES_DIR / f"{name}.yaml"
     code, out, _ = run(["profiles", "validate", str(path)], capsys)
     assert code == EXIT_OK
-    assert out.startswith(f"{path}: valid profile {name!r} (")
+    assert out.startswith(f"{path}: valid profile {name!r}: stages ")
 
 
 def test_profiles_validate_accepts_a_file_that_extends_a_shipped_profile(
@@ -171,7 +172,9 @@ def test_profiles_validate_accepts_a_file_that_extends_a_shipped_profile(
     mine.write_text("schema_version: 1\nextends: cpu\nverify: {imports: [yaml]}\n")
     code, out, _ = run(["profiles", "validate", str(mine)], capsys)
     assert code == EXIT_OK
-    assert out.strip() == f"{mine}: valid profile 'mine' (3 stages)"
+    assert out.strip() == (
+        f"{mine}: valid profile 'mine': stages torch, verl-deps, plus optional tests (--with-tests)"
+    )
 
 
 # --- the --json contracts ----------------------------------------------------------------------

@@ -156,13 +156,16 @@ def cmd_profiles_show(ns: argparse.Namespace) -> int:
     from verl_bootstrap.profile.stacks import apply_stack, stack_for, supported_refs
 
     base = load_profile(ns.name)
-    profile = apply_stack(base, ns.verl_ref)
+    options = frozenset(s.option for s in base.stages if s.option)  # optional stages shown too
+    profile = apply_stack(base, ns.verl_ref, options=options)
     body: dict[str, Any] = profile.model_dump(mode="json", exclude={"stacks", "extends"})
     if ns.json:
         emit_json(body)
     else:
         import yaml
 
+        # for a person: what is set (the JSON keeps every field, null and empty ones too)
+        body = profile.model_dump(mode="json", exclude={"stacks", "extends"}, exclude_none=True)
         stack = stack_for(base, profile.verl.ref)
         if stack is not None and stack.note:
             out(f"# verl {profile.verl.ref}: {stack.note}")
@@ -180,5 +183,13 @@ def cmd_profiles_validate(ns: argparse.Namespace) -> int:
         raise InputError(f"{ns.file} {why}", hint="name the profile's YAML file")
     # `extends` looks beside the file first, then among the shipped profiles (as install does)
     profile = load_profile(str(ns.file))
-    out(f"{ns.file}: valid profile {profile.name!r} ({len(profile.stages)} stages)")
+    always = [s.id for s in profile.stages if not s.option]
+    optional = [f"{s.id} (--with-{s.option})" for s in profile.stages if s.option]
+    if ns.json:
+        emit_json({"schema": "verl-bootstrap.profile-validate/1", "file": str(ns.file),
+                   "profile": profile.name, "stages": always,
+                   "optional_stages": optional})  # fmt: skip
+        return EXIT_OK
+    extra = f", plus optional {', '.join(optional)}" if optional else ""
+    out(f"{ns.file}: valid profile {profile.name!r}: stages {', '.join(always)}{extra}")
     return EXIT_OK

@@ -120,5 +120,7 @@ def show_text(body: Mapping[str, Any]) -> str:
         note = f"    (replaces {row['replaces']})" if row["replaces"] else ""
         value = "(unset)" if row["value"] is None else row["value"]
         lines.append(f"  {row['name']}={value}{note}")
+    if not body["environment"]:
+        lines.append("  (none: the site config sets no variable)")
     lines += [f"note: {n}" for n in body.get("notes", [])]
     return "\n".join(lines)
