@@ -8,13 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from verl_bootstrap.cli.lockinput import (
-    lock_channels,
-    lock_index_settings,
-    lock_source_flags,
-    named_lock,
-    scratch_options,
-)
+from verl_bootstrap.cli.lockinput import lock_source_flags, named_lock, scratch_options
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, BootstrapError, InputError
 
@@ -188,6 +182,7 @@ def cmd_export(ns: argparse.Namespace) -> int:
     """`export --format F`: the lockfile in conda-lock, PEP 751 or hashed-requirements form."""
     from verl_bootstrap.export.names import CONTAINER_FORMATS
     from verl_bootstrap.export.write import DEFAULT_OUTPUT, export_lockfile
+    from verl_bootstrap.lockfile.origins import lock_channels, lock_index_settings
 
     lock, path = named_lock(ns)
     to_stdout = ns.format in STDOUT_FORMATS and ns.output in (None, Path("-"))

@@ -1,6 +1,6 @@
 """What the commands that read a lockfile share (`export`, `bundle`; `lock` for its flags): the
-lockfile named by --lockfile or --profile, the run options of a scratch prefix, and the user's
-indexes and conda channels for the lock."""
+lockfile named by --lockfile or --profile, and the run options of a scratch prefix (the user's
+indexes and channels for the lock are lockfile.origins')."""
 
 from __future__ import annotations
 
@@ -14,17 +14,10 @@ from verl_bootstrap.cli.options import run_options
 from verl_bootstrap.errors import InputError
 
 if TYPE_CHECKING:
-    from verl_bootstrap.host.indexes import IndexSettings
     from verl_bootstrap.lockfile.model import Lockfile
     from verl_bootstrap.options import RunOptions
 
-__all__ = [
-    "lock_channels",
-    "lock_index_settings",
-    "lock_source_flags",
-    "named_lock",
-    "scratch_options",
-]
+__all__ = ["lock_source_flags", "named_lock", "scratch_options"]
 
 
 def lock_source_flags(p: argparse.ArgumentParser) -> None:
@@ -81,27 +74,3 @@ def _locked_variant(profile_name: str, platform: str) -> str:
         err(f"note: the {locked[0]} lockfile of {profile_name} (--cuda chooses among "
             f"{', '.join(locked)})")  # fmt: skip
     return locked[0]
-
-
-def lock_index_settings(lock: Lockfile, options: RunOptions) -> IndexSettings:
-    """The user's index settings, with the lock's profile's named indexes when it is known."""
-    from verl_bootstrap.host.indexes import read_pip_settings
-    from verl_bootstrap.profile import load_profile
-    from verl_bootstrap.siteconfig.apply import index_settings
-
-    try:
-        profile = load_profile(lock.profile)
-    except InputError:  # a lockfile from elsewhere: pip's settings and --index only
-        return read_pip_settings().with_named(dict(options.indexes))
-    return index_settings(profile, options)[0]
-
-
-def lock_channels(lock: Lockfile, options: RunOptions) -> dict[str, str]:
-    """The lock's channel names -> URLs from --channel, else the user's .condarc."""
-    from verl_bootstrap.envs.condarc import channel_url, channel_urls, load_condarc
-    from verl_bootstrap.lockfile.model import channel_name
-
-    settings = load_condarc()
-    configured = {channel_name(u): u for u in channel_urls(options.channels, settings)}
-    names = {p.channel for p in lock.conda}
-    return {n: configured.get(n) or channel_url(n, settings) for n in sorted(names)}

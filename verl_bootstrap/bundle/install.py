@@ -1,0 +1,88 @@
+"""`install --bundle PATH`: the host is checked against the manifest before anything is unpacked,
+every member is checked while it is unpacked, and the run is locked to the bundle's lockfile,
+offline, with the bundle as its only index."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from verl_bootstrap.bundle.manifest import Manifest, read_manifest
+from verl_bootstrap.bundle.unpack import Unpacked, misfits, unpack_bundle, unpack_folder
+from verl_bootstrap.errors import InputError, Refused
+from verl_bootstrap.gpu.detect import detect_driver
+from verl_bootstrap.host.interpreters import find_interpreter
+from verl_bootstrap.host.variants import choose_variant
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.paths import cache_root
+from verl_bootstrap.profile import load_profile
+from verl_bootstrap.profile.models import Profile
+
+__all__ = ["OpenedBundle", "open_bundle"]
+
+
+@dataclass(frozen=True)
+class OpenedBundle:
+    """A bundle checked and unpacked, and the options that install from it."""
+
+    options: RunOptions
+    unpacked: Unpacked
+    seconds: float  # how long checking and unpacking took
+
+
+def open_bundle(archive: Path, options: RunOptions) -> OpenedBundle:
+    """Check that the bundle fits this host, unpack it, and lock the run to it."""
+    manifest = read_manifest(archive)
+    profile = check_fits(archive, manifest, options)
+    started = time.monotonic()
+    unpacked = unpack_bundle(archive, manifest, unpack_folder(cache_root(), manifest))
+    seconds = time.monotonic() - started
+    return OpenedBundle(bundle_options(options, unpacked, profile), unpacked, seconds)
+
+
+def check_fits(archive: Path, manifest: Manifest, options: RunOptions) -> Profile:
+    """Refuse a host the bundle does not fit, naming every reason (nothing is unpacked yet)."""
+    profile = load_profile(options.profile)
+    if profile.name != manifest.profile:
+        raise Refused(f"{archive} holds a lock of profile {manifest.profile!r}, not "
+                      f"{profile.name!r}", hint=f"pass --profile {manifest.profile}")  # fmt: skip
+    variant, _ = choose_variant(profile, detect_driver(), options.cuda)
+    problems = misfits(manifest, variant=variant, python_found=_python_found(manifest, options))
+    if problems:
+        raise Refused(
+            f"{archive} does not fit this machine: {'; '.join(problems)}; nothing was unpacked",
+            hint="make a bundle for this machine (`verl-bootstrap bundle --platform ...`, or "
+            "lock with --cuda/--python/--glibc for it)",
+        )
+    return profile
+
+
+def _python_found(manifest: Manifest, options: RunOptions) -> bool:
+    """The venv backend needs the lock's Python on this machine (conda brings its own)."""
+    if (options.backend or manifest.backend) != "venv" or options.python is not None:
+        return True
+    major, minor = manifest.python.split(".")[:2]
+    try:
+        find_interpreter(f">={major}.{minor},<{major}.{int(minor) + 1}", manifest.python)
+    except InputError:
+        return False
+    return True
+
+
+def bundle_options(options: RunOptions, unpacked: Unpacked, profile: Profile) -> RunOptions:
+    """The run, locked to the bundle's lockfile, offline, with the bundle as its only index."""
+    url, links = unpacked.index_url, (str(unpacked.find_links),)
+    site = replace(options.site, index_url=url, extra_index_urls=(), find_links=links, pytorch=())
+    source, channel = unpacked.verl_source, unpacked.conda_channel
+    return replace(
+        options,
+        backend=options.backend or unpacked.manifest.backend,
+        channels=(channel.as_uri(),) if channel is not None else options.channels,
+        lockfile=unpacked.lockfile,
+        locked=not options.frozen,
+        offline=True,
+        site=site,
+        indexes=tuple((name, url) for name in profile.indexes),
+        verl_source=str(source) if source is not None else options.verl_source,
+    )
