@@ -16,6 +16,7 @@ import yaml
 from labfixtures import write_yaml
 
 from verl_bootstrap import cli
+from verl_bootstrap.cli.output import emit_json, err, out
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.export.common import ExportEntry
 from verl_bootstrap.export.pylock import render_pylock
@@ -153,3 +154,16 @@ def test_a_batch_script_drops_a_config_urls_login_and_refuses_a_token(
     assert cli.main([*base, "--config", token]) == 2
     captured = capsys.readouterr()
     assert SECRET not in captured.out + captured.err and "holds a credential" in captured.err
+
+
+def test_the_printing_layer_masks_what_a_caller_forgot_and_keeps_variable_references(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out(f"fetching https://u:{SECRET}@h/simple?sig={SECRET}")
+    err(f"Authorization: Bearer {SECRET}")
+    emit_json({"url": f"https://h/x?X-Amz-Signature={SECRET}"})
+    out("https://lab:${LAB_TOKEN}@h/simple?private_token=${LAB_TOKEN}")
+    captured = capsys.readouterr()
+    assert SECRET not in captured.out + captured.err
+    assert "https://***@h/simple?sig=***" in captured.out
+    assert "https://lab:${LAB_TOKEN}@h/simple?private_token=${LAB_TOKEN}" in captured.out

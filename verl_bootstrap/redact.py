@@ -34,12 +34,24 @@ _HEADER = re.compile(
 _NETRC_SCHEMES = re.compile(r"^(?:git\+)?https?://$", re.I)
 
 
+# `${LAB_TOKEN}` or `$LAB_TOKEN`: a reference a shell or the site config fills in, not a secret.
+_REFERENCE = re.compile(r"\$(?:\{[A-Za-z_]\w*\}|[A-Za-z_]\w*)")
+
+
 def redact(text: str) -> str:
-    """Mask every credential in `text`."""
-    text = _USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
-    text = _QUERY.sub(lambda m: f"{m['key']}{MASK}", text)
-    text = _HEADER.sub(lambda m: f"{m['name']}{MASK}", text)
+    """Mask every credential in `text` (a variable reference standing for one is kept)."""
+    text = _USERINFO.sub(
+        lambda m: m[0] if _reference(m["userinfo"].partition(":")[2] or m["userinfo"])
+        else f"{m['scheme']}{MASK}@",
+        text,
+    )  # fmt: skip
+    text = _QUERY.sub(lambda m: m[0] if _reference(m["value"]) else f"{m['key']}{MASK}", text)
+    text = _HEADER.sub(lambda m: m[0] if _reference(m["value"]) else f"{m['name']}{MASK}", text)
     return _SHAPES.sub(MASK, text)
+
+
+def _reference(value: str) -> bool:
+    return _REFERENCE.fullmatch(value) is not None
 
 
 def redact_args(args: list[str] | tuple[str, ...]) -> list[str]:

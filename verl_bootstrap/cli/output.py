@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from verl_bootstrap.redact import redact
+
 __all__ = ["COLOR_MODES", "emit_json", "err", "mark", "out", "paint", "path_arg", "printable",
            "set_color", "wants_color"]  # fmt: skip
 
@@ -34,9 +36,10 @@ _MARKED = re.compile(f"{_OPEN}([0-9]+){_CLOSE}")
 
 
 def printable(text: str) -> str:
-    """`text` with every control character but a line break and a tab shown as `\\xNN`, then
-    paint's colour marks turned into colour codes."""
-    shown = _CONTROL.sub(lambda found: f"\\x{ord(found[0]):02x}", text)
+    """`text` with every credential masked (the last wall: callers redact what they print too),
+    every control character but a line break and a tab shown as `\\xNN`, then paint's colour
+    marks turned into colour codes."""
+    shown = _CONTROL.sub(lambda found: f"\\x{ord(found[0]):02x}", redact(text))
     return _MARKED.sub(lambda found: f"\x1b[{found[1]}m", shown)
 
 
@@ -78,7 +81,7 @@ def mark(status: str, stream: TextIO | None = None) -> str:
 
 def emit_json(body: dict[str, Any]) -> None:
     """Print one JSON document."""
-    print(json.dumps(body, indent=2, sort_keys=True, default=str))
+    print(redact(json.dumps(body, indent=2, sort_keys=True, default=str)))
 
 
 def out(text: str = "") -> None:
