@@ -10,7 +10,7 @@ Baselines (issue 10):
   the same warm uv cache and the same pip settings): the floor for the tool's install steps;
   measured again with both sides `--offline`, which leaves out the index's response times.
 
-The warm-up run also fills the user's bytecode store (verl_bootstrap/steps/bytecode.py), so the
+The warm-up run also fills the user's bytecode store (verl_bootstrap/verify/bytecode.py), so the
 measured run restores compiled modules; a second run with the store off shows what it saves.
 """
 
