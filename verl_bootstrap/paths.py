@@ -90,7 +90,7 @@ def cache_root(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def bytecode_store(environ: Mapping[str, str] | None = None) -> Path:
-    """The per-user store of compiled modules (verl_bootstrap/verify/bytecode.py): safe to delete."""
+    """The per-user store of compiled modules (verify/bytecode.py): safe to delete."""
     return cache_root(environ) / "bytecode"
 
 
