@@ -37,6 +37,8 @@ from verl_bootstrap.paths import file_sha256, locked_build_file
 from verl_bootstrap.steps.locked import write_build_constraints
 from verl_bootstrap.steps.srcbuild import build_locked_sdists
 
+PROFILE_HASH = "sha256:" + "f" * 64  # the shape a lockfile's profile hash has
+
 NAME = "vb-tiny"
 PYPROJECT = b"""[build-system]
 requires = ["setuptools>=61"]
@@ -103,8 +105,8 @@ def test_the_lock_records_the_build_backend_with_its_hashes(
     assert setuptools.source == "wheel" and setuptools.hashes and setuptools.version
     stage = LockedStage(id="deps", kind="packages", build=build)
     lock = Lockfile(
-        generated_by="t", regenerate="t", profile="cpu", profile_hash="x", python=HOST_XY,
-        verl=LockedSource(repo="r", ref="v", kind="git", commit="c"),
+        generated_by="t", regenerate="t", profile="cpu", profile_hash=PROFILE_HASH, python=HOST_XY,
+        verl=LockedSource(repo="r", ref="v", kind="git", commit="c" * 40),
         cuda=CudaTarget(variant="cpu"), backend="venv", stages=(stage,),
     )  # fmt: skip
     assert f"sha256:{setuptools.hashes[0]}" not in dump_lockfile(lock)  # hashes, not flags
@@ -161,7 +163,7 @@ def _lock(*stages: LockedStage, verl: str = "git", conda: bool = False) -> Lockf
                       filename="python-3.12.1-h0.conda", sha256="b" * 64),) if conda else ()
     )  # fmt: skip
     return Lockfile(
-        generated_by="t", regenerate="t", profile="cpu", profile_hash="x", python=HOST_XY,
+        generated_by="t", regenerate="t", profile="cpu", profile_hash=PROFILE_HASH, python=HOST_XY,
         verl=source, cuda=CudaTarget(variant="cpu"), backend="conda" if conda else "venv",
         stages=stages, conda=packages,
     )  # fmt: skip
