@@ -34,7 +34,7 @@ def flags_lock(lock: argparse.ArgumentParser) -> None:
     lock.add_argument(
         "--glibc", help="the oldest glibc of the machines (default 2.28; SGLang needs 2.34)"
     )
-    lock.add_argument("--output", type=path_arg, help="where to write (one lockfile only)")
+    lock.add_argument("-o", "--output", type=path_arg, help="where to write (one lockfile only)")
     lock.add_argument("--dir", type=path_arg, help="the lockfiles folder (default: lockfiles/)")
     lock_source_flags(lock)
 
