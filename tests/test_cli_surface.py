@@ -178,3 +178,17 @@ def test_help_loads_no_library_module() -> None:
     assert "pydantic" not in loaded
     assert "verl_bootstrap.cli.lock" not in loaded
     assert "verl_bootstrap.cli.cluster" not in loaded
+
+
+def test_install_help_groups_its_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["install", "--help"], capsys)
+    assert code == EXIT_OK
+    sections = out.split("\n\n")
+    titles = ("where the env goes:", "what it installs:", "where packages and verl come from:",
+              "how the run behaves:")  # fmt: skip
+    for title in titles:
+        section = next(s for s in sections if s.startswith(title))
+        assert section.count("\n  --") >= 3, section
+    behaviour = next(s for s in sections if s.startswith("how the run behaves:"))
+    assert "--dry-run" in behaviour and "--yes" in behaviour
+    assert "--profile NAME" in next(s for s in sections if s.startswith("what it installs:"))

@@ -33,22 +33,37 @@ def option_flags(
     command: str = "install",
     helps: Mapping[str, str] | None = None,
     cls: type[RunOptions] | None = None,
-) -> None:
-    """Add the flags of the declared options `names` (default: every one `command` takes);
-    `helps` words a flag's help for this command."""
+) -> dict[str, Any]:
+    """Add the flags of the declared options `names` (default: every one `command` takes, in
+    `--help` groups by their declared group: where, what, sources, behaviour); `helps` words a
+    flag's help for this command. Returns the groups, for the command's own flags."""
     exclusive: dict[str, Any] = {}
+    groups: dict[str, Any] = (
+        {g: p.add_argument_group(title) for g, title in GROUP_TITLES.items()}
+        if names is None
+        else {}
+    )
     for option in declared(cls or RunOptions):
         spec = option.spec
         if not spec.flags or (names is not None and option.name not in names):
             continue
         if names is None and command != "install" and not spec.on_plan:
             continue
-        target: Any = p
+        target: Any = groups.get(spec.group, p)
         if spec.exclusive:
             if spec.exclusive not in exclusive:
-                exclusive[spec.exclusive] = p.add_mutually_exclusive_group()
+                exclusive[spec.exclusive] = target.add_mutually_exclusive_group()
             target = exclusive[spec.exclusive]
         target.add_argument(*spec.flags, **_argparse_kwargs(option, (helps or {}).get(option.name)))
+    return groups
+
+
+GROUP_TITLES = {
+    "where": "where the env goes",
+    "what": "what it installs",
+    "sources": "where packages and verl come from",
+    "behaviour": "how the run behaves",
+}
 
 
 def _argparse_kwargs(option: Declared, help_text: str | None) -> dict[str, Any]:
@@ -69,7 +84,7 @@ def _argparse_kwargs(option: Declared, help_text: str | None) -> dict[str, Any]:
     return kwargs
 
 
-def bundle_flag(p: argparse.ArgumentParser) -> None:
+def bundle_flag(p: argparse._ActionsContainer) -> None:
     p.add_argument(
         "--bundle",
         type=path_arg,
@@ -83,7 +98,7 @@ def config_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE_OR_URL", help=CONFIG_HELP)
 
 
-def json_flag(p: argparse.ArgumentParser) -> None:
+def json_flag(p: argparse._ActionsContainer) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document")
 
 

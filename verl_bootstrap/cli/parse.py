@@ -13,7 +13,7 @@ import difflib
 import re
 import sys
 from collections.abc import Iterable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from verl_bootstrap.cli.flags import bundle_flag, env_flag, json_flag, option_flags
 from verl_bootstrap.cli.output import COLOR_MODES, err, path_arg
@@ -127,30 +127,33 @@ def _add(sub: argparse._SubParsersAction[Parser], entry: Command, *, full: bool)
     p.set_defaults(handler=entry.handler)
 
 
-def _install_flags(p: argparse.ArgumentParser, command: str) -> None:
-    option_flags(p, command=command)  # every install option, as RunOptions declares it
-    bundle_flag(p)
-    json_flag(p)
+def _install_flags(p: argparse.ArgumentParser, command: str) -> Any:
+    """Every install option, as RunOptions declares it, in its --help group; returns the group
+    the command's own behaviour flags join."""
+    groups = option_flags(p, command=command)
+    bundle_flag(groups["sources"])
+    json_flag(groups["behaviour"])
+    return groups["behaviour"]
 
 
 def flags_install(p: argparse.ArgumentParser) -> None:
     """install: the plan's flags, and how the run behaves."""
-    _install_flags(p, "install")
-    p.add_argument("--dry-run", action="store_true", help="show the plan and stop")
-    p.add_argument(
+    group = _install_flags(p, "install")
+    group.add_argument("--dry-run", action="store_true", help="show the plan and stop")
+    group.add_argument(
         "--yes",
         "-y",
         action="store_true",
         help="apply a change to an existing env without asking (shown first either way)",
     )
-    p.add_argument(
+    group.add_argument(
         "--force",
         action="append",
         default=[],
         metavar="STEP",
         help="re-run a step even if up to date",
     )
-    p.add_argument("--no-preflight", action="store_true", help="skip doctor's preflight checks")
+    group.add_argument("--no-preflight", action="store_true", help="skip doctor's preflight checks")
 
 
 def flags_plan(p: argparse.ArgumentParser) -> None:
