@@ -95,7 +95,10 @@ OneLine = Annotated[str, AfterValidator(_one_line)]
 Pep440Version = Annotated[str, AfterValidator(_pep440)]
 Variant = Annotated[str, _shaped(VARIANT_NAME, "CUDA variant (cpu or cuXYZ)")]
 CudaVersion = Annotated[str, _shaped(re.compile(r"^[0-9]{1,3}\.[0-9]{1,3}$"), "CUDA version")]
-GitRef = Annotated[str, _shaped(re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]{0,127}$"), "git ref")]
+# a branch, a tag, a commit or a revision (`main~1`, `v1^{}`): no space, quote or shell sign
+GitRef = Annotated[
+    str, _shaped(re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+~^@{}:-]{0,127}$"), "git ref")
+]
 Commit = Annotated[str, _shaped(re.compile(r"^[0-9a-f]{7,64}$"), "commit id (hex)")]
 IndexName = Annotated[str, _shaped(PROFILE_NAME, "index name")]
 Flag = Annotated[
@@ -110,7 +113,7 @@ Cutoff = Annotated[
 CheckName = Annotated[str, _shaped(re.compile(r"^[a-z][a-z0-9_-]{0,63}$"), "check name")]
 CondaBuild = Annotated[str, _shaped(re.compile(r"^[A-Za-z0-9_.+-]{1,128}$"), "conda build string")]
 ChannelName = Annotated[
-    str, _shaped(re.compile(r"^[^\s/\x00-\x1f\x7f-\x9f]{1,128}$"), "channel name")
+    str, _shaped(re.compile(r"^[^\s/\x00-\x1f\x7f-\x9f]{0,128}$"), "channel name")
 ]
 CondaVersion = Annotated[
     str, _shaped(re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}$"), "version")
