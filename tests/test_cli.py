@@ -16,10 +16,10 @@ from verl_bootstrap.profile import PROFILES_DIR, list_profiles
 # The keys scripts and CI read from `--json`. Adding a key is fine (add it here); renaming or
 # removing one breaks every consumer, so this contract test must fail first.
 PLAN_KEYS = {"schema", "profile", "prefix", "backend", "variant", "variant_reason", "verl",
-             "notes", "hash_gaps", "steps"}  # fmt: skip
+             "route", "notes", "hash_gaps", "steps"}  # fmt: skip
 PLAN_STEP_KEYS = {"id", "kind", "deps", "description", "commands", "env", "fingerprint"}
 INSTALL_KEYS = {"schema", "ok", "profile", "prefix", "variant", "activate", "log_dir", "steps",
-                "verify", "notes", "build_progress"}  # fmt: skip
+                "route", "verify", "notes", "build_progress"}  # fmt: skip
 INSTALL_STEP_KEYS = {"id", "status", "seconds", "reason", "log"}
 ERROR_KEYS = {"ok", "error"}
 ERROR_DETAIL_KEYS = {"message", "hint", "exit_code"}
@@ -188,6 +188,7 @@ def test_plan_json_envelope_keys_are_pinned(
     body = json.loads(out)
     assert set(body) == PLAN_KEYS
     assert set(body["verl"]) == {"repo", "ref"}
+    assert set(body["route"]) == {"kind", "line", "lockfile", "origin"}
     for step in body["steps"]:
         assert set(step) == PLAN_STEP_KEYS
 

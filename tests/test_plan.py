@@ -80,7 +80,13 @@ def compile_for(
     cuda: str = "auto",
     **options: object,
 ) -> Plan:
-    """Compile a plan exactly as the CLI does, with the driver given rather than detected."""
+    """Compile a plan exactly as the CLI does, with the driver given rather than detected.
+
+    These tests are about the resolving route (`--resolve`): a shipped profile's committed
+    lockfile would otherwise be installed (its route: tests/test_lock_route.py).
+    """
+    if not any(options.get(k) for k in ("locked", "frozen", "lockfile")):
+        options.setdefault("resolve", True)
     opts = RunOptions(profile=profile, prefix=prefix, cuda=cuda, **options)  # type: ignore[arg-type]
     return prepare_plan(opts, driver=driver, detect=False, check_optional=False)
 

@@ -35,7 +35,8 @@ stages:
 
 def plan_for(name: str, variant: str, prefix: Path, ref: str | None = None):  # type: ignore[no-untyped-def]
     """The plan the CLI compiles for `--profile name --cuda variant` on a host without a GPU."""
-    options = RunOptions(profile=name, prefix=prefix, cuda=variant, verl_ref=ref)
+    # --resolve: these check what the profile resolves (its committed lockfile has own tests)
+    options = RunOptions(profile=name, prefix=prefix, cuda=variant, verl_ref=ref, resolve=True)
     return prepare_plan(options, detect=False, check_optional=False)
 
 

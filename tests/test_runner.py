@@ -40,7 +40,8 @@ STEPS = [
 
 @pytest.fixture
 def plan(tmp_path: Path) -> Plan:
-    options = RunOptions(profile="cpu", prefix=tmp_path / "env")
+    # --resolve: the plan of the profile's own stages (not its committed lockfile's)
+    options = RunOptions(profile="cpu", prefix=tmp_path / "env", resolve=True)
     return prepare_plan(options, driver=None, detect=False, check_optional=False)
 
 
@@ -201,7 +202,7 @@ def test_a_changed_fingerprint_reruns_that_step_and_every_later_one(
         "  - {id: torch, packages: ['torch==2.12.0'], index: pytorch-cpu}\n"
         "  - {id: verl-deps, kind: verl-deps, packages: [cachetools, uvicorn, fastapi]}\n"
     )
-    options = RunOptions(profile=str(profile), prefix=plan.prefix)
+    options = RunOptions(profile=str(profile), prefix=plan.prefix, resolve=True)
     changed = prepare_plan(options, driver=None, detect=False, check_optional=False)
     again = Recorder()
     run_plan(changed, executor=again)

@@ -90,6 +90,7 @@ class SiteOptions:
     wheelhouse: str | None = None  # the lab wheelhouse folder (None: the tool home's)
     cuda_arch: tuple[str, ...] = ()  # archs a source build uses when no GPU is seen
     kernel_sources: tuple[str, ...] | None = None  # prebuilt kernel sources on, in this order
+    lockfiles: str | None = None  # the lab's lockfiles: a folder or URL laid out as lockfiles/
 
 
 _PROFILE_HELP = (
@@ -243,6 +244,16 @@ class RunOptions:
         group="sources",
         exclusive="lock-mode",
         help="install the lockfile as it is, even if stale",
+    )
+    # resolve even when a lockfile fits (by default the run installs the lockfile that fits)
+    resolve: bool = option(
+        False,
+        "--resolve",
+        kind="switch",
+        group="sources",
+        exclusive="lock-mode",
+        help="resolve against today's index even when a lockfile fits (by default the lab's or "
+        "the profile's lockfile is installed, hash-checked, when it fits this run)",
     )
     # the lockfile (default: lockfiles/PROFILE/VARIANT-PLATFORM)
     lockfile: Path | None = option(

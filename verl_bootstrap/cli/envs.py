@@ -202,6 +202,7 @@ def _info_text(body: dict[str, Any]) -> str:
         f"  profile   {record.get('profile_name', '?')} ({record.get('profile_hash', '?')[:19]})",
         f"  verl      {ref}, {pinned}",
         f"  variant   {record.get('variant')}, backend {record.get('backend')}",
+        f"  from      {_origin(record)}",
         "  options   " + (" ".join(f"{k}={_flat(v)}" for k, v in options.items()) or "(none)"),
         f"  site      {', '.join(record.get('site_files', [])) or '(no site config)'}",
         f"  last run  {run.get('status', '?')}, started {_when(run.get('started'))}"
@@ -213,6 +214,14 @@ def _info_text(body: dict[str, Any]) -> str:
     lines.append(f"  lockfile  {body['lockfile'] or '(none yet)'}")
     lines.append(f"  activate  {body['activate'] or '(not verified yet)'}")
     return "\n".join(lines)
+
+
+def _origin(record: dict[str, Any]) -> str:
+    """The lockfile the env was installed from, or that it was resolved (and why)."""
+    lock = record.get("lockfile")
+    if isinstance(lock, dict):
+        return f"lockfile {lock.get('path')} ({lock.get('origin')}, hash-checked)"
+    return str(record.get("route") or "resolved (made before routes were recorded)")
 
 
 def cmd_remove(ns: argparse.Namespace) -> int:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Collection, Mapping
+from pathlib import Path
 from typing import Any
 
 from verl_bootstrap.cli.output import path_arg, seconds_arg
 from verl_bootstrap.options import CONFIG_HELP, Declared, RunOptions, declared
 
 __all__ = [
+    "AGAINST_ITS_OWN",
     "INDEX_OPTIONS",
     "SOURCE_OPTIONS",
     "bundle_flag",
@@ -20,6 +22,9 @@ __all__ = [
     "option_flags",
     "renamed",
 ]
+
+# `verify --against` with no path: the lockfile the env was installed from (its record names it)
+AGAINST_ITS_OWN = Path("<the lockfile the env came from>")
 
 # where verl comes from, and where packages come from: what the lockfile commands take
 SOURCE_OPTIONS = ("verl_source", "verl_ref", "allow_unsupported_ref")

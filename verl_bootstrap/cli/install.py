@@ -71,6 +71,7 @@ def install_with(ns: argparse.Namespace, options: RunOptions, state: State | Non
         if ns.dry_run:
             emit_json(plan_json(plan)) if ns.json else out(plan_text(plan))
             return EXIT_OK
+        err(plan.route)  # the run's first line: the lockfile it installs, or why it resolves
         from verl_bootstrap.cli.envs import confirm_changes
 
         if state is not None and state.path != state_file(plan.prefix):

@@ -241,6 +241,23 @@ def _report_export(ns: argparse.Namespace, path: Path, written: list[Path]) -> i
     return EXIT_OK
 
 
+def _against(prefix: Path, given: Path) -> Path:
+    """The lockfile to compare with: the one given, else the one the env was installed from."""
+    from verl_bootstrap.cli.flags import AGAINST_ITS_OWN
+    from verl_bootstrap.lifecycle.record import read_record
+
+    if given != AGAINST_ITS_OWN:
+        return given
+    record = read_record(prefix) or {}
+    lock = record.get("lockfile")
+    if not isinstance(lock, dict) or not lock.get("path"):
+        raise InputError(
+            f"{prefix} was not installed from a lockfile ({record.get('route') or 'no record'})",
+            hint="pass --against LOCKFILE to compare it with one",
+        )
+    return Path(str(lock["path"]))
+
+
 def cmd_verify_against(ns: argparse.Namespace) -> int:
     """`verify --prefix P --against LOCKFILE`: every difference; non-zero on any."""
     from verl_bootstrap.lockfile import read_lockfile
@@ -248,6 +265,7 @@ def cmd_verify_against(ns: argparse.Namespace) -> int:
 
     if not (ns.prefix / "bin" / "python").exists():
         raise InputError(f"{ns.prefix} is not an env (it has no bin/python)")
+    ns.against = _against(ns.prefix, ns.against)
     lock = read_lockfile(ns.against)
     found = env_differences(ns.prefix, lock)
     unknown = hashes_unknown(ns.prefix, lock)

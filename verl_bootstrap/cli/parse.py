@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
-from verl_bootstrap.cli.flags import bundle_flag, env_flag, json_flag, option_flags
+from verl_bootstrap.cli.flags import AGAINST_ITS_OWN, bundle_flag, env_flag, json_flag, option_flags
 from verl_bootstrap.cli.output import COLOR_MODES, err, path_arg
 from verl_bootstrap.cli.registry import COMMANDS, Command, resolve
 
@@ -169,8 +169,11 @@ def flags_verify(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--against",
         type=path_arg,
+        nargs="?",
+        const=AGAINST_ITS_OWN,
         metavar="LOCKFILE",
-        help="list every difference between the env and this lockfile (non-zero on any)",
+        help="list every difference between the env and this lockfile (non-zero on any); "
+        "alone: the lockfile the env was installed from",
     )
     json_flag(p)
 

@@ -33,6 +33,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
         "variant": plan.variant,
         "variant_reason": plan.variant_reason,
         "verl": {"repo": redact(plan.source.repo), "ref": plan.source.ref},
+        "route": route_json(plan),
         "notes": list(plan.notes),
         "hash_gaps": plan.hash_gaps,
         "steps": [
@@ -72,9 +73,21 @@ def _kernel_json(plan: Plan, step_id: str) -> dict[str, Any]:
     return {"kernel": kernel}
 
 
+def route_json(plan: Plan) -> dict[str, Any]:
+    """Which route the run takes: a lockfile (which, whose) or resolving (and why)."""
+    locked = plan.locked
+    return {
+        "kind": "resolve" if locked is None else "lockfile",
+        "line": plan.route,
+        "lockfile": None if locked is None else str(locked.path),
+        "origin": None if locked is None else locked.origin,
+    }
+
+
 def plan_text(plan: Plan) -> str:
     """The plan for a person to read."""
     lines = [
+        plan.route,
         f"profile {plan.profile.name} → {plan.prefix} ({plan.backend})",
         f"CUDA variant: {plan.variant} ({plan.variant_reason})",
         f"verl: {redact(plan.source.repo)} @ {plan.source.ref}",
@@ -171,6 +184,7 @@ def report_json(result: InstallResult) -> dict[str, Any]:
         "profile": result.plan.profile.name,
         "prefix": str(result.plan.prefix),
         "variant": result.plan.variant,
+        "route": route_json(result.plan),
         "activate": result.activate,
         "log_dir": str(report.log_dir),
         "steps": [

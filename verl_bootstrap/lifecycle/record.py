@@ -82,8 +82,23 @@ def record_of(plan: Plan) -> dict[str, Any]:
         "verl_ref": plan.source.ref,
         "interpreter": _path(plan.interpreter),
         "site_files": [s for s in plan.options.site.origin.split(", ") if s],
+        "route": plan.route,
+        "lockfile": _lock_of(plan),
         "tool_version": __version__,
         "recorded_at": time.time(),
+    }
+
+
+def _lock_of(plan: Plan) -> dict[str, Any] | None:
+    """The lockfile the env came from (None: it was resolved)."""
+    if plan.locked is None:
+        return None
+    lock = plan.locked.lock
+    return {
+        "path": str(plan.locked.path.absolute()),
+        "origin": plan.locked.origin,
+        "profile_hash": lock.profile_hash,
+        "exclude_newer": lock.exclude_newer,
     }
 
 

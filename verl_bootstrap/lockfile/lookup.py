@@ -24,6 +24,7 @@ from verl_bootstrap.platforms import DEFAULT_GLIBC
 
 __all__ = [
     "Artifact",
+    "NotServed",
     "Served",
     "hashed_dists",
     "lookup",
@@ -73,6 +74,11 @@ def verl_sdist_dist(lock: Lockfile) -> LockedDist | None:
     )
 
 
+class NotServed(Refused):
+    """The indexes could not be asked, or serve no file at all of some locked distributions (none
+    under another hash): a run that chose the lockfile by default resolves instead."""
+
+
 def lookup(lock: Lockfile, settings: IndexSettings, *, offline: bool, work: Path) -> Served:
     """Every hashed distribution of `lock` (and verl's sdist) as the indexes serve it."""
     # The lock's cutoff too: with it, uv sees the indexes as the lock saw them (it leaves out the
@@ -118,7 +124,7 @@ def lookup_dists(
         proc.run(argv, log_path=work / "lookup.log")
     except CommandFailed as exc:
         reason = next((line for line in reversed(exc.tail) if line.strip()), exc.message)
-        raise Refused(
+        raise NotServed(
             f"the locked versions could not be looked up on your indexes: {reason}",
             hint="check your network and index settings (pip config list), or pass --index",
         ) from None
@@ -165,7 +171,16 @@ def mismatches(dists: Iterable[LockedDist], served: Served) -> list[str]:
 def refuse_unserved(lockfile: Path, dists: Iterable[LockedDist], served: Served) -> None:
     """Refuse a lockfile whose locked sha256s the indexes do not all serve, naming each one
     (for a `--locked` install and for a bundle alike: both check before they write anything)."""
+    dists = list(dists)
     problems = mismatches(dists, served)
+    absent = [d for d in dists if not served.get(d.name)]
+    if problems and len(absent) == len(problems):
+        names = ", ".join(f"{d.name} {d.version}" for d in absent)
+        raise NotServed(
+            f"{lockfile}: your indexes serve no file of {names}",
+            hint="add the index it came from (see the lockfile's `index:` names), or pass "
+            "--resolve",
+        )
     if problems:
         raise Refused(
             f"{lockfile} does not match what your indexes serve ({len(problems)} "

@@ -15,7 +15,7 @@ from verl_bootstrap.paths import cache_root
 from verl_bootstrap.redact import shareable
 from verl_bootstrap.source.spec import SourceResult
 
-__all__ = ["lock_checkout", "locked_source"]
+__all__ = ["lock_checkout", "locked_source", "remote_commit"]
 
 _LS_REMOTE_TIMEOUT = 120  # seconds: one round trip; an unreachable host must not hang the lock
 
@@ -55,3 +55,15 @@ def locked_source(source: SourceResult) -> LockedSource:
         sdist=source.sdist_name,
         sdist_sha256=source.sdist_sha256,
     )
+
+
+def remote_commit(repo: str, ref: str) -> str | None:
+    """The commit `ref` names in `repo` now (a tag's peeled commit); None when it cannot say."""
+    found: dict[str, str] = {}
+    for line in _remote_names(repo, ref).splitlines():
+        sha, _, name = line.partition("\t")
+        found[name.strip()] = sha.strip()
+    for name in (f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", f"refs/heads/{ref}", ref):
+        if name in found:
+            return found[name]
+    return next(iter(found.values()), None)

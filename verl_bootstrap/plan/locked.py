@@ -58,6 +58,7 @@ class LockedInstall:
     lock: Lockfile
     path: Path
     frozen: bool
+    origin: str = "--lockfile"  # whose lockfile: "--lockfile", "lab", "committed"
     artifacts: Mapping[str, Artifact] = field(default_factory=dict)  # name -> the checked file
 
 
@@ -80,7 +81,8 @@ def prepare_locked(
     # a range, not "==X.Y.*": conda's match specs refuse "*" after "=="
     python = PythonSpec(requires=f">={major}.{minor},<{major}.{int(minor) + 1}", prefer=lock.python)
     narrowed = profile.model_copy(update={"python": python})
-    return narrowed, LockedInstall(lock=lock, path=path, frozen=options.frozen)
+    origin = "--lockfile" if options.lockfile is not None else "committed"
+    return narrowed, LockedInstall(lock=lock, path=path, frozen=options.frozen, origin=origin)
 
 
 def _check_matches(

@@ -51,6 +51,7 @@ class Plan:
     steps: tuple[Step, ...]
     locked: LockedInstall | None = None  # --locked/--frozen: the lockfile the stages install
     kernels: Mapping[str, KernelDecision] = field(default_factory=dict)  # stage id -> decision
+    route: str = ""  # the run's first line: which lockfile it installs, or why it resolves
 
     # What the steps read: the choices as they resolved (steps never reach into the options).
     @property

@@ -13,12 +13,15 @@ from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.lifecycle.guard import guarding
 from verl_bootstrap.lifecycle.runlog import begin_run, end_run, top_level
 from verl_bootstrap.lifecycle.state import State
+from verl_bootstrap.lockfile.lookup import NotServed
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import STATE_DIRNAME, guard_file, state_file
 from verl_bootstrap.plan.facts import gather_host
-from verl_bootstrap.plan.locked import precheck, prepare_locked
+from verl_bootstrap.plan.locked import LockedInstall, precheck, prepare_locked
+from verl_bootstrap.plan.lockroute import choose_route, route_line
 from verl_bootstrap.plan.model import Plan
 from verl_bootstrap.profile import load_profile
+from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack
 from verl_bootstrap.run.compile import compile_plan
 from verl_bootstrap.run.runner import RunReport, run_plan
@@ -52,21 +55,67 @@ def prepare_plan(
     )
     if detect and driver is None:
         driver = detect_driver()
-    locked = None
-    if options.locked or options.frozen or options.lockfile is not None:
+    chosen, options, locked, reason = _lock_route(profile, options, driver)
+    host = gather_host(chosen, options, driver=driver, check_optional=check_optional)
+    plan = compile_plan(chosen, options, host, locked=locked)  # every input checked first
+    if locked is not None:  # every artifact is looked up and hash-checked before anything runs
+        try:
+            locked = precheck(locked, host.settings, offline=options.offline)
+        except NotServed as exc:
+            if _lock_required(options):
+                raise
+            # this user's indexes lack some locked files: resolve, as with no lockfile at all
+            chosen, locked, reason = profile, None, exc.message
+            host = gather_host(chosen, options, driver=driver, check_optional=check_optional)
+        plan = compile_plan(chosen, options, host, locked=locked)
+    return replace(plan, route=_route_line(plan, reason))
+
+
+def _lock_required(options: RunOptions) -> bool:
+    return options.locked or options.frozen or options.lockfile is not None
+
+
+def _lock_route(
+    profile: Profile, options: RunOptions, driver: DriverInfo | None
+) -> tuple[Profile, RunOptions, LockedInstall | None, str]:
+    """The lockfile the run installs (the profile narrowed to its Python), or None and why not.
+
+    By default the lab's lockfile, else the committed one, when it fits; `--locked`, `--frozen`
+    and `--lockfile` require one (the lab's first when it fits); `--resolve` takes none.
+    """
+    required = _lock_required(options)
+    if required and options.resolve:
+        raise InputError(
+            "--resolve cannot be combined with --locked, --frozen or --lockfile",
+            hint="--resolve resolves against today's index; the others install a lockfile",
+        )
+    if options.resolve:
+        return profile, options, None, "--resolve given"
+    route = choose_route(profile, options, driver)
+    if required:  # a lockfile must fit, or the run fails
         if options.with_tests:  # lockfiles hold the default selection of stages only
             raise InputError(
                 "--with-tests cannot be combined with a lockfile install",
                 hint="install the lockfile, then run the same command again without --locked "
                 "and with --with-tests to add the test tools",
             )
-        profile, locked = prepare_locked(profile, options, driver)
-    host = gather_host(profile, options, driver=driver, check_optional=check_optional)
-    if locked is not None:  # every artifact is looked up and hash-checked before anything runs
-        locked = precheck(locked, host.settings, offline=options.offline)
-        note = f"installing lockfile {locked.path} exactly; its artifacts' sha256 match the index"
-        host = replace(host, notes=(*host.notes, note))
-    return compile_plan(profile, options, host, locked=locked)
+        if options.lockfile is None and route.origin == "lab":
+            options = replace(options, lockfile=route.lockfile)
+        narrowed, locked = prepare_locked(profile, options, driver)
+        if route.origin and options.lockfile in (None, route.lockfile):
+            locked = replace(locked, origin=route.origin)
+        return narrowed, options, locked, ""
+    if route.lockfile is None:
+        return profile, options, None, route.reason
+    narrowed, locked = prepare_locked(profile, replace(options, lockfile=route.lockfile), driver)
+    return narrowed, options, replace(locked, origin=route.origin), ""
+
+
+def _route_line(plan: Plan, reason: str) -> str:
+    if plan.locked is None:
+        return route_line(None, None, reason)
+    lock = plan.locked.lock
+    return route_line(plan.locked.path, lock.exclude_newer, "", gaps=len(plan.hash_gaps))
 
 
 def run_install(

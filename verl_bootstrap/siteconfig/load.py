@@ -54,6 +54,7 @@ _KINDS: dict[tuple[str, ...], str] = {
     ("caches", "pip"): "path",
     ("caches", "conda"): "path",
     ("defaults", "lockfile"): "link",
+    ("lockfiles",): "link",
     ("defaults", "profile"): "profile",  # a shipped profile's name, or the lab's own file
     ("defaults", "envs_dir"): "path",
 }

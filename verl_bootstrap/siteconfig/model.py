@@ -189,6 +189,12 @@ class SiteConfig(_Strict):
     network: Network = Network()
     caches: Caches = Caches()
     defaults: Defaults = Defaults()
+    lockfiles: str | None = Field(
+        default=None,
+        description="The lab's lockfiles: a folder (or an http(s) URL serving one) laid out as "
+        "the shipped lockfiles/ (PROFILE/VARIANT-PLATFORM.lock.yaml). A run installs the lab's "
+        "lockfile when it fits, before the shipped one.",
+    )
     wheelhouse: str | None = Field(
         default=None,
         description="The lab wheelhouse: a folder (on a shared filesystem) where every kernel "

@@ -79,6 +79,7 @@ def site_options(
         wheelhouse=config.wheelhouse,
         kernel_sources=config.kernel_sources,
         cuda_arch=config.defaults.cuda_arch or (),
+        lockfiles=config.lockfiles,
     )
 
 

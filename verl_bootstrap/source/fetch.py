@@ -6,25 +6,30 @@ dirty or elsewhere: the user's edits are theirs.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
+import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from verl_bootstrap import proc
 from verl_bootstrap.errors import InputError, StepFailed
 from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.lifecycle.checkout import commit_of, mark_made, move_checkout
+from verl_bootstrap.lifecycle.checkout import commit_of, move_checkout
 from verl_bootstrap.lifecycle.sourcework import SDIST_MARK
-from verl_bootstrap.paths import file_sha256
+from verl_bootstrap.paths import atomic_write, cache_root, file_sha256
 from verl_bootstrap.redact import redact
 from verl_bootstrap.safety.credentials import lift
+from verl_bootstrap.source.cache import GitFailed, checkout_from_cache, mirror_dir
 from verl_bootstrap.source.sdist import unpack_sdist
 from verl_bootstrap.source.spec import SourceResult, SourceSpec
 
 __all__ = ["fetch_source"]
 
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _UNREACHABLE = (
     "could not resolve host",
     "failed to connect",
@@ -37,23 +42,28 @@ _UNREACHABLE = (
 
 
 def fetch_source(
-    spec: SourceSpec, settings: IndexSettings, *, pip: list[str], log_path: Path
+    spec: SourceSpec,
+    settings: IndexSettings,
+    *,
+    pip: list[str],
+    log_path: Path,
+    offline: bool = False,
 ) -> SourceResult:
     """Clone (or reuse) the checkout; fall back to the release sdist when git is unreachable.
 
     The result names the repository with any credentials masked: it goes into state and lockfiles.
     """
-    result = _fetch(spec, settings, pip=pip, log_path=log_path)
+    result = _fetch(spec, settings, pip=pip, log_path=log_path, offline=offline)
     return replace(result, repo=redact(result.repo))
 
 
 def _fetch(
-    spec: SourceSpec, settings: IndexSettings, *, pip: list[str], log_path: Path
+    spec: SourceSpec, settings: IndexSettings, *, pip: list[str], log_path: Path, offline: bool
 ) -> SourceResult:
     if spec.checkout.exists():
         return _reuse(spec)
     try:
-        return _clone(spec, log_path)
+        return _clone(spec, log_path, offline=offline)
     except _Unreachable as exc:
         if not (spec.sdist_fallback and spec.release):
             raise StepFailed(
@@ -67,62 +77,38 @@ class _Unreachable(Exception):
     """The git URL could not be reached (as opposed to a bad ref or a broken repo)."""
 
 
-def _clone(spec: SourceSpec, log_path: Path) -> SourceResult:
+def _clone(spec: SourceSpec, log_path: Path, *, offline: bool) -> SourceResult:
     # a prompt for credentials would hang a batch run; a credential in the URL goes to git in its
     # environment (an Authorization header), never in its argv or the checkout's .git/config
     lifted = lift([spec.repo], os.environ)
-    env = {"GIT_TERMINAL_PROMPT": "0", **lifted.env}
     url = lifted.argv[0]
-    spec.checkout.parent.mkdir(parents=True, exist_ok=True)
     try:
-        return _clone_with(spec, url, env, log_path)
+        got = checkout_from_cache(url, spec.ref, spec.checkout, lifted.env, offline=offline)
+    except GitFailed as exc:
+        shutil.rmtree(spec.checkout, ignore_errors=True)  # made by this run, never the user's
+        _log(log_path, f"git: verl {spec.ref} from {spec.repo} failed: {exc.output}")
+        if offline or any(marker in exc.output.lower() for marker in _UNREACHABLE):
+            raise _Unreachable(_git_reason(exc.output)) from None
+        raise StepFailed(
+            f"verl ref {spec.ref!r} not found in {redact(spec.repo)}",
+            hint=f"check the tag, branch or commit (git said: {_git_reason(exc.output)})",
+        ) from None
     finally:
         lifted.cleanup()
-
-
-def _clone_with(spec: SourceSpec, url: str, env: dict[str, str], log_path: Path) -> SourceResult:
-    import git  # noqa: PLC0415 - GitPython is slow to import; only fetch-source needs it
-
-    try:
-        repo = git.Repo.clone_from(
-            url, spec.checkout, depth=1, branch=spec.ref, env=env, no_checkout=False
-        )
-    except git.GitCommandError as exc:
-        stderr = redact(str(exc.stderr or exc)).strip()
-        _log(log_path, f"git clone --depth 1 --branch {spec.ref} failed: {stderr}")
-        if any(marker in stderr.lower() for marker in _UNREACHABLE):
-            raise _Unreachable(_git_reason(stderr)) from None
-        repo = _clone_full_at(spec, url, env, stderr)
-    commit = repo.head.commit.hexsha
-    mark_made(repo)
-    _log(log_path, f"checked out {spec.ref} at {commit}")
-    return SourceResult(kind="git", repo=spec.repo, ref=spec.ref, path=spec.checkout, commit=commit)
+    how = "fetched into the source cache" if got.fetched else "from the source cache, no network"
+    _log(log_path, f"checked out {spec.ref} at {got.commit} ({how}; {mirror_dir(url)})")
+    return SourceResult(
+        kind="git", repo=spec.repo, ref=spec.ref, path=spec.checkout, commit=got.commit,
+        note=got.note,
+    )  # fmt: skip
 
 
 def _git_reason(stderr: str) -> str:
-    """git's own reason, e.g. "fatal: unable to access …: Could not resolve host: …".
-
-    GitPython wraps stderr as `stderr: '…'`, so the last line alone may be just a quote.
-    """
+    """git's own reason, e.g. "fatal: unable to access …: Could not resolve host: …"."""
     lines = [ln.strip().strip("'").strip() for ln in stderr.splitlines()]
     lines = [ln for ln in lines if ln]
     fatal = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
     return (fatal or lines or ["unreachable"])[-1]
-
-
-def _clone_full_at(spec: SourceSpec, url: str, env: dict[str, str], first_error: str) -> Any:
-    """--branch takes tags and branches only; a commit SHA needs a full clone and a checkout."""
-    import git  # noqa: PLC0415 - GitPython is slow to import; only git sources need it
-
-    try:
-        repo = git.Repo.clone_from(url, spec.checkout, env=env)
-        repo.git.checkout(spec.ref)
-    except git.GitCommandError as exc:
-        raise StepFailed(
-            f"verl ref {spec.ref!r} not found in {redact(spec.repo)}",
-            hint=f"check the tag, branch or commit (git said: {first_error.splitlines()[-1]})",
-        ) from exc
-    return repo
 
 
 def _reuse(spec: SourceSpec) -> SourceResult:
@@ -171,27 +157,63 @@ def _reuse_git(spec: SourceSpec) -> SourceResult:
 def _from_sdist(
     spec: SourceSpec, settings: IndexSettings, *, pip: list[str], log_path: Path, why: str
 ) -> SourceResult:
-
-    version = spec.release
-    with tempfile.TemporaryDirectory(prefix="verl-sdist-") as tmp:
-        # only verl as an sdist: its build dependencies may come as wheels (a wheel-only mirror)
-        cmd = [*pip, "download", "--no-deps", "--no-binary", "verl", f"verl=={version}"]
-        cmd += ["--dest", tmp, *_pip_index_args(settings)]
-        proc.run(cmd, log_path=log_path)
-        archive = next(Path(tmp).glob("verl-*.tar.gz"), None)
-        if archive is None:
-            raise StepFailed(f"the index has no sdist of verl {version}")
-        sha = file_sha256(archive)
-        unpack_sdist(archive, spec.checkout, sha)
+    version = str(spec.release)
+    pointer = _release_pointer(version, settings)
+    archive = _cached_release(pointer)
+    where = "the source cache (downloaded from the configured index before)"
+    if archive is None:
+        archive = _download_release(version, settings, pip=pip, log_path=log_path)
+        where = "the configured index"
+        pointer.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(pointer, f"{archive.parent.name} {archive.name}\n")
+    sha = archive.parent.name
+    unpack_sdist(archive, spec.checkout, sha)
     note = (
         f"git repository {redact(spec.repo)} unreachable ({why}); using verl {version}'s release "
-        f"sdist from the configured index (sha256 {sha[:12]}…), recorded in the lockfile"
+        f"sdist from {where} (sha256 {sha[:12]}…), recorded in the lockfile"
     )
     _log(log_path, note)
     return SourceResult(
         kind="sdist", repo=spec.repo, ref=spec.ref, path=spec.checkout,
         sdist_sha256=sha, sdist_name=archive.name, note=note,
     )  # fmt: skip
+
+
+def _release_pointer(version: str, settings: IndexSettings) -> Path:
+    """Where the cache notes which archive the configured indexes gave for verl `version`."""
+    indexes = json.dumps([version, settings.index_url, list(settings.extra_index_urls)])
+    return cache_root() / "sdists" / "releases" / hashlib.sha256(indexes.encode()).hexdigest()[:16]
+
+
+def _cached_release(pointer: Path) -> Path | None:
+    """The cached archive the pointer names, when it is there and still has its sha256."""
+    try:
+        sha, name = pointer.read_text(encoding="utf-8").split()
+    except (OSError, ValueError):
+        return None
+    archive = cache_root() / "sdists" / sha / name
+    if not _SHA256.match(sha) or "/" in name or not archive.is_file():
+        return None
+    return archive if file_sha256(archive) == sha else None
+
+
+def _download_release(
+    version: str, settings: IndexSettings, *, pip: list[str], log_path: Path
+) -> Path:
+    """verl's release sdist from the index, kept in the cache under its sha256 (where a
+    lockfile install keeps its archive), so a later env needs no download."""
+    with tempfile.TemporaryDirectory(prefix="verl-sdist-") as tmp:
+        # only verl as an sdist: its build dependencies may come as wheels (a wheel-only mirror)
+        cmd = [*pip, "download", "--no-deps", "--no-binary", "verl", f"verl=={version}"]
+        cmd += ["--dest", tmp, *_pip_index_args(settings)]
+        proc.run(cmd, log_path=log_path)
+        found = next(Path(tmp).glob("verl-*.tar.gz"), None)
+        if found is None:
+            raise StepFailed(f"the index has no sdist of verl {version}")
+        archive = cache_root() / "sdists" / file_sha256(found) / found.name
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(found, archive)
+    return archive
 
 
 def _pip_index_args(settings: IndexSettings) -> list[str]:

@@ -10,7 +10,7 @@ from verl_bootstrap.errors import InputError
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.profile.models import Profile
 
-__all__ = ["SourceResult", "SourceSpec"]
+__all__ = ["SourceResult", "SourceSpec", "git_url"]
 
 _RELEASE_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+)?)$")
 
@@ -31,7 +31,7 @@ class SourceSpec:
         repo = options.verl_source or profile.verl.repo
         needs_repo = any(s.kind == "script" for s in profile.stages)
         return cls(
-            repo=_as_git_url(repo),
+            repo=git_url(repo),
             ref=options.verl_ref or profile.verl.ref,
             checkout=options.prefix / "src" / "verl",
             sdist_fallback=profile.verl.sdist_fallback and not needs_repo,
@@ -58,7 +58,7 @@ class SourceResult:
     note: str = ""
 
 
-def _as_git_url(repo: str) -> str:
+def git_url(repo: str) -> str:
     """Local paths become file:// URLs so that shallow clones work on them too."""
     if "://" in repo or repo.startswith("git@"):
         return repo

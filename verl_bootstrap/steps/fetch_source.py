@@ -49,8 +49,9 @@ def execute(ctx: StepContext) -> dict[str, Any]:
         result = fetch_locked_sdist(ctx.plan.source, locked, log_path=ctx.log_path)
     if result is None:
         result = fetch_source(
-            ctx.plan.source, ctx.plan.settings, pip=pip_launcher(), log_path=ctx.log_path
-        )
+            ctx.plan.source, ctx.plan.settings, pip=pip_launcher(), log_path=ctx.log_path,
+            offline=ctx.plan.options.offline,
+        )  # fmt: skip
     if locked is not None:  # verl itself is checked before anything is installed
         check_source(locked.lock, result)
     if result.note:  # e.g. git was unreachable and verl's release sdist stands in: say so

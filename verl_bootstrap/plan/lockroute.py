@@ -1,0 +1,198 @@
+"""The route a run takes: the lockfile that fits (hash-checked, nothing resolved), else resolving.
+
+This gathers what `lockfile.fit` decides on: the candidate lockfiles in order (the lab's, from
+the site config's `lockfiles:` folder or URL, then the profile's committed one) and what the run
+needs of them (the profile's hash, variant, platform, Python, glibc, and the commit verl's ref
+names now). `--resolve` skips it; `--locked`/`--lockfile` make a fitting lock a requirement.
+"""
+
+from __future__ import annotations
+
+import platform as _platform
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from verl_bootstrap.errors import BootstrapError, InputError
+from verl_bootstrap.gpu.model import DriverInfo
+from verl_bootstrap.host.variants import choose_variant
+from verl_bootstrap.lockfile.fit import Candidate, Choice, Wanted, choose
+from verl_bootstrap.lockfile.io import read_lockfile
+from verl_bootstrap.lockfile.model import profile_hash
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.paths import LOCKFILES_DIR, cache_root, default_lockfile
+from verl_bootstrap.platforms import host_platform
+from verl_bootstrap.profile.models import Profile
+from verl_bootstrap.redact import redact
+
+__all__ = ["Route", "choose_route", "lab_candidate", "route_line"]
+
+_LOCK_MAX_BYTES = 16 * 1024 * 1024  # a lab's lockfile fetched by URL: no bigger than this
+
+
+@dataclass(frozen=True)
+class Route:
+    """The lockfile to install (None: resolve) and the one line that says why."""
+
+    lockfile: Path | None
+    origin: str  # "lab", "committed" (the chosen lockfile's), or "" when resolving
+    reason: str  # why resolving ("" when a lockfile is installed)
+
+
+def choose_route(profile: Profile, options: RunOptions, driver: DriverInfo | None) -> Route:
+    """The lab's lockfile, else the committed one, when it fits this run; else resolve, and why."""
+    variant, _ = choose_variant(profile, driver, options.cuda)
+    candidates = _candidates(profile, options, variant)
+    choice = choose(candidates, _wanted(profile, options, variant, candidates))
+    return _route(choice)
+
+
+def _route(choice: Choice) -> Route:
+    if choice.chosen is None:
+        return Route(lockfile=None, origin="", reason=choice.why_resolving())
+    return Route(lockfile=choice.chosen.path, origin=choice.chosen.origin, reason="")
+
+
+def _candidates(profile: Profile, options: RunOptions, variant: str) -> list[Candidate]:
+    platform = host_platform()
+    found = []
+    lab = lab_candidate(options.site.lockfiles, profile.name, variant, platform)
+    if lab is not None:
+        found.append(lab)
+    found.append(_read("committed", default_lockfile(profile.name, variant, platform)))
+    return found
+
+
+def lab_candidate(
+    location: str | None, profile: str, variant: str, platform: str
+) -> Candidate | None:
+    """The lab's lockfile for this profile, variant and platform (None: the lab names no folder).
+
+    `location` is a folder or an http(s) URL laid out as the committed lockfiles/ folder.
+    """
+    if not location:
+        return None
+    relative = default_lockfile(profile, variant, platform, root=Path())
+    if urlparse(location).scheme not in ("http", "https"):
+        folder = Path(urlparse(location).path if location.startswith("file:") else location)
+        return _read("lab", folder.expanduser() / relative)
+    return _fetch_lab(location.rstrip("/") + "/" + relative.as_posix())
+
+
+def _fetch_lab(url: str) -> Candidate:
+    """A lab lockfile served over http(s), copied into the user's cache (a 404: none there)."""
+    from verl_bootstrap.httpclient import HttpError, fetch  # noqa: PLC0415 - only labs with a URL
+
+    name = urlparse(url).path.strip("/").replace("/", "-")
+    local = cache_root() / "lab-lockfiles" / name
+    try:
+        body = fetch(url, timeout=30, limit=_LOCK_MAX_BYTES)
+    except HttpError as exc:
+        shown = redact(url)
+        return Candidate(Path(shown), "lab", None, f"no lab lockfile at {shown} ({exc})")
+    local.parent.mkdir(parents=True, exist_ok=True)
+    local.write_bytes(body)
+    return _read("lab", local)
+
+
+def _read(origin: str, path: Path) -> Candidate:
+    shown = _shown(path)
+    if not path.is_file():
+        return Candidate(path, origin, None, f"no {origin} lockfile at {shown}", shown)
+    try:
+        return Candidate(path, origin, read_lockfile(path), label=shown)
+    except BootstrapError as exc:  # a broken lab file is reported, and the next one is tried
+        return Candidate(path, origin, None, f"{origin} lockfile {shown}: {exc.message}", shown)
+
+
+def _wanted(
+    profile: Profile, options: RunOptions, variant: str, candidates: list[Candidate]
+) -> Wanted:
+    ref = options.verl_ref or profile.verl.ref
+    return Wanted(
+        profile=profile.name,
+        profile_hash=profile_hash(profile, variant),
+        variant=variant,
+        platform=host_platform(),
+        ref=ref,
+        pythons=_pythons(profile, options, candidates),
+        glibc=_glibc(),
+        ref_commit=_ref_commit(profile, options, ref, candidates),
+        blocker=_blocker(options),
+        own_source=redact(options.verl_source) if options.verl_source else "",
+    )
+
+
+def _blocker(options: RunOptions) -> str:
+    if options.with_tests:
+        return "--with-tests adds stages no lockfile holds"
+    return ""
+
+
+def _pythons(
+    profile: Profile, options: RunOptions, candidates: list[Candidate]
+) -> tuple[str, ...] | None:
+    """The X.Y this run can build its env with, of those the candidates lock (None: any)."""
+    if options.python is not None:
+        return (_version_of(options.python),)
+    if (options.backend or profile.env.backend) != "venv":
+        return None  # conda brings the locked Python itself
+    from verl_bootstrap.host.interpreters import find_interpreter  # noqa: PLC0415 - venv only
+
+    have = []
+    for version in sorted({c.lock.python for c in candidates if c.lock is not None}):
+        major, minor = version.split(".")[:2]
+        try:
+            find_interpreter(f">={major}.{minor},<{major}.{int(minor) + 1}", version)
+        except InputError:
+            continue
+        have.append(version)
+    return tuple(have)
+
+
+def _version_of(python: Path) -> str:
+    from verl_bootstrap import proc  # noqa: PLC0415 - only with --python
+
+    done = proc.capture(
+        [str(python), "-I", "-S", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        timeout=20,
+    )
+    return done.stdout.strip() if done.returncode == 0 else "unknown"
+
+
+def _glibc() -> str | None:
+    libc, version = _platform.libc_ver()
+    return version if libc == "glibc" and version else None
+
+
+def _ref_commit(
+    profile: Profile, options: RunOptions, ref: str, candidates: list[Candidate]
+) -> str | None:
+    """What `ref` names in the repository now: asked only when a git lock could be used."""
+    if options.offline or not any(
+        c.lock is not None and c.lock.verl.kind == "git" and c.lock.verl.ref == ref
+        for c in candidates
+    ):
+        return None
+    from verl_bootstrap.lockfile.sources import remote_commit  # noqa: PLC0415 - git locks only
+    from verl_bootstrap.source.spec import git_url  # noqa: PLC0415 - as above
+
+    return remote_commit(git_url(options.verl_source or profile.verl.repo), ref)
+
+
+def route_line(path: Path | None, exclude_newer: str | None, reason: str, gaps: int = 0) -> str:
+    """The run's first line: "from lockfile … (locked …, every artifact hash-checked)", or
+    "resolving: <why no lockfile fits>"."""
+    if path is None:
+        return f"resolving: {reason}"
+    when = f"locked {exclude_newer[:10]}, " if exclude_newer else ""
+    checked = "every artifact hash-checked" if not gaps else f"hash-checked but for {gaps} gap(s)"
+    return f"from lockfile {_shown(path)} ({when}{checked})"
+
+
+def _shown(path: Path) -> str:
+    """A committed lockfile as `lockfiles/…`; any other as given."""
+    try:
+        return str(Path("lockfiles") / path.resolve().relative_to(LOCKFILES_DIR.resolve()))
+    except ValueError:
+        return str(path)
