@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +127,10 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_an_unreachable_git_url_falls_back_to_the_release_sdist(tmp_path: Path) -> None:
+def test_an_unreachable_git_url_falls_back_to_the_release_sdist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VERL_BOOTSTRAP_CACHE", str(tmp_path / "cache"))  # an empty source cache
     url = f"http://127.0.0.1:{closed_port()}/verl.git"
     options = RunOptions(profile="cpu", prefix=tmp_path / "env", verl_source=url)
     plan = prepare_plan(options, driver=None, detect=False, check_optional=False)
@@ -163,6 +167,13 @@ def test_an_unreachable_git_url_falls_back_to_the_release_sdist(tmp_path: Path) 
     again = fetch_source(plan.source, plan.settings, pip=pip_launcher(), log_path=log)
     assert (again.kind, again.sdist_sha256) == ("sdist", expected_sha)
     assert "reused" in again.note
+
+    # a second env takes the checked archive from the source cache: no download (pip cannot run)
+    other = replace(plan.source, checkout=tmp_path / "other" / "src" / "verl")
+    cached = fetch_source(other, plan.settings, pip=["false"], log_path=log)
+    assert (cached.kind, cached.sdist_sha256) == ("sdist", expected_sha)
+    assert "from the source cache" in cached.note
+    assert (other.checkout / "pyproject.toml").is_file()
 
 
 def test_the_run_tells_the_user_when_the_release_sdist_stands_in_for_git(tmp_path: Path) -> None:
