@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,14 @@ def test_validate_and_show_agree_on_the_stages(
             assert f"{stage['id']} (--with-{stage['option']})" in said
     assert len(ids) == len(set(ids))
     assert "null" not in shown
+
+
+def test_doctor_with_a_profile_never_says_no_profile_was_chosen(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    main(["doctor", "--profile", "fsdp", "--json", "--skip-check", "network"])
+    checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    for name in ("driver-vs-plan", "gpu-vs-build"):
+        finding = checks[name]["finding"]
+        assert "no profile" not in finding, finding
+        assert "fsdp" in finding or checks[name]["status"] != "skipped", finding

@@ -107,8 +107,12 @@ def _runs(window: VariantWindow, driver: DriverInfo) -> bool:
 
 def _plan_window(ctx: Context) -> VariantWindow | CheckResult:
     profile, variant, name = ctx.profile, ctx.inputs.variant, "driver-vs-plan"
-    if profile is None or variant is None:
-        return skipped(name, "no plan to compare with (no profile or CUDA variant chosen)")
+    if profile is None:
+        return skipped(name, "no plan to compare with (no --profile given)")
+    if variant is None:  # the profile was named, but no variant of it runs on this host
+        return skipped(
+            name, f"no CUDA variant of {profile.name} chosen here: pass --cuda cuXYZ to judge one"
+        )
     if variant == "cpu":
         return ok(name, "the cpu variant needs no driver", variant=variant)
     if variant not in profile.cuda_variants:
