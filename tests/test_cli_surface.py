@@ -80,7 +80,7 @@ def test_every_command_with_a_result_takes_json() -> None:
 
 
 def test_every_command_that_changes_something_takes_dry_run() -> None:
-    changing = [("install",), ("remove",), ("update",), ("envs", "prune")]
+    changing = [("install",), ("remove",), ("update",), ("envs", "prune"), ("wheelhouse", "add")]
     parser = build_parser(None)
     for path in changing:
         flags = {s for a in _subparser(parser, path)._actions for s in a.option_strings}
@@ -192,3 +192,17 @@ def test_install_help_groups_its_flags(capsys: pytest.CaptureFixture[str]) -> No
     behaviour = next(s for s in sections if s.startswith("how the run behaves:"))
     assert "--dry-run" in behaviour and "--yes" in behaviour
     assert "--profile NAME" in next(s for s in sections if s.startswith("what it installs:"))
+
+
+def test_wheelhouse_add_dry_run_publishes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wheel = tmp_path / "flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl"
+    wheel.write_bytes(b"a wheel's bytes")
+    house = tmp_path / "house"
+    key = "torch=2.11.0,cuda=13.0,cxx11abi=TRUE,python=cp312,platform=linux_x86_64"
+    argv = ["wheelhouse", "add", str(wheel), "--key", key, "--wheelhouse", str(house)]
+    code, out, err = run([*argv, "--dry-run"], capsys)
+    assert code == EXIT_OK, err
+    assert out.startswith(f"would add {wheel.name} to ")
+    assert not any(house.rglob("*.whl")) and not (house / "index.json").exists()

@@ -33,6 +33,9 @@ def flags_add(add: argparse.ArgumentParser) -> None:
     given = add.add_mutually_exclusive_group(required=True)
     given.add_argument("--key", help=_KEY_HELP)
     given.add_argument("--key-of", type=path_arg, metavar="PREFIX", help="the key of this env")
+    add.add_argument(
+        "--dry-run", action="store_true", help="check the wheel and its key; publish nothing"
+    )
     _house_flags(add)
 
 
@@ -82,6 +85,13 @@ def cmd_add(ns: argparse.Namespace) -> int:
     if not Path(ns.wheel).is_file():
         raise InputError(f"{ns.wheel}: no such wheel file")
     key = _key(ns)
+    if ns.dry_run:
+        if ns.json:
+            emit_json({"wheelhouse": house.shown(), "dry_run": True, "key": key.describe(),
+                       "wheel": str(ns.wheel)})  # fmt: skip
+        else:
+            out(f"would add {Path(ns.wheel).name} to {house.shown()} ({key.describe()})")
+        return EXIT_OK
     entry = house.publish(Path(ns.wheel), key)
     if ns.json:
         emit_json({"wheelhouse": house.shown(), "added": entry.to_json()})
