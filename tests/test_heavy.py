@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ from heavysupport import (
     tree_bytes,
 )
 from packaging.specifiers import SpecifierSet
+from verlrepo import verl_pyproject_dir
 
 from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.envs.base import env_python
@@ -57,6 +59,7 @@ from verl_bootstrap.profile import list_profiles, load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack, supported_refs
 from verl_bootstrap.profile.stagespec import StageSpec, stage_specs
+from verl_bootstrap.profile.verlextras import marker_env, stage_pins
 
 pytestmark = pytest.mark.heavy
 
@@ -138,9 +141,20 @@ def test_every_stack_resolves_stage_by_stage(
 ) -> None:
     profile = apply_stack(load_profile(name), ref)
     pins: list[str] = []
-    for stage in stage_specs(profile, variant):
-        if stage.kind == "script":
+    asked: set[str] = set()
+    protected = {requirement_name(p) for p in profile.protected}
+    for each in stage_specs(profile, variant):
+        if each.kind == "script":
             continue  # its packages are chosen by the script itself; see the install test
+        # a stage that takes verl's pins reads them from that release's own pyproject.toml, as
+        # the lock and the install do; what a later stage installs is left out of this one
+        pinned = (
+            stage_pins(each, verl_pyproject_dir(_release(profile) or "0.9.1"),
+                       marker_env(python, "linux-64"))
+            if each.pins_from_verl
+            else each
+        )  # fmt: skip
+        stage = replace(pinned, overrides=(*each.overrides, *each.exclusion_overrides()))
         done, plat = _resolve_stage(
             stage, pins, release=_release(profile), python=python, workdir=tmp_path / stage.id
         )
@@ -154,7 +168,12 @@ def test_every_stack_resolves_stage_by_stage(
             assert have is not None and have in SpecifierSet(spec, prereleases=True), (
                 f"stage {stage.id}: {dist} {have} does not meet {spec}"
             )
-        pins = sorted({*pins, *done.pins} - {p for p in done.pins if p.startswith("verl==")})
+        # as the lock resolves: what earlier stages asked for (and the protected packages)
+        # stays at its version; what they merely pulled in may move (tensordict 0.10.0, which
+        # verl's extras reach through TransferQueue, takes a packaging < 26 the engine's did not)
+        asked |= {requirement_name(p) for p in stage.packages} | protected
+        found = {*pins, *done.pins} - {p for p in done.pins if p.startswith("verl==")}
+        pins = sorted(p for p in found if requirement_name(p) in asked)
         if plat != PLATFORMS[0]:
             print(f"\n{name} {ref} {variant} py{python} stage {stage.id}: needs {plat}")
 
@@ -220,6 +239,16 @@ def _provable_profile(profile: Profile, blocked: dict[str, dict[str, str]], fold
             if s.id not in blocked
         ],
         "verify": profile.verify.model_dump(mode="json"),
+        # what verl's extras declare and a left-out stage would have installed stays out
+        "substitutions": [
+            *(s.model_dump(mode="json", exclude_defaults=True) for s in profile.substitutions),
+            *(
+                {"replace": requirement_name(p), "reason": "not provable here: a source build"}
+                for s in profile.stages
+                if s.id in blocked
+                for p in s.packages
+            ),
+        ],
         "stacks": [],
     }
     path = folder / f"{profile.name}-provable-here.yaml"
@@ -258,14 +287,22 @@ def _classify(row: HeavyResult, report: dict[str, Any], blocked_modules: dict[st
 def _collect_verl_tests(row: HeavyResult, prefix: Path, cache: dict[str, str]) -> None:
     """verl's CPU test files, imported (not run) in the GPU env: no GPU is needed for that.
 
-    The GPU profiles carry no test tools, so pytest goes in first (this test's own choice, as a
-    user's would be); a file that cannot be imported for an env reason is a failure, one that
-    needs the driver or a stage not built here is not provable here.
+    From v0.9.1 the GPU profiles install verl's own extras, whose verl-core brings pytest and
+    its plugins: the tests are collected with exactly that set. An older stack carries no test
+    tools, so pytest goes in first there (this test's own choice, as a user's would be). A file
+    that cannot be imported for an env reason is a failure, one that needs the driver or a stage
+    not built here is not provable here.
     """
-    install = [uv_binary(), "pip", "install", "-q", "--python", str(env_python(prefix)),
-               *index_args(), "pytest", "pytest-asyncio"]  # fmt: skip
     env = {**os.environ, **cache}
-    subprocess.run(install, env=env, check=True, capture_output=True, timeout=900)
+    has_pytest = subprocess.run([str(env_python(prefix)), "-c", "import pytest, pytest_asyncio"],
+                                capture_output=True, check=False, timeout=300)  # fmt: skip
+    if has_pytest.returncode != 0:
+        install = [uv_binary(), "pip", "install", "-q", "--python", str(env_python(prefix)),
+                   *index_args(), "pytest", "pytest-asyncio"]  # fmt: skip
+        subprocess.run(install, env=env, check=True, capture_output=True, timeout=900)
+        row.versions["test tools"] = "added: pytest, pytest-asyncio"
+    else:
+        row.versions["test tools"] = "the profile's own"
     _, body, stderr = run_cli(["test", "--prefix", str(prefix), "--collect-only", "--json"],
                               timeout=1800, env=cache)  # fmt: skip
     if not body:

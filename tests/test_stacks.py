@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from verlrepo import verl_pyproject_dir
 
 from verl_bootstrap import cli
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK, InputError
@@ -17,6 +18,7 @@ from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import EXCLUDE_NEWER_ENV, apply_stack, stack_for, supported_refs
 from verl_bootstrap.profile.stagespec import stage_specs
+from verl_bootstrap.profile.verlextras import marker_env, stage_pins
 from verl_bootstrap.run.install import prepare_plan
 
 OLDER = ("v0.6.1", "v0.7.0", "v0.7.1", "v0.8.0", "v0.9.0")
@@ -31,8 +33,10 @@ RELEASE_DAY_AFTER = {
 
 
 def packages(profile: Profile, variant: str, stage_id: str) -> tuple[str, ...]:
-    """The packages one stage installs for one CUDA variant."""
-    return next(s for s in stage_specs(profile, variant) if s.id == stage_id).packages
+    """The packages one stage installs for one CUDA variant (a stage that takes verl's pins
+    reads them from verl 0.9.1's real pyproject.toml)."""
+    spec = next(s for s in stage_specs(profile, variant) if s.id == stage_id)
+    return stage_pins(spec, verl_pyproject_dir("0.9.1"), marker_env("3.12", "linux-64")).packages
 
 
 def everything(profile: Profile, variant: str) -> set[str]:

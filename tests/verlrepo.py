@@ -37,6 +37,18 @@ def verl_sdist(version: str = "0.9.1") -> Path:
     return target
 
 
+def verl_pyproject_dir(version: str = "0.9.1") -> Path:
+    """A folder holding verl's real pyproject.toml of `version` (from its sdist, cached)."""
+    dest = CACHE / f"verl-{version}-pyproject"
+    if not (dest / "pyproject.toml").is_file():
+        dest.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(verl_sdist(version)) as tar:
+            member = tar.getmember(f"verl-{version}/pyproject.toml")
+            member.name = "pyproject.toml"
+            tar.extractall(dest, members=[member], filter="data")
+    return dest
+
+
 def git(repo: Path, *args: str) -> str:
     """Run git in `repo` with a fixed identity."""
     done = subprocess.run(

@@ -156,19 +156,23 @@ def _check(ns: argparse.Namespace) -> int:
 
     paths = committed_lockfiles(ns.dir or LOCKFILES_DIR, ns.profile)
     verdicts = [stale_lockfile(p) for p in paths]
-    stale = [v for v in verdicts if v.reason]
+    gaps = {str(p): _extras_gaps(ns, p) for p in paths}
+    stale = [v for v in verdicts if v.reason or gaps[str(v.path)]]
     if ns.json:
         body = [
-            {"path": str(v.path), "stale": v.reason, "regenerate": v.regenerate} for v in verdicts
-        ]
+            {"path": str(v.path), "stale": v.reason, "regenerate": v.regenerate,
+             "verl_extras": gaps[str(v.path)]}
+            for v in verdicts
+        ]  # fmt: skip
         emit_json({"schema": "verl-bootstrap.lock-check/1", "ok": not stale, "lockfiles": body})
     else:
         for v in verdicts:
-            out(
-                f"{'✗ stale' if v.reason else '✓ current'} {v.path}"
-                + (f": {v.reason}" if v.reason else "")
-            )
-            if v.reason and v.regenerate:
+            found = gaps[str(v.path)]
+            bad = v.reason or (f"{len(found)} of verl's declared extras differ" if found else None)
+            out(f"{'✗ stale' if bad else '✓ current'} {v.path}" + (f": {bad}" if bad else ""))
+            for line in found:
+                out(f"    {line}")
+            if bad and v.regenerate:
                 out(f"    regenerate: {v.regenerate}")
         out(
             f"{len(stale)} of {len(verdicts)} lockfile(s) stale"
@@ -176,6 +180,31 @@ def _check(ns: argparse.Namespace) -> int:
             else f"{len(verdicts)} lockfile(s) current"
         )
     return EXIT_STEP_FAILED if stale else EXIT_OK
+
+
+def _extras_gaps(ns: argparse.Namespace, path: Path) -> list[str]:
+    """What the lockfile lacks or pins otherwise of verl's declared extras (lines)."""
+    import tempfile
+
+    from verl_bootstrap.lockfile import read_lockfile
+    from verl_bootstrap.lockfile.create import verl_pyproject
+    from verl_bootstrap.lockfile.declared import declared_extras, extras_gaps
+    from verl_bootstrap.profile import load_profile
+    from verl_bootstrap.profile.stacks import apply_stack
+
+    try:
+        lock = read_lockfile(path)
+        profile = apply_stack(
+            load_profile(lock.profile), lock.verl.ref, allow_unsupported=lock.allow_unsupported_ref
+        )
+        if not declared_extras(profile, lock.cuda.variant):
+            return []
+        options = scratch_options(ns, lock.profile, lock.cuda.variant)
+        with tempfile.TemporaryDirectory(prefix="verl-lock-check-") as work:
+            pyproject = verl_pyproject(profile, options, Path(work))
+            return [g.line() for g in extras_gaps(lock, profile, pyproject)]
+    except BootstrapError as exc:
+        return [f"cannot compare with verl's extras: {exc.message}"]
 
 
 def cmd_export(ns: argparse.Namespace) -> int:

@@ -42,6 +42,7 @@ from verl_bootstrap.profile.load import load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack
 from verl_bootstrap.profile.stagespec import stage_specs
+from verl_bootstrap.profile.verlextras import marker_env, stage_pins
 from verl_bootstrap.redact import shareable
 from verl_bootstrap.siteconfig.apply import index_settings
 from verl_bootstrap.source.fetch import fetch_source
@@ -54,6 +55,7 @@ __all__ = [
     "load_locked_profile",
     "lock_profile",
     "normalize_cutoff",
+    "verl_pyproject",
 ]
 
 
@@ -155,7 +157,9 @@ def _resolve(
         protected=frozenset(canonical(n) for n in profile.protected),
         work=work,
     )
-    stages, resolved = lock_stages(stage_specs(profile, variant), inputs)
+    env = marker_env(target.python, target.platform)
+    specs = tuple(stage_pins(s, inputs.checkout, env) for s in stage_specs(profile, variant))
+    stages, resolved = lock_stages(specs, inputs)
     stages = lock_stage_builds(
         stages, source.path, target, settings, cache=cache_root(), work=work / "build"
     )
@@ -272,6 +276,13 @@ def _fetch_verl(
     checkout = lock_checkout(spec.repo, spec.ref, offline=options.offline)
     spec = replace(spec, checkout=checkout)
     return fetch_source(spec, settings, pip=pip_launcher(), log_path=work / "fetch-source.log")
+
+
+def verl_pyproject(profile: Profile, options: RunOptions, work: Path) -> Path:
+    """verl's `pyproject.toml` at the profile's ref, from the checkout `lock` would use (its
+    cache, else git, else the release sdist)."""
+    settings, _ = index_settings(profile, options)
+    return _fetch_verl(profile, options, settings, work).path / "pyproject.toml"
 
 
 def _scratch_copy(checkout: Path, work: Path) -> Path:

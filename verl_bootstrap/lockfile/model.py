@@ -12,14 +12,14 @@ import hashlib
 import json
 import re
 from dataclasses import asdict
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from packaging.version import InvalidVersion
 from packaging.version import Version as Pep440
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from verl_bootstrap.profile.models import VARIANT_NAME, Profile
-from verl_bootstrap.profile.stagespec import stage_specs
+from verl_bootstrap.profile.stagespec import StageSpec, stage_specs
 from verl_bootstrap.safety.shapes import (
     FILE_NAME,
     PACKAGE_NAME,
@@ -298,6 +298,23 @@ def channel_name(channel: str) -> str:
     return channel.rstrip("/").rsplit("/", 1)[-1] if channel else ""
 
 
+def _stage_body(stage: StageSpec) -> dict[str, Any]:
+    """A stage as the hash sees it. What verl's extras add is hashed only where a stage uses
+    them (so profiles without them hash as before); a substitution's reason is left out, as
+    descriptions are, and `verl_extras` repeats the deps stage's `extras`."""
+    body = {
+        k: v
+        for k, v in asdict(stage).items()
+        if k not in {"description", "kernel", "verl_extras", "substitutions"}
+    }
+    for key in ("pins_from_verl", "excluded"):
+        if not body[key]:
+            del body[key]
+    if stage.substitutions:
+        body["substitutions"] = [f"{s.replace}->{s.by}" for s in stage.substitutions]
+    return body
+
+
 def profile_hash(profile: Profile, variant: str) -> str:
     """The hash a lockfile is checked against: what a lock of `variant` is resolved from.
 
@@ -321,10 +338,7 @@ def profile_hash(profile: Profile, variant: str) -> str:
         "env": profile.env.model_dump(mode="json"),
         "indexes": {k: v.model_dump(mode="json") for k, v in profile.indexes.items()},
         "protected": list(profile.protected),
-        "stages": [
-            {k: v for k, v in asdict(stage).items() if k not in {"description", "kernel"}}
-            for stage in stage_specs(profile, variant)
-        ],
+        "stages": [_stage_body(stage) for stage in stage_specs(profile, variant)],
     }
     blob = json.dumps(body, sort_keys=True, separators=(",", ":"), default=list).encode()
     return "sha256:" + hashlib.sha256(blob).hexdigest()

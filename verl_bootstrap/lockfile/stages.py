@@ -114,15 +114,11 @@ def _lock_stage(
             hint="write the stage as packages (kind: packages) to lock it",
         )
     stem = inputs.work / f"{number:02d}-{spec.id}"
-    carried = state.pins(state.requested)
-    verl = _verl_requirement(spec, inputs) or state.verl
-    lines = [*([verl] if verl else []), *spec.packages, *carried]
-    atomic_write(stem.with_suffix(".in"), "\n".join(lines) + "\n")
-    hard = state.pins(state.requested | (inputs.protected & state.owner.keys()))
-    extra = _file_flag(stem, "constraints", "--constraint", hard)
-    # earlier stages' packages are carried, so their overrides are too (this stage's win)
-    overrides = {**state.overrides, **_by_name(spec.overrides)}
-    extra += _file_flag(stem, "overrides", "--override", sorted(overrides.values()))
+    if spec.no_deps:  # installed without its dependencies: its own packages alone
+        atomic_write(stem.with_suffix(".in"), "\n".join(spec.packages) + "\n")
+        extra = ["--no-deps"]
+    else:
+        extra = _carried(spec, stem, inputs, state)
     return compile_stage(
         stem.with_suffix(".in"),
         target=_stage_target(inputs.target, spec),
@@ -131,6 +127,22 @@ def _lock_stage(
         extra=extra,
         log_path=stem.with_suffix(".log"),
     )
+
+
+def _carried(spec: StageSpec, stem: Path, inputs: StageInputs, state: _Locked) -> list[str]:
+    """The stage's requirements with earlier stages' pins and overrides (and verl's extras from
+    its deps stage on); the flags that carry them."""
+    carried = state.pins(state.requested)
+    verl = _verl_requirement(spec, inputs) or state.verl
+    lines = [*([verl] if verl else []), *spec.packages, *carried]
+    atomic_write(stem.with_suffix(".in"), "\n".join(lines) + "\n")
+    hard = state.pins(state.requested | (inputs.protected & state.owner.keys()))
+    extra = _file_flag(stem, "constraints", "--constraint", hard)
+    # earlier stages' packages are carried, so their overrides are too (this stage's win); what
+    # a later stage installs is left out of this one (not carried: that stage installs it)
+    overrides = {**state.overrides, **_by_name(spec.overrides)}
+    overrides.update(_by_name(spec.exclusion_overrides()))
+    return extra + _file_flag(stem, "overrides", "--override", sorted(overrides.values()))
 
 
 def _verl_requirement(spec: StageSpec, inputs: StageInputs) -> str | None:

@@ -29,6 +29,7 @@ __all__ = [
     "Stack",
     "Stage",
     "StageVariant",
+    "Substitution",
     "VerifySpec",
     "VerlSource",
 ]
@@ -150,6 +151,21 @@ class StageVariant(Strict):
     expect: dict[str, str] | None = None
 
 
+class Substitution(Strict):
+    """Where a variant must differ from what verl's own extras declare, and why."""
+
+    replace: str = Field(description="A distribution verl's extras declare.")
+    by: str | None = Field(
+        default=None,
+        description="The requirement installed instead (None: left out, and the reason says "
+        "what stands in for it).",
+    )
+    variants: tuple[str, ...] = Field(
+        default=(), description="The CUDA variants it applies to (empty: every variant)."
+    )
+    reason: str = Field(min_length=1)
+
+
 class Stage(Strict):
     """One accelerator stage: a set of packages (or verl's own script) installed in order."""
 
@@ -158,6 +174,11 @@ class Stage(Strict):
     description: str = ""
     packages: tuple[str, ...] = ()
     extras: tuple[str, ...] = Field(default=(), description="verl extras, for kind verl-deps.")
+    pins_from_verl: bool = Field(
+        default=False,
+        description="Each package named without a version takes the requirement verl's extras "
+        "(the verl-deps stage's `extras`, read from verl's pyproject.toml) declare for it.",
+    )
     script: str | None = Field(default=None, description="Path inside verl's checkout.")
     index: str | None = Field(default=None, description="Name of an index from `indexes`.")
     no_build_isolation: bool = False
@@ -269,6 +290,11 @@ class Profile(Strict):
     verify: VerifySpec = VerifySpec()
     protected: tuple[str, ...] = ()
     disk_gb: float = Field(default=5.0, gt=0)
+    substitutions: tuple[Substitution, ...] = Field(
+        default=(),
+        description="Where this profile's variants install something other than verl's extras "
+        "declare, each with its reason (applied where the stages take verl's extras).",
+    )
     exclude_newer: date | None = Field(
         default=None,
         description="For the profile's own ref, as for a stack: only distributions uploaded "
@@ -293,6 +319,12 @@ class Profile(Strict):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Profile:
+        for number, sub in enumerate(self.substitutions):
+            unknown = [v for v in sub.variants if v not in self.cuda_variants]
+            if unknown:
+                msg = (f"substitution of {sub.replace!r}: unknown CUDA variant(s) "
+                       f"{', '.join(unknown)}; name variants under 'cuda_variants'")  # fmt: skip
+                raise FieldError(msg, ("substitutions", number, "variants"))
         _check_stages(self.stages, self.cuda_variants, self, ("stages",), (self.verl.ref,))
         _check_overridden(self.verify, self.stages, ("verify", "overridden"))
         covered = {self.verl.ref}

@@ -36,7 +36,9 @@ from verl_bootstrap.paths import (
     protected_file,
 )
 from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.platforms import host_platform
 from verl_bootstrap.profile.stagespec import StageSpec
+from verl_bootstrap.profile.verlextras import extras_lines, marker_env, stage_pins
 from verl_bootstrap.redact import redact
 from verl_bootstrap.steps.base import StepContext, run_in_env
 from verl_bootstrap.steps.locked import (
@@ -73,10 +75,24 @@ def stage_request(plan: Plan, stage: StageSpec) -> InstallRequest:
         index=stage.index,
         no_deps=stage.no_deps,
         no_build_isolation=stage.no_build_isolation,
-        overrides_file=override_file(plan.prefix, stage.id) if stage.overrides else None,
+        overrides_file=override_file(plan.prefix, stage.id) if _overrides(stage) else None,
         constraints_file=protected_file(plan.prefix, stage.id) if pinned else None,
         offline=plan.offline,
     )
+
+
+def _overrides(stage: StageSpec) -> tuple[str, ...]:
+    """The stage's overrides, with those that leave out what a later stage installs."""
+    return (*stage.overrides, *stage.exclusion_overrides())
+
+
+def _at_verl_pins(plan: Plan, stage: StageSpec) -> StageSpec:
+    """A `pins_from_verl` stage with verl's pins, read from the checkout (there by now)."""
+    if not stage.pins_from_verl or plan.locked is not None:
+        return stage
+    python = sorted(p.name.removeprefix("python") for p in plan.prefix.glob("lib/python3.*"))
+    env = marker_env(python[-1] if python else plan.profile.python.prefer, host_platform())
+    return stage_pins(stage, plan.source.checkout, env)
 
 
 def _argv(plan: Plan, stage: StageSpec) -> list[str]:
@@ -89,6 +105,8 @@ def _argv(plan: Plan, stage: StageSpec) -> list[str]:
 def describe(plan: Plan, stage: StageSpec, previous: str) -> Step:
     decision = plan.kernels.get(stage.id)
     description = stage.description or f"install {', '.join(stage.packages)}"
+    if plan.locked is None:
+        description += "".join(f"\n{line}" for line in extras_lines(stage, plan.source.checkout))
     return Step(
         id=stage.id,
         kind="script" if stage.kind == "script" else "stage",
@@ -101,9 +119,18 @@ def describe(plan: Plan, stage: StageSpec, previous: str) -> Step:
             "overrides": stage.overrides,
             "expect": dict(stage.expect),
             "protect": stage.protect,
+            **_extras_inputs(stage),
             **_locked_inputs(plan, stage.id),
         },
     )
+
+
+def _extras_inputs(stage: StageSpec) -> dict[str, Any]:
+    """A stage that takes verl's extras re-runs when they, or what it leaves out, change."""
+    if not stage.verl_extras:
+        return {}
+    subs = [f"{s.replace}->{s.by}" for s in stage.substitutions]
+    return {"verl_extras": stage.verl_extras, "excluded": stage.excluded, "substitutions": subs}
 
 
 def _locked_inputs(plan: Plan, stage_id: str) -> dict[str, str]:
@@ -120,9 +147,9 @@ def _locked_inputs(plan: Plan, stage_id: str) -> dict[str, str]:
 
 
 def execute(ctx: StepContext) -> dict[str, Any]:
-    stage = next(s for s in ctx.plan.stages if s.id == ctx.step.id)
-    if stage.overrides:
-        atomic_write(override_file(ctx.plan.prefix, stage.id), "\n".join(stage.overrides) + "\n")
+    stage = _at_verl_pins(ctx.plan, next(s for s in ctx.plan.stages if s.id == ctx.step.id))
+    if _overrides(stage):
+        atomic_write(override_file(ctx.plan.prefix, stage.id), "\n".join(_overrides(stage)) + "\n")
     built: dict[str, Artifact] = {}
     kernel: dict[str, Any] = {}
     if ctx.plan.locked is not None:

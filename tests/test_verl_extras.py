@@ -1,0 +1,223 @@
+"""The GPU profiles take verl's own backend extras, read from verl's real v0.9.1 pyproject.toml
+(its release sdist from the default index), and `lock --check` names every distribution those
+extras declare that a committed lockfile lacks or pins otherwise."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+from cpuenv import run_cli
+from packaging.specifiers import SpecifierSet
+from verlrepo import verl_sdist
+
+from verl_bootstrap.envs.inventory import installed
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.lockfile.declared import extras_gaps
+from verl_bootstrap.paths import LOCKFILES_DIR
+from verl_bootstrap.profile import load_profile
+from verl_bootstrap.profile.stagespec import DROPPED_MARKER, stage_specs
+from verl_bootstrap.profile.verlextras import (
+    declared_requirements,
+    extras_lines,
+    marker_env,
+    read_extras,
+    stage_pins,
+)
+
+GPU_LOCKS = sorted(p for p in LOCKFILES_DIR.glob("*/*.lock.yaml") if p.parent.name != "cpu")
+X86 = marker_env("3.12", "linux-64")
+
+
+@pytest.fixture(scope="module")
+def verl_091(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """verl 0.9.1's own checkout files: pyproject.toml from its release sdist."""
+    dest = tmp_path_factory.mktemp("verl-091")
+    with tarfile.open(verl_sdist("0.9.1")) as tar:
+        member = tar.getmember("verl-0.9.1/pyproject.toml")
+        member.name = "pyproject.toml"
+        tar.extractall(dest, members=[member], filter="data")
+    return dest
+
+
+def _declared(checkout: Path, *extras: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for item in declared_requirements(read_extras(checkout / "pyproject.toml"), extras, X86):
+        out.setdefault(item.name, []).append(item.requirement)
+    return out
+
+
+def test_extras_expand_through_verl_self_references(verl_091: Path) -> None:
+    found = _declared(verl_091, "fsdp", "vllm")
+    assert found["cupy-cuda13x"] == ["cupy-cuda13x==14.0.1"]  # via verl[cupy-cu130]
+    assert found["flash-attn"] == ["flash-attn==2.8.3"]  # via verl[flash-attn-cu130torch211]
+    assert found["torchcodec"] == ["torchcodec"]  # via verl[verl-core]
+    assert found["vllm"] == ["vllm==0.24.0"]
+    assert "verl" not in found
+    assert "sglang" not in found
+
+
+def test_unknown_extra_names_the_ones_verl_declares(verl_091: Path) -> None:
+    with pytest.raises(InputError, match=r"no extra 'megatorn'.*fsdp.*megatron"):
+        _declared(verl_091, "megatorn")
+
+
+def test_markers_hold_for_the_locked_platform(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "verl"\n[project.optional-dependencies]\n'
+        'arm = ["only-arm ; platform_machine == \'aarch64\'", "both"]\n',
+        encoding="utf-8",
+    )
+    table = read_extras(tmp_path / "pyproject.toml")
+    on_x86 = {d.name for d in declared_requirements(table, ["arm"], X86)}
+    on_arm = {
+        d.name for d in declared_requirements(table, ["arm"], marker_env("3.12", "linux-aarch64"))
+    }
+    assert (on_x86, on_arm) == ({"both"}, {"both", "only-arm"})
+
+
+def test_engine_takes_verl_pins_and_the_variants_substitutions(verl_091: Path) -> None:
+    def engine(profile: str, variant: str) -> tuple[str, ...]:
+        spec = next(s for s in stage_specs(load_profile(profile), variant) if s.id == "engine")
+        return stage_pins(spec, verl_091, X86).packages
+
+    assert engine("fsdp", "cu130") == (
+        "vllm==0.24.0", "torch==2.11.0", "torchvision==0.26.0", "torchaudio==2.11.0",
+        "transformers==5.9.0",
+    )  # fmt: skip
+    assert engine("fsdp", "cu128")[:2] == ("vllm==0.19.1", "torch==2.10.0")
+    assert engine("sglang", "cu128")[0] == "sglang==0.5.10.post1"
+
+
+def test_deps_stage_leaves_later_stages_their_packages_and_substitutes() -> None:
+    specs = {s.id: s for s in stage_specs(load_profile("megatron"), "cu128")}
+    deps = specs["verl-deps"]
+    assert deps.extras == ("megatron", "vllm")
+    assert set(deps.excluded) == {"flash-attn", "transformer-engine", "megatron-core",
+                                  "megatron-bridge"}  # fmt: skip
+    assert "torch==2.10.0" in deps.overrides
+    assert f"cupy-cuda13x ; {DROPPED_MARKER}" in deps.overrides
+    assert f"apex ; {DROPPED_MARKER}" in deps.overrides
+    assert "cupy-cuda12x==14.0.1" in deps.packages
+    assert specs["megatron-bridge"].no_deps
+    cu130 = {s.id: s for s in stage_specs(load_profile("megatron"), "cu130")}["verl-deps"]
+    assert "torch==2.10.0" not in cu130.overrides
+    assert "cupy-cuda12x==14.0.1" not in cu130.packages
+
+
+def test_cpu_profile_is_left_as_it_was() -> None:
+    deps = next(s for s in stage_specs(load_profile("cpu"), "cpu") if s.kind == "verl-deps")
+    assert deps.extras == ("verl-core",)
+    assert deps.substitutions == ()
+    assert not any(DROPPED_MARKER in o for o in deps.overrides)
+
+
+def test_plan_lines_say_which_extras_and_from_where(verl_091: Path) -> None:
+    specs = {s.id: s for s in stage_specs(load_profile("fsdp"), "cu128")}
+    deps = "\n".join(extras_lines(specs["verl-deps"], verl_091))
+    assert f"takes verl[fsdp,vllm] as declared in {verl_091 / 'pyproject.toml'}" in deps
+    assert "left to later stages: flash-attn" in deps
+    assert "instead of verl's cupy-cuda13x: cupy-cuda12x==14.0.1 (" in deps
+    engine = "\n".join(extras_lines(specs["engine"], verl_091))
+    assert "vllm==0.24.0 (verl[vllm])" in engine
+    assert "(read once verl is fetched)" in "\n".join(extras_lines(specs["engine"], Path("/no")))
+
+
+@pytest.mark.parametrize("path", GPU_LOCKS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_committed_gpu_lock_holds_verls_extras(path: Path, verl_091: Path) -> None:
+    lock = read_lockfile(path)
+    gaps = extras_gaps(lock, load_profile(lock.profile), verl_091 / "pyproject.toml")
+    assert [g.line() for g in gaps] == []
+
+
+def _edited(
+    source: Path, dest: Path, drop: str | None = None, version: tuple[str, str] | None = None
+) -> Path:
+    data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    for stage in data["stages"]:
+        stage["distributions"] = [d for d in stage["distributions"] if d["name"] != drop]
+        for dist in stage["distributions"]:
+            if version and dist["name"] == version[0]:
+                dist["version"] = version[1]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return dest
+
+
+def test_a_lock_that_lacks_or_moves_one_fails(tmp_path: Path, verl_091: Path) -> None:
+    source = LOCKFILES_DIR / "fsdp" / "cu130-linux-64.lock.yaml"
+    pyproject = verl_091 / "pyproject.toml"
+    lacking = read_lockfile(_edited(source, tmp_path / "a.lock.yaml", drop="torchcodec"))
+    gaps = extras_gaps(lacking, load_profile("fsdp"), pyproject)
+    assert [g.line() for g in gaps] == ["lacks torchcodec (verl[fsdp] > verl[verl-core])"]
+    moved = read_lockfile(_edited(source, tmp_path / "b.lock.yaml", version=("trl", "0.26.0")))
+    gaps = extras_gaps(moved, load_profile("fsdp"), pyproject)
+    assert [g.line() for g in gaps] == ["pins trl==0.26.0, verl declares trl==0.27.0 (verl[fsdp])"]
+    cu128 = LOCKFILES_DIR / "fsdp" / "cu128-linux-64.lock.yaml"
+    no_substitute = read_lockfile(_edited(cu128, tmp_path / "c.lock.yaml", drop="cupy-cuda12x"))
+    gaps = extras_gaps(no_substitute, load_profile("fsdp"), pyproject)
+    assert [g.line() for g in gaps] == [
+        "lacks cupy-cuda12x==14.0.1 (instead of cupy-cuda13x==14.0.1 of verl[fsdp] > "
+        "verl[cupy-cu130])"
+    ]
+
+
+def test_lock_check_names_what_a_lock_lacks(tmp_path: Path, verl_repo_session: Path) -> None:
+    folder = tmp_path / "lockfiles"
+    _edited(LOCKFILES_DIR / "vllm-only" / "cu130-linux-64.lock.yaml",
+            folder / "vllm-only" / "cu130-linux-64.lock.yaml", drop="qwen-vl-utils")  # fmt: skip
+    run = run_cli(["lock", "--check", "--dir", str(folder), "--verl-source",
+                   str(verl_repo_session), "--json"])  # fmt: skip
+    assert run.code == 1
+    [entry] = run.body["lockfiles"]
+    assert entry["verl_extras"] == ["lacks qwen_vl_utils (verl[vllm] > verl[verl-core])"]
+
+
+PINNED_PROFILE = """\
+schema_version: 1
+name: pins-here
+extends: cpu
+stages:
+  - id: torch
+    packages: ["torch==2.13.0"]
+    index: pytorch-cpu
+  - id: early
+    packages: [tensordict, pylatexenc]
+    pins_from_verl: true
+  - id: verl-deps
+    kind: verl-deps
+    extras: [verl-core]
+  - id: later
+    packages: ["codetiming==1.3.2"]
+substitutions:
+  - replace: nvtx
+    reason: left out by this test
+"""
+
+
+def test_a_real_install_takes_verls_pins_and_leaves_later_stages_theirs(
+    tmp_path: Path, verl_repo_session: Path
+) -> None:
+    profile = tmp_path / "pins-here.yaml"
+    profile.write_text(PINNED_PROFILE, encoding="utf-8")
+    prefix = tmp_path / "env"
+    run = run_cli(["--profile", str(profile), "--prefix", str(prefix), "--verl-source",
+                   str(verl_repo_session), "--json"])  # fmt: skip
+    assert run.code == 0, run.stderr
+    logs = {s["id"]: Path(s["log"]).read_text("utf-8") for s in run.body["steps"]
+            if s["id"] in ("early", "verl-deps", "later")}  # fmt: skip
+    # the stage asked for verl-core's own requirement, read from the checkout's pyproject.toml
+    assert "'tensordict!=0.9.0,<=0.10.0,>=0.8.0' pylatexenc" in logs["early"]
+    overrides = (prefix / ".verl-bootstrap" / "overrides" / "verl-deps.txt").read_text("utf-8")
+    assert f"codetiming ; {DROPPED_MARKER}" in overrides.splitlines()  # a later stage's
+    assert f"nvtx ; {DROPPED_MARKER}" in overrides.splitlines()  # the substitution
+    assert " + codetiming" not in logs["verl-deps"]
+    assert " + codetiming==1.3.2" in logs["later"]
+    final = installed(prefix)
+    assert final["codetiming"].version == "1.3.2"
+    assert "nvtx" not in final
+    assert final["tensordict"].version in SpecifierSet(">=0.8.0,<=0.10.0,!=0.9.0")
+    assert "msgspec" in final  # the rest of verl-core came with the deps stage

@@ -1,0 +1,217 @@
+"""verl's own backend extras, read from its checkout's `pyproject.toml`.
+
+From v0.9.1 verl declares each backend as an extra (`verl-core`, `fsdp`, `megatron`, `vllm`,
+`sglang`, `cpu`) that pulls in others through `verl[...]` self-references. A profile names the
+extras its backend and engine take (its verl-deps stage's `extras`) and never copies their pins:
+they are read here, where they are declared, at plan, lock and install time. A profile's
+`substitutions` say where a variant must differ (another torch for CUDA 12.8), each with its reason.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+
+from verl_bootstrap.envs.inventory import canonical
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.platforms import MACHINES
+from verl_bootstrap.profile.models import Substitution
+from verl_bootstrap.profile.stagespec import StageSpec
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = [
+    "Declared",
+    "declared_requirements",
+    "marker_env",
+    "pinned_packages",
+    "read_extras",
+    "stage_pins",
+    "substitutions_for",
+]
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One requirement an extra declares, with the extras it was reached through."""
+
+    name: str  # PEP 503 normalised
+    requirement: str  # as verl writes it, marker removed (it held for the target)
+    via: tuple[str, ...]  # e.g. ("fsdp", "cupy-cu130")
+
+    def origin(self) -> str:
+        """`verl[fsdp] > verl[cupy-cu130]`: where the requirement comes from."""
+        return " > ".join(f"verl[{e}]" for e in self.via)
+
+
+def read_extras(pyproject: Path) -> dict[str, tuple[str, ...]]:
+    """`[project.optional-dependencies]` of verl's `pyproject.toml` (empty when it has none)."""
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise InputError(f"{pyproject}: cannot read verl's extras: {exc}") from None
+    extras = data.get("project", {}).get("optional-dependencies", {})
+    return {str(k): tuple(str(r) for r in v) for k, v in extras.items()}
+
+
+def marker_env(python: str, platform: str) -> dict[str, str]:
+    """The marker values of a Linux target (Python X.Y, linux-64 or linux-aarch64)."""
+    machine = MACHINES.get(platform, platform)
+    return {
+        "python_version": python,
+        "python_full_version": f"{python}.0",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "os_name": "posix",
+        "platform_machine": machine,
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+    }
+
+
+def declared_requirements(
+    extras_table: Mapping[str, Sequence[str]],
+    extras: Iterable[str],
+    env: Mapping[str, str],
+    *,
+    where: str = "pyproject.toml",
+) -> tuple[Declared, ...]:
+    """Every requirement `extras` declare, expanded through `verl[...]`, markers evaluated."""
+    out: list[Declared] = []
+    seen: set[str] = set()
+
+    def expand(extra: str, via: tuple[str, ...]) -> None:
+        if extra in seen:
+            return
+        seen.add(extra)
+        if extra not in extras_table:
+            known = ", ".join(sorted(extras_table)) or "none"
+            raise InputError(
+                f"{where}: verl declares no extra {extra!r} (it declares: {known})",
+                hint="name one of verl's extras in the verl-deps stage's 'extras', or use a "
+                "stack for this ref",
+            )
+        for line in extras_table[extra]:
+            try:
+                req = Requirement(line)
+            except InvalidRequirement as exc:
+                raise InputError(f"{where}: verl[{extra}]: {line!r}: {exc}") from None
+            if req.marker is not None and not req.marker.evaluate({**env, "extra": extra}):
+                continue
+            if canonical(req.name) == "verl":
+                for inner in sorted(req.extras):
+                    expand(inner, (*via, inner))
+                continue
+            req.marker = None
+            out.append(Declared(canonical(req.name), str(req), via))
+
+    for extra in extras:
+        expand(extra, (extra,))
+    return tuple(out)
+
+
+def substitutions_for(
+    substitutions: Iterable[Substitution], variant: str
+) -> dict[str, Substitution]:
+    """name -> the substitution that applies to `variant`."""
+    return {
+        canonical(s.replace): s for s in substitutions if not s.variants or variant in s.variants
+    }
+
+
+def pinned_packages(
+    packages: Sequence[str],
+    declared: Sequence[Declared],
+    substituted: Mapping[str, Substitution],
+) -> tuple[str, ...]:
+    """A `pins_from_verl` stage's packages: each bare name takes what verl declares for it
+    (or the variant's substitution); a package the profile pins itself stays as written."""
+    by_name: dict[str, list[Requirement]] = {}
+    for item in declared:
+        by_name.setdefault(item.name, []).append(Requirement(item.requirement))
+    out: list[str] = []
+    for package in packages:
+        req = Requirement(package)
+        name = canonical(req.name)
+        sub = substituted.get(name)
+        if str(req.specifier) or req.url:
+            out.append(package)
+        elif sub is not None:
+            if sub.by is not None:
+                out.append(sub.by)
+        elif name in by_name:
+            out.append(_merged(req, by_name[name]))
+        else:
+            raise InputError(
+                f"stage asks for {package!r} at verl's pin, but the extras declare no {name}",
+                hint="pin it in the stage (e.g. 'name==X.Y') or drop 'pins_from_verl'",
+            )
+    return tuple(out)
+
+
+def _merged(asked: Requirement, declared: Sequence[Requirement]) -> str:
+    """One requirement holding every specifier and extra verl declares for the name."""
+    extras = set(asked.extras).union(*(d.extras for d in declared))
+    spec = SpecifierSet()
+    for item in declared:
+        spec &= item.specifier
+    tail = f"[{','.join(sorted(extras))}]" if extras else ""
+    return f"{asked.name}{tail}{spec}"
+
+
+def stage_pins(spec: StageSpec, checkout: Path, env: Mapping[str, str]) -> StageSpec:
+    """`spec` with its packages at verl's pins, read from `checkout`'s pyproject.toml (a stage
+    that does not take verl's pins is returned as it is)."""
+    if not spec.pins_from_verl:
+        return spec
+    pyproject = checkout / "pyproject.toml"
+    declared = declared_requirements(
+        read_extras(pyproject), spec.verl_extras, env, where=str(pyproject)
+    )
+    subs = {canonical(s.replace): s for s in spec.substitutions}
+    return replace(spec, packages=pinned_packages(spec.packages, declared, subs))
+
+
+def extras_lines(spec: StageSpec, checkout: Path, python: str = "3.12") -> list[str]:
+    """What `plan` says about a stage that takes verl's extras: which, from where, what it
+    leaves to later stages, and each substitution with its reason."""
+    if not spec.verl_extras:
+        return []
+    asked = f"verl[{','.join(spec.verl_extras)}]"
+    pyproject = checkout / "pyproject.toml"
+    table = read_extras(pyproject)
+    env = marker_env(python, "linux-64")
+    declared = (
+        declared_requirements(table, spec.verl_extras, env, where=str(pyproject)) if table else ()
+    )
+    where = str(pyproject) if table else f"{pyproject} (read once verl is fetched)"
+    if spec.pins_from_verl:
+        wanted = {canonical(Requirement(p).name) for p in spec.packages}
+        pins: dict[str, list[str]] = {}
+        for item in declared:
+            if item.name in wanted:
+                pins.setdefault(item.requirement, []).append(item.origin())
+        lines = [f"takes the pins {asked} declares, from {where}"]
+        if pins:
+            lines.append("  " + ", ".join(f"{r} ({', '.join(o)})" for r, o in pins.items()))
+        subs = [s for s in spec.substitutions if canonical(s.replace) in wanted]
+    else:
+        subs = [s for s in spec.substitutions if canonical(s.replace) not in spec.excluded]
+        lines = [f"takes {asked} as declared in {where}"]
+        if declared:
+            names = sorted({d.name for d in declared} - set(spec.excluded))
+            lines.append(f"  {len(names)} distributions: {', '.join(names)}")
+        if spec.excluded:
+            lines.append(f"  left to later stages: {', '.join(spec.excluded)}")
+    lines += [f"  instead of verl's {s.replace}: {s.by or 'nothing'} ({s.reason})" for s in subs]
+    return lines
