@@ -5,6 +5,7 @@ doctor work on it without --prefix; doctor --prefix takes the env's own profile;
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,8 @@ from verl_bootstrap.cli import main
 from verl_bootstrap.envs.activation import activation_script, prompt_mark
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
 from verl_bootstrap.lifecycle.registry import known_prefixes, register
+from verl_bootstrap.plan.model import Step
+from verl_bootstrap.steps.kinds import running_label
 
 TOOL = str(Path(sys.executable).parent / "verl-bootstrap")
 
@@ -116,3 +119,37 @@ def test_envs_list_has_a_header(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == EXIT_OK
     header = out.splitlines()[0].split()
     assert header[:3] == ["PREFIX", "STATUS", "PROFILE"]
+
+
+def test_the_summary_says_time_packages_size_and_lockfile(cpu_env_session: Installed) -> None:
+    """A resumed run of the session env (every step up to date) ends with the totals."""
+    done = subprocess.run([TOOL, "--prefix", str(cpu_env_session.prefix)], capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = done.stderr.split("summary:", 1)[1]
+    assert re.search(r"\n  total +[0-9.]+s\n", summary)
+    assert re.search(r"\n  env: [0-9]{2,} packages, [0-9.]+ (MiB|GiB)\n", summary)
+    assert "verified. Enter the env with:" in summary
+    assert "\x1b" not in done.stderr  # piped: no colour
+
+
+def test_the_first_protected_stage_gives_uv_no_empty_constraints(
+    cpu_env_session: Installed,
+) -> None:
+    state = cpu_env_session.prefix / ".verl-bootstrap"
+    assert (state / "protected" / "torch.txt").read_text().split() == ["torch"]
+    logs = list(state.glob("logs/*/torch.log"))
+    assert logs
+    assert not any("does not contain any dependencies" in p.read_text() for p in logs)
+
+
+def test_labels_say_what_ran(
+    cpu_env_session: Installed, capsys: pytest.CaptureFixture[str]
+) -> None:
+
+    step = Step(id="install-verl", kind="install-verl", deps=(), description="from its checkout")
+    assert "release sdist" in running_label(step, {"fetch-source": {"kind": "sdist"}})
+    assert running_label(step, {"fetch-source": {"kind": "git"}}) == "from its checkout"
+    code, out, _ = run(["plan", "--prefix", str(cpu_env_session.prefix)], capsys)
+    assert code == EXIT_OK
+    assert "(a CPU env: no GPU smoke test)" in out

@@ -111,17 +111,17 @@ def env_facts(result: InstallResult, seconds: float) -> EnvFacts:
 
 def cmd_verify(ns: argparse.Namespace) -> int:
     """`verify --prefix P`: the verification checks on any env."""
+    from verl_bootstrap.cli.options import env_prefix
     from verl_bootstrap.verify.prefix import verify_prefix
 
+    prefix = ns.prefix = env_prefix(ns.prefix, command="verify")  # the activated env by default
     if getattr(ns, "against", None) is not None:  # `--against LOCKFILE`: the drift report
         from verl_bootstrap.cli.lock import cmd_verify_against
 
         return cmd_verify_against(ns)
 
-    from verl_bootstrap.cli.options import env_prefix
     from verl_bootstrap.cli.render import Console
 
-    prefix = env_prefix(ns.prefix, command="verify")
     with Console(quiet=ns.json) as console, console.activity("verify", "importing the stack"):
         report = verify_prefix(prefix, profile=ns.profile, require_gpu=ns.require_gpu)
     if ns.json:
