@@ -58,7 +58,7 @@ COMMANDS: tuple[Command, ...] = (
        "verl-bootstrap plan --profile cpu",
        "verl-bootstrap plan --profile fsdp --cuda cu130 --json", flags="parse:flags_plan"),
     _c("verify", "check an env: imports, versions, pip check, the GPU smoke test", "install",
-       "verl-bootstrap verify                      # the activated env, or the default one",
+       "verl-bootstrap verify                      # inside an activated env: that env",
        "verl-bootstrap verify --prefix ~/envs/rl --json",
        "verl-bootstrap verify --prefix ~/envs/rl --against lockfiles/cpu/cpu-linux-64.yaml",
        flags="parse:flags_verify"),
