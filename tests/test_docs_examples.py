@@ -83,3 +83,14 @@ def test_the_runnable_examples_run(argv: list[str], tmp_path: Path) -> None:
     done = subprocess.run([TOOL, *argv], capture_output=True, text=True, check=False, env=env,
                           cwd=ROOT, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr
+
+
+def test_the_docs_speak_of_the_product_not_of_how_it_was_made() -> None:
+    story = re.compile(r"agents?|sessions?|issue [0-9]+", re.I)
+    found = [
+        f"{doc.name}:{number}: {line.strip()}"
+        for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+        for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1)
+        if story.search(line)
+    ]
+    assert not found, "\n".join(found)
