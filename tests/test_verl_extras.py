@@ -15,6 +15,7 @@ from verlrepo import verl_sdist
 
 from verl_bootstrap.envs.inventory import installed
 from verl_bootstrap.errors import InputError
+from verl_bootstrap.kernels.coverage import stack_keys
 from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.lockfile.declared import extras_gaps
 from verl_bootstrap.paths import LOCKFILES_DIR
@@ -221,3 +222,13 @@ def test_a_real_install_takes_verls_pins_and_leaves_later_stages_theirs(
     assert "nvtx" not in final
     assert final["tensordict"].version in SpecifierSet(">=0.8.0,<=0.10.0,!=0.9.0")
     assert "msgspec" in final  # the rest of verl-core came with the deps stage
+
+
+@pytest.mark.parametrize(("profile", "variant", "torch"),
+                         [("fsdp", "cu130", "2.11.0"), ("sglang", "cu128", "2.9.1")])  # fmt: skip
+def test_kernel_keys_know_the_engines_torch_before_verl_is_fetched(
+    profile: str, variant: str, torch: str
+) -> None:
+    # the engine names torch bare (verl's pin); the torch it promises keys the kernel stages
+    keys = stack_keys(load_profile(profile), variant, "linux_x86_64")
+    assert [(stage, key.torch) for stage, _, _, key in keys] == [("flash-attn", torch)]

@@ -77,7 +77,7 @@ def stack_keys(
     python = "cp" + "".join((python_xy or profile.python.prefer).split(".")[:2])
     cuda = "cpu" if variant == "cpu" else profile.cuda_variants[variant].cuda
     for spec in stage_specs(profile, variant):
-        seen.extend(spec.packages)
+        seen.extend(spec.promised())  # the torch an engine stage leaves, before its packages
         if spec.kernel is not None:
             torch = pinned_version(seen, "torch")
             key = BuildKey(torch, cuda, cxx11_abi(torch), python, platform)

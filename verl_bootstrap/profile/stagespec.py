@@ -43,6 +43,13 @@ class StageSpec:
     # where this variant differs from verl's extras (from the deps stage on, and pinned stages)
     substitutions: tuple[Substitution, ...] = ()
 
+    def promised(self) -> tuple[str, ...]:
+        """The packages, after the exact versions the stage promises (`expect`): a stage that
+        takes verl's pins names `torch` bare, and says the torch it leaves as `torch: ==2.11.0`
+        (kernel keys are read from this before verl's pyproject.toml is fetched)."""
+        exact = (f"{n}{spec}" for n, spec in self.expect.items() if spec.startswith("=="))
+        return (*exact, *self.packages)
+
     def exclusion_overrides(self) -> tuple[str, ...]:
         """Overrides that drop what a later stage installs (never carried to later stages)."""
         return tuple(f"{name} ; {DROPPED_MARKER}" for name in self.excluded)

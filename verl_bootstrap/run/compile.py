@@ -6,7 +6,6 @@ Whatever order a profile lists, verl's editable install precedes every accelerat
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 from graphlib import CycleError, TopologicalSorter
 
@@ -72,16 +71,11 @@ def _kernels(
             driver=host.driver, flags=options.cuda_arch,
         )  # fmt: skip
     # a stage that takes verl's pins names bare packages; the torch it must leave is its expect
-    listed = tuple((s.id, (*_exact(s.expect), *s.packages), s.kernel) for s in stages)
+    listed = tuple((s.id, s.promised(), s.kernel) for s in stages)
     return plan_kernels(
         listed, profile=profile, variant=host.variant, host=host.kernels,
         driver=host.driver, flag_archs=options.cuda_arch,
     )  # fmt: skip
-
-
-def _exact(expect: Mapping[str, str]) -> tuple[str, ...]:
-    """The exact versions a stage promises, as requirements (`torch==2.11.0`)."""
-    return tuple(f"{name}{spec}" for name, spec in expect.items() if spec.startswith("=="))
 
 
 def _order(steps: list[Step]) -> tuple[Step, ...]:
