@@ -188,3 +188,23 @@ def test_kernels_coverage_prints_the_table_and_its_json(capsys: pytest.CaptureFi
     assert {r["profile"] for r in body["rows"]} == {"sglang"} and len(body["rows"]) == 4
     assert all(r["wheel"] for r in body["rows"])
     assert body["sources"]["verl-wheelhouse"]["recorded"] == "2026-12-04"
+
+
+def test_the_locked_default_route_says_a_source_has_the_wheel_the_lock_does_not_pin(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The committed GPU locks record no kernel wheel (made without the network to GitHub): a
+    --locked install builds the locked sdist, and the plan says which source has the wheel."""
+    assert cli.main(["plan", "--profile", "fsdp", "--cuda", "cu130", "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    kernel = next(s for s in body["steps"] if s["id"] == "flash-attn")["kernel"]
+    if kernel["source"] != "build":  # a lock regenerated with the network pins the wheel
+        assert "the lockfile records" in kernel["reason"], kernel
+        return
+    assert kernel["reason"].startswith("source build of the locked sdist")
+    platform = kernel["expected_key"]["platform"]
+    source = "verl-wheelhouse" if platform == "linux_x86_64" else "community"
+    assert (
+        f"{source} has a prebuilt wheel for this key, but the lockfile records none"
+        in (kernel["reason"])
+    )

@@ -7,6 +7,7 @@ the wheelhouse afterwards, so the next node takes it). Pure: the plan and the ru
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from packaging.utils import canonicalize_name
 
@@ -14,7 +15,7 @@ from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.kernels.host import KernelHost
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.kernels.planning import KernelDecision, cxx11_abi, decision
-from verl_bootstrap.kernels.sources import KernelChoice, wheelhouse_match
+from verl_bootstrap.kernels.sources import KernelChoice, candidates, wheelhouse_match
 from verl_bootstrap.kernels.wheelhouse import Entry
 from verl_bootstrap.lockfile.model import LockedDist, LockedStage, Lockfile
 from verl_bootstrap.profile.kernel import KernelSpec
@@ -92,6 +93,25 @@ def _from_house(entry: Entry, root: str | None, note: str) -> KernelChoice:
     return KernelChoice("wheelhouse", reason, where, entry.sha256, entry.key)
 
 
+def _unpinned_hint(
+    choice: KernelChoice, kernel: KernelSpec, dist: LockedDist, key: BuildKey, host: KernelHost
+) -> KernelChoice:
+    """A build whose declared sources do have a wheel says so: the lockfile records no sha256
+    for it, so a --locked install may not take it (a lock made with the network would)."""
+    if choice.source != "build" or dist.kernel_wheel is not None:
+        return choice
+    found, _ = candidates(kernel, dist.version, key, (), None, record=host.record, order=host.order)
+    if not found:
+        return choice
+    first = found[0]
+    hint = (
+        f"; {first.origin} has a prebuilt wheel for this key, but the lockfile records none (no "
+        "sha256 to check it against): `verl-bootstrap lock` on a host that reaches it records "
+        "it, or --resolve takes it now"
+    )
+    return replace(choice, reason=choice.reason + hint)
+
+
 def plan_locked_kernels(
     lock: Lockfile,
     kernels: Mapping[str, KernelSpec],
@@ -108,5 +128,6 @@ def plan_locked_kernels(
         dist = kernel_dist(stage, kernel) if kernel else None
         if kernel is not None and dist is not None:
             choice = choose_locked(kernel, dist, key, host.entries, str(host.wheelhouse))
+            choice = _unpinned_hint(choice, kernel, dist, key, host)
             out[stage.id] = decision(kernel, key, choice, host=host, driver=driver, flags=flags)
     return out
