@@ -308,7 +308,7 @@ def test_build_progress_counts_ninja_and_compiler_lines() -> None:
 
 
 def test_a_locked_kernel_takes_the_recorded_file_or_builds_the_locked_sdist(tmp_path: Path) -> None:
-    from verl_bootstrap.kernels.locked import choose_locked  # noqa: PLC0415
+    from verl_bootstrap.locked.kernels import choose_locked  # noqa: PLC0415
     from verl_bootstrap.lockfile.model import KernelWheel, LockedDist  # noqa: PLC0415
 
     kernel = KernelSpec(distribution="flash-attn", release_wheels=(FLASH,))

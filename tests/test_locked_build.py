@@ -19,6 +19,7 @@ from verl_bootstrap import proc
 from verl_bootstrap.commands import InstallRequest
 from verl_bootstrap.errors import CommandFailed
 from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.locked.install import write_build_constraints
 from verl_bootstrap.lockfile.buildlock import build_requirements, lock_build, sdist_pyproject
 from verl_bootstrap.lockfile.fetch import cached_archive
 from verl_bootstrap.lockfile.gaps import documented_gaps, hash_gaps
@@ -34,7 +35,6 @@ from verl_bootstrap.lockfile.model import (
 )
 from verl_bootstrap.lockfile.resolve import Target
 from verl_bootstrap.paths import file_sha256, locked_build_file
-from verl_bootstrap.steps.locked import write_build_constraints
 from verl_bootstrap.steps.srcbuild import build_locked_sdists
 
 PROFILE_HASH = "sha256:" + "f" * 64  # the shape a lockfile's profile hash has

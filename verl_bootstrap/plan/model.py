@@ -12,11 +12,12 @@ from typing import Any
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.kernels.planning import KernelDecision
+from verl_bootstrap.locked.prepare import LockedInstall
 from verl_bootstrap.lockfile.gaps import hash_gaps
-from verl_bootstrap.lockfile.model import LockedStage
+from verl_bootstrap.lockfile.lookup import Artifact
+from verl_bootstrap.lockfile.model import LockedStage, Lockfile
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.facts import HostFacts
-from verl_bootstrap.plan.locked import LockedInstall
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stagespec import StageSpec
 from verl_bootstrap.source.spec import SourceSpec
@@ -36,6 +37,9 @@ class Step:
     inputs: Mapping[str, Any] = field(default_factory=dict)
     # the variables its commands run with (shown by `plan`; sizing is not part of the fingerprint)
     env: Mapping[str, str] = field(default_factory=dict)
+    # --locked: the lockfile's stage of this id, attached when the plan is compiled (its inputs
+    # carry what of it the fingerprint needs)
+    locked: LockedStage | None = None
 
 
 @dataclass(frozen=True)
@@ -112,11 +116,26 @@ class Plan:
         """The lab wheelhouse folder (None: the tool home's)."""
         return self.options.site.wheelhouse
 
-    def locked_stage(self, stage_id: str) -> LockedStage | None:
-        """The lockfile's stage of this id (None when the run installs no lockfile)."""
+    @property
+    def lockfile(self) -> Lockfile | None:
+        """The lockfile this run installs exactly (None: the run resolves)."""
+        return None if self.locked is None else self.locked.lock
+
+    @property
+    def locked_artifacts(self) -> Mapping[str, Artifact]:
+        """The locked artifacts as looked up and hash-checked before the run (none: resolving)."""
+        return {} if self.locked is None else self.locked.artifacts
+
+    def locked_stage(self, step_id: str) -> LockedStage | None:
+        """The lockfile's stage a step installs (None when the run installs no lockfile): the
+        stage of its id; for install-verl, the lock's install-verl stage whatever its id."""
         if self.locked is None:
             return None
-        return next((s for s in self.locked.lock.stages if s.id == stage_id), None)
+        verl = step_id == "install-verl"
+        found = (
+            s for s in self.locked.lock.stages if s.id == step_id or (verl and s.kind == step_id)
+        )
+        return next(found, None)
 
     @property
     def hash_gaps(self) -> list[str]:

@@ -10,19 +10,19 @@ from dataclasses import replace
 from graphlib import CycleError, TopologicalSorter
 
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.kernels.locked import plan_locked_kernels
 from verl_bootstrap.kernels.planning import KernelDecision, plan_kernels
+from verl_bootstrap.locked.kernels import plan_locked_kernels
+from verl_bootstrap.locked.prepare import LockedInstall, locked_source_spec, locked_stage_specs
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import state_dir
 from verl_bootstrap.plan.facts import HostFacts
-from verl_bootstrap.plan.locked import LockedInstall, locked_source_spec, locked_stage_specs
 from verl_bootstrap.plan.model import Plan, Step
 from verl_bootstrap.profile.models import Profile
-from verl_bootstrap.profile.stagespec import StageSpec, stage_specs
+from verl_bootstrap.profile.stagespec import stage_specs
 from verl_bootstrap.source.spec import SourceSpec
 from verl_bootstrap.steps.kinds import plan_steps
 
-__all__ = ["compile_plan"]
+__all__ = ["attach_locked", "compile_plan"]
 
 
 def compile_plan(
@@ -32,49 +32,52 @@ def compile_plan(
 
     With `locked`, the stages are the lockfile's and verl's source is the locked one.
     """
-    stages = stage_specs(profile, host.variant)
-    source = SourceSpec.from_profile(profile, options, state_dir(options.prefix))
-    settings = host.settings
-    if locked is not None:
-        stages = locked_stage_specs(locked.lock, {s.id: s.kernel for s in stages if s.kernel})
-        source = locked_source_spec(source, locked.lock)
-        # every pin already met pip's constraints when it was locked; --require-hashes refuses
-        # unpinned constraint lines
-        settings = replace(settings, constraints=())
     draft = Plan(
         profile=profile,
         options=options,
         host=host,
-        source=source,
-        settings=settings,
-        stages=stages,
+        source=SourceSpec.from_profile(profile, options, state_dir(options.prefix)),
+        settings=host.settings,
+        stages=stage_specs(profile, host.variant),
         steps=(),
-        locked=locked,
-        kernels=_kernels(profile, options, host, stages, locked),
     )
+    if locked is not None:
+        draft = attach_locked(draft, locked)
+    draft = replace(draft, kernels=_kernels(draft))
     steps = _order(plan_steps(draft))
-    return Plan(**{**draft.__dict__, "steps": steps})
+    return replace(draft, steps=tuple(replace(s, locked=draft.locked_stage(s.id)) for s in steps))
 
 
-def _kernels(
-    profile: Profile,
-    options: RunOptions,
-    host: HostFacts,
-    stages: tuple[StageSpec, ...],
-    locked: LockedInstall | None,
-) -> dict[str, KernelDecision]:
+def attach_locked(plan: Plan, locked: LockedInstall) -> Plan:
+    """`plan` (not yet described into steps) installing exactly `locked`'s lockfile: the one
+    place --locked changes a plan. Its stages become the lockfile's (each with the kernel spec of
+    the profile's stage of that id), verl's source the locked sdist or commit, and the index
+    settings lose pip's constraints: every pin already met them when it was locked, and
+    --require-hashes refuses unpinned constraint lines."""
+    kernels = {s.id: s.kernel for s in plan.stages if s.kernel}
+    return replace(
+        plan,
+        stages=locked_stage_specs(locked.lock, kernels),
+        source=locked_source_spec(plan.source, locked.lock),
+        settings=replace(plan.settings, constraints=()),
+        locked=locked,
+    )
+
+
+def _kernels(plan: Plan) -> dict[str, KernelDecision]:
+    host = plan.host
     if host.kernels is None:
         return {}
-    if locked is not None:
+    if plan.locked is not None:
         return plan_locked_kernels(
-            locked.lock, {s.id: s.kernel for s in stages if s.kernel}, host=host.kernels,
-            driver=host.driver, flags=options.cuda_arch,
+            plan.locked.lock, {s.id: s.kernel for s in plan.stages if s.kernel},
+            host=host.kernels, driver=host.driver, flags=plan.options.cuda_arch,
         )  # fmt: skip
     # a stage that takes verl's pins names bare packages; the torch it must leave is its expect
-    listed = tuple((s.id, s.promised(), s.kernel) for s in stages)
+    listed = tuple((s.id, s.promised(), s.kernel) for s in plan.stages)
     return plan_kernels(
-        listed, profile=profile, variant=host.variant, host=host.kernels,
-        driver=host.driver, flag_archs=options.cuda_arch,
+        listed, profile=plan.profile, variant=host.variant, host=host.kernels,
+        driver=host.driver, flag_archs=plan.options.cuda_arch,
     )  # fmt: skip
 
 

@@ -13,11 +13,11 @@ from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.lifecycle.guard import guarding
 from verl_bootstrap.lifecycle.runlog import begin_run, end_run, top_level
 from verl_bootstrap.lifecycle.state import State
+from verl_bootstrap.locked.prepare import LockedInstall, precheck, prepare_locked
 from verl_bootstrap.lockfile.lookup import NotServed
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import STATE_DIRNAME, guard_file, state_file
 from verl_bootstrap.plan.facts import gather_host
-from verl_bootstrap.plan.locked import LockedInstall, precheck, prepare_locked
 from verl_bootstrap.plan.lockroute import choose_route, route_line
 from verl_bootstrap.plan.model import Plan
 from verl_bootstrap.profile import load_profile

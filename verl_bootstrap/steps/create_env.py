@@ -8,6 +8,7 @@ from typing import Any
 from verl_bootstrap.envs.base import EnvRequest
 from verl_bootstrap.envs.condahash import LockedConda
 from verl_bootstrap.envs.registry import get_backend
+from verl_bootstrap.locked.install import locked_conda
 from verl_bootstrap.plan.model import Plan, Step
 from verl_bootstrap.redact import redact
 from verl_bootstrap.steps.base import StepContext
@@ -33,18 +34,16 @@ def env_request(plan: Plan, log_path: Path | None = None) -> EnvRequest:
 
 def _locked_conda(plan: Plan) -> tuple[str, ...]:
     """A --locked conda env gets the locked conda packages, each pinned to version and build."""
-    if plan.locked is None or plan.backend != "conda":
-        return ()
-    return tuple(f"{p.name} =={p.version} {p.build}" for p in plan.locked.lock.conda)
+    packages = locked_conda(plan.lockfile, plan.backend) or ()
+    return tuple(f"{p.name} =={p.version} {p.build}" for p in packages)
 
 
 def _locked_digests(plan: Plan) -> tuple[LockedConda, ...] | None:
-    """A --locked conda env links only packages with the lock's digests."""
-    if plan.locked is None or plan.backend != "conda":
+    """A --locked conda env links only packages with the lock's digests (None: any)."""
+    packages = locked_conda(plan.lockfile, plan.backend)
+    if packages is None:
         return None
-    return tuple(
-        LockedConda(name=p.name, sha256=p.sha256, md5=p.md5) for p in plan.locked.lock.conda
-    )
+    return tuple(LockedConda(name=p.name, sha256=p.sha256, md5=p.md5) for p in packages)
 
 
 def describe(plan: Plan) -> Step:

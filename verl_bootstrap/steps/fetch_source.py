@@ -7,11 +7,11 @@ from typing import Any
 
 from verl_bootstrap.commands import pip_launcher
 from verl_bootstrap.events import emit
+from verl_bootstrap.locked.install import check_source, fetch_locked_sdist
 from verl_bootstrap.plan.model import Plan, Step
 from verl_bootstrap.redact import redact
 from verl_bootstrap.source.fetch import fetch_source
 from verl_bootstrap.steps.base import StepContext
-from verl_bootstrap.steps.locked import check_source, fetch_locked_sdist
 
 __all__ = ["describe", "execute"]
 
@@ -43,17 +43,14 @@ def describe(plan: Plan) -> Step:
 
 
 def execute(ctx: StepContext) -> dict[str, Any]:
-    locked = ctx.plan.locked
-    result = None
-    if locked is not None:  # the checked sdist, cached by sha256
-        result = fetch_locked_sdist(ctx.plan.source, locked, log_path=ctx.log_path)
+    # --locked: the checked sdist, cached by sha256 (None: fetched as the plan's source says)
+    result = fetch_locked_sdist(ctx.plan.source, ctx.plan.locked, log_path=ctx.log_path)
     if result is None:
         result = fetch_source(
             ctx.plan.source, ctx.plan.settings, pip=pip_launcher(), log_path=ctx.log_path,
-            offline=ctx.plan.options.offline,
+            offline=ctx.plan.offline,
         )  # fmt: skip
-    if locked is not None:  # verl itself is checked before anything is installed
-        check_source(locked.lock, result)
+    check_source(ctx.plan.lockfile, result)  # a locked verl is checked before anything installs
     if result.note:  # e.g. git was unreachable and verl's release sdist stands in: say so
         emit(result.note, kind=("note",), step=ctx.step.id)
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in result.__dict__.items()}

@@ -6,20 +6,12 @@ from typing import Any
 
 from verl_bootstrap.commands import InstallRequest, install_command
 from verl_bootstrap.envs.base import env_python
-from verl_bootstrap.lockfile.model import LockedStage
+from verl_bootstrap.locked.install import build_constraints_file, write_build_constraints
 from verl_bootstrap.plan.model import Plan, Step
 from verl_bootstrap.redact import redact
 from verl_bootstrap.steps.base import StepContext, run_in_env
-from verl_bootstrap.steps.locked import build_constraints_file, write_build_constraints
 
 __all__ = ["describe", "execute"]
-
-
-def _locked(plan: Plan) -> LockedStage | None:
-    """The lock's install-verl stage (its `build`: verl's locked build backend)."""
-    if plan.locked is None:
-        return None
-    return next((s for s in plan.locked.lock.stages if s.kind == "install-verl"), None)
 
 
 def _argv(plan: Plan) -> list[str]:
@@ -28,7 +20,7 @@ def _argv(plan: Plan) -> list[str]:
         editable=str(plan.source.checkout),
         no_deps=True,
         offline=plan.offline,
-        build_constraints=build_constraints_file(plan.prefix, _locked(plan)),
+        build_constraints=build_constraints_file(plan.prefix, plan.locked_stage("install-verl")),
     )
     return install_command(plan.installer, request, plan.settings)
 
@@ -44,6 +36,6 @@ def describe(plan: Plan) -> Step:
 
 
 def execute(ctx: StepContext) -> dict[str, Any]:
-    write_build_constraints(ctx.plan.prefix, _locked(ctx.plan))
+    write_build_constraints(ctx.plan.prefix, ctx.step.locked)  # the lock's build backend
     run_in_env(ctx, _argv(ctx.plan))
     return {}

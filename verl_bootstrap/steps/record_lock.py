@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from verl_bootstrap import __version__, proc
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.envs.inventory import canonical, installed
+from verl_bootstrap.locked.install import record_locked_env
 from verl_bootstrap.lockfile import (
     CondaPackage,
     LockedDist,
@@ -27,7 +28,6 @@ from verl_bootstrap.plan.model import Plan, Step
 from verl_bootstrap.platforms import host_platform
 from verl_bootstrap.source.spec import SourceResult
 from verl_bootstrap.steps.base import StepContext
-from verl_bootstrap.steps.locked import record_locked_env
 
 __all__ = ["describe", "execute", "kernel_wheels", "write_env_lock"]
 
@@ -156,15 +156,16 @@ def describe(plan: Plan, previous: str) -> Step:
 
 
 def execute(ctx: StepContext) -> dict[str, Any]:
-    if ctx.plan.locked is not None:  # the env's record is the lockfile it was installed from
-        built = {
-            name: digest
-            for outputs in ctx.prior.values()
-            for name, digest in dict(outputs.get("built") or {}).items()
-        }
-        kernels = kernel_wheels(ctx.plan, ctx.prior)
-        path = record_locked_env(ctx.plan.prefix, ctx.plan.locked.lock, built, kernels)
-        return {"lockfile": str(path)}
+    built = {
+        name: digest
+        for outputs in ctx.prior.values()
+        for name, digest in dict(outputs.get("built") or {}).items()
+    }
+    kernels = kernel_wheels(ctx.plan, ctx.prior)
+    # --locked: the env's record is the lockfile it was installed from
+    recorded = record_locked_env(ctx.plan.prefix, ctx.plan.lockfile, built, kernels)
+    if recorded is not None:
+        return {"lockfile": str(recorded)}
     source = SourceResult(
         **{**ctx.prior["fetch-source"], "path": Path(ctx.prior["fetch-source"]["path"])}
     )

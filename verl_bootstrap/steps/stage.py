@@ -20,11 +20,16 @@ from verl_bootstrap.envs.inventory import canonical, installed
 from verl_bootstrap.errors import CommandFailed, StepFailed
 from verl_bootstrap.events import emit
 from verl_bootstrap.kernels.host import open_wheelhouse
-from verl_bootstrap.kernels.lockedrun import LockedKernel, check_locked_loads, locked_kernel_wheels
 from verl_bootstrap.kernels.progress import BuildProgress, chain
 from verl_bootstrap.kernels.record import record_for_profile
 from verl_bootstrap.kernels.sizing import read_resources
 from verl_bootstrap.kernels.stage import KernelRun, run_kernel_stage
+from verl_bootstrap.locked.install import (
+    locked_request,
+    locked_requirements,
+    write_build_constraints,
+)
+from verl_bootstrap.locked.kernelrun import LockedKernel, check_locked_loads, locked_kernel_wheels
 from verl_bootstrap.lockfile.lookup import Artifact
 from verl_bootstrap.lockfile.model import LockedStage
 from verl_bootstrap.paths import (
@@ -41,11 +46,6 @@ from verl_bootstrap.profile.stagespec import StageSpec
 from verl_bootstrap.profile.verlextras import extras_lines, marker_env, stage_pins
 from verl_bootstrap.redact import redact
 from verl_bootstrap.steps.base import StepContext, run_in_env
-from verl_bootstrap.steps.locked import (
-    build_constraints_file,
-    locked_requirements,
-    write_build_constraints,
-)
 from verl_bootstrap.steps.protect import check_protected, protected_pins, refused_by_pins
 from verl_bootstrap.steps.srcbuild import build_locked_sdists
 from verl_bootstrap.steps.verldeps import editable_verl, verl_pin, verl_requirement
@@ -54,17 +54,13 @@ __all__ = ["describe", "execute", "stage_request"]
 
 
 def stage_request(plan: Plan, stage: StageSpec) -> InstallRequest:
-    """The install a packages/verl-deps stage performs."""
-    if plan.locked is not None:  # the lockfile's hashed requirements, nothing resolved
-        return InstallRequest(
-            python=env_python(plan.prefix),
-            requirements=locked_requirements_file(plan.prefix, stage.id),
-            index=stage.index,
-            no_deps=True,
-            no_build_isolation=stage.no_build_isolation,
-            offline=plan.offline,
-            build_constraints=build_constraints_file(plan.prefix, plan.locked_stage(stage.id)),
-        )
+    """The install a packages/verl-deps stage performs: --locked, the lockfile's hashed
+    requirements (nothing resolved); else its packages, under the protected pins."""
+    locked = locked_request(plan.prefix, stage, plan.locked_stage(stage.id), offline=plan.offline)
+    return locked or _resolving_request(plan, stage)
+
+
+def _resolving_request(plan: Plan, stage: StageSpec) -> InstallRequest:
     packages = stage.packages
     if stage.kind == "verl-deps":  # verl is installed editable by now: see steps/verldeps.py
         packages = (verl_requirement(stage.extras), *packages)
@@ -88,7 +84,7 @@ def _overrides(stage: StageSpec) -> tuple[str, ...]:
 
 def _at_verl_pins(plan: Plan, stage: StageSpec) -> StageSpec:
     """A `pins_from_verl` stage with verl's pins, read from the checkout (there by now)."""
-    if not stage.pins_from_verl or plan.locked is not None:
+    if not stage.pins_from_verl or plan.locked_stage(stage.id):  # a locked stage has its pins
         return stage
     python = sorted(p.name.removeprefix("python") for p in plan.prefix.glob("lib/python3.*"))
     env = marker_env(python[-1] if python else plan.profile.python.prefer, host_platform())
@@ -105,7 +101,7 @@ def _argv(plan: Plan, stage: StageSpec) -> list[str]:
 def describe(plan: Plan, stage: StageSpec, previous: str) -> Step:
     decision = plan.kernels.get(stage.id)
     description = stage.description or f"install {', '.join(stage.packages)}"
-    if plan.locked is None:
+    if not plan.locked_stage(stage.id):  # verl's extras, as resolved (a lockfile has its own)
         description += "".join(f"\n{line}" for line in extras_lines(stage, plan.source.checkout))
     return Step(
         id=stage.id,
@@ -150,16 +146,14 @@ def execute(ctx: StepContext) -> dict[str, Any]:
     stage = _at_verl_pins(ctx.plan, next(s for s in ctx.plan.stages if s.id == ctx.step.id))
     if _overrides(stage):
         atomic_write(override_file(ctx.plan.prefix, stage.id), "\n".join(_overrides(stage)) + "\n")
-    built: dict[str, Artifact] = {}
-    kernel: dict[str, Any] = {}
-    if ctx.plan.locked is not None:
-        built, kernel = _write_locked_requirements(ctx, stage)
+    locked = ctx.step.locked  # --locked: the lockfile's stage, attached when the plan compiled
+    built, kernel = _write_locked_requirements(ctx, stage, locked) if locked else ({}, {})
     if stage.kind == "script":
         run_in_env(ctx, _argv(ctx.plan, stage), env=dict(stage.env), cwd=ctx.plan.source.checkout)
     else:
         kernel = _install_stage(ctx, stage) or kernel
-    if ctx.plan.locked is not None and stage.kernel is not None:
-        check_locked_loads(_locked_kernel(ctx, stage), kernel.get("kernel", {}),
+    if locked and stage.kernel is not None:
+        check_locked_loads(_locked_kernel(ctx, stage, locked), kernel.get("kernel", {}),
                            gpu_present=ctx.plan.driver is not None)  # fmt: skip
     now = installed(ctx.plan.prefix)
     if stage.kind == "verl-deps":  # verl is still its checkout (steps/verldeps.py)
@@ -174,20 +168,18 @@ def execute(ctx: StepContext) -> dict[str, Any]:
 
 
 def _write_locked_requirements(
-    ctx: StepContext, stage: StageSpec
+    ctx: StepContext, stage: StageSpec, locked: LockedStage
 ) -> tuple[dict[str, Artifact], dict[str, Any]]:
     """A locked stage's hashed requirements (its sdists built into wheels first, a kernel's
     wheel taken from the wheelhouse where one matches); the wheels and the kernel's outputs."""
-    locked = ctx.plan.locked_stage(stage.id)
-    assert ctx.plan.locked is not None and locked is not None
     write_build_constraints(ctx.plan.prefix, locked)
     built: dict[str, Artifact] = {}
     taken: dict[str, Artifact] = {}
     kernel: dict[str, Any] = {}
-    artifacts = ctx.plan.locked.artifacts
+    artifacts = ctx.plan.locked_artifacts
     if stage.kind != "script" and stage.kernel is not None:
         built, taken, kernel = locked_kernel_wheels(
-            _locked_kernel(ctx, stage),
+            _locked_kernel(ctx, stage, locked),
             lambda given: _build_locked_sdists(ctx, stage, locked, given),
         )
     elif stage.kind != "script":
@@ -199,12 +191,11 @@ def _write_locked_requirements(
     return built, {"kernel": kernel} if kernel else {}
 
 
-def _locked_kernel(ctx: StepContext, stage: StageSpec) -> LockedKernel:
-    locked = ctx.plan.locked_stage(stage.id)
-    assert ctx.plan.locked is not None and locked is not None and stage.kernel is not None
+def _locked_kernel(ctx: StepContext, stage: StageSpec, locked: LockedStage) -> LockedKernel:
+    assert stage.kernel is not None
     return LockedKernel(
         kernel=stage.kernel, stage=locked,
-        artifacts=ctx.plan.locked.artifacts, python=env_python(ctx.plan.prefix),
+        artifacts=ctx.plan.locked_artifacts, python=env_python(ctx.plan.prefix),
         wheelhouse=open_wheelhouse(ctx.plan.wheelhouse, os.environ),
         work=kernel_dir(ctx.plan.prefix, stage.id), note=lambda line: _note(ctx, line),
     )  # fmt: skip
@@ -245,7 +236,7 @@ def _install_stage(ctx: StepContext, stage: StageSpec) -> dict[str, Any]:
         atomic_write(request.constraints_file, "".join(f"{pin}\n" for pin in pins))
     env = dict(ctx.step.env or stage.env)  # a kernel stage's sizing variables included
     try:
-        if stage.kernel is not None and ctx.plan.locked is None:
+        if stage.kernel is not None and not ctx.step.locked:  # a locked kernel is taken above
             return run_kernel_stage(_kernel_job(ctx, stage, request, env))
         run_in_env(ctx, _argv(ctx.plan, stage), env=env)
     except CommandFailed as failed:

@@ -2,7 +2,7 @@
 requirements, check verl's source against the lock, and record the env afterwards.
 
 The plan-time half (finding the lockfile, checking it fits, looking every artifact up before the
-prefix is touched) is `verl_bootstrap.plan.locked`.
+prefix is touched) is `verl_bootstrap.locked.prepare`.
 """
 
 from __future__ import annotations
@@ -10,19 +10,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from verl_bootstrap.commands import InstallRequest
+from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.envs.inventory import Dist, installed
 from verl_bootstrap.errors import InputError, StepFailed
+from verl_bootstrap.locked.prepare import LockedInstall
 from verl_bootstrap.lockfile.fetch import cached_archive, fetch_checked
 from verl_bootstrap.lockfile.io import write_lockfile
 from verl_bootstrap.lockfile.lookup import Artifact
-from verl_bootstrap.lockfile.model import KernelWheel, LockedDist, LockedStage, Lockfile
+from verl_bootstrap.lockfile.model import (
+    CondaPackage,
+    KernelWheel,
+    LockedDist,
+    LockedStage,
+    Lockfile,
+)
 from verl_bootstrap.paths import (
     atomic_write,
     cache_root,
     env_lockfile,
     locked_build_file,
+    locked_requirements_file,
 )
-from verl_bootstrap.plan.locked import LockedInstall
+from verl_bootstrap.profile.stagespec import StageSpec
 from verl_bootstrap.source.sdist import unpack_sdist
 from verl_bootstrap.source.spec import SourceResult, SourceSpec
 
@@ -87,14 +97,41 @@ def write_build_constraints(prefix: Path, stage: LockedStage | None) -> None:
     atomic_write(path, "\n".join(lines) + "\n")
 
 
+def locked_request(
+    prefix: Path, stage: StageSpec, locked: LockedStage | None, *, offline: bool
+) -> InstallRequest | None:
+    """A locked stage's install: its hashed requirements file, no dependencies resolved, its
+    locked build env (None when the stage has no locked form: the run resolves)."""
+    if locked is None:
+        return None
+    return InstallRequest(
+        python=env_python(prefix),
+        requirements=locked_requirements_file(prefix, stage.id),
+        index=stage.index,
+        no_deps=True,
+        no_build_isolation=stage.no_build_isolation,
+        offline=offline,
+        build_constraints=build_constraints_file(prefix, locked),
+    )
+
+
+def locked_conda(lock: Lockfile | None, backend: str) -> tuple[CondaPackage, ...] | None:
+    """The conda packages a --locked conda env gets, each pinned to version, build and digest
+    (None for a venv, or when the run resolves: the env takes what conda solves)."""
+    return None if lock is None or backend != "conda" else lock.conda
+
+
 def fetch_locked_sdist(
-    spec: SourceSpec, locked: LockedInstall, *, log_path: Path, cache: Path | None = None
+    spec: SourceSpec, locked: LockedInstall | None, *, log_path: Path, cache: Path | None = None
 ) -> SourceResult | None:
     """verl's locked release sdist, from the tool's cache by sha256, else from the checked URL.
 
-    None when the lock is not an sdist lock or the checkout already exists (fetch-source's own
-    logic handles those). The archive is kept under `cache`, so later envs skip the download.
+    None when there is no lock, the lock is not an sdist lock or the checkout already exists
+    (fetch-source's own logic handles those). The archive is kept under `cache`, so later envs
+    skip the download.
     """
+    if locked is None:
+        return None
     want = locked.lock.verl
     artifact = locked.artifacts.get("verl")
     if want.kind != "sdist" or not want.sdist_sha256 or spec.checkout.exists():
@@ -116,8 +153,11 @@ def fetch_locked_sdist(
     )  # fmt: skip
 
 
-def check_source(lock: Lockfile, source: SourceResult) -> None:
-    """The fetched verl is the locked one: same commit, or an sdist with the locked sha256."""
+def check_source(lock: Lockfile | None, source: SourceResult) -> None:
+    """The fetched verl is the locked one (when a lock is installed): same commit, or an sdist
+    with the locked sha256."""
+    if lock is None:
+        return
     want = lock.verl
     if want.kind == "git" and source.commit != want.commit:
         got = source.commit or f"the release sdist {source.sdist_name}"
@@ -135,16 +175,19 @@ def check_source(lock: Lockfile, source: SourceResult) -> None:
 
 def record_locked_env(
     prefix: Path,
-    lock: Lockfile,
+    lock: Lockfile | None,
     built: Mapping[str, str] | None = None,
     kernels: Mapping[str, KernelWheel] | None = None,
-) -> Path:
+) -> Path | None:
     """The env's record after a locked install: the lockfile, plus each installed RECORD's digest,
     for each distribution built here from its locked sdist the built wheel's sha256, and for a
-    kernel the wheel its stage installed (prebuilt or built: file, sha256, build key).
+    kernel the wheel its stage installed (prebuilt or built: file, sha256, build key). None when
+    no lockfile was installed (record-lock writes the resolved env's own).
 
     `verify --against` compares those digests with the env later, to tell a replaced build.
     """
+    if lock is None:
+        return None
 
     now, built, kernels = installed(prefix), built or {}, kernels or {}
     stages = tuple(

@@ -13,11 +13,11 @@ from urllib.parse import unquote, urlparse
 
 from verl_bootstrap.errors import StepFailed
 from verl_bootstrap.kernels.key import BuildKey
-from verl_bootstrap.kernels.locked import choose_locked, kernel_dist
 from verl_bootstrap.kernels.probe import check_loads, probe_key
 from verl_bootstrap.kernels.remotehouse import AnyWheelhouse
 from verl_bootstrap.kernels.sources import KernelChoice
 from verl_bootstrap.kernels.stage import download_release, house_wheel, kernel_output, publish_built
+from verl_bootstrap.locked.kernels import choose_locked, kernel_dist
 from verl_bootstrap.lockfile.lookup import Artifact
 from verl_bootstrap.lockfile.model import LockedStage
 from verl_bootstrap.paths import file_sha256
