@@ -4,6 +4,7 @@ extras declare that a committed lockfile lacks or pins otherwise."""
 
 from __future__ import annotations
 
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from cpuenv import run_cli
 from packaging.specifiers import SpecifierSet
 from verlrepo import verl_sdist
 
+from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.envs.inventory import installed
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.kernels.coverage import stack_keys
@@ -20,6 +22,7 @@ from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.lockfile.declared import extras_gaps
 from verl_bootstrap.paths import LOCKFILES_DIR
 from verl_bootstrap.profile import load_profile
+from verl_bootstrap.profile.models import VerifySpec
 from verl_bootstrap.profile.stagespec import DROPPED_MARKER, stage_specs
 from verl_bootstrap.profile.verlextras import (
     declared_requirements,
@@ -28,6 +31,7 @@ from verl_bootstrap.profile.verlextras import (
     read_extras,
     stage_pins,
 )
+from verl_bootstrap.verify.env import needs_ffmpeg, verify_env
 
 GPU_LOCKS = sorted(p for p in LOCKFILES_DIR.glob("*/*.lock.yaml") if p.parent.name != "cpu")
 X86 = marker_env("3.12", "linux-64")
@@ -232,3 +236,25 @@ def test_kernel_keys_know_the_engines_torch_before_verl_is_fetched(
     # the engine names torch bare (verl's pin); the torch it promises keys the kernel stages
     keys = stack_keys(load_profile(profile), variant, "linux_x86_64")
     assert [(stage, key.torch) for stage, _, _, key in keys] == [("flash-attn", torch)]
+
+
+def test_torchcodec_without_ffmpeg_is_named_a_host_library_not_a_broken_env(
+    tmp_path: Path,
+) -> None:
+    # a real import that opens FFmpeg's library as torchcodec does (this host has no FFmpeg)
+    prefix = tmp_path / "env"
+    subprocess.run([uv_binary(), "venv", "-q", str(prefix)], check=True)
+    (site,) = prefix.glob("lib/python3*/site-packages")
+    (site / "opens_libavutil.py").write_text("import ctypes\nctypes.CDLL('libavutil.so.60')\n")
+    report = verify_env(prefix, VerifySpec(imports=("opens_libavutil",), gpu_smoke=False))
+    (check,) = [c for c in report.checks if c.name == "import opens_libavutil"]
+    assert check.status == "skipped"
+    assert "needs FFmpeg's shared libraries" in check.detail
+    assert report.ok
+    # torchcodec's own error on such a host (recorded from the fsdp cu130 env); an ABI mismatch
+    # with torch says "undefined symbol" and stays a failure
+    recorded = (Path(__file__).parent / "data" / "torchcodec-no-ffmpeg.txt").read_text("utf-8")
+    assert needs_ffmpeg(recorded)
+    assert not needs_ffmpeg(
+        recorded + "\nOSError: libtorchcodec_core7.so: undefined symbol: _ZN3c10"
+    )

@@ -20,7 +20,7 @@ from verl_bootstrap.paths import PROBES
 from verl_bootstrap.profile.models import VerifySpec
 from verl_bootstrap.verify import bytecode
 
-__all__ = ["Check", "VerifyReport", "needs_driver", "verify_env"]
+__all__ = ["Check", "VerifyReport", "needs_driver", "needs_ffmpeg", "verify_env"]
 
 PROBE = PROBES / "verify_env.py"
 _REQUIRES = re.compile(r" requires `([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -30,6 +30,17 @@ _MARK = "@@VERIFY@@"
 _NEEDS_DRIVER = re.compile(
     r"libcuda|libnvidia|CUDA driver|NVIDIA driver|cuInit|no CUDA-capable device|Found no NVIDIA",
     re.IGNORECASE,
+)
+
+
+# torchcodec (verl-core's video decoder) loads FFmpeg's shared libraries, which a Python env does
+# not carry: without them on the host every FFmpeg version's libavutil is missing (an ABI mismatch
+# with torch says "undefined symbol" instead, and stays a failure).
+_NEEDS_FFMPEG = re.compile(r"libav(util|codec|format)\.so\.\d+: cannot open shared object file")
+_FFMPEG_HINT = (
+    "skipped: needs FFmpeg's shared libraries (versions 4-8) on the host, which verl's video "
+    "decoding loads: install ffmpeg (`conda install -c conda-forge ffmpeg` into the env, or the "
+    "system's ffmpeg package)"
 )
 
 
@@ -124,6 +135,11 @@ def needs_driver(error: str, *, triton_stub: bool = False) -> bool:
     return bool(_NEEDS_DRIVER.search(error)) or (triton_stub and "triton" in error)
 
 
+def needs_ffmpeg(error: str) -> bool:
+    """An import error that only the host's missing FFmpeg libraries explain (torchcodec)."""
+    return bool(_NEEDS_FFMPEG.search(error)) and "undefined symbol" not in error
+
+
 def _import_checks(answer: dict[str, Any], *, gpu_present: bool) -> list[Check]:
     return [_import_check(item, gpu_present=gpu_present) for item in answer["imports"]]
 
@@ -133,6 +149,8 @@ def _import_check(item: dict[str, Any], *, gpu_present: bool) -> Check:
     if item["ok"]:
         return Check(name=name, status="ok", detail=item.get("file") or "")
     error = item["error"]
+    if needs_ffmpeg(error):  # a host library, like the driver: named, not a broken env
+        return Check(name=name, status="skipped", detail=_FFMPEG_HINT)
     if not gpu_present and needs_driver(error, triton_stub=item.get("triton_stub", False)):
         # an env prepared for a GPU host (`--cuda cuXYZ` here): this import can only run there
         last = error.strip().splitlines()[-1] if error.strip() else error
