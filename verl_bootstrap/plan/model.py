@@ -112,6 +112,20 @@ class Plan:
         return self.options.skip_checks
 
     @property
+    def profile_ref(self) -> str:
+        """The profile as the user named it (a shipped name or a YAML file)."""
+        return self.options.profile
+
+    @property
+    def allow_unsupported_ref(self) -> bool:
+        return self.options.allow_unsupported_ref
+
+    @property
+    def kernel_sources(self) -> tuple[str, ...] | None:
+        """The prebuilt kernel sources the site config turns on, in order (None: every one)."""
+        return self.options.site.kernel_sources
+
+    @property
     def wheelhouse(self) -> str | None:
         """The lab wheelhouse folder (None: the tool home's)."""
         return self.options.site.wheelhouse

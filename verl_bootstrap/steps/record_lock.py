@@ -67,7 +67,7 @@ def write_env_lock(
         conda=conda_packages(plan.prefix),
         stages=tuple(stages),
         skipped_checks=plan.skip_checks,
-        allow_unsupported_ref=plan.options.allow_unsupported_ref,
+        allow_unsupported_ref=plan.allow_unsupported_ref,
     )
     return write_lockfile(lock, env_lockfile(plan.prefix))
 

@@ -260,8 +260,8 @@ def _kernel_job(
         run=lambda argv: run_in_env(watched, argv, env=env),
         note=lambda line: _note(ctx, line), gpu_present=ctx.plan.driver is not None,
         available_gb=read_resources().available_gb,
-        record=record_for_profile(ctx.plan.options.profile),
-        order=ctx.plan.options.site.kernel_sources,
+        record=record_for_profile(ctx.plan.profile_ref),
+        order=ctx.plan.kernel_sources,
     )  # fmt: skip
 
 
