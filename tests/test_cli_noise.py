@@ -32,7 +32,8 @@ def test_the_plan_says_the_index_flags_once_and_the_packages_first(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PIP_EXTRA_INDEX_URL", MIRROR)
-    argv = ["plan", "--profile", "cpu", "--prefix", str(tmp_path / "env")]
+    # the resolving route: its stage lines name the pins (a locked one names its requirements file)
+    argv = ["plan", "--profile", "cpu", "--prefix", str(tmp_path / "env"), "--resolve"]
     code, text, _ = run(argv, capsys)
     assert code == EXIT_OK
     assert text.count(MIRROR) == 1  # in the one [index flags] line

@@ -63,13 +63,18 @@ def checkout_from_cache(
     commit, kind, note = _wanted(mirror, url, ref, env, offline=offline)
     fetched = not _has(mirror, commit)
     if fetched:
-        if offline:
+        if offline and not is_local(url):  # a bundle's verl.git is on this machine: fetch it
             raise GitFailed(f"offline, and the cache has no commit {commit[:12]} of {redact(url)}")
         _fetch_into(mirror, url, commit, f"refs/{kind}/{ref}" if kind else "", env)
     if kind:  # the mirror remembers what the ref named, for an offline run later
         _git(["update-ref", f"refs/{kind}/{ref}", commit], {}, cwd=mirror)
     _clone_local(mirror, dest, url=url, commit=commit, ref=ref, kind=kind, env=env)
     return CachedCheckout(commit=commit, fetched=fetched, note=note)
+
+
+def is_local(url: str) -> bool:
+    """A repository on this machine's filesystem (file:// or a path), reachable offline."""
+    return url.startswith("file://") or ("://" not in url and not url.startswith("git@"))
 
 
 def _mirror(url: str) -> Path:
