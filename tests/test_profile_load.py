@@ -126,7 +126,7 @@ def test_an_unknown_profile_name_lists_the_shipped_ones() -> None:
         load_profile("no-such-profile")
     assert raised.value.message == "unknown profile 'no-such-profile'"
     assert ", ".join(list_profiles()) in (raised.value.hint or "")
-    assert "a path to a YAML file" in (raised.value.hint or "")
+    assert "or pass a YAML file" in (raised.value.hint or "")
 
 
 def test_list_profiles_reads_a_folder(tmp_path: Path) -> None:
