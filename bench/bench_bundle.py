@@ -98,8 +98,9 @@ def report(
     print(f"  without the verify step                {on_install:7.1f} s")
     print(f"install from the bundle, whole           {off_total:7.1f} s  ({where})")
     print(f"  without the verify step                {off_install:7.1f} s")
-    print(f"  ratio offline / online (ends verified) {off_total / on_total:7.2f}x"
-          "  (target <= 1.2x)")  # fmt: skip
+    print(
+        f"  ratio offline / online (ends verified) {off_total / on_total:7.2f}x  (target <= 1.2x)"
+    )
     print(f"  ratio offline / online (no verify)     {off_install / on_install:7.2f}x")
 
 

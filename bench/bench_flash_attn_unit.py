@@ -43,15 +43,24 @@ ONE = ("90",)  # FLASH_ATTN_CUDA_ARCHS=90, what --cuda-arch 9.0 sets
 DEFAULT_LIST = ("80", "90", "100", "120")  # flash-attn's setup.py default (CUDA >= 12.8)
 # flash-attn's setup.py: its nvcc flags (then --threads from NVCC_THREADS)
 FLAGS = (
-    "-O3", "-std=c++17", "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
-    "-U__CUDA_NO_HALF2_OPERATORS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
-    "--expt-relaxed-constexpr", "--expt-extended-lambda", "--use_fast_math",
-)  # fmt: skip
+    "-O3",
+    "-std=c++17",
+    "-U__CUDA_NO_HALF_OPERATORS__",
+    "-U__CUDA_NO_HALF_CONVERSIONS__",
+    "-U__CUDA_NO_HALF2_OPERATORS__",
+    "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
+    "--expt-relaxed-constexpr",
+    "--expt-extended-lambda",
+    "--use_fast_math",
+)
 # torch's cpp_extension adds these to every CUDA extension's nvcc line
 TORCH_FLAGS = (
-    "-DTORCH_EXTENSION_NAME=flash_attn_2_cuda", "-DTORCH_API_INCLUDE_EXTENSION_H",
-    "-D_GLIBCXX_USE_CXX11_ABI=1", "--compiler-options", "-fPIC",
-)  # fmt: skip
+    "-DTORCH_EXTENSION_NAME=flash_attn_2_cuda",
+    "-DTORCH_API_INCLUDE_EXTENSION_H",
+    "-D_GLIBCXX_USE_CXX11_ABI=1",
+    "--compiler-options",
+    "-fPIC",
+)
 INCLUDES = (
     "import torch.utils.cpp_extension as e, nvidia, pathlib;"
     "print('\\n'.join(e.include_paths(device_type='cuda')));"
@@ -64,11 +73,25 @@ def flash_attn_source(python: Path, work: Path) -> Path:
     """flash-attn's release sdist, unpacked (its metadata step needs torch, hence the env)."""
     env = {**os.environ, "FLASH_ATTENTION_SKIP_CUDA_BUILD": "TRUE"}
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "download", "-q", "--no-deps",
-         "--no-binary", ":all:", "--no-build-isolation", f"flash-attn=={VERSION}",
-         "--dest", str(work)],
-        check=True, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "download",
+            "-q",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "--no-build-isolation",
+            f"flash-attn=={VERSION}",
+            "--dest",
+            str(work),
+        ],
+        check=True,
+        env=env,
+    )
     with tarfile.open(work / f"flash_attn-{VERSION}.tar.gz") as tar:
         tar.extractall(work, filter="data")
     return work / f"flash_attn-{VERSION}" / "csrc"
@@ -78,12 +101,23 @@ def nvcc_command(python: Path, csrc: Path, archs: tuple[str, ...]) -> list[str]:
     """flash-attn's nvcc line for `archs`, less the file (torch's and the toolkit's headers)."""
     lines = subprocess.run([python, "-c", INCLUDES], check=True, capture_output=True, text=True)
     *torch_includes, cuda = lines.stdout.split()
-    includes = [*torch_includes, f"{cuda}/include", str(csrc / "flash_attn"),
-                str(csrc / "flash_attn" / "src"), str(csrc / "cutlass" / "include")]  # fmt: skip
+    includes = [
+        *torch_includes,
+        f"{cuda}/include",
+        str(csrc / "flash_attn"),
+        str(csrc / "flash_attn" / "src"),
+        str(csrc / "cutlass" / "include"),
+    ]
     gencode = [f for a in archs for f in ("-gencode", f"arch=compute_{a},code=sm_{a}")]
     threads = ("--threads", os.environ.get("NVCC_THREADS") or "1")
-    return [f"{cuda}/bin/nvcc", *(f"-I{i}" for i in includes), *TORCH_FLAGS, *FLAGS, *threads,
-            *gencode]  # fmt: skip
+    return [
+        f"{cuda}/bin/nvcc",
+        *(f"-I{i}" for i in includes),
+        *TORCH_FLAGS,
+        *FLAGS,
+        *threads,
+        *gencode,
+    ]
 
 
 def compile_set(
@@ -93,10 +127,17 @@ def compile_set(
     cmd = nvcc_command(python, csrc, archs)
     start = time.perf_counter()
     running = {
-        subprocess.Popen([*cmd, "-c", str(csrc / "flash_attn" / "src" / name),
-                          "-o", str(out / f"{name}.{len(archs)}.o")]).pid: name
+        subprocess.Popen(
+            [
+                *cmd,
+                "-c",
+                str(csrc / "flash_attn" / "src" / name),
+                "-o",
+                str(out / f"{name}.{len(archs)}.o"),
+            ]
+        ).pid: name
         for name in names
-    }  # fmt: skip
+    }
     cpu: dict[str, float] = {}
     while running:
         pid, status, usage = os.wait4(-1, 0)  # each nvcc's own usage, its children included
@@ -122,8 +163,10 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     threads = os.environ.get("NVCC_THREADS") or "1"
-    print(f"flash-attn {VERSION}: {len(names)} file(s) of csrc/flash_attn/src compiled at once, "
-          f"{os.cpu_count()} cores, NVCC_THREADS={threads}")  # fmt: skip
+    print(
+        f"flash-attn {VERSION}: {len(names)} file(s) of csrc/flash_attn/src compiled at once, "
+        f"{os.cpu_count()} cores, NVCC_THREADS={threads}"
+    )
     print(f"{'':44} {'FLASH_ATTN_CUDA_ARCHS=90':>26} {'=80;90;100;120':>16} {'ratio':>7}")
     print(f"{'the set, wall seconds':44} {one[0]:26.1f} {many[0]:16.1f} {many[0] / one[0]:6.1f}x")
     for name in names:

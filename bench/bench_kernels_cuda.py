@@ -42,8 +42,9 @@ def make_env(env: Path) -> Path:
     packages = profile["stages"][0]["packages"]
     subprocess.run([uv_binary(), "venv", "-q", "--python", "3.11", str(env)], check=True)
     python = env / "bin" / "python"
-    subprocess.run([uv_binary(), "pip", "install", "-q", "--python", str(python), *packages],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        [uv_binary(), "pip", "install", "-q", "--python", str(python), *packages], check=True
+    )
     return python
 
 
@@ -60,8 +61,12 @@ def build(python: Path, work: Path, archs: str) -> float:
     env = {**os.environ, "TORCH_CUDA_ARCH_LIST": archs, "MAX_JOBS": str(os.cpu_count() or 1)}
     cmd = [*pip_launcher(), "--python", str(python), "wheel", "--no-deps", "--no-build-isolation"]
     start = time.perf_counter()
-    subprocess.run([*cmd, "--wheel-dir", str(work / "wheels"), str(source)], env=env, check=True,
-                   stdout=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        [*cmd, "--wheel-dir", str(work / "wheels"), str(source)],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return time.perf_counter() - start
 
 
@@ -74,8 +79,9 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{'CUDA stand-in extension, nvcc build':66} {'seconds':>8} {'x faster':>10}")
-    print(f"{f'TORCH_CUDA_ARCH_LIST={ONE_ARCH} (one architecture)':66} {one:8.1f} "
-          f"{many / one:9.1f}x")  # fmt: skip
+    print(
+        f"{f'TORCH_CUDA_ARCH_LIST={ONE_ARCH} (one architecture)':66} {one:8.1f} {many / one:9.1f}x"
+    )
     print(f"{f'TORCH_CUDA_ARCH_LIST={default} (torch build list)':66} {many:8.1f}")
 
 

@@ -93,8 +93,17 @@ def bench_floor(work: Path, n: int, pylock: Path, checkout: Path, python: str) -
     def floor() -> None:
         run(UV, "venv", "-q", "--python", python, str(env))
         run(UV, "pip", "sync", "-q", "--python", str(env / "bin" / "python"), str(pylock))
-        run(UV, "pip", "install", "-q", "--python", str(env / "bin" / "python"), "--no-deps",
-            "-e", str(checkout))  # fmt: skip
+        run(
+            UV,
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(env / "bin" / "python"),
+            "--no-deps",
+            "-e",
+            str(checkout),
+        )
 
     return timed(floor)
 
@@ -124,8 +133,15 @@ def main() -> int:
         python = python_of_lock()
         pylock, requirements = work / "pylock.toml", work / "requirements"
         tool("export", "--format", "pylock", "--lockfile", str(LOCKFILE), "--output", str(pylock))
-        tool("export", "--format", "requirements", "--lockfile", str(LOCKFILE), "--output",
-             str(requirements))  # fmt: skip
+        tool(
+            "export",
+            "--format",
+            "requirements",
+            "--lockfile",
+            str(LOCKFILE),
+            "--output",
+            str(requirements),
+        )
         lock_times = [bench_lock(work) for _ in range(ns.runs)]
         bench_locked(work, -1)  # warm every cache (uv's, the source's) once
         checkout = work / "locked--1" / "src" / "verl"

@@ -51,14 +51,18 @@ def main() -> None:
     )
     bounded = best_of(lambda: [load_yaml(f, what="file") for f in files])
     plain = best_of(lambda: [yaml.load(f.read_text(), Loader=_LOADER) for f in files])
-    print(f"{len(files)} shipped lockfiles and profiles: bounded {bounded * 1000:.0f} ms, "
-          f"PyYAML safe loader {plain * 1000:.0f} ms ({bounded / plain:.2f}x)")  # fmt: skip
+    print(
+        f"{len(files)} shipped lockfiles and profiles: bounded {bounded * 1000:.0f} ms, "
+        f"PyYAML safe loader {plain * 1000:.0f} ms ({bounded / plain:.2f}x)"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bomb.yaml"
         path.write_text(bomb(12))
         size = len(path.read_bytes())
-        print(f"alias bomb ({size} bytes, 9^12 values expanded): refused in "
-              f"{best_of(lambda: refuse(path)) * 1000:.1f} ms")  # fmt: skip
+        print(
+            f"alias bomb ({size} bytes, 9^12 values expanded): refused in "
+            f"{best_of(lambda: refuse(path)) * 1000:.1f} ms"
+        )
 
 
 if __name__ == "__main__":

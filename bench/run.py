@@ -70,8 +70,11 @@ def tool_install(prefix: Path, env: dict[str, str] | None = None, *flags: str) -
     start = time.perf_counter()
     done = subprocess.run(
         [TOOL, "--profile", "cpu", "--prefix", str(prefix), "--json", *flags],
-        check=True, capture_output=True, text=True, env={**os.environ, **(env or {})},
-    )  # fmt: skip
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
     total = time.perf_counter() - start
     body = json.loads(done.stdout)
     steps = {s["id"]: float(s["seconds"]) for s in body["steps"]}
@@ -97,8 +100,10 @@ def exact_pins(env: Path) -> tuple[str, ...]:
     """Every distribution of the tool's env at its exact version, verl (editable) aside."""
     done = subprocess.run(
         [uv_binary(), "pip", "freeze", "--exclude-editable", "--python", str(env / "bin/python")],
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return tuple(line for line in done.stdout.splitlines() if "==" in line)
 
 
@@ -107,9 +112,12 @@ def raw_uv(
 ) -> float:
     """`uv venv` + one `uv pip install` of the exact pins and verl editable, nothing resolved."""
     request = InstallRequest(
-        python=prefix / "bin" / "python", packages=pins, editable=str(repo), no_deps=True,
+        python=prefix / "bin" / "python",
+        packages=pins,
+        editable=str(repo),
+        no_deps=True,
         offline=offline,
-    )  # fmt: skip
+    )
     start = time.perf_counter()
     subprocess.run([uv_binary(), "venv", "-q", "--python", python, str(prefix)], check=True)
     install = install_command("uv", request, read_pip_settings())
@@ -141,8 +149,10 @@ def plan_python(work: Path) -> str:
     """The interpreter the cpu profile's plan picks (the baselines use the same one)."""
     plan = subprocess.run(
         [TOOL, "plan", "--profile", "cpu", "--prefix", str(work / "p"), "--json"],
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     argv = json.loads(plan.stdout)["steps"][0]["commands"][0]
     return str(argv[argv.index("--python") + 1])
 
@@ -176,27 +186,45 @@ def measure(work: Path) -> list[tuple[str, float, str]]:
     baseline = hand + first_import
     return [
         (f"route: {tool.route}", 0.0, ""),
-        ("cpu, warm caches: verl-bootstrap whole run (verify included)", tool.total,
-         f"{baseline / tool.total:.1f}x faster than [a]+[b] (target 10x)"),
-        ("  of which: the install steps", tool.install,
-         f"{tool.install / floor:.2f}x [c] (target within 1.2x)"),
-        ("  of which: fetch-source (a second env at the same verl commit)",
-         tool.steps.get("fetch-source", 0.0), "target < 0.5 s"),
+        (
+            "cpu, warm caches: verl-bootstrap whole run (verify included)",
+            tool.total,
+            f"{baseline / tool.total:.1f}x faster than [a]+[b] (target 10x)",
+        ),
+        (
+            "  of which: the install steps",
+            tool.install,
+            f"{tool.install / floor:.2f}x [c] (target within 1.2x)",
+        ),
+        (
+            "  of which: fetch-source (a second env at the same verl commit)",
+            tool.steps.get("fetch-source", 0.0),
+            "target < 0.5 s",
+        ),
         ("  of which: verify (imports, versions, uv pip check)", tool.steps.get("verify", 0.0), ""),
-        ("the same, bytecode store off: whole run", no_store.total,
-         f"{baseline / no_store.total:.1f}x faster than [a]+[b]"),
-        (f"the same with --resolve ({resolved.route}): whole run", resolved.total,
-         f"{baseline / resolved.total:.1f}x faster than [a]+[b]"),
+        (
+            "the same, bytecode store off: whole run",
+            no_store.total,
+            f"{baseline / no_store.total:.1f}x faster than [a]+[b]",
+        ),
+        (
+            f"the same with --resolve ({resolved.route}): whole run",
+            resolved.total,
+            f"{baseline / resolved.total:.1f}x faster than [a]+[b]",
+        ),
         ("  of which: the install steps", resolved.install, f"{resolved.install / floor:.2f}x [c]"),
         ("[a] by hand: venv + pip, warm pip cache", hand, ""),
         (f"[b] then the first import: python -c '{FIRST_IMPORT}'", first_import, ""),
         ("[c] raw uv: uv venv + uv pip install of the env's exact pins", floor, ""),
-        ("verl's git route: a second env's fetch-source from the mirror", git_fetch,
-         "target < 0.5 s"),
+        (
+            "verl's git route: a second env's fetch-source from the mirror",
+            git_fetch,
+            "target < 0.5 s",
+        ),
         ("no-op re-run", noop, ""),
         ("`verl-bootstrap --help` start-up", help_s, ""),
         ("`verl-bootstrap plan --profile cpu`", plan_s, ""),
-    ]  # fmt: skip
+    ]
 
 
 def main() -> None:

@@ -11,8 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Apptainer's sections (user guide, "Definition Files"), in the order the docs present them
-SECTIONS = ("arguments", "setup", "files", "environment", "post", "runscript", "startscript",
-            "test", "labels", "help")  # fmt: skip
+SECTIONS = (
+    "arguments",
+    "setup",
+    "files",
+    "environment",
+    "post",
+    "runscript",
+    "startscript",
+    "test",
+    "labels",
+    "help",
+)
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,14 @@ def run_tool(
     """`verl-bootstrap ARGS` in a fresh process (optionally under `prefix`, e.g. unshare -n)."""
     argv = [*prefix, sys.executable, "-m", "verl_bootstrap", *args]
     return subprocess.run(
-        argv, capture_output=True, text=True, timeout=1200, cwd=REPO, env=env or tool_env(),
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        cwd=REPO,
+        env=env or tool_env(),
         check=False,
-    )  # fmt: skip
+    )
 
 
 def make_bundle(lock: Path, output: Path) -> Path:
@@ -111,9 +116,13 @@ def run_post_offline(definition: Path, root: Path, env: dict[str, str]) -> str:
     script = "\n".join(body(parsed, "post"))
     argv = [*no_network(), "sh", "-c", script]
     done = subprocess.run(
-        argv, capture_output=True, text=True, timeout=1500, check=False,
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=False,
         env={**env, "VERL_IMAGE_ROOT": str(root)},
-    )  # fmt: skip
+    )
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
     return output

@@ -95,8 +95,17 @@ def offline_image(tmp_path_factory: pytest.TempPathFactory, cpu_bundle: Path) ->
     from bundlefixtures import run_post_offline, run_tool, tool_env  # noqa: PLC0415
 
     definition = cpu_bundle.parent / "verl.def"
-    done = run_tool("export", "--format", "apptainer", "--lockfile", str(_lock_in(cpu_bundle)),
-                    "--bundle", str(cpu_bundle), "--output", str(definition))  # fmt: skip
+    done = run_tool(
+        "export",
+        "--format",
+        "apptainer",
+        "--lockfile",
+        str(_lock_in(cpu_bundle)),
+        "--bundle",
+        str(cpu_bundle),
+        "--output",
+        str(definition),
+    )
     assert done.returncode == 0, done.stderr
     root = tmp_path_factory.mktemp("image")
     output = run_post_offline(definition, root, tool_env(VERL_BOOTSTRAP_CACHE=str(root / "cache")))

@@ -50,6 +50,5 @@ class Installed:
 def install_cpu_env(tmp_path_factory: pytest.TempPathFactory, repo: Path) -> Installed:
     """`verl-bootstrap --profile cpu` from the local verl repo `repo` (v0.9.1)."""
     prefix = tmp_path_factory.mktemp("e2e") / "cpu"
-    argv = ["--profile", "cpu", "--prefix", str(prefix),
-            "--verl-source", str(repo), "--json"]  # fmt: skip
+    argv = ["--profile", "cpu", "--prefix", str(prefix), "--verl-source", str(repo), "--json"]
     return Installed(prefix=prefix, repo=repo, argv=argv, first=run_cli(argv))

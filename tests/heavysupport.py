@@ -148,8 +148,10 @@ def host_python(profile: Profile) -> tuple[Path, str]:
     path = find_interpreter(profile.python.requires, profile.python.prefer)
     done = subprocess.run(
         [str(path), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return path, done.stdout.strip()
 
 
@@ -172,8 +174,10 @@ def download_bytes(
     """What the env's distributions weigh as downloads (wheel sizes the indexes report)."""
     frozen = subprocess.run(
         [uv_binary(), "pip", "freeze", "--python", str(python), "--exclude-editable"],
-        capture_output=True, text=True, check=True,
-    ).stdout.split()  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "frozen.txt").write_text("\n".join(frozen) + "\n")
     lock = workdir / "pylock.toml"
@@ -225,9 +229,13 @@ def run_cli(
 ) -> tuple[int, dict[str, Any], str]:
     """Run the verl-bootstrap CLI as a user does, in a child process; parse its JSON report."""
     done = subprocess.run(
-        [sys.executable, "-m", "verl_bootstrap", *argv], env={**os.environ, **(env or {})},
-        capture_output=True, text=True, timeout=timeout, check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "verl_bootstrap", *argv],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     try:
         body: dict[str, Any] = json.loads(done.stdout)
     except json.JSONDecodeError:

@@ -83,8 +83,16 @@ def run_cli(argv: list[str]) -> Run:
 
 def install_argv(prefix: Path, repo: Path, *extra: str) -> list[str]:
     """The kernel-stage profile into `prefix`, verl from the test repo."""
-    return ["install", "--profile", str(PROFILE), "--prefix", str(prefix),
-            "--verl-source", str(repo), *extra]  # fmt: skip
+    return [
+        "install",
+        "--profile",
+        str(PROFILE),
+        "--prefix",
+        str(prefix),
+        "--verl-source",
+        str(repo),
+        *extra,
+    ]
 
 
 @dataclass(frozen=True)

@@ -38,9 +38,10 @@ def lock_extras(lockfile: Path) -> Path:
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     packages = [
-        pkg for served in _pylocks(lock, target)
+        pkg
+        for served in _pylocks(lock, target)
         for pkg in tomllib.loads(served.read_text()).get("packages", [])
-    ]  # fmt: skip
+    ]
     artifacts = [a for pkg in packages for a in [*pkg.get("wheels", []), pkg.get("sdist")] if a]
     times = {a["url"].rsplit("/", 1)[-1]: a["upload-time"] for a in artifacts}
     wanted = {h for d in _locked_dists(lock) for h in d.get("hashes", ())}
@@ -61,9 +62,8 @@ def _locked_dists(lock: dict[str, Any]) -> list[dict[str, Any]]:
     """Every distribution the lock installs, and each stage's locked build env (no index named:
     the default one)."""
     return [
-        d for stage in lock["stages"]
-        for d in [*stage["distributions"], *stage.get("build", ())]
-    ]  # fmt: skip
+        d for stage in lock["stages"] for d in [*stage["distributions"], *stage.get("build", ())]
+    ]
 
 
 def _one_per_project(urls: list[str]) -> list[list[str]]:
@@ -96,9 +96,13 @@ def _pylocks(lock: dict[str, Any], target: Path) -> list[Path]:
 
 def _pins(stages: list[dict[str, Any]], key: str) -> list[str]:
     return sorted(
-        {f"{d['name']}=={d['version']}" for stage in stages for d in stage.get(key, ())
-         if d.get("source") in ("wheel", "sdist") and d.get("index", "default") == "default"}
-    )  # fmt: skip
+        {
+            f"{d['name']}=={d['version']}"
+            for stage in stages
+            for d in stage.get(key, ())
+            if d.get("source") in ("wheel", "sdist") and d.get("index", "default") == "default"
+        }
+    )
 
 
 def _compile(lock: dict[str, Any], pins: list[str], out: Path) -> Path:
@@ -108,12 +112,29 @@ def _compile(lock: dict[str, Any], pins: list[str], out: Path) -> Path:
     listed.write_text("\n".join(pins) + "\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("UV_")}
     subprocess.run(
-        [uv_binary(), "pip", "compile", str(listed), "--no-deps", "--no-header",
-         "--quiet", "--format", "pylock.toml", "-o", str(out), "--python-platform",
-         "x86_64-manylinux_2_28", "--python-version", str(lock["python"]), "--exclude-newer",
-         str(lock["exclude_newer"]), "--no-sources"],  # uv's own default index
-        check=True, env=env,
-    )  # fmt: skip
+        [
+            uv_binary(),
+            "pip",
+            "compile",
+            str(listed),
+            "--no-deps",
+            "--no-header",
+            "--quiet",
+            "--format",
+            "pylock.toml",
+            "-o",
+            str(out),
+            "--python-platform",
+            "x86_64-manylinux_2_28",
+            "--python-version",
+            str(lock["python"]),
+            "--exclude-newer",
+            str(lock["exclude_newer"]),
+            "--no-sources",
+        ],  # uv's own default index
+        check=True,
+        env=env,
+    )
     return out
 
 

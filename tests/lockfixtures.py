@@ -24,8 +24,12 @@ def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Run `verl-bootstrap ARGS` in a fresh process, as a user would."""
     return subprocess.run(
         [sys.executable, "-m", "verl_bootstrap", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        check=False,
+    )
 
 
 # The local conda channel is indexed when the tests start, after CUTOFF: conda locks use tomorrow.
@@ -35,9 +39,21 @@ TOMORROW = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(da
 def lock_args(repo: Path, output: Path, *extra: str, cutoff: str = CUTOFF) -> list[str]:
     """`lock` of the cpu profile for this interpreter's Python at the fixed cutoff."""
     return [
-        "lock", "--profile", "cpu", "--cuda", "cpu", "--python", HOST_XY,
-        "--exclude-newer", cutoff, "--verl-source", str(repo), "--output", str(output), *extra,
-    ]  # fmt: skip
+        "lock",
+        "--profile",
+        "cpu",
+        "--cuda",
+        "cpu",
+        "--python",
+        HOST_XY,
+        "--exclude-newer",
+        cutoff,
+        "--verl-source",
+        str(repo),
+        "--output",
+        str(output),
+        *extra,
+    ]
 
 
 def make_lock(base: Path, repo: Path, name: str, *extra: str, cutoff: str = CUTOFF) -> Path:
@@ -67,6 +83,7 @@ def conda_lock_tool() -> Path:
     subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True, env=env)
     subprocess.run(
         [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), "conda-lock==4.0.3"],
-        check=True, env=env,
-    )  # fmt: skip
+        check=True,
+        env=env,
+    )
     return venv

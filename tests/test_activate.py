@@ -43,9 +43,14 @@ def _needs(shell: str) -> None:
 
 def _posix(shell: str, script: str, env: dict[str, str], cwd: Path) -> str:
     done = subprocess.run(
-        [shell, "-c", script], env=env, cwd=cwd, capture_output=True, text=True, timeout=60,
+        [shell, "-c", script],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
         check=False,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -101,13 +106,21 @@ def test_fish_enters_and_leaves(dirs: dict[str, Path]) -> None:
     fish_file = prefix / ".verl-bootstrap" / "activate.fish"
     library = f"{dirs['foreign']}:{dirs['other']}"
     done = subprocess.run(
-        ["fish", "--no-config", "-c",
-         f"{SNAPSHOT} > before; source {fish_file}; echo LD=$LD_LIBRARY_PATH; "
-         f"echo VENV=$VIRTUAL_ENV; echo BIN=$PATH[1]; deactivate; {SNAPSHOT} > after; "
-         "cmp before after; and echo RESTORED"],
-        env={**_environ(library), "HOME": str(prefix.parent)}, cwd=prefix.parent,
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [
+            "fish",
+            "--no-config",
+            "-c",
+            f"{SNAPSHOT} > before; source {fish_file}; echo LD=$LD_LIBRARY_PATH; "
+            f"echo VENV=$VIRTUAL_ENV; echo BIN=$PATH[1]; deactivate; {SNAPSHOT} > after; "
+            "cmp before after; and echo RESTORED",
+        ],
+        env={**_environ(library), "HOME": str(prefix.parent)},
+        cwd=prefix.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert f"LD={dirs['other']}" in done.stdout
     assert f"VENV={prefix}" in done.stdout and f"BIN={prefix / 'bin'}" in done.stdout
@@ -145,8 +158,11 @@ def test_the_cli_prints_what_eval_enters(
     assert code.strip() == activation_script(dirs["prefix"], "bash").strip()
     done = subprocess.run(
         ["bash", "-c", 'eval "$1"; echo "$VIRTUAL_ENV"', "bash", code],
-        capture_output=True, text=True, check=False, env=_environ(""),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+        env=_environ(""),
+    )
     assert done.stdout.strip() == str(dirs["prefix"])
     assert cli.main(["activate", "--prefix", str(dirs["prefix"]), "--shell", "fish"]) == 0
     assert "set -gx VIRTUAL_ENV" in capsys.readouterr().out

@@ -452,9 +452,12 @@ def fill(text: str, t: Path, url: str) -> str:
 
 
 def run_case(
-    case: Case, t: Path, served: tuple[Path, str], monkeypatch: pytest.MonkeyPatch,
+    case: Case,
+    t: Path,
+    served: tuple[Path, str],
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-) -> tuple[int, str, float]:  # fmt: skip
+) -> tuple[int, str, float]:
     root, url = served
     for name, body in case.files.items():
         where = root / name.removeprefix("served/") if name.startswith("served/") else t / name
@@ -482,9 +485,12 @@ def run_case(
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_bad_input_is_refused_cleanly(
-    name: str, tmp_path: Path, served: tuple[Path, str], monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    tmp_path: Path,
+    served: tuple[Path, str],
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     case = CASES[name]
     tool_home = tmp_path / "home" / ".verl-bootstrap"
     seed = run_case(Case(case.files, ["--version"], 0, ""), tmp_path, served, monkeypatch, capsys)

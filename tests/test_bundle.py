@@ -48,8 +48,10 @@ def test_the_bundle_holds_every_locked_artifact_verl_and_the_tool(
     lock = read_lockfile(bundle_lock)
     assert manifest["lockfile_sha256"] == hashlib.sha256(bundle_lock.read_bytes()).hexdigest()
     assert (manifest["platform"], manifest["variant"], manifest["python"]) == (
-        lock.platform, lock.cuda.variant, lock.python,
-    )  # fmt: skip
+        lock.platform,
+        lock.cuda.variant,
+        lock.python,
+    )
     bundled = set(sums.values())
     for dist in hashed_dists(lock):
         assert set(dist.hashes) <= bundled, dist.name

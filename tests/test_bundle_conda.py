@@ -62,8 +62,12 @@ def _stand_in_verl(dest: Path) -> Path:
         '[project]\nname = "verl"\nversion = "0.9.1"\n[tool.setuptools]\npackages = ["verl"]\n',
         encoding="utf-8",
     )
-    for args in (("init", "-q", "-b", "main"), ("add", "-A"), ("commit", "-q", "-m", "stand-in"),
-                 ("tag", "v0.9.1")):  # fmt: skip
+    for args in (
+        ("init", "-q", "-b", "main"),
+        ("add", "-A"),
+        ("commit", "-q", "-m", "stand-in"),
+        ("tag", "v0.9.1"),
+    ):
         git(dest, *args)
     return dest
 
@@ -77,17 +81,44 @@ def tiny(tmp_path_factory: pytest.TempPathFactory, python_channel: Path) -> dict
     verl = _stand_in_verl(base / "verl")
     major, minor = HOST_XY.split(".")
     profile = base / "tiny-conda.yaml"
-    profile.write_text(PROFILE.format(
-        xy=HOST_XY, next_xy=f"{major}.{int(minor) + 1}", channel=channel, marker=MARKER_PACKAGE
-    ), encoding="utf-8")  # fmt: skip
+    profile.write_text(
+        PROFILE.format(
+            xy=HOST_XY, next_xy=f"{major}.{int(minor) + 1}", channel=channel, marker=MARKER_PACKAGE
+        ),
+        encoding="utf-8",
+    )
     lock, bundle, cache = base / "tiny.lock.yaml", base / "tiny.tar", base / "cache"
     env = tool_env(VERL_BOOTSTRAP_CACHE=str(cache))
-    done = run_tool("lock", "--profile", str(profile), "--cuda", "cpu", "--python", HOST_XY,
-                    "--exclude-newer", str(TOMORROW), "--verl-source", str(verl),
-                    "--channel", str(channel), "--output", str(lock), env=env)  # fmt: skip
+    done = run_tool(
+        "lock",
+        "--profile",
+        str(profile),
+        "--cuda",
+        "cpu",
+        "--python",
+        HOST_XY,
+        "--exclude-newer",
+        str(TOMORROW),
+        "--verl-source",
+        str(verl),
+        "--channel",
+        str(channel),
+        "--output",
+        str(lock),
+        env=env,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    done = run_tool("bundle", "--lockfile", str(lock), "--no-tool", "--channel", str(channel),
-                    "-o", str(bundle), env=env)  # fmt: skip
+    done = run_tool(
+        "bundle",
+        "--lockfile",
+        str(lock),
+        "--no-tool",
+        "--channel",
+        str(channel),
+        "-o",
+        str(bundle),
+        env=env,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     shutil.rmtree(channel)
     return {"profile": profile, "lock": lock, "bundle": bundle, "cache": cache}
@@ -95,8 +126,16 @@ def tiny(tmp_path_factory: pytest.TempPathFactory, python_channel: Path) -> dict
 
 def _install(tiny: dict[str, Path], bundle: Path, prefix: Path) -> tuple[int, str]:
     env = tool_env(VERL_BOOTSTRAP_CACHE=str(tiny["cache"]))
-    done = run_tool("--bundle", str(bundle), "--profile", str(tiny["profile"]),
-                    "--prefix", str(prefix), env=env, prefix=no_network())  # fmt: skip
+    done = run_tool(
+        "--bundle",
+        str(bundle),
+        "--profile",
+        str(tiny["profile"]),
+        "--prefix",
+        str(prefix),
+        env=env,
+        prefix=no_network(),
+    )
     return done.returncode, done.stdout + done.stderr
 
 

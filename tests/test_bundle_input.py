@@ -36,25 +36,47 @@ def sha(data: bytes) -> str:
 def manifest(**changes: Any) -> dict[str, Any]:
     """A manifest that fits this host (cpu, this Python), listing a lockfile and one artifact."""
     members = [
-        {"path": "lockfile/cpu.lock.yaml", "sha256": sha(LOCK_BODY), "size": len(LOCK_BODY),
-         "role": "lockfile"},
-        {"path": "artifacts/a-1.0-py3-none-any.whl", "sha256": sha(ARTIFACT),
-         "size": len(ARTIFACT), "role": "artifact", "name": "a"},
-    ]  # fmt: skip
+        {
+            "path": "lockfile/cpu.lock.yaml",
+            "sha256": sha(LOCK_BODY),
+            "size": len(LOCK_BODY),
+            "role": "lockfile",
+        },
+        {
+            "path": "artifacts/a-1.0-py3-none-any.whl",
+            "sha256": sha(ARTIFACT),
+            "size": len(ARTIFACT),
+            "role": "artifact",
+            "name": "a",
+        },
+    ]
     body = {
-        "schema_version": 1, "created_by": "verl-bootstrap test", "lockfile": members[0]["path"],
-        "lockfile_sha256": sha(LOCK_BODY), "profile": "cpu", "variant": "cpu",
-        "platform": "linux-64", "python": HOST_XY, "glibc": "2.17", "backend": "venv",
-        "verl_kind": "sdist", "members": members,
-    }  # fmt: skip
+        "schema_version": 1,
+        "created_by": "verl-bootstrap test",
+        "lockfile": members[0]["path"],
+        "lockfile_sha256": sha(LOCK_BODY),
+        "profile": "cpu",
+        "variant": "cpu",
+        "platform": "linux-64",
+        "python": HOST_XY,
+        "glibc": "2.17",
+        "backend": "venv",
+        "verl_kind": "sdist",
+        "members": members,
+    }
     return {**body, **changes}
 
 
 def bundle(dest: Path, body: dict[str, Any], files: dict[str, bytes] | None = None) -> Path:
     """A tar: `body` as manifest.json first, then `files` (default: the listed two)."""
-    files = files if files is not None else {
-        "lockfile/cpu.lock.yaml": LOCK_BODY, "artifacts/a-1.0-py3-none-any.whl": ARTIFACT,
-    }  # fmt: skip
+    files = (
+        files
+        if files is not None
+        else {
+            "lockfile/cpu.lock.yaml": LOCK_BODY,
+            "artifacts/a-1.0-py3-none-any.whl": ARTIFACT,
+        }
+    )
     with tarfile.open(dest, "w") as tar:
         for name, data in {"manifest.json": json.dumps(body).encode(), **files}.items():
             info = tarfile.TarInfo(name)
@@ -131,8 +153,21 @@ def test_a_sparse_member_is_refused_not_written_out(tmp_path: Path, cache: Path)
     with (work / "big").open("wb") as big:
         big.truncate(2 << 30)
     archive = tmp_path / "sparse.tar"
-    subprocess.run(["tar", "--sparse", "--format=gnu", "-cf", str(archive), "-C", str(work),
-                    "manifest.json", "lockfile/cpu.lock.yaml", "big"], check=True)  # fmt: skip
+    subprocess.run(
+        [
+            "tar",
+            "--sparse",
+            "--format=gnu",
+            "-cf",
+            str(archive),
+            "-C",
+            str(work),
+            "manifest.json",
+            "lockfile/cpu.lock.yaml",
+            "big",
+        ],
+        check=True,
+    )
     assert archive.stat().st_size < 1 << 20
     code, err = install(archive, tmp_path / "env")
     assert code == EXIT_REFUSED, err
@@ -180,10 +215,23 @@ def test_a_fifo_named_as_the_bundle_is_bad_input_not_a_hang(tmp_path: Path) -> N
     fifo = tmp_path / "bundle.tar"
     os.mkfifo(fifo)
     done = subprocess.run(
-        [sys.executable, "-m", "verl_bootstrap", "--bundle", str(fifo), "--profile", "cpu",
-         "--prefix", str(tmp_path / "env")],
-        capture_output=True, text=True, timeout=60, check=False, cwd=REPO,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "verl_bootstrap",
+            "--bundle",
+            str(fifo),
+            "--profile",
+            "cpu",
+            "--prefix",
+            str(tmp_path / "env"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=REPO,
+    )
     assert done.returncode == EXIT_BAD_INPUT, done.stderr
     assert f"{fifo}: not a bundle file" in done.stderr
 

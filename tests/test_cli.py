@@ -15,11 +15,34 @@ from verl_bootstrap.profile import PROFILES_DIR, list_profiles
 
 # The keys scripts and CI read from `--json`. Adding a key is fine (add it here); renaming or
 # removing one breaks every consumer, so this contract test must fail first.
-PLAN_KEYS = {"schema", "profile", "prefix", "backend", "variant", "variant_reason", "verl",
-             "route", "notes", "hash_gaps", "steps"}  # fmt: skip
+PLAN_KEYS = {
+    "schema",
+    "profile",
+    "prefix",
+    "backend",
+    "variant",
+    "variant_reason",
+    "verl",
+    "route",
+    "notes",
+    "hash_gaps",
+    "steps",
+}
 PLAN_STEP_KEYS = {"id", "kind", "deps", "description", "commands", "env", "fingerprint"}
-INSTALL_KEYS = {"schema", "ok", "profile", "prefix", "variant", "activate", "log_dir", "steps",
-                "route", "verify", "notes", "build_progress"}  # fmt: skip
+INSTALL_KEYS = {
+    "schema",
+    "ok",
+    "profile",
+    "prefix",
+    "variant",
+    "activate",
+    "log_dir",
+    "steps",
+    "route",
+    "verify",
+    "notes",
+    "build_progress",
+}
 INSTALL_STEP_KEYS = {"id", "status", "seconds", "reason", "log"}
 ERROR_KEYS = {"ok", "error"}
 ERROR_DETAIL_KEYS = {"message", "hint", "exit_code"}
@@ -43,8 +66,17 @@ def test_help_lists_the_commands_and_the_exit_codes(capsys: pytest.CaptureFixtur
 def test_install_help_shows_the_main_flags(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["install", "--help"], capsys)
     assert code == EXIT_OK
-    for flag in ("--profile", "--prefix", "--verl-source", "--cuda", "--installer", "--json",
-                 "--dry-run", "--force", "--wait"):  # fmt: skip
+    for flag in (
+        "--profile",
+        "--prefix",
+        "--verl-source",
+        "--cuda",
+        "--installer",
+        "--json",
+        "--dry-run",
+        "--force",
+        "--wait",
+    ):
         assert flag in out
 
 
@@ -97,8 +129,15 @@ def test_a_missing_local_verl_source_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     missing = tmp_path / "no-repo"
-    argv = ["plan", "--profile", "cpu", "--prefix", str(tmp_path / "p"),
-            "--verl-source", str(missing)]  # fmt: skip
+    argv = [
+        "plan",
+        "--profile",
+        "cpu",
+        "--prefix",
+        str(tmp_path / "p"),
+        "--verl-source",
+        str(missing),
+    ]
     code, _, err = run(argv, capsys)
     assert code == EXIT_BAD_INPUT
     assert f"--verl-source {str(missing)!r} is neither a URL nor an existing path" in err
@@ -197,9 +236,18 @@ def test_install_json_envelope_keys_are_pinned(
     tmp_path: Path, verl_repo_session: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # A cheap real run: the ref does not exist, so fetch-source fails and the rest is aborted.
-    argv = ["--profile", "cpu", "--prefix", str(tmp_path / "env"), "--json",
-            "--verl-source", str(verl_repo_session), "--verl-ref", "v0.0.0",
-            "--allow-unsupported-ref"]  # fmt: skip
+    argv = [
+        "--profile",
+        "cpu",
+        "--prefix",
+        str(tmp_path / "env"),
+        "--json",
+        "--verl-source",
+        str(verl_repo_session),
+        "--verl-ref",
+        "v0.0.0",
+        "--allow-unsupported-ref",
+    ]
     code, out, _ = run(argv, capsys)
     assert code == EXIT_STEP_FAILED
     body: dict[str, Any] = json.loads(out)

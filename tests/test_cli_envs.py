@@ -123,8 +123,9 @@ def test_envs_list_has_a_header(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_the_summary_says_time_packages_size_and_lockfile(cpu_env_session: Installed) -> None:
     """A resumed run of the session env (every step up to date) ends with the totals."""
-    done = subprocess.run([TOOL, "--prefix", str(cpu_env_session.prefix)], capture_output=True,
-                          text=True, check=False)  # fmt: skip
+    done = subprocess.run(
+        [TOOL, "--prefix", str(cpu_env_session.prefix)], capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr
     summary = done.stderr.split("summary:", 1)[1]
     assert re.search(r"\n  total +[0-9.]+s\n", summary)

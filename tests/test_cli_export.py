@@ -20,9 +20,11 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 
 @pytest.mark.parametrize("output", [[], ["--output", "-"]])
 def test_a_one_file_format_goes_to_stdout_and_writes_nothing(
-    output: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    output: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     monkeypatch.chdir(tmp_path)
     code, out, err = run(["export", "--format", "pylock", "--profile", "cpu", *output], capsys)
     assert code == EXIT_OK, err

@@ -20,12 +20,23 @@ TOOL = str(BIN / "verl-bootstrap")
 _TICK = re.compile(r"\r\x1b\[K(?:\x1b\[2m)?[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] verify +(\d+)s │")
 
 
-def _in_pty(argv: list[str], *, answer: bytes | None = None, env: dict[str, str] | None = None,
-            limit: float = 600) -> tuple[int, str]:  # fmt: skip
+def _in_pty(
+    argv: list[str],
+    *,
+    answer: bytes | None = None,
+    env: dict[str, str] | None = None,
+    limit: float = 600,
+) -> tuple[int, str]:
     """Run `argv` with a terminal as its stdin, stdout and stderr; what the terminal showed."""
     leader, follower = pty.openpty()
-    child = subprocess.Popen(argv, stdin=follower, stdout=follower, stderr=follower,
-                             env={**os.environ, **(env or {})}, close_fds=True)  # fmt: skip
+    child = subprocess.Popen(
+        argv,
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env={**os.environ, **(env or {})},
+        close_fds=True,
+    )
     os.close(follower)
     shown = b""
     deadline = time.monotonic() + limit
@@ -59,11 +70,16 @@ def test_a_quiet_verify_shows_a_line_that_ticks_on_its_own(cpu_env_session: Inst
 
 
 def test_no_color_and_a_pipe_get_plain_text(cpu_env_session: Installed) -> None:
-    _, shown = _in_pty([TOOL, "verify", "--prefix", str(cpu_env_session.prefix)],
-                       env={"NO_COLOR": "1"})  # fmt: skip
+    _, shown = _in_pty(
+        [TOOL, "verify", "--prefix", str(cpu_env_session.prefix)], env={"NO_COLOR": "1"}
+    )
     assert "\x1b[3" not in shown  # no colour, though the ticking line stays
-    piped = subprocess.run([TOOL, "verify", "--prefix", str(cpu_env_session.prefix)],
-                           capture_output=True, text=True, check=False)  # fmt: skip
+    piped = subprocess.run(
+        [TOOL, "verify", "--prefix", str(cpu_env_session.prefix)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert piped.returncode == 0
     assert "\r" not in piped.stderr + piped.stdout
     assert "\x1b" not in piped.stderr + piped.stdout

@@ -57,8 +57,9 @@ def test_a_run_refused_by_the_prefix_lock_says_no_note(
     assert code == EXIT_OK and "is unreachable" in text
     prefix.mkdir()
     with guarding(guard_file(prefix), wait=0.0):
-        code, _, err = run(["--profile", str(profile), "--prefix", str(prefix), "--no-preflight"],
-                           capsys)  # fmt: skip
+        code, _, err = run(
+            ["--profile", str(profile), "--prefix", str(prefix), "--no-preflight"], capsys
+        )
     assert code == EXIT_REFUSED, err
     assert "unreachable" not in err
 
@@ -83,8 +84,10 @@ def test_the_license_is_an_spdx_expression() -> None:
 def test_building_the_project_prints_no_warning_from_its_metadata(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert "project.license" not in done.stderr
     assert "Deprecat" not in done.stderr

@@ -184,8 +184,12 @@ def test_install_help_groups_its_flags(capsys: pytest.CaptureFixture[str]) -> No
     code, out, _ = run(["install", "--help"], capsys)
     assert code == EXIT_OK
     sections = out.split("\n\n")
-    titles = ("where the env goes:", "what it installs:", "where packages and verl come from:",
-              "how the run behaves:")  # fmt: skip
+    titles = (
+        "where the env goes:",
+        "what it installs:",
+        "where packages and verl come from:",
+        "how the run behaves:",
+    )
     for title in titles:
         section = next(s for s in sections if s.startswith(title))
         assert section.count("\n  --") >= 3, section

@@ -47,10 +47,19 @@ def venvs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         made.append(prefix)
     wheel = make_wheel(base)
     subprocess.run(
-        [uv_binary(), "pip", "install", "-q", "--python", str(made[1] / "bin" / "python"),
-         "--offline", "--no-index", str(wheel)],
+        [
+            uv_binary(),
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(made[1] / "bin" / "python"),
+            "--offline",
+            "--no-index",
+            str(wheel),
+        ],
         check=True,
-    )  # fmt: skip
+    )
     return made[0], made[1]
 
 
@@ -82,8 +91,11 @@ def test_slurm_verify_names_the_differing_node_and_each_failed_check(
     body = json.loads(capsys.readouterr().out)
     assert code == 1
     assert json.loads(slurm.read_text().splitlines()[0]) == [
-        "--ntasks-per-node=1", "--label", "--kill-on-bad-exit=0", "--nodes=3"
-    ]  # fmt: skip
+        "--ntasks-per-node=1",
+        "--label",
+        "--kill-on-bad-exit=0",
+        "--nodes=3",
+    ]
     assert [n["task"] for n in body["nodes"]] == [0, 1, 2]
     assert body["differences"] == [
         {"node": body["nodes"][2]["label"], "field": "distributions", "detail": "+ tinyextra 0.1"}
@@ -138,8 +150,20 @@ def test_slurm_install_runs_the_command_on_every_node(
         '#!/bin/sh\necho "ran $* on $SLURMD_NODENAME"\n[ "$SLURMD_NODENAME" != node1 ]\n'
     )
     tool.chmod(0o755)
-    argv = ["cluster", "install", "--slurm", "--prefix", "$VB_ENV", "--profile", "cpu",
-            "--lockfile", "/labs/cpu.lock.yaml", "--tool", str(tool), "--json"]  # fmt: skip
+    argv = [
+        "cluster",
+        "install",
+        "--slurm",
+        "--prefix",
+        "$VB_ENV",
+        "--profile",
+        "cpu",
+        "--lockfile",
+        "/labs/cpu.lock.yaml",
+        "--tool",
+        str(tool),
+        "--json",
+    ]
     assert cli.main(argv) == 1
     body = json.loads(capsys.readouterr().out)
     assert body["mode"] == "each-node" and body["lock_scope"]["scope"] == "local"
@@ -154,9 +178,21 @@ def test_slurm_install_runs_the_command_on_every_node(
 
 def test_cluster_script_emits_a_valid_sbatch_script(tmp_path: Path) -> None:
     target = tmp_path / "verify.sbatch"
-    argv = ["cluster", "script", "--slurm", "--nodes", "4", "--prefix", "$SLURM_TMPDIR/verl",
-            "--profile", "fsdp", "--tool", "/shared/bin/verl-bootstrap",
-            "-o", str(target)]  # fmt: skip
+    argv = [
+        "cluster",
+        "script",
+        "--slurm",
+        "--nodes",
+        "4",
+        "--prefix",
+        "$SLURM_TMPDIR/verl",
+        "--profile",
+        "fsdp",
+        "--tool",
+        "/shared/bin/verl-bootstrap",
+        "-o",
+        str(target),
+    ]
     assert cli.main(argv) == 0
     text = target.read_text()
     assert "#SBATCH --nodes=4\n#SBATCH --ntasks-per-node=1\n" in text
@@ -252,8 +288,18 @@ def test_an_env_on_a_shared_filesystem_is_built_once_then_verified_everywhere(
     tool = tmp_path / "fake-tool"
     tool.write_text('#!/bin/sh\necho "ran $* on ${SLURMD_NODENAME:-the login node}"\n')
     tool.chmod(0o755)
-    argv = ["cluster", "install", "--slurm", "--prefix", "$VB_ENV", "--profile", "cpu",
-            "--tool", str(tool), "--json"]  # fmt: skip
+    argv = [
+        "cluster",
+        "install",
+        "--slurm",
+        "--prefix",
+        "$VB_ENV",
+        "--profile",
+        "cpu",
+        "--tool",
+        str(tool),
+        "--json",
+    ]
     assert cli.main(argv) == 1  # these venvs hold no verl: the verification after it fails
     body = json.loads(capsys.readouterr().out)
     assert body["mode"] == "once" and body["lock_scope"]["scope"] == "cluster"
@@ -274,9 +320,18 @@ def test_the_plan_warns_about_a_shared_prefix_and_a_remote_cache(
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("UV_CACHE_DIR", raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-    argv = ["plan", "--profile", "cpu", "--prefix", str(tmp_path / "envs" / "cpu"),
-            "--python", sys.executable, "--index", "pytorch-cpu=https://m.invalid/cpu",
-            "--json"]  # fmt: skip
+    argv = [
+        "plan",
+        "--profile",
+        "cpu",
+        "--prefix",
+        str(tmp_path / "envs" / "cpu"),
+        "--python",
+        sys.executable,
+        "--index",
+        "pytorch-cpu=https://m.invalid/cpu",
+        "--json",
+    ]
     assert cli.main(argv) == 0
     notes = json.loads(capsys.readouterr().out)["notes"]
     assert any("cannot promise that its prefix lock holds across nodes" in n for n in notes)

@@ -42,10 +42,19 @@ def envs() -> tuple[Path, Path]:
         subprocess.run(["cp", "-al", str(built.prefix), str(copy)], check=True)
         wheel = make_wheel(lab().base)
         subprocess.run(
-            [uv_binary(), "pip", "install", "--python", str(copy / "bin" / "python"),
-             "--offline", "--no-index", str(wheel)],
-            check=True, capture_output=True,
-        )  # fmt: skip
+            [
+                uv_binary(),
+                "pip",
+                "install",
+                "--python",
+                str(copy / "bin" / "python"),
+                "--offline",
+                "--no-index",
+                str(wheel),
+            ],
+            check=True,
+            capture_output=True,
+        )
     return built.prefix, copy
 
 
@@ -58,8 +67,10 @@ def cluster(envs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -
     helper = Path(__file__).with_name("raycluster.py")
     process = subprocess.Popen(
         [str(original / "bin" / "python"), str(helper), json.dumps(nodes), str(stop)],
-        stdout=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     assert process.stdout is not None
     line = process.stdout.readline()
     try:
@@ -84,8 +95,17 @@ def test_the_node_whose_env_differs_is_found_and_named(
     monkeypatch.setenv("VB_ENV", str(original))  # this node's view of the prefix
     monkeypatch.setenv("HOME", str(tmp_path))  # the run's log goes under ~/.verl-bootstrap
     profile = write_yaml(tmp_path / "cpu-quick.yaml", QUICK)
-    argv = ["cluster", "verify", "--ray-address", cluster, "--prefix", "$VB_ENV",
-            "--profile", str(profile), "--json"]  # fmt: skip
+    argv = [
+        "cluster",
+        "verify",
+        "--ray-address",
+        cluster,
+        "--prefix",
+        "$VB_ENV",
+        "--profile",
+        str(profile),
+        "--json",
+    ]
     code = cli.main(argv)
     body = json.loads(capsys.readouterr().out)
     assert code == 1, body
@@ -117,8 +137,19 @@ def test_cluster_install_runs_on_every_node_and_reports_each(
     tool = tmp_path / "tool"  # stands in for verl-bootstrap on the nodes: says where it ran
     tool.write_text(f'#!/bin/sh\necho "ran $*"\n[ "$VB_ENV" != "{copy}" ]\n')
     tool.chmod(0o755)
-    argv = ["cluster", "install", "--ray-address", cluster, "--prefix", "$VB_ENV",
-            "--profile", "cpu", "--tool", str(tool), "--json"]  # fmt: skip
+    argv = [
+        "cluster",
+        "install",
+        "--ray-address",
+        cluster,
+        "--prefix",
+        "$VB_ENV",
+        "--profile",
+        "cpu",
+        "--tool",
+        str(tool),
+        "--json",
+    ]
     assert cli.main(argv) == 1
     body = json.loads(capsys.readouterr().out)
     assert body["mode"] == "each-node"

@@ -34,9 +34,12 @@ def _locked(channel: Path) -> tuple[LockedConda, ...]:
 
 def _request(prefix: Path, channel: Path, locked: tuple[LockedConda, ...]) -> EnvRequest:
     return EnvRequest(
-        prefix=prefix, python_requires=f">={HOST_XY},<{HOST_XY}.99", python_prefer=HOST_XY,
-        channels=(str(channel),), locked_conda=locked,
-    )  # fmt: skip
+        prefix=prefix,
+        python_requires=f">={HOST_XY},<{HOST_XY}.99",
+        python_prefer=HOST_XY,
+        channels=(str(channel),),
+        locked_conda=locked,
+    )
 
 
 def _flip(digest: str) -> str:

@@ -22,8 +22,9 @@ CPU_LOCK = Path(__file__).resolve().parents[1] / "lockfiles" / "cpu" / "cpu-linu
 
 
 def _export(fmt: str, output: Path, *extra: str) -> list[str]:
-    done = run_tool("export", "--format", fmt, "--lockfile", str(CPU_LOCK), "--output",
-                    str(output), *extra)  # fmt: skip
+    done = run_tool(
+        "export", "--format", fmt, "--lockfile", str(CPU_LOCK), "--output", str(output), *extra
+    )
     assert done.returncode == 0, done.stderr
     return [line.removeprefix("wrote ") for line in done.stdout.splitlines()]
 
@@ -50,8 +51,9 @@ def test_the_dockerfile_parses_and_lints_clean(from_index: Path) -> None:
     env = dict(zip(commands[5].value[::2], commands[5].value[1::2], strict=True))
     assert env["VIRTUAL_ENV"] == '"/opt/verl"' and env["PATH"].startswith('"/opt/verl/bin:')
     hadolint = Path(sys.executable).parent / "hadolint"
-    linted = subprocess.run([str(hadolint), str(from_index / "Dockerfile")], capture_output=True,
-                            text=True, check=False)  # fmt: skip
+    linted = subprocess.run(
+        [str(hadolint), str(from_index / "Dockerfile")], capture_output=True, text=True, check=False
+    )
     assert linted.returncode == 0, linted.stdout + linted.stderr
 
 
@@ -68,8 +70,14 @@ def test_the_apptainer_definition_has_its_header_and_sections_in_order(from_inde
     assert definition.header == {"Bootstrap": "docker", "From": "python:3.11-bookworm"}
     assert list(definition.sections) == [s for s in definition.sections if s in SECTIONS]
     assert list(definition.sections) == [
-        "labels", "files", "post", "environment", "runscript", "test", "help",
-    ]  # fmt: skip
+        "labels",
+        "files",
+        "post",
+        "environment",
+        "runscript",
+        "test",
+        "help",
+    ]
     assert body(definition, "environment") == [". /opt/verl/.verl-bootstrap/activate"]
     assert any("main_ppo" in line for line in body(definition, "help"))
     with pytest.raises(ValueError, match="repeated section"):
@@ -87,8 +95,17 @@ def test_both_formats_run_the_same_install_commands(from_index: Path) -> None:
 
 
 def test_a_bundle_outside_the_build_context_is_bad_input(tmp_path: Path, cpu_bundle: Path) -> None:
-    done = run_tool("export", "--format", "dockerfile", "--lockfile", str(CPU_LOCK), "--output",
-                    str(tmp_path / "Dockerfile"), "--bundle", str(cpu_bundle))  # fmt: skip
+    done = run_tool(
+        "export",
+        "--format",
+        "dockerfile",
+        "--lockfile",
+        str(CPU_LOCK),
+        "--output",
+        str(tmp_path / "Dockerfile"),
+        "--bundle",
+        str(cpu_bundle),
+    )
     assert done.returncode == EXIT_BAD_INPUT and "beside the definition" in done.stderr
 
 
@@ -105,7 +122,12 @@ def test_the_definitions_commands_build_a_verified_env_offline(
     # what `apptainer exec image.sif python -m verl.trainer.main_ppo` gets: %environment first
     activate = root / "verl" / ".verl-bootstrap" / "activate"
     probe = "import sys, verl.trainer.main_ppo; print(sys.prefix)"
-    entered = subprocess.run(["sh", "-c", f'. "{activate}" && python -c "{probe}"'],
-                             capture_output=True, text=True, check=False, timeout=600)  # fmt: skip
+    entered = subprocess.run(
+        ["sh", "-c", f'. "{activate}" && python -c "{probe}"'],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
     assert entered.returncode == 0, entered.stderr
     assert entered.stdout.strip() == str(root / "verl")

@@ -80,8 +80,9 @@ RUNNABLE = [
 @pytest.mark.parametrize("argv", RUNNABLE, ids=" ".join)
 def test_the_runnable_examples_run(argv: list[str], tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "VERL_BOOTSTRAP_HOME": str(tmp_path)}
-    done = subprocess.run([TOOL, *argv], capture_output=True, text=True, check=False, env=env,
-                          cwd=ROOT, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [TOOL, *argv], capture_output=True, text=True, check=False, env=env, cwd=ROOT, timeout=600
+    )
     assert done.returncode == 0, done.stderr
 
 

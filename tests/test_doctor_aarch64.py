@@ -21,19 +21,29 @@ from verl_bootstrap.profile.models import Profile
 
 DATA = Path(__file__).parent / "data" / "nvidia"
 LOCKFILES = Path(__file__).resolve().parents[1] / "lockfiles"
-GPU = Profile.model_validate({
-    "schema_version": 1, "name": "fsdp", "cuda_variants": {"cu130": {}},
-    "stages": [{"id": "install-verl", "kind": "install-verl"}],
-})  # fmt: skip
+GPU = Profile.model_validate(
+    {
+        "schema_version": 1,
+        "name": "fsdp",
+        "cuda_variants": {"cu130": {}},
+        "stages": [{"id": "install-verl", "kind": "install-verl"}],
+    }
+)
 
 
 def _aarch64(**extra: object) -> dict[str, CheckResult]:
     """doctor's machine and GPU checks for a GH200-like node: aarch64, glibc 2.35, an H100."""
     driver = parse_smi_table((DATA / "590.48.01-H100-table.txt").read_text(encoding="utf-8"))
     inputs = DoctorInputs(
-        profile=GPU, variant="cu130", machine="aarch64", glibc="2.35", driver=driver,
-        detect=False, environ={}, **extra,  # type: ignore[arg-type]
-    )  # fmt: skip
+        profile=GPU,
+        variant="cu130",
+        machine="aarch64",
+        glibc="2.35",
+        driver=driver,
+        detect=False,
+        environ={},
+        **extra,  # type: ignore[arg-type]
+    )
     report = run_doctor(inputs, only=("driver", "gpu-vs-build", "glibc", "platform"))
     return {c.name: c for c in report.checks}
 

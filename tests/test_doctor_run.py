@@ -46,9 +46,20 @@ def _inputs(**fields: Any) -> DoctorInputs:
 def test_check_names_are_kebab_case_and_preflight_is_the_documented_subset() -> None:
     assert all(re.fullmatch(r"[a-z]+(-[a-z]+)*", n) for n in ALL_CHECKS)
     assert PREFLIGHT_CHECKS == (
-        "driver", "driver-vs-plan", "gpu-vs-build", "shadowing-paths", "visibility", "disk",
-        "ram", "build-tools", "glibc", "platform", "python", "root", "network",
-    )  # fmt: skip
+        "driver",
+        "driver-vs-plan",
+        "gpu-vs-build",
+        "shadowing-paths",
+        "visibility",
+        "disk",
+        "ram",
+        "build-tools",
+        "glibc",
+        "platform",
+        "python",
+        "root",
+        "network",
+    )
     assert set(PREFLIGHT_CHECKS) < set(ALL_CHECKS)
 
 

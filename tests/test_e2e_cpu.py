@@ -79,8 +79,11 @@ def test_the_env_imports_verl_and_its_ppo_trainer_from_the_checkout(cpu_env: Ins
     )
     done = subprocess.run(
         [str(cpu_env.prefix / "bin" / "python"), "-c", code],
-        capture_output=True, text=True, check=True, env={**os.environ, "PYTHONNOUSERSITE": "1"},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONNOUSERSITE": "1"},
+    )
     where, torch_version, cuda = done.stdout.split()
     assert Path(where) == cpu_env.prefix / "src" / "verl" / "verl" / "__init__.py"
     assert torch_version == "2.13.0+cpu"
@@ -268,9 +271,12 @@ def kill_leftovers(prefix: Path) -> None:
 def start_install(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
     """The CLI as a user starts it in a terminal, where Ctrl-C reaches it."""
     with log.open("wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "verl_bootstrap", *argv],
-                                stdout=out, stderr=subprocess.STDOUT,
-                                preexec_fn=_sigint_default)  # noqa: PLW1509  # fmt: skip
+        return subprocess.Popen(
+            [sys.executable, "-m", "verl_bootstrap", *argv],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_sigint_default,  # noqa: PLW1509
+        )
 
 
 def _sigint_default() -> None:
@@ -285,8 +291,14 @@ def test_a_killed_then_interrupted_run_resumes_at_the_unfinished_stage(
 ) -> None:
     profile = Path(shutil.copytree(DATA / "light", tmp_path / "light")) / "light.yaml"
     prefix = tmp_path / "env"
-    argv = ["--profile", str(profile), "--prefix", str(prefix),
-            "--verl-source", str(verl_repo_session)]  # fmt: skip
+    argv = [
+        "--profile",
+        str(profile),
+        "--prefix",
+        str(prefix),
+        "--verl-source",
+        str(verl_repo_session),
+    ]
     finished = ["create-env", "fetch-source", "install-verl", "torch"]
 
     # 1. SIGKILL while verl's dependencies install: no chance to save anything.
@@ -322,6 +334,8 @@ def test_a_killed_then_interrupted_run_resumes_at_the_unfinished_stage(
     assert resumed.code == EXIT_OK, resumed.stderr
     assert resumed.statuses == {
         **dict.fromkeys(finished, "skipped"),
-        "verl-deps": "done", "record-lock": "done", "verify": "done",
-    }  # fmt: skip
+        "verl-deps": "done",
+        "record-lock": "done",
+        "verify": "done",
+    }
     assert resumed.body["verify"]["ok"] is True

@@ -294,10 +294,14 @@ def test_describe_shows_the_resolved_channels_and_specs(tmp_path: Path) -> None:
     backend = CondaBackend(cache_root=tmp_path, settings=settings)
     request = request_for(tmp_path / "env", "conda-forge", conda_packages=("cuda-nvcc 12.4.*",))
     assert backend.describe(request) == [
-        "rattler-create", "-p", str(tmp_path / "env"),
-        "-c", "https://mirror.example/conda/conda-forge",
-        "python>=3.10,<3.13", "cuda-nvcc 12.4.*",
-    ]  # fmt: skip
+        "rattler-create",
+        "-p",
+        str(tmp_path / "env"),
+        "-c",
+        "https://mirror.example/conda/conda-forge",
+        "python>=3.10,<3.13",
+        "cuda-nvcc 12.4.*",
+    ]
 
 
 def test_describe_masks_credentials_in_channel_urls(tmp_path: Path) -> None:
@@ -312,10 +316,18 @@ def test_external_backend_describes_its_create_command(tmp_path: Path) -> None:
     exe = Path("/opt/micromamba/bin/micromamba")
     request = request_for(tmp_path / "env", "conda-forge", conda_packages=("numpy",), seed_pip=True)
     assert ExternalCondaBackend(exe).describe(request) == [
-        str(exe), "create", "-y", "-p", str(tmp_path / "env"),
-        "--override-channels", "-c", "conda-forge",
-        "python>=3.10,<3.13", "numpy", "pip",
-    ]  # fmt: skip
+        str(exe),
+        "create",
+        "-y",
+        "-p",
+        str(tmp_path / "env"),
+        "--override-channels",
+        "-c",
+        "conda-forge",
+        "python>=3.10,<3.13",
+        "numpy",
+        "pip",
+    ]
 
 
 def test_external_backend_refuses_an_executable_it_cannot_find(

@@ -58,8 +58,14 @@ def test_debug_shows_the_trace(home: Path, capsys: pytest.CaptureFixture[str]) -
 def test_a_closed_pipe_ends_the_run_quietly(tmp_path: Path) -> None:
     read, write = os.pipe()
     os.close(read)  # the reader is gone before the first line, as with `| head -0`
-    done = subprocess.run([str(TOOL), "profiles", "show", "fsdp"], stdout=write,
-                          stderr=subprocess.PIPE, text=True, timeout=60, check=False)  # fmt: skip
+    done = subprocess.run(
+        [str(TOOL), "profiles", "show", "fsdp"],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     os.close(write)
     assert done.returncode == cli.EXIT_BROKEN_PIPE
     assert done.stderr == ""

@@ -76,8 +76,15 @@ OK: dict[str, list[str]] = {
 
 def _tool(*argv: str, home: Path) -> subprocess.CompletedProcess[str]:
     env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "VERL_BOOTSTRAP_HOME": str(home / "vb")}
-    return subprocess.run([TOOL, *argv], capture_output=True, text=True, check=False, env=env,
-                          cwd=README.parent, timeout=SHORT)  # fmt: skip
+    return subprocess.run(
+        [TOOL, *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        cwd=README.parent,
+        timeout=SHORT,
+    )
 
 
 def test_the_readme_table_lists_the_codes_the_tool_uses() -> None:

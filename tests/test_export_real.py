@@ -51,8 +51,10 @@ def test_pylock_export_is_installed_by_uv_pip_sync(cpu_lock: Path, tmp_path: Pat
     python = _venv(tmp_path / "env")
     sync = subprocess.run(
         [UV, "pip", "sync", "--python", str(python), str(out)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert sync.returncode == 0, sync.stderr
     lock = read_lockfile(cpu_lock)
     want = {n: d.version for n, d in lock.distributions().items() if n != "verl"}
@@ -79,10 +81,22 @@ def test_requirements_export_is_installed_by_pip_with_require_hashes(
     assert files == ["01-torch.txt", "02-verl-deps.txt"]
     python = _venv(tmp_path / "env", seed=True)
     pip = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-compile", "--require-hashes",
-         "--no-deps", "-r", str(folder / "01-torch.txt")],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-compile",
+            "--require-hashes",
+            "--no-deps",
+            "-r",
+            str(folder / "01-torch.txt"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert pip.returncode == 0, pip.stderr
     torch = read_lockfile(cpu_lock).distributions()["torch"]
     assert installed(tmp_path / "env")["torch"].version == torch.version
@@ -100,18 +114,32 @@ def test_conda_lock_export_is_valid_and_rendered_by_conda_lock(
     tool = conda_lock_tool()
     check = subprocess.run(
         [str(tool / "bin" / "python"), "-c", _VALIDATE, str(out)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
         cwd=tmp_path,  # not the repo: its `installer` would shadow conda-lock's
-    )  # fmt: skip
+    )
     assert check.returncode == 0, check.stderr
     assert json.loads(check.stdout)["packages"] == len(read_lockfile(lock_path).conda) + sum(
         1 for d in read_lockfile(lock_path).distributions().values() if d.hashes
     )
     render = subprocess.run(
-        [str(tool / "bin" / "conda-lock"), "render", "--kind", "explicit", "-p", "linux-64",
-         "--filename-template", str(tmp_path / "explicit-{platform}.lock"), str(out)],
-        capture_output=True, text=True, cwd=tmp_path, check=False,
-    )  # fmt: skip
+        [
+            str(tool / "bin" / "conda-lock"),
+            "render",
+            "--kind",
+            "explicit",
+            "-p",
+            "linux-64",
+            "--filename-template",
+            str(tmp_path / "explicit-{platform}.lock"),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
     assert render.returncode == 0, render.stderr
     explicit = (tmp_path / "explicit-linux-64.lock").read_text(encoding="utf-8")
     assert "@EXPLICIT" in explicit and "# pip torch @ " in explicit

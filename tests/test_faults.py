@@ -128,11 +128,14 @@ def test_a_read_only_prefix_is_refused_before_anything_runs(tmp_path: Path, moun
         (b"[1, 2, 3]", "not a verl-bootstrap state file"),
         (b'{"version": 7}', "state version 7 is not supported"),
         (b'{"version": 1, "steps": {"torch": {"status": "done"}}}', "invalid state"),
-        (b'{"version": 1, "steps": {"../../x": {"status": "done", "fingerprint": "f", '
-         b'"started": 1}}}', "not a valid step id"),
+        (
+            b'{"version": 1, "steps": {"../../x": {"status": "done", "fingerprint": "f", '
+            b'"started": 1}}}',
+            "not a valid step id",
+        ),
         (b'{"version": 1, "version": 1}', "duplicate key"),
     ],
-)  # fmt: skip
+)
 def test_a_corrupt_or_foreign_state_file_is_a_clear_error(
     tmp_path: Path, body: bytes, message: str
 ) -> None:

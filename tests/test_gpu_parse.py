@@ -116,8 +116,11 @@ EXPECTED: dict[str, tuple[str, str | None, list[str], int, bool, int]] = {
         0,
     ),
 }
-CSV_CC = {"590.48.01-H100-MIG-csv.txt": "9.0", "595.80-L40S-csv.txt": "8.9",
-          "610.57.04-RTX2080S-csv.txt": "7.5"}  # fmt: skip
+CSV_CC = {
+    "590.48.01-H100-MIG-csv.txt": "9.0",
+    "595.80-L40S-csv.txt": "8.9",
+    "610.57.04-RTX2080S-csv.txt": "7.5",
+}
 
 
 def _read(name: str) -> str:
@@ -170,8 +173,11 @@ def test_edited_a100_xml_keeps_attached_count_beside_the_one_gpu() -> None:
     gpu = info.gpus[0]
     assert gpu.uuid == "GPU-513536b6-7d19-9063-b049-1e69664bb298"
     assert [(m.gpu_instance, m.compute_instance) for m in gpu.mig_devices] == [
-        (3, 0), (4, 0), (5, 0), (6, 0),
-    ]  # fmt: skip
+        (3, 0),
+        (4, 0),
+        (5, 0),
+        (6, 0),
+    ]
     assert {m.memory_mib for m in gpu.mig_devices} == {19968}
 
 
@@ -179,8 +185,9 @@ def test_multi_gpu_xml_numbers_gpus_in_document_order_with_bus_ids() -> None:
     info = parse_smi_xml(_read("590.44.01-RTXA5000x2-qx.xml"))
     assert info is not None
     assert [(g.index, g.bus_id) for g in info.gpus] == [
-        (0, "00000000:81:00.0"), (1, "00000000:C1:00.0"),
-    ]  # fmt: skip
+        (0, "00000000:81:00.0"),
+        (1, "00000000:C1:00.0"),
+    ]
     assert info.gpus[1].uuid == "GPU-12345678-aaaa-bbbb-cccc-0123456789cd"
 
 

@@ -119,10 +119,16 @@ def _resolve_stage(
     done = Compiled(ok=False)
     for plat in PLATFORMS:
         done = compile_requirements(
-            stage_requirements(stage, release), python=python, workdir=workdir,
-            constraints=pins, overrides=stage.overrides, env=stage.env, platform=plat,
-            only_binary=stage.no_build_isolation, no_deps=stage.no_deps,
-        )  # fmt: skip
+            stage_requirements(stage, release),
+            python=python,
+            workdir=workdir,
+            constraints=pins,
+            overrides=stage.overrides,
+            env=stage.env,
+            platform=plat,
+            only_binary=stage.no_build_isolation,
+            no_deps=stage.no_deps,
+        )
         if done.ok or "matching platform tag" not in done.error:
             return done, plat
     return done, PLATFORMS[-1]
@@ -149,11 +155,14 @@ def test_every_stack_resolves_stage_by_stage(
         # a stage that takes verl's pins reads them from that release's own pyproject.toml, as
         # the lock and the install do; what a later stage installs is left out of this one
         pinned = (
-            stage_pins(each, verl_pyproject_dir(_release(profile) or "0.9.1"),
-                       marker_env(python, "linux-64"))
+            stage_pins(
+                each,
+                verl_pyproject_dir(_release(profile) or "0.9.1"),
+                marker_env(python, "linux-64"),
+            )
             if each.pins_from_verl
             else each
-        )  # fmt: skip
+        )
         stage = replace(pinned, overrides=(*each.overrides, *each.exclusion_overrides()))
         done, plat = _resolve_stage(
             stage, pins, release=_release(profile), python=python, workdir=tmp_path / stage.id
@@ -294,17 +303,31 @@ def _collect_verl_tests(row: HeavyResult, prefix: Path, cache: dict[str, str]) -
     not built here is not provable here.
     """
     env = {**os.environ, **cache}
-    has_pytest = subprocess.run([str(env_python(prefix)), "-c", "import pytest, pytest_asyncio"],
-                                capture_output=True, check=False, timeout=300)  # fmt: skip
+    has_pytest = subprocess.run(
+        [str(env_python(prefix)), "-c", "import pytest, pytest_asyncio"],
+        capture_output=True,
+        check=False,
+        timeout=300,
+    )
     if has_pytest.returncode != 0:
-        install = [uv_binary(), "pip", "install", "-q", "--python", str(env_python(prefix)),
-                   *index_args(), "pytest", "pytest-asyncio"]  # fmt: skip
+        install = [
+            uv_binary(),
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(env_python(prefix)),
+            *index_args(),
+            "pytest",
+            "pytest-asyncio",
+        ]
         subprocess.run(install, env=env, check=True, capture_output=True, timeout=900)
         row.versions["test tools"] = "added: pytest, pytest-asyncio"
     else:
         row.versions["test tools"] = "the profile's own"
-    _, body, stderr = run_cli(["test", "--prefix", str(prefix), "--collect-only", "--json"],
-                              timeout=1800, env=cache)  # fmt: skip
+    _, body, stderr = run_cli(
+        ["test", "--prefix", str(prefix), "--collect-only", "--json"], timeout=1800, env=cache
+    )
     if not body:
         row.failures.append(f"verl-bootstrap test --collect-only: {stderr.strip()[-300:]}")
         return

@@ -8,9 +8,18 @@ from bench.heavy_table import render
 
 
 def _row(**fields: object) -> dict[str, object]:
-    base = {"profile": "megatron", "variant": "cu130", "ref": "v0.9.1", "python": "3.12",
-            "result": "passed, partly", "seconds": 90.8, "download_bytes": 4_400_000_000,
-            "env_bytes": 10_000_000_000, "not_provable": {}, "failures": []}  # fmt: skip
+    base = {
+        "profile": "megatron",
+        "variant": "cu130",
+        "ref": "v0.9.1",
+        "python": "3.12",
+        "result": "passed, partly",
+        "seconds": 90.8,
+        "download_bytes": 4_400_000_000,
+        "env_bytes": 10_000_000_000,
+        "not_provable": {},
+        "failures": [],
+    }
     return {**base, **fields}
 
 

@@ -94,8 +94,9 @@ def test_a_mismatched_wheel_forced_in_fails_with_undefined_symbol(lab: Lab, tmp_
     env = lab.root / "env-b"
     broken = build_broken_wheel(uv, env / "bin" / "python", tmp_path)
     forced = tmp_path / "forced-house"
-    added = run_cli(["wheelhouse", "add", str(broken), "--key-of", str(env),
-                     "--wheelhouse", str(forced)])  # fmt: skip
+    added = run_cli(
+        ["wheelhouse", "add", str(broken), "--key-of", str(env), "--wheelhouse", str(forced)]
+    )
     assert added.code == EXIT_OK, added.stderr
     site = tmp_path / "site.yaml"
     site.write_text(f"schema_version: 1\nwheelhouse: {forced}\n")
@@ -123,10 +124,12 @@ def test_a_prebuilt_index_gives_a_wheel_and_never_builds(lab: Lab, tmp_path: Pat
     (project / "index.html").write_text(f'<a href="{wheel.name}">{wheel.name}</a>\n')
     log = tmp_path / "download.log"
     got = download_wheel(
-        "standin-kernel==0.1.0", (tmp_path / "simple").as_uri(),
-        python=lab.root / "env-a" / "bin" / "python", dest=tmp_path / "got",
+        "standin-kernel==0.1.0",
+        (tmp_path / "simple").as_uri(),
+        python=lab.root / "env-a" / "bin" / "python",
+        dest=tmp_path / "got",
         run=lambda argv: proc.run(argv, log_path=log),
-    )  # fmt: skip
+    )
     assert got.read_bytes() == wheel.read_bytes()
     (project / wheel.name).unlink()  # only the sdist is left: refused, never built
     sdist = lab.root / "links" / "standin-kernel-0.1.0.tar.gz"
@@ -134,7 +137,9 @@ def test_a_prebuilt_index_gives_a_wheel_and_never_builds(lab: Lab, tmp_path: Pat
     (project / "index.html").write_text(f'<a href="{sdist.name}">{sdist.name}</a>\n')
     with pytest.raises(CommandFailed):
         download_wheel(
-            "standin-kernel==0.1.0", (tmp_path / "simple").as_uri(),
-            python=lab.root / "env-a" / "bin" / "python", dest=tmp_path / "none",
+            "standin-kernel==0.1.0",
+            (tmp_path / "simple").as_uri(),
+            python=lab.root / "env-a" / "bin" / "python",
+            dest=tmp_path / "none",
             run=lambda argv: proc.run(argv, log_path=log),
-        )  # fmt: skip
+        )

@@ -42,13 +42,25 @@ def lab(kernel_lab: Lab) -> Iterator[Lab]:
 def lock(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The kernel-stage profile locked: the stand-in is a locked sdist (it has no wheel)."""
     path = tmp_path_factory.mktemp("kernel-lock") / "kernel-stage.lock.yaml"
-    argv = ["lock", "--profile", str(PROFILE), "--cuda", "cpu", "--python", "3.11",
-            "--verl-source", str(lab.repo), "--output", str(path)]  # fmt: skip
+    argv = [
+        "lock",
+        "--profile",
+        str(PROFILE),
+        "--cuda",
+        "cpu",
+        "--python",
+        "3.11",
+        "--verl-source",
+        str(lab.repo),
+        "--output",
+        str(path),
+    ]
     said = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(said):
         assert cli.main(argv) == EXIT_OK, said.getvalue()
-    [dist] = [d for s in read_lockfile(path).stages for d in s.distributions
-              if d.name == "standin-kernel"]  # fmt: skip
+    [dist] = [
+        d for s in read_lockfile(path).stages for d in s.distributions if d.name == "standin-kernel"
+    ]
     assert dist.source == "sdist"
     return path
 
@@ -80,13 +92,27 @@ def nodes(
     tool.chmod(0o755)
     prefixes = [base / "node0", base / "node1"]
     with pytest.MonkeyPatch.context() as patch:
-        fake_allocation(base / "bin", [
-            {"VB_ENV": str(p), "SLURMD_NODENAME": f"node{i}"} for i, p in enumerate(prefixes)
-        ], patch)  # fmt: skip
+        fake_allocation(
+            base / "bin",
+            [{"VB_ENV": str(p), "SLURMD_NODENAME": f"node{i}"} for i, p in enumerate(prefixes)],
+            patch,
+        )
         patch.setenv("VB_ENV", str(prefixes[0]))
-        argv = ["cluster", "install", "--slurm", "--prefix", "$VB_ENV", "--profile",
-                str(PROFILE), "--lockfile", str(lock), "--config", str(site),
-                "--tool", str(tool)]  # fmt: skip
+        argv = [
+            "cluster",
+            "install",
+            "--slurm",
+            "--prefix",
+            "$VB_ENV",
+            "--profile",
+            str(PROFILE),
+            "--lockfile",
+            str(lock),
+            "--config",
+            str(site),
+            "--tool",
+            str(tool),
+        ]
         run = run_cli(argv)  # verify fails on `uv pip check`: verl comes without its dependencies
     for prefix in prefixes:
         assert env_lockfile(prefix).is_file(), json.dumps(run.body)[-3000:]
@@ -120,8 +146,20 @@ def test_the_next_node_takes_the_wheel_without_a_compiler(nodes: tuple[Path, Pat
 def locked_plan(lock: Path, prefix: Path, house: Path, repo: Path) -> str:
     site = prefix.parent / f"{house.name}.site.yaml"
     site.write_text(f"schema_version: 1\nwheelhouse: {house}\n")
-    argv = ["plan", "--profile", str(PROFILE), "--prefix", str(prefix), "--locked",
-            "--lockfile", str(lock), "--config", str(site), "--verl-source", str(repo)]  # fmt: skip
+    argv = [
+        "plan",
+        "--profile",
+        str(PROFILE),
+        "--prefix",
+        str(prefix),
+        "--locked",
+        "--lockfile",
+        str(lock),
+        "--config",
+        str(site),
+        "--verl-source",
+        str(repo),
+    ]
     plan = run_cli(argv)
     assert plan.code == EXIT_OK, plan.stderr
     return str(next(s for s in plan.body["steps"] if s["id"] == "standin")["kernel"]["reason"])
@@ -197,9 +235,25 @@ def test_a_wheelhouse_url_is_read_never_written(
     site = tmp_path / "site.yaml"
     site.write_text(f"schema_version: 1\nwheelhouse: {served_house}\n")
     before = (lab.wheelhouse / "index.json").read_bytes()
-    run = run_cli(["install", "--profile", str(PROFILE), "--prefix", str(second), "--locked",
-                   "--lockfile", str(lock), "--verl-source", str(lab.repo), "--config", str(site),
-                   "--force", "standin", "--yes"])  # fmt: skip
+    run = run_cli(
+        [
+            "install",
+            "--profile",
+            str(PROFILE),
+            "--prefix",
+            str(second),
+            "--locked",
+            "--lockfile",
+            str(lock),
+            "--verl-source",
+            str(lab.repo),
+            "--config",
+            str(site),
+            "--force",
+            "standin",
+            "--yes",
+        ]
+    )
     assert run.step("standin")["status"] == "done", run.step("standin")
     log = run.log("standin")
     [entry] = Wheelhouse(lab.wheelhouse).entries()

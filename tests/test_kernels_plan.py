@@ -70,9 +70,12 @@ def test_an_h100_host_builds_flash_attn_for_9_0_with_jobs_its_memory_holds(tmp_p
     kernel = next(s for s in plan_json(plan)["steps"] if s["id"] == "flash-attn")["kernel"]
     assert kernel["source"] == "build"
     assert kernel["expected_key"] == {
-        "torch": "2.11.0", "cuda": "13.0", "cxx11abi": True, "python": "cp312",
+        "torch": "2.11.0",
+        "cuda": "13.0",
+        "cxx11abi": True,
+        "python": "cp312",
         "platform": facts.kernels.platform if facts.kernels else None,
-    }  # fmt: skip
+    }
     assert "official has flash-attn 2.8.3 for no build of torch 2.11.0+cu130" in kernel["reason"]
     assert kernel["cuda_archs"] == ["9.0"] and kernel["max_jobs"] == 6
     assert "a source build takes about 45 min on this host" in step.description  # 17 x 16 / 6
@@ -160,8 +163,17 @@ def test_a_max_jobs_the_user_exported_is_kept(tmp_path: Path) -> None:
 def test_the_cli_plan_shows_cuda_arch_and_each_steps_variables(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["plan", "--profile", "fsdp", "--prefix", str(tmp_path / "env"), "--cuda", "cu130",
-            "--cuda-arch", "8.0,9.0"]  # fmt: skip
+    argv = [
+        "plan",
+        "--profile",
+        "fsdp",
+        "--prefix",
+        str(tmp_path / "env"),
+        "--cuda",
+        "cu130",
+        "--cuda-arch",
+        "8.0,9.0",
+    ]
     assert cli.main([*argv, "--json"]) == EXIT_OK
     steps = {s["id"]: s for s in json.loads(capsys.readouterr().out)["steps"]}
     assert steps["flash-attn"]["env"]["FLASH_ATTN_CUDA_ARCHS"] == "80;90"

@@ -101,26 +101,41 @@ def lab_profile(root: Path, folder: Path, *, verl_key: dict[str, str]) -> Path:
     profile = yaml.safe_load(PROFILE.read_text())
     kernel = profile["stages"][1]["kernel"]
     kernel["sources"] = [
-        {"id": "verl-wheelhouse", "trust": "project", "index": f"{base}/verl-wheelhouse/simple/",
-         "key": verl_key},
-        {"id": "community", "trust": "community", "key": {"cxx11abi": "TRUE"},
-         "release": f"{base}/{COMMUNITY}/{{tag}}/standin_kernel-{{version}}+{{cuda_tag}}torch"
-                    "{torch_minor}-{python}-{python}-{platform}.whl"},
-    ]  # fmt: skip
+        {
+            "id": "verl-wheelhouse",
+            "trust": "project",
+            "index": f"{base}/verl-wheelhouse/simple/",
+            "key": verl_key,
+        },
+        {
+            "id": "community",
+            "trust": "community",
+            "key": {"cxx11abi": "TRUE"},
+            "release": f"{base}/{COMMUNITY}/{{tag}}/standin_kernel-{{version}}+{{cuda_tag}}torch"
+            "{torch_minor}-{python}-{python}-{platform}.whl",
+        },
+    ]
     folder.mkdir(parents=True)
     path = folder / "profile.yaml"
     path.write_text(yaml.safe_dump(profile, sort_keys=False))
     record = {
         "schema_version": 1,
         "sources": {
-            "verl-wheelhouse": {"recorded": "2026-12-04", "from": "its index",
-                                "wheels": [f"{base}/{VERL}/standin-v0.1.0/{PLAIN_NAME}"]},
-            "community": {"recorded": "2026-12-04", "from": "its packages list", "wheels": [
-                f"{base}/{COMMUNITY}/v0.9.4/{COMMUNITY_NAME.format(cuda='cpu', torch='2.13')}",
-                f"{base}/{COMMUNITY}/v0.9.2/{COMMUNITY_NAME.format(cuda='cpu', torch='2.12')}",
-            ]},
+            "verl-wheelhouse": {
+                "recorded": "2026-12-04",
+                "from": "its index",
+                "wheels": [f"{base}/{VERL}/standin-v0.1.0/{PLAIN_NAME}"],
+            },
+            "community": {
+                "recorded": "2026-12-04",
+                "from": "its packages list",
+                "wheels": [
+                    f"{base}/{COMMUNITY}/v0.9.4/{COMMUNITY_NAME.format(cuda='cpu', torch='2.13')}",
+                    f"{base}/{COMMUNITY}/v0.9.2/{COMMUNITY_NAME.format(cuda='cpu', torch='2.12')}",
+                ],
+            },
         },
-    }  # fmt: skip
+    }
     (folder / "kernel-wheels").mkdir()
     (folder / "kernel-wheels" / "recorded.yaml").write_text(yaml.safe_dump(record))
     return path
@@ -198,8 +213,17 @@ def test_a_wheel_stated_for_another_torch_is_refused_and_the_plan_says_why(
     other = {"torch": "2.12.0", "cuda": "cpu", "cxx11abi": "TRUE"}
     profile = lab_profile(sources, tmp_path / "profile", verl_key=other)
     config = site(tmp_path, "verl-wheelhouse")
-    argv = ["plan", "--profile", str(profile), "--prefix", str(tmp_path / "env"),
-            "--verl-source", str(kernel_lab.repo), "--config", str(config)]  # fmt: skip
+    argv = [
+        "plan",
+        "--profile",
+        str(profile),
+        "--prefix",
+        str(tmp_path / "env"),
+        "--verl-source",
+        str(kernel_lab.repo),
+        "--config",
+        str(config),
+    ]
     run = run_cli(argv)
     assert run.code == EXIT_OK
     kernel = next(s for s in run.body["steps"] if s["id"] == "standin")["kernel"]
@@ -220,8 +244,19 @@ def test_a_lock_made_with_the_network_records_the_wheel_source_and_hash(
         verl_key={"torch": "2.12.0", "cuda": "cpu", "cxx11abi": "TRUE"},
     )
     out = tmp_path / "kernel.lock.yaml"
-    argv = ["lock", "--profile", str(profile), "--cuda", "cpu", "--python", "3.11",
-            "--verl-source", str(kernel_lab.repo), "--output", str(out)]  # fmt: skip
+    argv = [
+        "lock",
+        "--profile",
+        str(profile),
+        "--cuda",
+        "cpu",
+        "--python",
+        "3.11",
+        "--verl-source",
+        str(kernel_lab.repo),
+        "--output",
+        str(out),
+    ]
     said = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(said):
         assert cli.main(argv) == EXIT_OK, said.getvalue()
@@ -235,9 +270,22 @@ def test_a_lock_made_with_the_network_records_the_wheel_source_and_hash(
     assert wheel.sha256 == file_sha256(sources / COMMUNITY / "v0.9.4" / name)
     assert wheel.key.torch == "2.13" and wheel.key.cuda == "cpu" and wheel.key.cxx11abi is True
     # a --locked install of it takes that very file, hash-checked, and compiles nothing
-    locked = run_cli(["install", "--profile", str(profile), "--prefix", str(tmp_path / "env"),
-                      "--verl-source", str(kernel_lab.repo), "--locked", "--lockfile", str(out),
-                      "--config", str(site(tmp_path))])  # fmt: skip
+    locked = run_cli(
+        [
+            "install",
+            "--profile",
+            str(profile),
+            "--prefix",
+            str(tmp_path / "env"),
+            "--verl-source",
+            str(kernel_lab.repo),
+            "--locked",
+            "--lockfile",
+            str(out),
+            "--config",
+            str(site(tmp_path)),
+        ]
+    )
     assert locked.step("standin")["status"] == "done", locked.step("standin")
     log = locked.log("standin")
     assert "prebuilt release wheel the lockfile records" in log and "no compiler ran" in log

@@ -49,25 +49,44 @@ def _profiles(folder: Path, base: str) -> Path:
     """A one-profile folder: torch 2.11 + cu130, flash-attn 2.8.3 with the three sources."""
     stages = [
         {"id": "torch", "packages": ["torch==2.11.0"]},
-        {"id": "flash-attn", "packages": ["flash-attn==2.8.3"], "kernel": {
-            "distribution": "flash-attn",
-            "sources": [
-                {"id": "official", "trust": "upstream", "release": f"{base}/{OFFICIAL}/flash_attn-"
-                 "{version}+cu{cuda_major}torch{torch_minor}cxx11abi{cxx11abi}-{python}-{python}-"
-                 "{platform}.whl"},
-                {"id": "verl-wheelhouse", "trust": "project", "index": f"{base}/simple/",
-                 "key": {"torch": "2.11.0", "cuda": "13.0", "cxx11abi": "TRUE"}},
-                {"id": "community", "trust": "community", "key": {"cxx11abi": "TRUE"},
-                 "release": f"{base}/{COMMUNITY}/{{tag}}/flash_attn-{{version}}+{{cuda_tag}}torch"
-                 "{torch_minor}-{python}-{python}-{platform}.whl"},
-            ]}},
-    ]  # fmt: skip
+        {
+            "id": "flash-attn",
+            "packages": ["flash-attn==2.8.3"],
+            "kernel": {
+                "distribution": "flash-attn",
+                "sources": [
+                    {
+                        "id": "official",
+                        "trust": "upstream",
+                        "release": f"{base}/{OFFICIAL}/flash_attn-"
+                        "{version}+cu{cuda_major}torch{torch_minor}cxx11abi{cxx11abi}-{python}-{python}-"
+                        "{platform}.whl",
+                    },
+                    {
+                        "id": "verl-wheelhouse",
+                        "trust": "project",
+                        "index": f"{base}/simple/",
+                        "key": {"torch": "2.11.0", "cuda": "13.0", "cxx11abi": "TRUE"},
+                    },
+                    {
+                        "id": "community",
+                        "trust": "community",
+                        "key": {"cxx11abi": "TRUE"},
+                        "release": f"{base}/{COMMUNITY}/{{tag}}/flash_attn-{{version}}+"
+                        "{cuda_tag}torch{torch_minor}-{python}-{python}-{platform}.whl",
+                    },
+                ],
+            },
+        },
+    ]
     profile = {
-        "schema_version": 1, "name": "gpu",
+        "schema_version": 1,
+        "name": "gpu",
         "python": {"requires": ">=3.12,<3.13", "prefer": "3.12"},
-        "cuda_variants": {"cu130": {"cuda": "13.0", "min_driver": "580"}}, "stages": stages,
+        "cuda_variants": {"cu130": {"cuda": "13.0", "min_driver": "580"}},
+        "stages": stages,
         "verify": {"imports": ["flash_attn"], "gpu_smoke": False, "bf16": False},
-    }  # fmt: skip
+    }
     folder.mkdir()
     (folder / "gpu.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
     return folder
@@ -83,8 +102,12 @@ def test_refresh_asks_each_source_and_rewrites_the_recorded_lists(
     for name in (x86, arm, old):
         _touch(root / COMMUNITY / "v0.9.4" / name)
     listing = root / "packages.md"
-    listing.write_text("".join(f"| 3.12 | [Download1(v0.9.4)]({base}/{COMMUNITY}/v0.9.4/{n}) |\n"
-                               for n in (x86, arm, old)))  # fmt: skip
+    listing.write_text(
+        "".join(
+            f"| 3.12 | [Download1(v0.9.4)]({base}/{COMMUNITY}/v0.9.4/{n}) |\n"
+            for n in (x86, arm, old)
+        )
+    )
     verl = "flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl"
     _touch(root / "assets" / verl)
     page = root / "simple" / "flash-attn" / "index.html"
@@ -98,12 +121,26 @@ def test_refresh_asks_each_source_and_rewrites_the_recorded_lists(
     gone = (
         f"{base}/{OFFICIAL}/flash_attn-2.8.3+cu12torch2.7cxx11abiTRUE-cp312-cp312-linux_x86_64.whl"
     )
-    path.write_text(yaml.safe_dump({"schema_version": 1, "sources": {
-        "official": {"recorded": "2026-01-01", "from": "its workflow",
-                     "wheels": [f"{base}/{OFFICIAL}/{torch28}", gone]},
-        "community": {"recorded": "2026-01-01", "from": "its list", "list": f"{base}/packages.md",
-                      "wheels": []},
-    }}))  # fmt: skip
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "schema_version": 1,
+                "sources": {
+                    "official": {
+                        "recorded": "2026-01-01",
+                        "from": "its workflow",
+                        "wheels": [f"{base}/{OFFICIAL}/{torch28}", gone],
+                    },
+                    "community": {
+                        "recorded": "2026-01-01",
+                        "from": "its list",
+                        "list": f"{base}/packages.md",
+                        "wheels": [],
+                    },
+                },
+            }
+        )
+    )
     day = dt.date(2026, 12, 4)
     notes = refresh_record(path, load_record(path), search=profiles, today=day)
     record = load_record(path)
@@ -129,9 +166,20 @@ def test_a_source_that_does_not_answer_keeps_its_recorded_list(tmp_path: Path) -
     path = record_path(profiles / "gpu.yaml")
     path.parent.mkdir()
     kept = "http://127.0.0.1:9/simple/flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl"
-    path.write_text(yaml.safe_dump({"schema_version": 1, "sources": {
-        "verl-wheelhouse": {"recorded": "2026-01-01", "from": "its index", "wheels": [kept]},
-    }}))  # fmt: skip
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "schema_version": 1,
+                "sources": {
+                    "verl-wheelhouse": {
+                        "recorded": "2026-01-01",
+                        "from": "its index",
+                        "wheels": [kept],
+                    },
+                },
+            }
+        )
+    )
     notes = refresh_record(path, load_record(path), search=profiles)
     assert any(n.startswith("verl-wheelhouse: not refreshed (") for n in notes), notes
     record = load_record(path)

@@ -25,8 +25,12 @@ NVIDIA = Path(__file__).parent / "data" / "nvidia"
 RECORD = record_path(PROFILES_DIR / "fsdp.yaml")
 VERL = "https://github.com/verl-project/verl-wheelhouse/releases/download/"
 COMMUNITY = "https://github.com/mjun0812/flash-attention-prebuild-wheels/releases/download/"
-DEFAULTS = [(p, v, a) for p in ("fsdp", "megatron", "sglang") for v in ("cu128", "cu130")
-            for a in ("linux_x86_64", "linux_aarch64")]  # fmt: skip
+DEFAULTS = [
+    (p, v, a)
+    for p in ("fsdp", "megatron", "sglang")
+    for v in ("cu128", "cu130")
+    for a in ("linux_x86_64", "linux_aarch64")
+]
 
 
 def _row(
@@ -169,8 +173,11 @@ def test_plan_fsdp_on_a_recorded_cu128_host_names_a_prebuilt_flash_attn(tmp_path
 
 def test_a_bad_recorded_list_is_an_input_error_naming_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "recorded.yaml"
-    bad.write_text("schema_version: 1\nsources:\n  x:\n    recorded: 2026-12-04\n    from: here\n"
-                   "    wheels: ['https://user:pw@host/a.whl']\n", encoding="utf-8")  # fmt: skip
+    bad.write_text(
+        "schema_version: 1\nsources:\n  x:\n    recorded: 2026-12-04\n    from: here\n"
+        "    wheels: ['https://user:pw@host/a.whl']\n",
+        encoding="utf-8",
+    )
     with pytest.raises(InputError, match=r"recorded.yaml: sources.x.wheels.0"):
         load_record(bad)
 

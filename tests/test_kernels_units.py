@@ -79,8 +79,11 @@ def test_a_bad_pattern_is_refused_at_the_profile() -> None:
 
 def test_an_unstated_field_never_matches() -> None:
     assert BuildKey(torch="2.8.0").mismatches(ENV) == [
-        "cuda not stated", "cxx11abi not stated", "python not stated", "platform not stated",
-    ]  # fmt: skip
+        "cuda not stated",
+        "cxx11abi not stated",
+        "python not stated",
+        "platform not stated",
+    ]
 
 
 def test_publish_lookup_and_check(tmp_path: Path) -> None:
@@ -128,8 +131,12 @@ def _make_read_only(folder: Path) -> Callable[[], None]:
     if os.geteuid() != 0:
         folder.chmod(0o555)
         return lambda: folder.chmod(0o755)
-    done = subprocess.run(["mount", "--bind", "-o", "ro", str(folder), str(folder)],
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    done = subprocess.run(
+        ["mount", "--bind", "-o", "ro", str(folder), str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         pytest.fail(f"root cannot bind-mount here ({done.stderr.strip()}); CI can")
 
@@ -189,8 +196,9 @@ def test_the_arch_list_follows_the_recorded_gpus(
 def test_the_flag_beats_the_gpus_and_the_site_default_serves_a_login_node() -> None:
     assert choose_archs(driver("595.80-L40S-csv.txt"), ("9.0",), ())[0] == ("9.0",)
     assert choose_archs(None, (), ("9.0", "10.0")) == (
-        ("9.0", "10.0"), "the site config's default (no GPU seen here)"
-    )  # fmt: skip
+        ("9.0", "10.0"),
+        "the site config's default (no GPU seen here)",
+    )
     assert choose_archs(None, (), ())[0] == ()
 
 
@@ -246,8 +254,13 @@ def test_the_wheelhouse_wins_then_release_wheels_then_a_build(tmp_path: Path) ->
 
 
 def test_an_index_is_used_only_for_the_key_the_profile_states() -> None:
-    stated = {"torch": "2.11.0", "cuda": "13.0", "cxx11abi": "TRUE", "python": "cp312",
-              "platform": "linux_x86_64"}  # fmt: skip
+    stated = {
+        "torch": "2.11.0",
+        "cuda": "13.0",
+        "cxx11abi": "TRUE",
+        "python": "cp312",
+        "platform": "linux_x86_64",
+    }
     kernel = KernelSpec.model_validate(
         {"distribution": "flash-attn", "prebuilt_index": {"index": "lab", "key": stated}}
     )
@@ -277,9 +290,12 @@ def test_the_key_probe_reads_torch_without_importing_it(
     (torch / "lib" / "libc10.so").write_bytes(b"\x7fELF" + symbol)
     probe = Path(__file__).parents[1] / "verl_bootstrap" / "probes" / "build_key.py"
     done = subprocess.run(
-        [sys.executable, str(probe)], env={**os.environ, "PYTHONPATH": str(tmp_path)},
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        [sys.executable, str(probe)],
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     key = BuildKey.from_mapping(json.loads(done.stdout))
     assert (key.torch, key.cuda, key.cxx11abi) == ("2.9.1", "12.8", abi)
     assert key.python == f"cp{sys.version_info[0]}{sys.version_info[1]}"
@@ -314,10 +330,18 @@ def test_a_locked_kernel_takes_the_recorded_file_or_builds_the_locked_sdist(tmp_
     kernel = KernelSpec(distribution="flash-attn", release_wheels=(FLASH,))
     url = "https://releases.example/v2.8.1/flash_attn-2.8.1+cu12torch2.8cxx11abiFALSE-cp312-cp312-linux_x86_64.whl"
     recorded = KernelWheel(
-        file=url.rsplit("/", 1)[-1], sha256="a" * 64, source="release", url=url,
-        key={"torch": "2.8", "cuda": "12", "cxx11abi": False, "python": "cp312",
-             "platform": "linux_x86_64"},
-    )  # fmt: skip
+        file=url.rsplit("/", 1)[-1],
+        sha256="a" * 64,
+        source="release",
+        url=url,
+        key={
+            "torch": "2.8",
+            "cuda": "12",
+            "cxx11abi": False,
+            "python": "cp312",
+            "platform": "linux_x86_64",
+        },
+    )
     dist = LockedDist(name="flash-attn", version="2.8.1", source="sdist", hashes=("b" * 64,))
     house = Wheelhouse(tmp_path)
     other = house.publish(

@@ -12,8 +12,21 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "verl_bootstrap"
 TOP_LEVEL_LIMIT = 12
 # modules that --help loads: their library imports are deferred for start-up (see pyproject)
-STARTUP = {"__init__", "flags", "parse", "options", "install", "doctor", "lock", "site", "cluster",
-           "envs", "bundle", "verltests", "lockinput"}  # fmt: skip
+STARTUP = {
+    "__init__",
+    "flags",
+    "parse",
+    "options",
+    "install",
+    "doctor",
+    "lock",
+    "site",
+    "cluster",
+    "envs",
+    "bundle",
+    "verltests",
+    "lockinput",
+}
 
 
 def _modules() -> dict[str, Path]:

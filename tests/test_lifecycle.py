@@ -86,9 +86,21 @@ def made(tmp_path_factory: pytest.TempPathFactory, verl_two_releases: Path) -> M
     mirror.mkdir()  # the default index, as when the PyTorch index is out of reach
     index = f"pytorch-cpu={mirror.as_uri()}"
     prefix = root / "env"
-    argv = ["--profile", str(profile), "--prefix", str(prefix), "--verl-source", repo.as_uri(),
-            "--verl-ref", "main", "--allow-unsupported-ref",
-            "--cuda", "cpu", "--index", index]  # fmt: skip
+    argv = [
+        "--profile",
+        str(profile),
+        "--prefix",
+        str(prefix),
+        "--verl-source",
+        repo.as_uri(),
+        "--verl-ref",
+        "main",
+        "--allow-unsupported-ref",
+        "--cuda",
+        "cpu",
+        "--index",
+        index,
+    ]
     away = repo.rename(root / "away")
     failed = run(argv)
     away.rename(repo)
@@ -196,7 +208,11 @@ def test_envs_list_and_info_describe_the_env(made: Made) -> None:
     assert listed.code == EXIT_OK, listed.err
     mine = next(e for e in listed.json()["envs"] if e["prefix"] == str(made.prefix))
     assert (mine["status"], mine["profile"], mine["verl_ref"], mine["variant"]) == (
-        "ok", "light", "v0.9.0", "cpu")  # fmt: skip
+        "ok",
+        "light",
+        "v0.9.0",
+        "cpu",
+    )
     assert mine["commit"] == git(made.repo, "rev-parse", "v0.9.0")
     assert mine["size"] > 100_000_000 and mine["verified_at"] is not None
     text = run(["envs", "list"]).out
@@ -240,9 +256,21 @@ def test_a_conda_env_is_listed_inspected_and_removed(
 ) -> None:
     prefix = tmp_path / "conda-env"
     away = f"http://127.0.0.1:{closed_port()}/verl.git"  # fetch-source fails; the env is made
-    argv = ["--profile", str(DATA / "light" / "light.yaml"), "--prefix", str(prefix),
-            "--backend", "conda", "--channel", str(python_channel), "--verl-source", away,
-            "--verl-ref", "main", "--allow-unsupported-ref"]  # fmt: skip
+    argv = [
+        "--profile",
+        str(DATA / "light" / "light.yaml"),
+        "--prefix",
+        str(prefix),
+        "--backend",
+        "conda",
+        "--channel",
+        str(python_channel),
+        "--verl-source",
+        away,
+        "--verl-ref",
+        "main",
+        "--allow-unsupported-ref",
+    ]
     first = run(argv)
     assert first.code == EXIT_STEP_FAILED, first.err
     assert (prefix / "conda-meta").is_dir()
@@ -278,8 +306,9 @@ def _completions(shell_line: str) -> subprocess.CompletedProcess[str]:
         'printf "%s\\n" "${COMPREPLY[@]}"\n'
     )
     env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(Path.home())}
-    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env,
-                          check=False)  # fmt: skip
+    return subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, env=env, check=False
+    )
 
 
 def test_bash_completes_commands_flags_and_profile_names() -> None:
@@ -287,6 +316,8 @@ def test_bash_completes_commands_flags_and_profile_names() -> None:
     assert profiles.returncode == 0, profiles.stderr
     assert profiles.stdout.split() == ["cpu"]
     assert _completions("verl-bootstrap install --profile fs").stdout.split() == [
-        "fsdp", "fsdp-script"]  # fmt: skip
+        "fsdp",
+        "fsdp-script",
+    ]
     assert "envs" in _completions("verl-bootstrap en").stdout.split()
     assert "--verl-ref" in _completions("verl-bootstrap --verl-").stdout.split()

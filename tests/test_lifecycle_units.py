@@ -29,8 +29,9 @@ def spec(repo: Path, ref: str, checkout: Path) -> SourceSpec:
 
 
 def fetch(repo: Path, ref: str, checkout: Path, log: Path) -> str:
-    result = fetch_source(spec(repo, ref, checkout), IndexSettings(), pip=pip_launcher(),
-                          log_path=log)  # fmt: skip
+    result = fetch_source(
+        spec(repo, ref, checkout), IndexSettings(), pip=pip_launcher(), log_path=log
+    )
     assert result.ref == ref
     return str(result.commit)
 
@@ -96,8 +97,9 @@ def _shell(shell: str, script: str) -> str:
     if shutil.which(shell) is None:
         pytest.fail(f"{shell} is not installed here: `make test-deps` installs it")
     env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(Path.home())}
-    done = subprocess.run([shell, "-c", script], capture_output=True, text=True, env=env,
-                          timeout=60, check=False)  # fmt: skip
+    done = subprocess.run(
+        [shell, "-c", script], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -126,10 +128,13 @@ def test_zsh_loads_the_completion_and_its_protocol_completes_a_profile_name() ->
 
 
 def test_help_does_not_import_the_completion_library() -> None:
-    code = ("import sys; from verl_bootstrap import cli\ntry:\n    cli.main(['--help'])\n"
-            "except SystemExit:\n    pass\nprint('argcomplete' in sys.modules)")  # fmt: skip
-    done = subprocess.run([str(BIN / "python"), "-c", code], capture_output=True, text=True,
-                          check=True)  # fmt: skip
+    code = (
+        "import sys; from verl_bootstrap import cli\ntry:\n    cli.main(['--help'])\n"
+        "except SystemExit:\n    pass\nprint('argcomplete' in sys.modules)"
+    )
+    done = subprocess.run(
+        [str(BIN / "python"), "-c", code], capture_output=True, text=True, check=True
+    )
     assert done.stdout.strip().endswith("False")
 
 

@@ -28,9 +28,14 @@ def wanted() -> Wanted:
     """What a default `--profile cpu` run on a linux-64 host with Python 3.11 asks for."""
     profile = apply_stack(load_profile("cpu"), None)
     return Wanted(
-        profile="cpu", profile_hash=profile_hash(profile, "cpu"), variant="cpu",
-        platform="linux-64", ref=profile.verl.ref, pythons=("3.11",), glibc="2.36",
-    )  # fmt: skip
+        profile="cpu",
+        profile_hash=profile_hash(profile, "cpu"),
+        variant="cpu",
+        platform="linux-64",
+        ref=profile.verl.ref,
+        pythons=("3.11",),
+        glibc="2.36",
+    )
 
 
 def test_the_committed_cpu_lockfile_fits_the_cpu_profile_as_shipped(

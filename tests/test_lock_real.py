@@ -138,9 +138,21 @@ def test_a_later_stage_resolves_with_verls_requirements_in_force(
     # Resolved without verl, that stage locked tensordict 0.15.3, which verl's env cannot hold.
     profile = Path(__file__).parent / "data" / "profiles" / "verl-later-stage" / "profile.yaml"
     output = tmp_path / "later.lock.yaml"
-    done = cli("lock", "--profile", str(profile), "--cuda", "cpu", "--python", HOST_XY,
-               "--exclude-newer", CUTOFF, "--verl-source", str(verl_repo_session),
-               "--output", str(output))  # fmt: skip
+    done = cli(
+        "lock",
+        "--profile",
+        str(profile),
+        "--cuda",
+        "cpu",
+        "--python",
+        HOST_XY,
+        "--exclude-newer",
+        CUTOFF,
+        "--verl-source",
+        str(verl_repo_session),
+        "--output",
+        str(output),
+    )
     assert done.returncode == 0, done.stderr
     locked = {
         d.name: d.version for stage in read_lockfile(output).stages for d in stage.distributions
@@ -201,9 +213,10 @@ def test_a_locked_sdist_is_built_into_a_wheel_whose_sha256_the_env_records(
 def test_the_lock_records_the_hashed_build_env_of_each_source_build(cpu_lock: Path) -> None:
     lock = read_lockfile(cpu_lock)
     builds = [
-        s for s in lock.stages
+        s
+        for s in lock.stages
         if s.kind == "install-verl" or any(d.source == "sdist" for d in s.distributions)
-    ]  # fmt: skip
+    ]
     assert len(builds) >= 2, "verl's editable install and the stage with antlr's sdist"
     for stage in builds:
         names = {d.name for d in stage.build}

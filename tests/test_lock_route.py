@@ -25,8 +25,12 @@ def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
     """`verl-bootstrap ARGS` in a fresh process, as a user runs it."""
     return subprocess.run(
         [sys.executable, "-m", "verl_bootstrap", *map(str, args)],
-        capture_output=True, text=True, timeout=1800, cwd=REPO, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        cwd=REPO,
+        check=False,
+    )
 
 
 def first_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -70,8 +74,12 @@ def test_a_fresh_default_run_installs_the_committed_lockfile_and_says_so(
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stderr.splitlines()[0] == COMMITTED_LINE  # the run's first line
     route = json.loads(done.stdout)["route"]
-    assert route == {"kind": "lockfile", "line": COMMITTED_LINE, "lockfile": str(COMMITTED),
-                     "origin": "committed"}  # fmt: skip
+    assert route == {
+        "kind": "lockfile",
+        "line": COMMITTED_LINE,
+        "lockfile": str(COMMITTED),
+        "origin": "committed",
+    }
     lock = record(prefix)["lockfile"]
     assert isinstance(lock, dict) and lock["path"] == str(COMMITTED)
     info = cli("info", "--prefix", prefix)
@@ -89,12 +97,22 @@ def test_an_env_made_from_a_lockfile_verifies_against_it_by_default(
     assert body["differences"] == []
 
 
-def test_the_labs_lockfile_wins_over_the_committed_one(lab: Path, verl_repo_session: Path,
-                                                       tmp_path: Path) -> None:  # fmt: skip
+def test_the_labs_lockfile_wins_over_the_committed_one(
+    lab: Path, verl_repo_session: Path, tmp_path: Path
+) -> None:
     lock = lab / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"
     prefix = tmp_path / "env"
-    done = cli("--profile", "cpu", "--prefix", prefix, "--verl-source", verl_repo_session,
-               "--config", lab / "site.yaml", "--json")  # fmt: skip
+    done = cli(
+        "--profile",
+        "cpu",
+        "--prefix",
+        prefix,
+        "--verl-source",
+        verl_repo_session,
+        "--config",
+        lab / "site.yaml",
+        "--json",
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     route = json.loads(done.stdout)["route"]
     assert route["kind"] == "lockfile" and route["origin"] == "lab"
@@ -111,10 +129,22 @@ def test_a_lab_lockfile_whose_tag_moved_is_stale_and_never_used(
     subprocess.run(["git", "clone", "-q", str(verl_repo_session), str(moved)], check=True)
     (moved / "MOVED").write_text("the tag moved\n")
     for args in (["add", "MOVED"], ["commit", "-qm", "moved"], ["tag", "-f", "v0.9.1"]):
-        subprocess.run(["git", "-C", str(moved), "-c", "user.name=t", "-c", "user.email=t@t",
-                        *args], check=True, capture_output=True)  # fmt: skip
-    plan = cli("plan", "--profile", "cpu", "--prefix", tmp_path / "env", "--verl-source", moved,
-               "--config", lab / "site.yaml")  # fmt: skip
+        subprocess.run(
+            ["git", "-C", str(moved), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            check=True,
+            capture_output=True,
+        )
+    plan = cli(
+        "plan",
+        "--profile",
+        "cpu",
+        "--prefix",
+        tmp_path / "env",
+        "--verl-source",
+        moved,
+        "--config",
+        lab / "site.yaml",
+    )
     line = first_line(plan)
     assert line.startswith("resolving: the lab lockfile "), line
     assert "is stale: v0.9.1 now names commit" in line
@@ -129,21 +159,24 @@ def test_a_lab_lockfile_for_a_python_this_host_lacks_gives_way_to_the_committed_
     (folder / "cpu-linux-64.lock.yaml").write_text(text.replace("python: '3.11'", "python: '3.19'"))
     site = {"schema_version": 1, "lockfiles": str(tmp_path / "lockfiles")}
     (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
-    plan = cli("plan", "--profile", "cpu", "--prefix", tmp_path / "env",
-               "--config", tmp_path / "site.yaml")  # fmt: skip
+    plan = cli(
+        "plan", "--profile", "cpu", "--prefix", tmp_path / "env", "--config", tmp_path / "site.yaml"
+    )
     assert first_line(plan) == COMMITTED_LINE
 
 
 @pytest.mark.parametrize(
     ("flags", "why"),
     [
-        (["--verl-ref", "v0.8.0"],
-         "resolving: no lockfile for v0.8.0: the committed lockfile "
-         "lockfiles/cpu/cpu-linux-64.lock.yaml locks v0.9.1"),
+        (
+            ["--verl-ref", "v0.8.0"],
+            "resolving: no lockfile for v0.8.0: the committed lockfile "
+            "lockfiles/cpu/cpu-linux-64.lock.yaml locks v0.9.1",
+        ),
         (["--resolve"], "resolving: --resolve given"),
         (["--with-tests"], "resolving: --with-tests adds stages no lockfile holds"),
     ],
-)  # fmt: skip
+)
 def test_another_ref_or_resolve_resolves_and_says_why(
     flags: list[str], why: str, tmp_path: Path
 ) -> None:

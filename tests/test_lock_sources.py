@@ -16,8 +16,21 @@ from verl_bootstrap.lockfile import read_lockfile
 
 def lock(profile: Path, repo: Path, output: Path) -> str:
     """Lock the tiny profile with verl from `repo`; the commit the lock records."""
-    done = run(["lock", "--profile", str(profile), "--cuda", "cpu", "--python", HOST_XY,
-                "--verl-source", str(repo), "--output", str(output)])  # fmt: skip
+    done = run(
+        [
+            "lock",
+            "--profile",
+            str(profile),
+            "--cuda",
+            "cpu",
+            "--python",
+            HOST_XY,
+            "--verl-source",
+            str(repo),
+            "--output",
+            str(output),
+        ]
+    )
     assert done.code == EXIT_OK, done.err
     return read_lockfile(output).verl.commit or ""
 

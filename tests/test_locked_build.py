@@ -92,9 +92,14 @@ def _build(tmp: Path, archive: Path, build: tuple[LockedDist, ...]) -> dict[str,
     artifacts = {NAME: Artifact(url=cached.as_uri(), sha256=sha, kind="sdist")}
     log = tmp / "build.log"
     return build_locked_sdists(
-        stage, artifacts, prefix=prefix, request=request, settings=IndexSettings(), cache=cache,
+        stage,
+        artifacts,
+        prefix=prefix,
+        request=request,
+        settings=IndexSettings(),
+        cache=cache,
         run=lambda argv: proc.run(argv, log_path=log),
-    )  # fmt: skip
+    )
 
 
 def test_the_lock_records_the_build_backend_with_its_hashes(
@@ -105,10 +110,16 @@ def test_the_lock_records_the_build_backend_with_its_hashes(
     assert setuptools.source == "wheel" and setuptools.hashes and setuptools.version
     stage = LockedStage(id="deps", kind="packages", build=build)
     lock = Lockfile(
-        generated_by="t", regenerate="t", profile="cpu", profile_hash=PROFILE_HASH, python=HOST_XY,
+        generated_by="t",
+        regenerate="t",
+        profile="cpu",
+        profile_hash=PROFILE_HASH,
+        python=HOST_XY,
         verl=LockedSource(repo="r", ref="v", kind="git", commit="c" * 40),
-        cuda=CudaTarget(variant="cpu"), backend="venv", stages=(stage,),
-    )  # fmt: skip
+        cuda=CudaTarget(variant="cpu"),
+        backend="venv",
+        stages=(stage,),
+    )
     assert f"sha256:{setuptools.hashes[0]}" not in dump_lockfile(lock)  # hashes, not flags
     assert setuptools.hashes[0] in dump_lockfile(lock)
 
@@ -159,30 +170,52 @@ def _lock(*stages: LockedStage, verl: str = "git", conda: bool = False) -> Lockf
         )
     )
     packages = (
-        (CondaPackage(name="python", version="3.12.1", build="h0", channel="c", subdir="linux-64",
-                      filename="python-3.12.1-h0.conda", sha256="b" * 64),) if conda else ()
-    )  # fmt: skip
+        (
+            CondaPackage(
+                name="python",
+                version="3.12.1",
+                build="h0",
+                channel="c",
+                subdir="linux-64",
+                filename="python-3.12.1-h0.conda",
+                sha256="b" * 64,
+            ),
+        )
+        if conda
+        else ()
+    )
     return Lockfile(
-        generated_by="t", regenerate="t", profile="cpu", profile_hash=PROFILE_HASH, python=HOST_XY,
-        verl=source, cuda=CudaTarget(variant="cpu"), backend="conda" if conda else "venv",
-        stages=stages, conda=packages,
-    )  # fmt: skip
+        generated_by="t",
+        regenerate="t",
+        profile="cpu",
+        profile_hash=PROFILE_HASH,
+        python=HOST_XY,
+        verl=source,
+        cuda=CudaTarget(variant="cpu"),
+        backend="conda" if conda else "venv",
+        stages=stages,
+        conda=packages,
+    )
 
 
 SETUPTOOLS = LockedDist(name="setuptools", version="80.0", source="wheel", hashes=("d" * 64,))
 VERL = LockedStage(
-    id="install-verl", kind="install-verl",
+    id="install-verl",
+    kind="install-verl",
     distributions=(LockedDist(name="verl", version="1", source="editable"),),
-)  # fmt: skip
+)
 DEPS = LockedStage(
-    id="verl-deps", kind="verl-deps",
+    id="verl-deps",
+    kind="verl-deps",
     distributions=(LockedDist(name="antlr", version="4", source="sdist", hashes=("e" * 64,)),),
-)  # fmt: skip
+)
 
 
 def test_a_lock_with_every_build_env_locked_names_only_the_git_checkout() -> None:
-    locked = (VERL.model_copy(update={"build": (SETUPTOOLS,)}),
-              DEPS.model_copy(update={"build": (SETUPTOOLS,)}))  # fmt: skip
+    locked = (
+        VERL.model_copy(update={"build": (SETUPTOOLS,)}),
+        DEPS.model_copy(update={"build": (SETUPTOOLS,)}),
+    )
     assert hash_gaps(_lock(*locked), installer="uv", conda_exe=False) == [
         "not hash-checked: verl's own source (its git checkout, installed editable), checked by "
         "its commit id, which must be the locked one"

@@ -101,8 +101,12 @@ def v071(tmp_path_factory: pytest.TempPathFactory) -> Installed:
 def test_v0_7_1_installs_and_verifies_with_its_own_stack(v071: Installed) -> None:
     _, prefix, body = v071
     checks = _checks(body)
-    for module in ("verl.workers.fsdp_workers", "verl.workers.engine_workers",
-                   "verl.trainer.ppo.ray_trainer", "tensordict"):  # fmt: skip
+    for module in (
+        "verl.workers.fsdp_workers",
+        "verl.workers.engine_workers",
+        "verl.trainer.ppo.ray_trainer",
+        "tensordict",
+    ):
         assert checks[f"import {module}"]["status"] == "ok", checks[f"import {module}"]
     assert checks["version torch"]["detail"].startswith("torch 2.8.0")
     assert checks["version transformers"]["detail"].startswith("transformers 5.")

@@ -88,10 +88,21 @@ def _tool_wheel(dest: Path) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, source / name)
     subprocess.run(
-        [uv_binary(), "build", "-q", "--wheel", "--out-dir", str(dest), "--no-index",
-         "--find-links", str(mirror_wheels()), str(source)],
-        check=True, env={k: v for k, v in os.environ.items() if not k.startswith("UV_")},
-    )  # fmt: skip
+        [
+            uv_binary(),
+            "build",
+            "-q",
+            "--wheel",
+            "--out-dir",
+            str(dest),
+            "--no-index",
+            "--find-links",
+            str(mirror_wheels()),
+            str(source),
+        ],
+        check=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("UV_")},
+    )
     return next(dest.glob("verl_bootstrap-*.whl"))
 
 
@@ -109,8 +120,17 @@ def _publish(user: pwd.struct_passwd) -> Path:
     config["caches"] = {"uv": str(_shared_cache(user))}
     local = write_yaml(the_lab.site / "lab.yaml", config)
     script = the_lab.base / "onboard.sh"
-    argv = ["onboard", "--emit-script", str(script), "--config", str(local), "--publish-config",
-            the_lab.url("site/lab.yaml", token=None), "--tool", "verl-bootstrap"]  # fmt: skip
+    argv = [
+        "onboard",
+        "--emit-script",
+        str(script),
+        "--config",
+        str(local),
+        "--publish-config",
+        the_lab.url("site/lab.yaml", token=None),
+        "--tool",
+        "verl-bootstrap",
+    ]
     assert cli.main(argv) == 0
     script.chmod(0o644)
     return script
@@ -138,10 +158,15 @@ def _as_member(
     user: pwd.struct_passwd, argv: list[str], path: str, timeout: int = 600
 ) -> subprocess.CompletedProcess[str]:
     environ = {
-        "HOME": user.pw_dir, "USER": USER, "LOGNAME": USER, "SHELL": "/bin/bash",
-        "PATH": path, "LANG": "C.UTF-8",
-        "PIP_CONFIG_FILE": os.devnull, "UV_DEFAULT_INDEX": f"{DEAD}/simple",
-    }  # fmt: skip
+        "HOME": user.pw_dir,
+        "USER": USER,
+        "LOGNAME": USER,
+        "SHELL": "/bin/bash",
+        "PATH": path,
+        "LANG": "C.UTF-8",
+        "PIP_CONFIG_FILE": os.devnull,
+        "UV_DEFAULT_INDEX": f"{DEAD}/simple",
+    }
     command = ["runuser", "-u", USER, "--", "env", "-i", *(f"{k}={v}" for k, v in environ.items())]
     return subprocess.run(
         [*command, *argv], cwd="/", capture_output=True, text=True, timeout=timeout, check=False
@@ -259,8 +284,15 @@ def test_a_script_for_a_token_in_the_urls_names_the_variable_only(
     config = write_yaml(tmp_path / "lab.yaml", lab_config(lab()))
     script = tmp_path / "onboard.sh"
     published = lab().url("site/lab.yaml")  # `https://lab:${LAB_TOKEN}@…`, unexpanded
-    argv = ["onboard", "--emit-script", str(script), "--config", str(config),
-            "--publish-config", published]  # fmt: skip
+    argv = [
+        "onboard",
+        "--emit-script",
+        str(script),
+        "--config",
+        str(config),
+        "--publish-config",
+        published,
+    ]
     assert cli.main(argv) == 0
     text = script.read_text()
     assert TOKEN not in text
@@ -268,8 +300,11 @@ def test_a_script_for_a_token_in_the_urls_names_the_variable_only(
     assert f'VB_INDEX_URL=${{VB_INDEX_URL-"{lab().url("simple")}"}}' in text  # by the shell
     shown = subprocess.run(
         ["sh", "-c", f'set -a; . /dev/stdin <<EOF\n{_header(text)}\nEOF\necho "$VB_INDEX_URL"'],
-        capture_output=True, text=True, check=False, env={"LAB_TOKEN": "t", "HOME": "/h"},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"LAB_TOKEN": "t", "HOME": "/h"},
+    )
     assert shown.stdout.strip() == lab().url("simple", token="t"), shown.stderr
 
 

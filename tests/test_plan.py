@@ -279,12 +279,23 @@ def test_plan_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     steps = body["steps"]
     assert [s["id"] for s in steps] == [*BUILTIN_FIRST, "torch", "verl-deps", *BUILTIN_LAST]
     assert [s["kind"] for s in steps] == [
-        "create-env", "fetch-source", "install-verl", "stage", "stage", "record-lock", "verify",
-    ]  # fmt: skip
+        "create-env",
+        "fetch-source",
+        "install-verl",
+        "stage",
+        "stage",
+        "record-lock",
+        "verify",
+    ]
     assert [s["deps"] for s in steps] == [
-        [], [], ["create-env", "fetch-source"], ["install-verl"], ["torch"], ["verl-deps"],
+        [],
+        [],
+        ["create-env", "fetch-source"],
+        ["install-verl"],
+        ["torch"],
+        ["verl-deps"],
         ["record-lock"],
-    ]  # fmt: skip
+    ]
     for step in steps:
         assert isinstance(step["commands"], list)
         assert all(

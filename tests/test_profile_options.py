@@ -26,14 +26,20 @@ def test_the_cpu_profile_has_test_tools_at_every_ref_only_on_request(ref: str) -
 
 def test_verl_0_9_1_takes_its_verl_core_extra_and_0_9_0_its_workflows_transferqueue() -> None:
     cpu = load_profile("cpu")
-    deps = {ref: next(s for s in apply_stack(cpu, ref).stages if s.id == "verl-deps")
-            for ref in ("v0.9.1", "v0.9.0")}  # fmt: skip
+    deps = {
+        ref: next(s for s in apply_stack(cpu, ref).stages if s.id == "verl-deps")
+        for ref in ("v0.9.1", "v0.9.0")
+    }
     assert deps["v0.9.1"].extras == ("verl-core",)
     assert "TransferQueue==0.1.8" in deps["v0.9.0"].packages
-    assert "megatron-core" in next(
-        s for s in apply_stack(cpu, "v0.9.1", options=frozenset({"tests"})).stages
-        if s.id == "tests"
-    ).packages  # fmt: skip
+    assert (
+        "megatron-core"
+        in next(
+            s
+            for s in apply_stack(cpu, "v0.9.1", options=frozenset({"tests"})).stages
+            if s.id == "tests"
+        ).packages
+    )
 
 
 def test_the_plan_gets_the_tests_step_with_the_flag(tmp_path: Path) -> None:

@@ -75,8 +75,14 @@ def test_sglang_plans_pin_the_engine_and_carry_verls_transformers_override(
             assert FA4_DROPPED in stage.overrides, stage.id
     assert not any(p.startswith("vllm") for s in plan.stages for p in s.packages)
     imports = plan.profile.verify.imports
-    wanted = ("sglang", "sgl_kernel", "torch_memory_saver", "verl.workers.rollout.sglang_rollout",
-              "verl.workers.engine.fsdp", "flash_attn")  # fmt: skip
+    wanted = (
+        "sglang",
+        "sgl_kernel",
+        "torch_memory_saver",
+        "verl.workers.rollout.sglang_rollout",
+        "verl.workers.engine.fsdp",
+        "flash_attn",
+    )
     assert set(wanted) <= set(imports)
     assert "vllm" not in imports
     assert not (tmp_path / "env").exists()
@@ -91,8 +97,10 @@ def test_vllm_profiles_pin_verls_transformers_with_the_engine(name: str, tmp_pat
 
 def test_megatron_uses_index_pairs_of_megatron_core_and_transformer_engine(tmp_path: Path) -> None:
     # facts §9a: core_v0.16.1 + TE 2.15 (torch 2.11), core_v0.16.0 + TE 2.12 (torch 2.10)
-    for variant, core, te in (("cu130", "0.16.1", "core-cu13,pytorch]==2.15.0"),
-                              ("cu128", "0.16.0", "core-cu12,pytorch]==2.12.0")):  # fmt: skip
+    for variant, core, te in (
+        ("cu130", "0.16.1", "core-cu13,pytorch]==2.15.0"),
+        ("cu128", "0.16.0", "core-cu12,pytorch]==2.12.0"),
+    ):
         plan = plan_for("megatron", variant, tmp_path / variant)
         (trainer,) = plan.step("trainer").commands
         assert f"megatron-core=={core}" in trainer
@@ -163,8 +171,15 @@ def test_verify_lists_follow_the_worker_modules_of_each_ref(name: str) -> None:
         profile = apply_stack(base, ref)
         imports = profile.verify.imports
         release = _release(ref)
-        for module in ("verl", "verl.trainer.main_ppo", "verl.trainer.ppo.ray_trainer", "torch",
-                       "ray", "tensordict", "transformers"):  # fmt: skip
+        for module in (
+            "verl",
+            "verl.trainer.main_ppo",
+            "verl.trainer.ppo.ray_trainer",
+            "torch",
+            "ray",
+            "tensordict",
+            "transformers",
+        ):
             assert module in imports, (name, ref, module)
         assert ("verl.workers.fsdp_workers" in imports) == (release <= Version("0.7.1")), ref
         assert ("verl.workers.engine_workers" in imports) == (release >= Version("0.7.0")), ref
@@ -239,10 +254,18 @@ def test_uv_pip_check_mismatches_from_the_profiles_overrides_warn(tmp_path: Path
     env = tmp_path / "env"
     subprocess.run([uv_binary(), "venv", "-q", str(env)], check=True)
     subprocess.run(
-        [uv_binary(), "pip", "install", "-q", "--python", str(env / "bin" / "python"),
-         "--no-deps", "requests"],
+        [
+            uv_binary(),
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(env / "bin" / "python"),
+            "--no-deps",
+            "requests",
+        ],
         check=True,
-    )  # fmt: skip
+    )
     unmet = ("charset-normalizer", "idna", "urllib3", "certifi")
     tolerant = VerifySpec(imports=(), gpu_smoke=False, overridden=unmet)
     (check,) = [c for c in verify_env(env, tolerant).checks if c.name == "uv pip check"]

@@ -57,14 +57,27 @@ def test_a_users_file_deep_in_a_venv_refuses_remove(
 ) -> None:
     parts = tiny_parts(tmp_path, monkeypatch)
     prefix = tmp_path / "env"
-    made = run(["--profile", str(parts.profile), "--prefix", str(prefix), "--verl-source",
-                str(parts.repo), "--cuda", "cpu"])  # fmt: skip
+    made = run(
+        [
+            "--profile",
+            str(parts.profile),
+            "--prefix",
+            str(prefix),
+            "--verl-source",
+            str(parts.repo),
+            "--cuda",
+            "cpu",
+        ]
+    )
     assert made.code == EXIT_OK, made.err
     assert foreign_files(prefix) == []  # everything a real install leaves is known
     link = prefix / "bin" / "my-link"
     link.symlink_to("/etc/hostname")  # listed as the user's, not followed
-    mine = write(prefix / SITE / "mynotes.txt", prefix / SITE / "vbtiny" / "scratch.py",
-                 prefix / "src" / "notes" / "run.sh")  # beside verl's checkout  # fmt: skip
+    mine = write(
+        prefix / SITE / "mynotes.txt",
+        prefix / SITE / "vbtiny" / "scratch.py",
+        prefix / "src" / "notes" / "run.sh",
+    )  # beside verl's checkout
     refuses_then_removes(prefix, [link, *mine])
     assert Path("/etc/hostname").exists()
 
@@ -74,9 +87,23 @@ def test_a_users_file_deep_in_a_conda_env_refuses_remove(
 ) -> None:
     prefix = tmp_path / "conda-env"
     away = f"http://127.0.0.1:{closed_port()}/verl.git"  # fetch-source fails; the env is made
-    run(["--profile", str(DATA / "light" / "light.yaml"), "--prefix", str(prefix),
-         "--backend", "conda", "--channel", str(python_channel), "--verl-source", away,
-         "--verl-ref", "main", "--allow-unsupported-ref"])  # fmt: skip
+    run(
+        [
+            "--profile",
+            str(DATA / "light" / "light.yaml"),
+            "--prefix",
+            str(prefix),
+            "--backend",
+            "conda",
+            "--channel",
+            str(python_channel),
+            "--verl-source",
+            away,
+            "--verl-ref",
+            "main",
+            "--allow-unsupported-ref",
+        ]
+    )
     assert (prefix / "conda-meta").is_dir()
     assert foreign_files(prefix) == []
     mine = write(prefix / "lib" / f"python{HOST_XY}" / "my_module.py", prefix / "bin" / "run.sh")
@@ -90,8 +117,18 @@ def tiny_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Pat
     """A real tiny env, verl from the stand-in's git repo; (prefix, verl's repo)."""
     parts = tiny_parts(tmp_path, monkeypatch)
     prefix = tmp_path / "env"
-    made = run(["--profile", str(parts.profile), "--prefix", str(prefix), "--verl-source",
-                str(parts.repo), "--cuda", "cpu"])  # fmt: skip
+    made = run(
+        [
+            "--profile",
+            str(parts.profile),
+            "--prefix",
+            str(prefix),
+            "--verl-source",
+            str(parts.repo),
+            "--cuda",
+            "cpu",
+        ]
+    )
     assert made.code == EXIT_OK, made.err
     return prefix, parts.repo
 
@@ -138,8 +175,11 @@ def test_remove_refuses_an_edit_a_new_file_and_an_ignored_checkpoint_in_a_git_ch
 ) -> None:
     prefix, _repo = tiny_env(tmp_path, monkeypatch)
     work = work_in(prefix / "src" / "verl")
-    listed = ["checkpoints/x.pt (ignored by git)", "my_experiment.py (untracked)",
-              "verl/__init__.py (modified)"]  # fmt: skip
+    listed = [
+        "checkpoints/x.pt (ignored by git)",
+        "my_experiment.py (untracked)",
+        "verl/__init__.py (modified)",
+    ]
     refused_then_kept(prefix, work, listed)
 
 
@@ -155,8 +195,11 @@ def test_remove_refuses_an_edit_a_new_file_and_a_checkpoint_in_an_unpacked_sdist
     unpack_sdist(archive, checkout, file_sha256(archive))  # what the sdist fallback does
     (checkout / "verl.egg-info" / "PKG-INFO").write_text("rebuilt\n")  # an editable build's own
     work = work_in(checkout)
-    listed = ["checkpoints/x.pt (not in the sdist)", "my_experiment.py (not in the sdist)",
-              f"{PPO} (modified)"]  # fmt: skip
+    listed = [
+        "checkpoints/x.pt (not in the sdist)",
+        "my_experiment.py (not in the sdist)",
+        f"{PPO} (modified)",
+    ]
     refused_then_kept(prefix, work, listed)
 
 
@@ -184,9 +227,22 @@ def test_a_checkout_holding_ignored_work_is_not_moved_to_another_ref(
     (checkout / ".git" / "info" / "exclude").write_text("checkpoints/\n", encoding="utf-8")
     (checkout / "checkpoints").mkdir()
     (checkout / "checkpoints" / "x.pt").write_text("weights\n", encoding="utf-8")
-    moved = run(["--profile", str(tmp_path / "tiny.yaml"), "--prefix", str(prefix),
-                 "--verl-source", str(repo), "--verl-ref", "v0.9.2", "--cuda", "cpu", "--yes",
-                 "--allow-unsupported-ref"])  # fmt: skip
+    moved = run(
+        [
+            "--profile",
+            str(tmp_path / "tiny.yaml"),
+            "--prefix",
+            str(prefix),
+            "--verl-source",
+            str(repo),
+            "--verl-ref",
+            "v0.9.2",
+            "--cuda",
+            "cpu",
+            "--yes",
+            "--allow-unsupported-ref",
+        ]
+    )
     assert moved.code == EXIT_STEP_FAILED, moved.err  # the fetch-source step stops the run
     assert "holds work of yours (checkpoints/x.pt (ignored by git))" in moved.err
     assert git(checkout, "rev-parse", "HEAD") == head
@@ -209,12 +265,31 @@ def test_a_folder_remove_cannot_read_refuses_it_naming_the_folder(
         before = files_of(prefix)
         home = base / "home"
         done = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
-             "-m", "verl_bootstrap", "remove", "--prefix", str(prefix), "--yes"],
-            capture_output=True, text=True, check=False, cwd=base, timeout=120,
-            env={**os.environ, "HOME": str(home), "VERL_BOOTSTRAP_HOME": str(home / ".vb"),
-                 "PYTHONDONTWRITEBYTECODE": "1"},
-        )  # fmt: skip
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                sys.executable,
+                "-m",
+                "verl_bootstrap",
+                "remove",
+                "--prefix",
+                str(prefix),
+                "--yes",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=base,
+            timeout=120,
+            env={
+                **os.environ,
+                "HOME": str(home),
+                "VERL_BOOTSTRAP_HOME": str(home / ".vb"),
+                "PYTHONDONTWRITEBYTECODE": "1",
+            },
+        )
         assert done.returncode == EXIT_REFUSED, done.stderr
         assert f"cannot look inside {closed} (Permission denied)" in done.stderr
         assert "nothing was deleted" in done.stderr and "crash" not in done.stderr

@@ -134,9 +134,14 @@ def test_a_failing_step_aborts_its_dependents_and_is_recorded(plan: Plan) -> Non
     report = run_plan(plan, executor=executor)
     assert not report.ok
     assert statuses(report) == {
-        "create-env": "done", "fetch-source": "done", "install-verl": "done",
-        "torch": "failed", "verl-deps": "aborted", "record-lock": "aborted", "verify": "aborted",
-    }  # fmt: skip
+        "create-env": "done",
+        "fetch-source": "done",
+        "install-verl": "done",
+        "torch": "failed",
+        "verl-deps": "aborted",
+        "record-lock": "aborted",
+        "verify": "aborted",
+    }
     failed = report.failed()
     assert failed is not None
     assert failed.id == "torch"
@@ -145,8 +150,11 @@ def test_a_failing_step_aborts_its_dependents_and_is_recorded(plan: Plan) -> Non
     assert "verl-deps" not in executor.ran
     recorded = {k: v["status"] for k, v in state_of(plan)["steps"].items()}
     assert recorded == {
-        "create-env": "done", "fetch-source": "done", "install-verl": "done", "torch": "failed",
-    }  # fmt: skip
+        "create-env": "done",
+        "fetch-source": "done",
+        "install-verl": "done",
+        "torch": "failed",
+    }
 
 
 def test_a_failure_in_one_branch_lets_the_other_branch_finish(plan: Plan) -> None:
@@ -164,9 +172,14 @@ def test_a_rerun_resumes_at_the_failed_step_with_the_earlier_outputs(plan: Plan)
     assert report.ok
     assert again.ran == ["torch", "verl-deps", "record-lock", "verify"]
     assert statuses(report) == {
-        "create-env": "skipped", "fetch-source": "skipped", "install-verl": "skipped",
-        "torch": "done", "verl-deps": "done", "record-lock": "done", "verify": "done",
-    }  # fmt: skip
+        "create-env": "skipped",
+        "fetch-source": "skipped",
+        "install-verl": "skipped",
+        "torch": "done",
+        "verl-deps": "done",
+        "record-lock": "done",
+        "verify": "done",
+    }
     assert {o.reason for o in report.outcomes if o.status is Status.SKIPPED} == {"up to date"}
     # outputs of skipped steps come back from the state file
     assert again.contexts["record-lock"].prior["fetch-source"] == {"commit": "abc"}
@@ -261,8 +274,9 @@ def test_an_interrupt_stops_the_running_child_at_once_and_marks_the_step_interru
                 threading.Thread(target=_sigint_main).start()
 
         code = "import time; print('started', flush=True); time.sleep(120)"
-        done = proc.run([sys.executable, "-c", code], log_path=ctx.log_path, on_line=on_line,
-                        check=False)  # fmt: skip
+        done = proc.run(
+            [sys.executable, "-c", code], log_path=ctx.log_path, on_line=on_line, check=False
+        )
         child["returncode"] = done.returncode
         return {}
 

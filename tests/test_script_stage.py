@@ -51,8 +51,15 @@ def add_script(repo: Path, *, swallow: bool) -> None:
 def install(tmp_path: Path, repo: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     """Run the script-stage profile from `repo`; return the JSON report (exit code checked)."""
     folder = Path(shutil.copytree(DATA / "script-stage", tmp_path / "script-stage"))
-    argv = ["--profile", str(folder / "profile.yaml"), "--prefix", str(tmp_path / "env"),
-            "--verl-source", str(repo), "--json"]  # fmt: skip
+    argv = [
+        "--profile",
+        str(folder / "profile.yaml"),
+        "--prefix",
+        str(tmp_path / "env"),
+        "--verl-source",
+        str(repo),
+        "--json",
+    ]
     code = cli.main(argv)
     body: dict[str, Any] = json.loads(capsys.readouterr().out)
     assert code == EXIT_STEP_FAILED, body
@@ -84,9 +91,11 @@ def test_a_failing_command_in_the_script_fails_the_stage(
     # The same script, run the way its README says (plain bash), claims success: exit 0.
     plain = subprocess.run(
         ["bash", str(prefix / "src" / "verl" / SCRIPT)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
         env={**os.environ, "PATH": f"{prefix / 'bin'}{os.pathsep}{os.environ['PATH']}"},
-    )  # fmt: skip
+    )
     assert plain.returncode == 0
     assert "Successfully installed all packages" in plain.stdout
 

@@ -72,9 +72,20 @@ def test_a_token_in_the_verl_url_and_the_index_never_reaches_disk_or_output(
 
 def test_plan_json_and_errors_redact_credentials(capsys: pytest.CaptureFixture[str]) -> None:
     url = f"https://user:{TOKEN}@git.invalid/verl.git"
-    code = cli.main(["plan", "--profile", "cpu", "--verl-source", url, "--json",
-                     "--index", f"pytorch-cpu=https://u:{TOKEN}@m.invalid/cpu", "--python",
-                     "/usr/bin/python3"])  # fmt: skip
+    code = cli.main(
+        [
+            "plan",
+            "--profile",
+            "cpu",
+            "--verl-source",
+            url,
+            "--json",
+            "--index",
+            f"pytorch-cpu=https://u:{TOKEN}@m.invalid/cpu",
+            "--python",
+            "/usr/bin/python3",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert TOKEN not in captured.out + captured.err

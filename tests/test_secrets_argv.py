@@ -83,9 +83,10 @@ class ArgvWatch(threading.Thread):
 
 def leaks(folder: Path) -> list[str]:
     return [
-        str(p) for p in folder.rglob("*")
+        str(p)
+        for p in folder.rglob("*")
         if p.is_file() and any(t.encode() in p.read_bytes() for t in (TOKEN, QUERY_TOKEN))
-    ]  # fmt: skip
+    ]
 
 
 def test_an_authenticated_install_keeps_the_token_off_every_command_line(tmp_path: Path) -> None:
@@ -103,8 +104,9 @@ def test_an_authenticated_install_keeps_the_token_off_every_command_line(tmp_pat
     argv += ["--prefix", str(prefix), "--json"]
     env = clean_environ(VERL_BOOTSTRAP_HOME=str(tmp_path / "home"), HOME=str(tmp_path))
     before = len(the_lab.server.requests)
-    child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)  # fmt: skip
+    child = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     watch = ArgvWatch(child.pid)
     watch.start()
     out, err = child.communicate(timeout=500)
@@ -130,11 +132,22 @@ def test_an_authenticated_install_keeps_the_token_off_every_command_line(tmp_pat
     outputs = {"requirements": "req", "pylock": "pylock.toml", "conda-lock": "conda-lock.yml"}
     for kind, name in outputs.items():
         done = subprocess.run(
-            [str(TOOL), "export", "--format", kind, "--lockfile", str(lock), "--output",
-             str(tmp_path / "exports" / name)],
+            [
+                str(TOOL),
+                "export",
+                "--format",
+                kind,
+                "--lockfile",
+                str(lock),
+                "--output",
+                str(tmp_path / "exports" / name),
+            ],
             env={**env, "VERL_BOOTSTRAP_CONFIG": str(config)},
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr
         assert TOKEN not in done.stdout + done.stderr
     assert (tmp_path / "exports").exists() and leaks(tmp_path / "exports") == []
@@ -142,8 +155,9 @@ def test_an_authenticated_install_keeps_the_token_off_every_command_line(tmp_pat
 
 def test_lifting_keeps_the_argv_clean_and_the_netrc_private(tmp_path: Path) -> None:
     url = f"http://lab:{TOKEN}@127.0.0.1:1/simple"
-    lifted = lift(["uv", "pip", "install", "--default-index", url, f"x @ git+{url}"],
-                  {"HOME": str(tmp_path)})  # fmt: skip
+    lifted = lift(
+        ["uv", "pip", "install", "--default-index", url, f"x @ git+{url}"], {"HOME": str(tmp_path)}
+    )
     try:
         assert TOKEN not in " ".join(lifted.argv)
         assert lifted.argv[4] == "http://127.0.0.1:1/simple"
@@ -162,13 +176,25 @@ def test_lifting_keeps_the_argv_clean_and_the_netrc_private(tmp_path: Path) -> N
 def test_an_index_url_with_a_query_token_moves_into_the_environment_whole() -> None:
     url = f"http://127.0.0.1:1/simple?token={QUERY_TOKEN}"
     plain = "http://127.0.0.1:2/simple"
-    uv = lift(["/x/uv", "pip", "install", "--default-index", url, "--extra-index-url", plain,
-               "--extra-index-url", url, "pkg"], {})  # fmt: skip
+    uv = lift(
+        [
+            "/x/uv",
+            "pip",
+            "install",
+            "--default-index",
+            url,
+            "--extra-index-url",
+            plain,
+            "--extra-index-url",
+            url,
+            "pkg",
+        ],
+        {},
+    )
     assert uv.argv == ["/x/uv", "pip", "install", "pkg"]
     assert uv.env["UV_DEFAULT_INDEX"] == uv.env["UV_INDEX_URL"] == url
     assert uv.env["UV_EXTRA_INDEX_URL"] == f"{plain} {url}"  # every URL of the kind, in order
-    pip = lift(["py", "-m", "pip", "install", f"--index-url={url}", "--extra-index-url", plain],
-               {})  # fmt: skip
+    pip = lift(["py", "-m", "pip", "install", f"--index-url={url}", "--extra-index-url", plain], {})
     assert pip.argv == ["py", "-m", "pip", "install", "--extra-index-url", plain]
     assert pip.env == {"PIP_INDEX_URL": url}
     clean = lift(["/x/uv", "pip", "install", "--default-index", plain], {})
@@ -235,15 +261,32 @@ def test_find_links_with_a_query_token_reach_uv_through_its_variable(tmp_path: P
     url = f"http://127.0.0.1:{server.server_port}/?token={QUERY_TOKEN}"
     uv = str(Path(sys.executable).parent / "uv")
     subprocess.run([uv, "venv", "-q", str(tmp_path / "v")], check=True)
-    argv = [uv, "pip", "install", "--python", str(tmp_path / "v" / "bin" / "python"),
-            "--no-index", "--dry-run", "-f", str(tmp_path / "alpha"), "--find-links", url,
-            "alpha", "beta"]  # fmt: skip
+    argv = [
+        uv,
+        "pip",
+        "install",
+        "--python",
+        str(tmp_path / "v" / "bin" / "python"),
+        "--no-index",
+        "--dry-run",
+        "-f",
+        str(tmp_path / "alpha"),
+        "--find-links",
+        url,
+        "alpha",
+        "beta",
+    ]
     try:
         lifted = lift(argv, {})
         assert QUERY_TOKEN not in " ".join(lifted.argv)
         assert lifted.env == {"UV_FIND_LINKS": f"{tmp_path / 'alpha'},{url}"}
-        done = subprocess.run(lifted.argv, env={**os.environ, **lifted.env},
-                              capture_output=True, text=True, check=False)  # fmt: skip
+        done = subprocess.run(
+            lifted.argv,
+            env={**os.environ, **lifted.env},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     finally:
         server.shutdown()
     assert done.returncode == 0, done.stderr

@@ -39,8 +39,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     source = base / "source"
     shutil.copytree(REPO, source, ignore=_NOT_SOURCE)
     uv = Path(sys.executable).parent / "uv"
-    subprocess.run([str(uv), "build", "--wheel", "-q", "--out-dir", str(base / "built"),
-                    str(source)], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [str(uv), "build", "--wheel", "-q", "--out-dir", str(base / "built"), str(source)],
+        check=True,
+        capture_output=True,
+    )
     (built,) = (base / "built").glob("verl_bootstrap-*.whl")
     shutil.rmtree(source / "build", ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", str(base / "venv")], check=True)
@@ -53,25 +56,40 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
 
 def _installed_run(bin_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(bin_dir / "verl-bootstrap"), *args], capture_output=True, text=True, cwd=cwd,
-        env=tool_env(), check=False, timeout=1200,
-    )  # fmt: skip
+        [str(bin_dir / "verl-bootstrap"), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=tool_env(),
+        check=False,
+        timeout=1200,
+    )
 
 
 def _same_as_built(packed: zipfile.ZipFile, built: zipfile.ZipFile) -> None:
     record = next(n for n in built.namelist() if n.endswith(".dist-info/RECORD"))
     assert set(packed.namelist()) == set(built.namelist())
     assert [n for n in built.namelist() if packed.read(n) != built.read(n)] == [record]
-    assert any(n.endswith(".data/data/share/verl-bootstrap/profiles/cpu.yaml")
-               for n in packed.namelist())  # fmt: skip
+    assert any(
+        n.endswith(".data/data/share/verl-bootstrap/profiles/cpu.yaml") for n in packed.namelist()
+    )
 
 
 def test_export_apptainer_works_from_a_pip_install(installed: Installed, tmp_path: Path) -> None:
     out = tmp_path / "context"
     out.mkdir()
     definition = out / "verl.def"
-    done = _installed_run(installed.bin, "export", "--format", "apptainer", "--lockfile",
-                          str(CPU_LOCK), "--output", str(definition), cwd=tmp_path)  # fmt: skip
+    done = _installed_run(
+        installed.bin,
+        "export",
+        "--format",
+        "apptainer",
+        "--lockfile",
+        str(CPU_LOCK),
+        "--output",
+        str(definition),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     (wheel,) = out.glob("verl_bootstrap-*-py3-none-any.whl")
     assert wheel.name in definition.read_text(encoding="utf-8")
@@ -82,12 +100,23 @@ def test_bundle_works_from_a_pip_install(
     installed: Installed, tmp_path: Path, bundle_lock: Path, verl_repo_session: Path
 ) -> None:
     bundle = tmp_path / "b.tar"
-    done = _installed_run(installed.bin, "bundle", "--lockfile", str(bundle_lock), "-o",
-                          str(bundle), "--verl-source", str(verl_repo_session),
-                          cwd=tmp_path)  # fmt: skip
+    done = _installed_run(
+        installed.bin,
+        "bundle",
+        "--lockfile",
+        str(bundle_lock),
+        "-o",
+        str(bundle),
+        "--verl-source",
+        str(verl_repo_session),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    (own,) = (m["path"] for m in manifest_of(bundle)["members"]
-              if m["role"] == "tool" and m["path"].startswith("tool/verl_bootstrap-"))  # fmt: skip
+    (own,) = (
+        m["path"]
+        for m in manifest_of(bundle)["members"]
+        if m["role"] == "tool" and m["path"].startswith("tool/verl_bootstrap-")
+    )
     with tarfile.open(bundle) as tar:
         handle = tar.extractfile(own)
         assert handle is not None
@@ -102,8 +131,15 @@ def test_an_index_export_keeps_what_the_output_folder_held(tmp_path: Path) -> No
     target = tmp_path / "elsewhere.yaml"
     target.write_text("mine\n", encoding="utf-8")
     (out / "verl-bootstrap.lock.yaml").symlink_to(target)
-    done = run_tool("export", "--format", "dockerfile", "--lockfile", str(CPU_LOCK),
-                    "--output", str(out / "Dockerfile"))  # fmt: skip
+    done = run_tool(
+        "export",
+        "--format",
+        "dockerfile",
+        "--lockfile",
+        str(CPU_LOCK),
+        "--output",
+        str(out / "Dockerfile"),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (out / "build.log").read_text(encoding="utf-8") == "my build\n"
     assert target.read_text(encoding="utf-8") == "mine\n"  # the link was replaced, not followed
@@ -111,6 +147,10 @@ def test_an_index_export_keeps_what_the_output_folder_held(tmp_path: Path) -> No
     assert not copied.is_symlink() and copied.read_bytes() == CPU_LOCK.read_bytes()
     assert not (out / ".gitignore").exists()
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["Dockerfile", "build.log", "verl-bootstrap.lock.yaml",
-         next(p.name for p in out.glob("verl_bootstrap-*.whl"))]
-    )  # fmt: skip
+        [
+            "Dockerfile",
+            "build.log",
+            "verl-bootstrap.lock.yaml",
+            next(p.name for p in out.glob("verl_bootstrap-*.whl")),
+        ]
+    )

@@ -16,8 +16,13 @@ from verl_bootstrap import cli
 from verl_bootstrap.cli.output import out, printable
 
 ESC = "\x1b"
-KEY = {"torch": "2.11.0", "cuda": "13.0", "cxx11abi": True, "python": "cp312",
-       "platform": "linux_x86_64"}  # fmt: skip
+KEY = {
+    "torch": "2.11.0",
+    "cuda": "13.0",
+    "cxx11abi": True,
+    "python": "cp312",
+    "platform": "linux_x86_64",
+}
 KEY_FLAG = "torch=2.11.0,cuda=13.0,cxx11abi=TRUE,python=cp312,platform=linux_x86_64"
 
 
@@ -49,8 +54,14 @@ def test_a_record_profile_name_with_control_characters_is_refused_by_info(
 ) -> None:
     prefix = tmp_path / "env"
     (prefix / ".verl-bootstrap").mkdir(parents=True)
-    state = {"version": 1, "steps": {}, "protected": {}, "last_run": {}, "made": [],
-             "record": {"options": {}, "profile_name": f"cpu{ESC}]0;owned\a\nverl ok"}}  # fmt: skip
+    state = {
+        "version": 1,
+        "steps": {},
+        "protected": {},
+        "last_run": {},
+        "made": [],
+        "record": {"options": {}, "profile_name": f"cpu{ESC}]0;owned\a\nverl ok"},
+    }
     (prefix / ".verl-bootstrap" / "state.json").write_text(json.dumps(state))
     code, text = _run(capsys, "info", "--prefix", str(prefix))
     assert code == 2
@@ -99,8 +110,14 @@ def test_a_record_variant_without_its_shape_is_refused_by_info(
 ) -> None:
     prefix = tmp_path / "env"
     (prefix / ".verl-bootstrap").mkdir(parents=True)
-    state = {"version": 1, "steps": {}, "protected": {}, "last_run": {}, "made": [],
-             "record": {"options": {}, "profile_name": "cpu", "variant": "cpu $(id)"}}  # fmt: skip
+    state = {
+        "version": 1,
+        "steps": {},
+        "protected": {},
+        "last_run": {},
+        "made": [],
+        "record": {"options": {}, "profile_name": "cpu", "variant": "cpu $(id)"},
+    }
     (prefix / ".verl-bootstrap" / "state.json").write_text(json.dumps(state))
     code, text = _run(capsys, "info", "--prefix", str(prefix))
     assert code == 2 and "field 'record.variant' is 'cpu $(id)', not a variant" in text

@@ -26,8 +26,9 @@ def run_in(shell: str, script: str, cwd: Path) -> subprocess.CompletedProcess[st
         pytest.fail(f"{shell} is not installed here: `make test-deps` installs it")
     argv = [shell, "-c", script]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd)}
-    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
-                          check=False)  # fmt: skip
+    return subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 @pytest.mark.parametrize("shell", ["bash", "sh", "zsh", "fish"])
@@ -54,8 +55,9 @@ def test_a_line_break_in_the_prefix_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_batch_script_quotes_its_arguments_and_checks_its_sbatch_lines(tmp_path: Path) -> None:
-    text = sbatch_script(action="verify", tool="verl-bootstrap", args=["--prefix", HOSTILE],
-                         nodes=2)  # fmt: skip
+    text = sbatch_script(
+        action="verify", tool="verl-bootstrap", args=["--prefix", HOSTILE], nodes=2
+    )
     body = text.replace("exec verl-bootstrap", "printf '%s\\n' verl-bootstrap")
     done = run_in("bash", body, tmp_path)
     assert done.returncode == 0, done.stderr

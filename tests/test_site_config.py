@@ -190,10 +190,17 @@ def test_a_git_rewrite_reaches_a_real_git_clone(tmp_path: Path, verl_repo_sessio
     env = {k: v for k, v in backend_environment(config, {}).items() if v is not None}  # type: ignore[arg-type]
     with applied_environment(env):
         done = subprocess.run(
-            ["git", "ls-remote", f"https://github.com/verl-project/{verl_repo_session.name}",
-             "v0.9.1"],
-            capture_output=True, text=True, check=False, timeout=30,
-        )  # fmt: skip
+            [
+                "git",
+                "ls-remote",
+                f"https://github.com/verl-project/{verl_repo_session.name}",
+                "v0.9.1",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=30,
+        )
     assert done.returncode == 0, done.stderr
     assert "refs/tags/v0.9.1" in done.stdout
 

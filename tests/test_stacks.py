@@ -46,8 +46,14 @@ def everything(profile: Profile, variant: str) -> set[str]:
 
 @pytest.mark.parametrize("name", DECLARATIVE)
 def test_every_declarative_profile_covers_v0_6_1_to_v0_9_1(name: str) -> None:
-    assert supported_refs(load_profile(name)) == ["v0.9.1", "v0.9.0", "v0.8.0", "v0.7.1",
-                                                  "v0.7.0", "v0.6.1"]  # fmt: skip
+    assert supported_refs(load_profile(name)) == [
+        "v0.9.1",
+        "v0.9.0",
+        "v0.8.0",
+        "v0.7.1",
+        "v0.7.0",
+        "v0.6.1",
+    ]
 
 
 @pytest.mark.parametrize("name", ["vllm-only", "fsdp", "megatron"])
@@ -150,8 +156,9 @@ def test_a_ref_no_stack_covers_is_refused_with_the_supported_refs() -> None:
 def test_a_plan_at_an_older_ref_uses_its_stack_and_refuses_a_variant_it_lacks(
     tmp_path: Path,
 ) -> None:
-    options = RunOptions(profile="vllm-only", prefix=tmp_path / "env", cuda="cu128",
-                         verl_ref="v0.8.0")  # fmt: skip
+    options = RunOptions(
+        profile="vllm-only", prefix=tmp_path / "env", cuda="cu128", verl_ref="v0.8.0"
+    )
     plan = prepare_plan(options, detect=False, check_optional=False)
     assert plan.source.ref == "v0.8.0"
     (command,) = plan.step("engine").commands
@@ -159,8 +166,9 @@ def test_a_plan_at_an_older_ref_uses_its_stack_and_refuses_a_variant_it_lacks(
     assert "torch==2.8.0" in command
     assert plan.step("engine").inputs["env"]["UV_EXCLUDE_NEWER"] == "2026-06-02T00:00:00Z"
     assert "verl.workers.engine_workers" in plan.profile.verify.imports
-    newer = RunOptions(profile="vllm-only", prefix=tmp_path / "env", cuda="cu130",
-                       verl_ref="v0.8.0")  # fmt: skip
+    newer = RunOptions(
+        profile="vllm-only", prefix=tmp_path / "env", cuda="cu130", verl_ref="v0.8.0"
+    )
     with pytest.raises(InputError, match="no such variant"):
         prepare_plan(newer, detect=False, check_optional=False)
     assert not (tmp_path / "env").exists()

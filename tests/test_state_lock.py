@@ -183,8 +183,15 @@ def test_a_second_install_into_a_locked_prefix_exits_3_naming_the_holder(
 ) -> None:
     prefix = holder.prefix
     child = holder.start(60)
-    argv = ["--profile", str(light_profile(tmp_path)), "--prefix", str(prefix),
-            "--verl-source", str(verl_repo_session), "--json"]  # fmt: skip
+    argv = [
+        "--profile",
+        str(light_profile(tmp_path)),
+        "--prefix",
+        str(prefix),
+        "--verl-source",
+        str(verl_repo_session),
+        "--json",
+    ]
     assert cli.main(argv) == EXIT_REFUSED
     captured = capsys.readouterr()
     assert "error: another verl-bootstrap run is installing into this env" in captured.err
@@ -205,8 +212,17 @@ def test_with_wait_an_install_queues_behind_the_holder_then_proceeds(
 ) -> None:
     prefix = holder.prefix
     child = holder.start(2)
-    argv = ["--profile", str(light_profile(tmp_path)), "--prefix", str(prefix),
-            "--verl-source", str(verl_repo_session), "--json", "--wait", "300"]  # fmt: skip
+    argv = [
+        "--profile",
+        str(light_profile(tmp_path)),
+        "--prefix",
+        str(prefix),
+        "--verl-source",
+        str(verl_repo_session),
+        "--json",
+        "--wait",
+        "300",
+    ]
     assert cli.main(argv) == EXIT_OK, capsys.readouterr().err
     body = json.loads(capsys.readouterr().out)
     assert body["ok"] is True

@@ -29,8 +29,18 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiny]:
     prefix = root / "env"
     with pytest.MonkeyPatch.context() as patch:
         parts = tiny_parts(root, patch)
-        made = run(["--profile", str(parts.profile), "--prefix", str(prefix), "--verl-source",
-                    str(parts.repo), "--cuda", "cpu"])  # fmt: skip
+        made = run(
+            [
+                "--profile",
+                str(parts.profile),
+                "--prefix",
+                str(prefix),
+                "--verl-source",
+                str(parts.repo),
+                "--cuda",
+                "cpu",
+            ]
+        )
         assert made.code == EXIT_OK, made.err
         yield Tiny(prefix, parts.profile, parts.links)
 

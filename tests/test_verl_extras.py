@@ -90,9 +90,12 @@ def test_engine_takes_verl_pins_and_the_variants_substitutions(verl_091: Path) -
         return stage_pins(spec, verl_091, X86).packages
 
     assert engine("fsdp", "cu130") == (
-        "vllm==0.24.0", "torch==2.11.0", "torchvision==0.26.0", "torchaudio==2.11.0",
+        "vllm==0.24.0",
+        "torch==2.11.0",
+        "torchvision==0.26.0",
+        "torchaudio==2.11.0",
         "transformers==5.9.0",
-    )  # fmt: skip
+    )
     assert engine("fsdp", "cu128")[:2] == ("vllm==0.19.1", "torch==2.10.0")
     assert engine("sglang", "cu128")[0] == "sglang==0.5.10.post1"
 
@@ -101,8 +104,12 @@ def test_deps_stage_leaves_later_stages_their_packages_and_substitutes() -> None
     specs = {s.id: s for s in stage_specs(load_profile("megatron"), "cu128")}
     deps = specs["verl-deps"]
     assert deps.extras == ("megatron", "vllm")
-    assert set(deps.excluded) == {"flash-attn", "transformer-engine", "megatron-core",
-                                  "megatron-bridge"}  # fmt: skip
+    assert set(deps.excluded) == {
+        "flash-attn",
+        "transformer-engine",
+        "megatron-core",
+        "megatron-bridge",
+    }
     assert "torch==2.10.0" in deps.overrides
     assert f"cupy-cuda13x ; {DROPPED_MARKER}" in deps.overrides
     assert f"apex ; {DROPPED_MARKER}" in deps.overrides
@@ -172,10 +179,14 @@ def test_a_lock_that_lacks_or_moves_one_fails(tmp_path: Path, verl_091: Path) ->
 
 def test_lock_check_names_what_a_lock_lacks(tmp_path: Path, verl_repo_session: Path) -> None:
     folder = tmp_path / "lockfiles"
-    _edited(LOCKFILES_DIR / "vllm-only" / "cu130-linux-64.lock.yaml",
-            folder / "vllm-only" / "cu130-linux-64.lock.yaml", drop="qwen-vl-utils")  # fmt: skip
-    run = run_cli(["lock", "--check", "--dir", str(folder), "--verl-source",
-                   str(verl_repo_session), "--json"])  # fmt: skip
+    _edited(
+        LOCKFILES_DIR / "vllm-only" / "cu130-linux-64.lock.yaml",
+        folder / "vllm-only" / "cu130-linux-64.lock.yaml",
+        drop="qwen-vl-utils",
+    )
+    run = run_cli(
+        ["lock", "--check", "--dir", str(folder), "--verl-source", str(verl_repo_session), "--json"]
+    )
     assert run.code == 1
     [entry] = run.body["lockfiles"]
     assert entry["verl_extras"] == ["lacks qwen_vl_utils (verl[vllm] > verl[verl-core])"]
@@ -209,11 +220,23 @@ def test_a_real_install_takes_verls_pins_and_leaves_later_stages_theirs(
     profile = tmp_path / "pins-here.yaml"
     profile.write_text(PINNED_PROFILE, encoding="utf-8")
     prefix = tmp_path / "env"
-    run = run_cli(["--profile", str(profile), "--prefix", str(prefix), "--verl-source",
-                   str(verl_repo_session), "--json"])  # fmt: skip
+    run = run_cli(
+        [
+            "--profile",
+            str(profile),
+            "--prefix",
+            str(prefix),
+            "--verl-source",
+            str(verl_repo_session),
+            "--json",
+        ]
+    )
     assert run.code == 0, run.stderr
-    logs = {s["id"]: Path(s["log"]).read_text("utf-8") for s in run.body["steps"]
-            if s["id"] in ("early", "verl-deps", "later")}  # fmt: skip
+    logs = {
+        s["id"]: Path(s["log"]).read_text("utf-8")
+        for s in run.body["steps"]
+        if s["id"] in ("early", "verl-deps", "later")
+    }
     # the stage asked for verl-core's own requirement, read from the checkout's pyproject.toml
     assert "'tensordict!=0.9.0,<=0.10.0,>=0.8.0' pylatexenc" in logs["early"]
     overrides = (prefix / ".verl-bootstrap" / "overrides" / "verl-deps.txt").read_text("utf-8")
@@ -228,8 +251,9 @@ def test_a_real_install_takes_verls_pins_and_leaves_later_stages_theirs(
     assert "msgspec" in final  # the rest of verl-core came with the deps stage
 
 
-@pytest.mark.parametrize(("profile", "variant", "torch"),
-                         [("fsdp", "cu130", "2.11.0"), ("sglang", "cu128", "2.9.1")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("profile", "variant", "torch"), [("fsdp", "cu130", "2.11.0"), ("sglang", "cu128", "2.9.1")]
+)
 def test_kernel_keys_know_the_engines_torch_before_verl_is_fetched(
     profile: str, variant: str, torch: str
 ) -> None:

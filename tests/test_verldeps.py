@@ -49,8 +49,19 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Env:
     prefix = root / "env"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PIP_FIND_LINKS", str(links))
-        made = run_cli(["--profile", str(profile), "--prefix", str(prefix),
-                        "--verl-source", str(repo), "--cuda", "cpu", "--json"])  # fmt: skip
+        made = run_cli(
+            [
+                "--profile",
+                str(profile),
+                "--prefix",
+                str(prefix),
+                "--verl-source",
+                str(repo),
+                "--cuda",
+                "cpu",
+                "--json",
+            ]
+        )
     assert made.code == 0, made.stderr
     return Env(prefix, links, Path(made.body["log_dir"]))
 
@@ -80,10 +91,22 @@ def test_a_verl_that_is_not_the_checkout_fails_the_check(
     publish_wheel(other, "verl", "0.9.1")
     python = str(env.prefix / "bin" / "python")
     subprocess.run(
-        [uv_binary(), "pip", "install", "--python", python, "--no-deps", "--reinstall",
-         "--no-index", "--find-links", str(other), "verl==0.9.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            uv_binary(),
+            "pip",
+            "install",
+            "--python",
+            python,
+            "--no-deps",
+            "--reinstall",
+            "--no-index",
+            "--find-links",
+            str(other),
+            "verl==0.9.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     with pytest.raises(StepFailed) as failed:
         editable_verl(installed(env.prefix), env.prefix, env.prefix / "src" / "verl")
     assert "verl 0.9.1" in failed.value.message

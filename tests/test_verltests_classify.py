@@ -66,10 +66,22 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Case]:
     (root / "tests" / "test_collect_env_on_cpu.py").write_text("import msgspec_absent\n")
     junit = root / "junit.xml"
     subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-         "--continue-on-collection-errors", f"--junitxml={junit}", "tests"],
-        cwd=root, capture_output=True, check=False, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--continue-on-collection-errors",
+            f"--junitxml={junit}",
+            "tests",
+        ],
+        cwd=root,
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
     return {case.nodeid.rsplit("::", 1)[-1]: case for case in read_junit(junit)}
 
 
@@ -118,26 +130,40 @@ def test_the_evidence_is_the_exception_lines_not_the_code(cases: dict[str, Case]
         ("RuntimeError: 0 active drivers ([]). There should only be one.", "gpu"),
         # huggingface_hub / transformers offline
         ("OSError: We couldn't connect to 'https://huggingface.co' to load the files", "download"),
-        ("huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in "
-         "the disk cache and outgoing traffic has been disabled.", "download"),
+        (
+            "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in "
+            "the disk cache and outgoing traffic has been disabled.",
+            "download",
+        ),
         ("ImportError: /x/flash_attn_2_cuda.so: undefined symbol: _ZN3c104cuda9SetDevicEi", "env"),
         ("ModuleNotFoundError: No module named 'megatron'", "env"),
         ("ModuleNotFoundError: No module named 'flash_attn.bert_padding'", "gpu"),
         # measured: verl v0.9.0's vllm_rollout tests, collected in a cpu env
-        ("ValueError: vllm version None not supported and SGLang also not Found. Currently "
-         "supported vllm versions are 0.18.0+", "gpu"),
+        (
+            "ValueError: vllm version None not supported and SGLang also not Found. Currently "
+            "supported vllm versions are 0.18.0+",
+            "gpu",
+        ),
         # measured: verl 0.9.1's Ray tests on a host with a load of 12 on 2 cores
-        ("Exception: The current node timed out during startup. This could happen because some "
-         "of the raylet failed to startup or the GCS has become overloaded.", "other"),
+        (
+            "Exception: The current node timed out during startup. This could happen because some "
+            "of the raylet failed to startup or the GCS has become overloaded.",
+            "other",
+        ),
         # measured: verl v0.8.0's git tests/utils/dataset/test_rl_dataset_on_cpu.py with
         # transformers 5, before verl's CPU workflow downloaded the model to ~/models
-        ("OSError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': "
-         "'/root/models/deepseek-ai/deepseek-coder-1.3b-instruct'. Use `repo_type` argument if "
-         "needed.", "download"),
-        ("OSError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': 'a/b/c'.",
-         "other"),
+        (
+            "OSError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': "
+            "'/root/models/deepseek-ai/deepseek-coder-1.3b-instruct'. Use `repo_type` argument if "
+            "needed.",
+            "download",
+        ),
+        (
+            "OSError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': 'a/b/c'.",
+            "other",
+        ),
     ],
-)  # fmt: skip
+)
 def test_the_shapes_only_a_gpu_stack_or_the_hub_produce(line: str, cls: str) -> None:
     assert classify(line, f"    call()\nE   {line}\n").cls == cls
 

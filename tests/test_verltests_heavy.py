@@ -39,8 +39,11 @@ GIT = os.environ.get("VERL_BOOTSTRAP_TEST_VERL_GIT")  # a local clone of verl wi
 def _cli(*argv: str, timeout: float) -> tuple[int, dict[str, Any], str]:
     done = subprocess.run(
         [sys.executable, "-m", "verl_bootstrap", *argv, "--json"],
-        capture_output=True, text=True, timeout=timeout, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     try:
         body = json.loads(done.stdout) if done.stdout.strip() else {}
     except ValueError:
@@ -73,21 +76,39 @@ def _record(row: dict[str, Any]) -> None:
 def test_the_cpu_env_runs_verls_cpu_suite_with_no_env_problem(ref: str, tmp_path: Path) -> None:
     repo, kind = _source(ref, tmp_path)
     prefix = tmp_path / "env"
-    code, body, stderr = _cli("install", "--profile", "cpu", "--verl-ref", ref, "--prefix",
-                              str(prefix), "--verl-source", str(repo), "--with-tests",
-                              timeout=3600)  # fmt: skip
+    code, body, stderr = _cli(
+        "install",
+        "--profile",
+        "cpu",
+        "--verl-ref",
+        ref,
+        "--prefix",
+        str(prefix),
+        "--verl-source",
+        str(repo),
+        "--with-tests",
+        timeout=3600,
+    )
     assert code == EXIT_OK, stderr[-3000:]
     install_s = round(sum(step["seconds"] for step in body["steps"]))
     started = time.monotonic()
     code, body, stderr = _cli("test", "--prefix", str(prefix), timeout=7200)
     assert body, stderr[-3000:]
-    _record({
-        "ref": ref, "source": kind, "files": len(body["files"]), "counts": body["counts"],
-        "by_class": body["by_class"], "date": datetime.now(timezone.utc).date().isoformat(),
-        "install_s": install_s, "env_size": _env_size(prefix),
-        "test_s": round(time.monotonic() - started), "log": body["log"],
-        "failures": [(f["nodeid"], f["cls"], f["rule"]) for f in body["failures"]],
-        "env_failures": [f for f in body["failures"] if f["cls"] == "env"],
-    })  # fmt: skip
+    _record(
+        {
+            "ref": ref,
+            "source": kind,
+            "files": len(body["files"]),
+            "counts": body["counts"],
+            "by_class": body["by_class"],
+            "date": datetime.now(timezone.utc).date().isoformat(),
+            "install_s": install_s,
+            "env_size": _env_size(prefix),
+            "test_s": round(time.monotonic() - started),
+            "log": body["log"],
+            "failures": [(f["nodeid"], f["cls"], f["rule"]) for f in body["failures"]],
+            "env_failures": [f for f in body["failures"] if f["cls"] == "env"],
+        }
+    )
     assert body["by_class"]["env"] == 0, [f for f in body["failures"] if f["cls"] == "env"]
     assert code == EXIT_OK

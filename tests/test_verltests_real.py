@@ -116,8 +116,9 @@ def test_collect_only_imports_the_files_without_running_them(
         "def test_a():\n    raise AssertionError('ran')\n\n\ndef test_b():\n    pass\n"
     )
     (checkout / "tests" / "test_engine_on_cpu.py").write_text("import vllm\n")
-    code, body = run_test(["--prefix", str(cpu_env_session.prefix), "--checkout", str(checkout),
-                           "--collect-only"])  # fmt: skip
+    code, body = run_test(
+        ["--prefix", str(cpu_env_session.prefix), "--checkout", str(checkout), "--collect-only"]
+    )
     assert body["counts"] == {"collected": 2, "error": 1, "timeout": 0}  # test_a never ran
     (failure,) = body["failures"]
     assert (failure["cls"], failure["nodeid"]) == ("gpu", "tests/test_engine_on_cpu.py")
@@ -153,11 +154,23 @@ def test_a_checkout_inside_another_project_runs_with_its_own_settings(
     (lab / "pyproject.toml").write_text('[tool.pytest.ini_options]\nfilterwarnings = ["error"]\n')
     (lab / "conftest.py").write_text("raise RuntimeError('a conftest above the checkout ran')\n")
     checkout = lab / "verl"
-    shutil.copytree(cpu_env_session.prefix / "src" / "verl", checkout,
-                    ignore=shutil.ignore_patterns(".git", "__pycache__"))  # fmt: skip
+    shutil.copytree(
+        cpu_env_session.prefix / "src" / "verl",
+        checkout,
+        ignore=shutil.ignore_patterns(".git", "__pycache__"),
+    )
     warns = "tests/checkpoint_engine/test_fsdp_lora_only_checkpoint_on_cpu.py"
-    code, body = run_test(["--prefix", str(cpu_env_session.prefix), "--checkout", str(checkout),
-                           "--file", warns, "--collect-only"])  # fmt: skip
+    code, body = run_test(
+        [
+            "--prefix",
+            str(cpu_env_session.prefix),
+            "--checkout",
+            str(checkout),
+            "--file",
+            warns,
+            "--collect-only",
+        ]
+    )
     assert body["failures"] == [], body["failures"]
     assert body["counts"]["collected"] > 0, body
     assert code == EXIT_OK

@@ -52,16 +52,20 @@ def test_a_hung_test_is_stopped_and_reported_as_a_timeout(
     monkeypatch.setenv("PID_FILE", str(tmp_path / "pid"))
     source = checkout(tmp_path, SLEEPS.format(pid=RECORD_PID))
     started = time.monotonic()
-    code, body = run_test(["--prefix", str(cpu_env_session.prefix), "--checkout", str(source),
-                           "--timeout", "20"])  # fmt: skip
+    code, body = run_test(
+        ["--prefix", str(cpu_env_session.prefix), "--checkout", str(source), "--timeout", "20"]
+    )
     assert time.monotonic() - started < 20 + 40  # the limit, then the interrupt's grace
     assert code == EXIT_STEP_FAILED
     assert (body["ok"], body["timed_out"]) == (False, True)
     assert body["counts"] == {"passed": 1, "failed": 0, "error": 0, "skipped": 0, "timeout": 1}
     (failure,) = body["failures"]
     assert failure["nodeid"] == "tests/test_b_hangs_on_cpu.py::test_sleeps"
-    assert (failure["cls"], failure["rule"], failure["outcome"]) == ("timeout", "time-limit",
-                                                                     "timeout")  # fmt: skip
+    assert (failure["cls"], failure["rule"], failure["outcome"]) == (
+        "timeout",
+        "time-limit",
+        "timeout",
+    )
     assert "(>20s)" in failure["line"]
     assert body["by_class"]["timeout"] == 1
     assert body["not_reached"] == ["tests/test_c_after_on_cpu.py"]
@@ -91,8 +95,9 @@ def test_a_file_that_hangs_while_imported_is_named(
     cpu_env_session: Installed, tmp_path: Path
 ) -> None:
     source = checkout(tmp_path, "import time\n\ntime.sleep(600)\n")
-    code, body = run_test(["--prefix", str(cpu_env_session.prefix), "--checkout", str(source),
-                           "--timeout", "15"])  # fmt: skip
+    code, body = run_test(
+        ["--prefix", str(cpu_env_session.prefix), "--checkout", str(source), "--timeout", "15"]
+    )
     assert code == EXIT_STEP_FAILED
     (failure,) = body["failures"]
     assert (failure["nodeid"], failure["cls"]) == ("tests/test_b_hangs_on_cpu.py", "timeout")
@@ -106,8 +111,17 @@ def test_a_test_limit_needs_pytest_timeout_in_the_env(
     from verl_bootstrap import cli  # noqa: PLC0415
 
     source = checkout(tmp_path, PASSES)
-    code = cli.main(["test", "--prefix", str(cpu_env_session.prefix), "--checkout", str(source),
-                     "--test-timeout", "5"])  # fmt: skip
+    code = cli.main(
+        [
+            "test",
+            "--prefix",
+            str(cpu_env_session.prefix),
+            "--checkout",
+            str(source),
+            "--test-timeout",
+            "5",
+        ]
+    )
     assert code == EXIT_STEP_FAILED
     assert "--test-timeout needs pytest-timeout" in capsys.readouterr().err
 
@@ -116,10 +130,20 @@ def test_a_test_limit_needs_pytest_timeout_in_the_env(
 def env_with_pytest_timeout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real env holding pytest and pytest-timeout (from the default index, as any install)."""
     prefix = tmp_path_factory.mktemp("timeout-env") / "env"
-    subprocess.run([uv_binary(), "venv", "-q", "--python", sys.executable, str(prefix)],
-                   check=True)  # fmt: skip
-    subprocess.run([uv_binary(), "pip", "install", "-q", "--python", str(prefix / "bin" / "python"),
-                    "pytest", "pytest-timeout"], check=True)  # fmt: skip
+    subprocess.run([uv_binary(), "venv", "-q", "--python", sys.executable, str(prefix)], check=True)
+    subprocess.run(
+        [
+            uv_binary(),
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(prefix / "bin" / "python"),
+            "pytest",
+            "pytest-timeout",
+        ],
+        check=True,
+    )
     return prefix
 
 
@@ -128,12 +152,16 @@ def test_a_test_past_its_own_limit_is_a_timeout_and_the_run_goes_on(
 ) -> None:
     monkeypatch.setenv("PID_FILE", str(tmp_path / "pid"))
     source = checkout(tmp_path, SLEEPS.format(pid=RECORD_PID))
-    code, body = run_test(["--prefix", str(env_with_pytest_timeout), "--checkout", str(source),
-                           "--test-timeout", "3"])  # fmt: skip
+    code, body = run_test(
+        ["--prefix", str(env_with_pytest_timeout), "--checkout", str(source), "--test-timeout", "3"]
+    )
     assert code == EXIT_OK  # the run finished; a slow test is reported, not an env problem
     assert (body["timed_out"], body["not_reached"]) == (False, [])
     assert body["counts"]["passed"] == 2
     (failure,) = body["failures"]
-    assert (failure["outcome"], failure["cls"], failure["rule"]) == ("failed", "timeout",
-                                                                     "time-limit")  # fmt: skip
+    assert (failure["outcome"], failure["cls"], failure["rule"]) == (
+        "failed",
+        "timeout",
+        "time-limit",
+    )
     assert "from pytest-timeout" in failure["line"]

@@ -54,12 +54,21 @@ def tool(base: Path, *args: str, user: str) -> subprocess.CompletedProcess[str]:
     if user == "b":
         argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
         home = base / "home-b"
-        env.update(HOME=str(home), VERL_BOOTSTRAP_HOME=str(home / ".vb"),
-                   XDG_CACHE_HOME=str(home / ".cache"))  # fmt: skip
+        env.update(
+            HOME=str(home),
+            VERL_BOOTSTRAP_HOME=str(home / ".vb"),
+            XDG_CACHE_HOME=str(home / ".cache"),
+        )
     return subprocess.run(
-        argv, capture_output=True, text=True, cwd=REPO, env=env, check=False, timeout=120,
+        argv,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        check=False,
+        timeout=120,
         preexec_fn=lambda: os.umask(0o022),
-    )  # fmt: skip
+    )
 
 
 def a_wheel(base: Path, name: str) -> Path:
@@ -71,8 +80,9 @@ def a_wheel(base: Path, name: str) -> Path:
 
 
 def add(base: Path, house: Path, wheel: Path, user: str) -> subprocess.CompletedProcess[str]:
-    return tool(base, "wheelhouse", "add", str(wheel), "--key", KEY, "--wheelhouse", str(house),
-                user=user)  # fmt: skip
+    return tool(
+        base, "wheelhouse", "add", str(wheel), "--key", KEY, "--wheelhouse", str(house), user=user
+    )
 
 
 def listed(base: Path, house: Path, user: str) -> list[str]:
@@ -97,13 +107,25 @@ def test_what_one_user_publishes_another_lists_takes_and_plans_with(base: Path) 
 
     site = base / "site.yaml"
     site.write_text(f"schema_version: 1\nwheelhouse: {house}\n", encoding="utf-8")
-    plan = tool(base, "plan", "--profile", "fsdp", "--cuda", "cu128", "--python", "3.12",
-                "--config", str(site), user="b")  # fmt: skip
+    plan = tool(
+        base,
+        "plan",
+        "--profile",
+        "fsdp",
+        "--cuda",
+        "cu128",
+        "--python",
+        "3.12",
+        "--config",
+        str(site),
+        user="b",
+    )
     assert plan.returncode == EXIT_OK, plan.stdout + plan.stderr
     assert "prebuilt from the lab wheelhouse, built for torch 2.10.0+cu128" in plan.stdout
 
-    refused = add(base, house, a_wheel(base, "flash_attn-2.8.4-cp312-cp312-linux_x86_64.whl"),
-                  user="b")  # fmt: skip
+    refused = add(
+        base, house, a_wheel(base, "flash_attn-2.8.4-cp312-cp312-linux_x86_64.whl"), user="b"
+    )
     assert refused.returncode == EXIT_REFUSED, refused.stderr
     assert "is read-only for you: nothing was added" in refused.stderr
     assert sorted(p.name for p in house.iterdir()) == sorted([FLASH, "index.json", ".lock"])

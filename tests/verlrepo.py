@@ -30,10 +30,21 @@ def verl_sdist(version: str = "0.9.1") -> Path:
         return target
     CACHE.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-         f"verl=={version}", "--dest", str(CACHE)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"verl=={version}",
+            "--dest",
+            str(CACHE),
+        ],
         check=True,
-    )  # fmt: skip
+    )
     return target
 
 
@@ -53,8 +64,11 @@ def git(repo: Path, *args: str) -> str:
     """Run git in `repo` with a fixed identity."""
     done = subprocess.run(
         ["git", "-C", str(repo), *args],
-        check=True, capture_output=True, text=True, env={**os.environ, **GIT_ENV},
-    )  # fmt: skip
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **GIT_ENV},
+    )
     return done.stdout.strip()
 
 

@@ -90,9 +90,12 @@ def build_command(
     cmd += ["--python", str(request.python)]
     cmd += ["--index-strategy", "unsafe-best-match", "--no-sources"]
     cmd += _index_args(
-        request, settings, extra_flag="--extra-index-url", default_flag="--default-index",
+        request,
+        settings,
+        extra_flag="--extra-index-url",
+        default_flag="--default-index",
         constraint_flag="--build-constraints",
-    )  # fmt: skip
+    )
     if request.no_build_isolation:
         cmd.append("--no-build-isolation")
     if request.offline:

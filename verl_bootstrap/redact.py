@@ -41,10 +41,13 @@ _REFERENCE = re.compile(r"\$(?:\{[A-Za-z_]\w*\}|[A-Za-z_]\w*)")
 def redact(text: str) -> str:
     """Mask every credential in `text` (a variable reference standing for one is kept)."""
     text = _USERINFO.sub(
-        lambda m: m[0] if _reference(m["userinfo"].partition(":")[2] or m["userinfo"])
-        else f"{m['scheme']}{MASK}@",
+        lambda m: (
+            m[0]
+            if _reference(m["userinfo"].partition(":")[2] or m["userinfo"])
+            else f"{m['scheme']}{MASK}@"
+        ),
         text,
-    )  # fmt: skip
+    )
     text = _QUERY.sub(lambda m: m[0] if _reference(m["value"]) else f"{m['key']}{MASK}", text)
     text = _HEADER.sub(lambda m: m[0] if _reference(m["value"]) else f"{m['name']}{MASK}", text)
     return _SHAPES.sub(MASK, text)

@@ -27,8 +27,13 @@ from verl_bootstrap.lockfile.resolve import Target, load_toml
 from verl_bootstrap.platforms import DEFAULT_GLIBC
 
 __all__ = [
-    "Collected", "artifact_cache", "collect_locked", "download", "resolve_build", "resolve_download"
-]  # fmt: skip
+    "Collected",
+    "artifact_cache",
+    "collect_locked",
+    "download",
+    "resolve_build",
+    "resolve_download",
+]
 
 
 @dataclass(frozen=True)

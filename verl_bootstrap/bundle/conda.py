@@ -69,9 +69,11 @@ def _collect_one(package: CondaPackage, channels: Mapping[str, str], cache: Path
     problem = hash_problem(dest, package)
     if problem:
         dest.unlink()  # the tool's own cache entry: a wrong one must not be used again
-        raise Refused(f"conda package {package.filename}: {problem}; no bundle was written",
-                      hint="the channel serves another file under this name; regenerate the "
-                      "lock with `verl-bootstrap lock`")  # fmt: skip
+        raise Refused(
+            f"conda package {package.filename}: {problem}; no bundle was written",
+            hint="the channel serves another file under this name; regenerate the "
+            "lock with `verl-bootstrap lock`",
+        )
     return CondaFile(path=dest, package=package)
 
 

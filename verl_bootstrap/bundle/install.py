@@ -45,8 +45,10 @@ def check_fits(archive: Path, manifest: Manifest, options: RunOptions) -> Profil
     """Refuse a host the bundle does not fit, naming every reason (nothing is unpacked yet)."""
     profile = load_profile(options.profile)
     if profile.name != manifest.profile:
-        raise Refused(f"{archive} holds a lock of profile {manifest.profile!r}, not "
-                      f"{profile.name!r}", hint=f"pass --profile {manifest.profile}")  # fmt: skip
+        raise Refused(
+            f"{archive} holds a lock of profile {manifest.profile!r}, not {profile.name!r}",
+            hint=f"pass --profile {manifest.profile}",
+        )
     variant, _ = choose_variant(profile, detect_driver(), options.cuda)
     problems = misfits(manifest, variant=variant, python_found=_python_found(manifest, options))
     if problems:

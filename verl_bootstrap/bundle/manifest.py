@@ -109,8 +109,10 @@ def read_manifest(archive: Path) -> Manifest:
             hint="it is damaged or cut short: copy it again from where it was made",
         ) from None
     if len(text) != first.size:
-        raise InputError(f"{archive}: cut short inside its {MANIFEST_NAME}",
-                         hint="copy it again from where it was made")  # fmt: skip
+        raise InputError(
+            f"{archive}: cut short inside its {MANIFEST_NAME}",
+            hint="copy it again from where it was made",
+        )
     return parse_manifest(text, archive)
 
 

@@ -50,17 +50,25 @@ def cmd_bundle(ns: argparse.Namespace) -> int:
     result = create_bundle(request)
     members = len(result.manifest.members) + 1
     if ns.json:
-        emit_json({"schema": "verl-bootstrap.bundle/1", "path": str(result.path),
-                   "bytes": result.size, "members": members,
-                   "seconds": round(result.seconds, 2)})  # fmt: skip
+        emit_json(
+            {
+                "schema": "verl-bootstrap.bundle/1",
+                "path": str(result.path),
+                "bytes": result.size,
+                "members": members,
+                "seconds": round(result.seconds, 2),
+            }
+        )
         return EXIT_OK
     size = f"{result.size / (1 << 20):.1f} MiB"
     out(f"wrote {result.path}: {members} members, {size} in {result.seconds:.1f} s")
     name, profile = result.path.name, lock.profile
     out(f"install it with: verl-bootstrap --bundle {name} --profile {profile}")
     if not ns.no_tool:
-        out(f"on a node without verl-bootstrap: tar -xf {name} install.sh && "
-            f"sh install.sh {name} --profile {profile}")  # fmt: skip
+        out(
+            f"on a node without verl-bootstrap: tar -xf {name} install.sh && "
+            f"sh install.sh {name} --profile {profile}"
+        )
     return EXIT_OK
 
 

@@ -14,8 +14,14 @@ from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 from verl_bootstrap.paths import atomic_write, tool_home
 
-__all__ = ["cmd_cluster_install", "cmd_cluster_script", "cmd_cluster_verify",
-           "flags_cluster_install", "flags_cluster_script", "flags_cluster_verify"]  # fmt: skip
+__all__ = [
+    "cmd_cluster_install",
+    "cmd_cluster_script",
+    "cmd_cluster_verify",
+    "flags_cluster_install",
+    "flags_cluster_script",
+    "flags_cluster_verify",
+]
 
 _PREFIX_HELP = (
     "the env's prefix on the nodes; $VARIABLES in it are expanded on each node "
@@ -92,9 +98,12 @@ def cmd_cluster_verify(ns: argparse.Namespace) -> int:
 
     log = _log_path()
     report = verify_cluster(
-        _target(ns), ns.prefix, profile=ns.profile, fingerprint_only=ns.fingerprint_only,
+        _target(ns),
+        ns.prefix,
+        profile=ns.profile,
+        fingerprint_only=ns.fingerprint_only,
         log_path=log,
-    )  # fmt: skip
+    )
     if ns.json:
         emit_json(
             {"schema": "verl-bootstrap.cluster-verify/1", **report.to_json(), "log": str(log)}
@@ -131,9 +140,16 @@ def cmd_cluster_install(ns: argparse.Namespace) -> int:
     result = install_cluster(_target(ns), ns.prefix, command, log_path=_log_path())
     if ns.json:
         verify = result.verify.to_json() if result.verify else None
-        emit_json({"schema": "verl-bootstrap.cluster-install/1", "ok": result.ok,
-                   "mode": result.mode, "lock_scope": result.scope.__dict__,
-                   "nodes": [dict(r) for r in result.results], "verify": verify})  # fmt: skip
+        emit_json(
+            {
+                "schema": "verl-bootstrap.cluster-install/1",
+                "ok": result.ok,
+                "mode": result.mode,
+                "lock_scope": result.scope.__dict__,
+                "nodes": [dict(r) for r in result.results],
+                "verify": verify,
+            }
+        )
         return EXIT_OK if result.ok else EXIT_STEP_FAILED
     err(f"prefix lock: {result.scope.scope} ({result.scope.reason})")
     for node in result.results:
@@ -156,9 +172,13 @@ def cmd_cluster_script(ns: argparse.Namespace) -> int:
     elif ns.profile:
         args += ["--profile", ns.profile]
     text = sbatch_script(
-        action=ns.action, tool=_tool(ns), args=args, nodes=ns.nodes, time=ns.time,
+        action=ns.action,
+        tool=_tool(ns),
+        args=args,
+        nodes=ns.nodes,
+        time=ns.time,
         partition=ns.partition,
-    )  # fmt: skip
+    )
     if ns.output is None:
         out(text.rstrip("\n"))
     else:

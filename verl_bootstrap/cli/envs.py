@@ -55,9 +55,10 @@ def flags_remove(p: argparse.ArgumentParser) -> None:
     p.add_argument("--yes", "-y", action="store_true", help="do not ask first")
     p.add_argument("--dry-run", action="store_true", help="show what would go; delete nothing")
     p.add_argument(
-        "--keep-source", action="store_true",
+        "--keep-source",
+        action="store_true",
         help="remove the env but keep verl's checkout (src/verl) as it is, with your work in it",
-    )  # fmt: skip
+    )
     json_flag(p)
 
 
@@ -87,8 +88,11 @@ def confirm_changes(plan: Plan, state: State | None, *, yes: bool) -> None:
             hint=f"build it in a new prefix: add --prefix {plan.prefix}-new to your command",
         )
     if not yes:
-        confirm("apply these changes? [y/N] ", f"{plan.prefix} was not changed",
-                 "re-run with --yes to apply these changes")  # fmt: skip
+        confirm(
+            "apply these changes? [y/N] ",
+            f"{plan.prefix} was not changed",
+            "re-run with --yes to apply these changes",
+        )
 
 
 def confirm(question: str, unchanged: str, hint: str) -> None:
@@ -141,8 +145,15 @@ _HEADER = ("PREFIX", "STATUS", "PROFILE", "VERL", "VARIANT", "VERIFIED", "SIZE")
 def _summary_row(env: EnvSummary) -> tuple[str, ...]:
     verified = _when(env.verified_at) if env.verified_at else "no"
     size = human_size(env.size) if env.size is not None else ""
-    fields = (str(env.prefix), env.status, env.profile or "-", verl_pin(env.verl_ref, env.commit,
-              env.source_kind), env.variant or "-", verified, size)  # fmt: skip
+    fields = (
+        str(env.prefix),
+        env.status,
+        env.profile or "-",
+        verl_pin(env.verl_ref, env.commit, env.source_kind),
+        env.variant or "-",
+        verified,
+        size,
+    )
     return fields
 
 
@@ -162,8 +173,13 @@ def cmd_envs_prune(ns: argparse.Namespace) -> int:
 
     gone = gone_prefixes() if ns.dry_run else prune()
     if ns.json:
-        emit_json({"schema": "verl-bootstrap.prune/1", "dry_run": ns.dry_run,
-                   "forgotten": [str(p) for p in gone]})  # fmt: skip
+        emit_json(
+            {
+                "schema": "verl-bootstrap.prune/1",
+                "dry_run": ns.dry_run,
+                "forgotten": [str(p) for p in gone],
+            }
+        )
         return EXIT_OK
     verb = "would forget" if ns.dry_run else "forgot"
     for prefix in gone:
@@ -246,8 +262,13 @@ def cmd_remove(ns: argparse.Namespace) -> int:
         confirm("delete it? [y/N] ", f"{prefix} was not removed", "pass --yes to remove it")
     remove_env(prefix, keep_source=ns.keep_source)
     if ns.json:
-        emit_json({"removed": str(prefix), "entries": list(removal.entries),
-                   "kept": None if removal.kept is None else str(removal.kept)})  # fmt: skip
+        emit_json(
+            {
+                "removed": str(prefix),
+                "entries": list(removal.entries),
+                "kept": None if removal.kept is None else str(removal.kept),
+            }
+        )
     else:
         out(f"removed {prefix}{kept}")
     return EXIT_OK

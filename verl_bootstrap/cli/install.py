@@ -83,8 +83,9 @@ def install_with(ns: argparse.Namespace, options: RunOptions, state: State | Non
                 plan, state=state, force=frozenset(ns.force), preflight=not ns.no_preflight
             )
     if ns.json:
-        emit_json({**report_json(result), "notes": console.notes,
-                   "build_progress": console.progress})  # fmt: skip
+        emit_json(
+            {**report_json(result), "notes": console.notes, "build_progress": console.progress}
+        )
     else:
         facts = env_facts(result, time.monotonic() - started)
         err(summary_text(result, facts, paint=paint))
@@ -139,8 +140,10 @@ def cmd_profiles_list(ns: argparse.Namespace) -> int:
 
     profiles = [load_profile(name) for name in list_profiles()]
     if ns.json:
-        rows = [{"name": p.name, "cuda_variants": list(p.cuda_variants),
-                 "description": p.description} for p in profiles]  # fmt: skip
+        rows = [
+            {"name": p.name, "cuda_variants": list(p.cuda_variants), "description": p.description}
+            for p in profiles
+        ]
         emit_json({"schema": "verl-bootstrap.profiles/1", "profiles": rows})
         return EXIT_OK
     width = max((len(p.name) for p in profiles), default=0)
@@ -187,9 +190,15 @@ def cmd_profiles_validate(ns: argparse.Namespace) -> int:
     always = [s.id for s in profile.stages if not s.option]
     optional = [f"{s.id} (--with-{s.option})" for s in profile.stages if s.option]
     if ns.json:
-        emit_json({"schema": "verl-bootstrap.profile-validate/1", "file": str(ns.file),
-                   "profile": profile.name, "stages": always,
-                   "optional_stages": optional})  # fmt: skip
+        emit_json(
+            {
+                "schema": "verl-bootstrap.profile-validate/1",
+                "file": str(ns.file),
+                "profile": profile.name,
+                "stages": always,
+                "optional_stages": optional,
+            }
+        )
         return EXIT_OK
     extra = f", plus optional {', '.join(optional)}" if optional else ""
     out(f"{ns.file}: valid profile {profile.name!r}: stages {', '.join(always)}{extra}")

@@ -132,8 +132,10 @@ def _targets(ns: argparse.Namespace) -> list[tuple[str, str]]:
     for name in names:
         profile = load_profile(name)
         if ns.all and any(stage.kind == "script" for stage in profile.stages):
-            err(f"· {name}: skipped, it runs verl's install script (what a script installs "
-                "cannot be locked)")  # fmt: skip
+            err(
+                f"· {name}: skipped, it runs verl's install script (what a script installs "
+                "cannot be locked)"
+            )
             continue
         if ns.cuda and ns.cuda not in profile.cuda_variants:  # bad input: nothing is resolved
             if ns.all:  # --all --cuda X: the profiles that have X
@@ -160,10 +162,14 @@ def _check(ns: argparse.Namespace) -> int:
     stale = [v for v in verdicts if v.reason or gaps[str(v.path)]]
     if ns.json:
         body = [
-            {"path": str(v.path), "stale": v.reason, "regenerate": v.regenerate,
-             "verl_extras": gaps[str(v.path)]}
+            {
+                "path": str(v.path),
+                "stale": v.reason,
+                "regenerate": v.regenerate,
+                "verl_extras": gaps[str(v.path)],
+            }
             for v in verdicts
-        ]  # fmt: skip
+        ]
         emit_json({"schema": "verl-bootstrap.lock-check/1", "ok": not stale, "lockfiles": body})
     else:
         for v in verdicts:
@@ -299,19 +305,23 @@ def cmd_verify_against(ns: argparse.Namespace) -> int:
     found = env_differences(ns.prefix, lock)
     unknown = hashes_unknown(ns.prefix, lock)
     if ns.json:
-        emit_json({
-            "schema": "verl-bootstrap.verify-against/1",
-            "ok": not found,
-            "lockfile": str(ns.against),
-            "hashes_checked": not unknown,
-            "differences": [d.__dict__ for d in found],
-        })  # fmt: skip
+        emit_json(
+            {
+                "schema": "verl-bootstrap.verify-against/1",
+                "ok": not found,
+                "lockfile": str(ns.against),
+                "hashes_checked": not unknown,
+                "differences": [d.__dict__ for d in found],
+            }
+        )
     else:
         for difference in found:
             out(difference.line())
         if unknown:
-            out("note: the env has no record of the artifacts it was installed from "
-                "(not installed with --locked): hashes were not compared")  # fmt: skip
+            out(
+                "note: the env has no record of the artifacts it was installed from "
+                "(not installed with --locked): hashes were not compared"
+            )
         out(
             f"{len(found)} difference(s) from {ns.against}"
             if found

@@ -71,6 +71,8 @@ def _locked_variant(profile_name: str, platform: str) -> str:
             f"{variants[0]} --platform {platform}`",
         )
     if len(locked) > 1:
-        err(f"note: the {locked[0]} lockfile of {profile_name} (--cuda chooses among "
-            f"{', '.join(locked)})")  # fmt: skip
+        err(
+            f"note: the {locked[0]} lockfile of {profile_name} (--cuda chooses among "
+            f"{', '.join(locked)})"
+        )
     return locked[0]

@@ -22,8 +22,18 @@ from typing import Any, TextIO
 
 from verl_bootstrap.redact import redact
 
-__all__ = ["COLOR_MODES", "emit_json", "err", "mark", "out", "paint", "path_arg", "printable",
-           "set_color", "wants_color"]  # fmt: skip
+__all__ = [
+    "COLOR_MODES",
+    "emit_json",
+    "err",
+    "mark",
+    "out",
+    "paint",
+    "path_arg",
+    "printable",
+    "set_color",
+    "wants_color",
+]
 
 COLOR_MODES = ("auto", "always", "never")
 _STYLE = {"ok": "32", "warn": "33", "fail": "31", "dim": "2", "bold": "1", "step": "36"}
@@ -69,8 +79,7 @@ def paint(text: str, style: str, stream: TextIO | None = None) -> str:
     return f"{_OPEN}{code}{_CLOSE}{plain}{_OPEN}0{_CLOSE}"
 
 
-_MARKS = {"ok": ("✓", "ok"), "warn": ("!", "warn"), "fail": ("✗", "fail"),
-          "skipped": ("·", "dim")}  # fmt: skip
+_MARKS = {"ok": ("✓", "ok"), "warn": ("!", "warn"), "fail": ("✗", "fail"), "skipped": ("·", "dim")}
 
 
 def mark(status: str, stream: TextIO | None = None) -> str:

@@ -15,8 +15,16 @@ if TYPE_CHECKING:
     from verl_bootstrap.plan.model import Plan
     from verl_bootstrap.run.install import InstallResult
 
-__all__ = ["PLAN_SCHEMA", "REPORT_SCHEMA", "EnvFacts", "human_size", "plan_json", "plan_text",
-           "report_json", "summary_text"]  # fmt: skip
+__all__ = [
+    "PLAN_SCHEMA",
+    "REPORT_SCHEMA",
+    "EnvFacts",
+    "human_size",
+    "plan_json",
+    "plan_text",
+    "report_json",
+    "summary_text",
+]
 
 PLAN_SCHEMA = "verl-bootstrap.plan/1"
 REPORT_SCHEMA = "verl-bootstrap.install/1"
@@ -110,8 +118,16 @@ def plan_text(plan: Plan) -> str:
 
 # The index flags of the install commands: the same long run of them in every command, so the
 # text plan says them once (`plan --json` keeps each command whole).
-_INDEX_FLAGS = frozenset({"--index-url", "--extra-index-url", "--find-links", "--index-strategy",
-                          "--default-index", "--index"})  # fmt: skip
+_INDEX_FLAGS = frozenset(
+    {
+        "--index-url",
+        "--extra-index-url",
+        "--find-links",
+        "--index-strategy",
+        "--default-index",
+        "--index",
+    }
+)
 _INDEX_SWITCHES = frozenset({"--no-sources", "--no-index"})
 _INDEX_MARK = "[index flags]"
 
@@ -168,11 +184,30 @@ def _shown(command: tuple[str, ...], shared: tuple[str, ...]) -> str:
 
 
 # install flags that take no value (the others do): what lets the text plan find the packages
-_SWITCHES = frozenset({"--no-deps", "--no-build-isolation", "--offline", "--upgrade", "-U",
-                       "--require-hashes", "--no-build", "--reinstall", "--compile-bytecode",
-                       "--no-sources", "--no-index", "--strict", "--system", "-q", "--quiet",
-                       "--verify-hashes", "--no-binary", "--require-build-hashes",
-                       "--no-cache", "--no-config"})  # fmt: skip
+_SWITCHES = frozenset(
+    {
+        "--no-deps",
+        "--no-build-isolation",
+        "--offline",
+        "--upgrade",
+        "-U",
+        "--require-hashes",
+        "--no-build",
+        "--reinstall",
+        "--compile-bytecode",
+        "--no-sources",
+        "--no-index",
+        "--strict",
+        "--system",
+        "-q",
+        "--quiet",
+        "--verify-hashes",
+        "--no-binary",
+        "--require-build-hashes",
+        "--no-cache",
+        "--no-config",
+    }
+)
 
 
 def report_json(result: InstallResult) -> dict[str, Any]:
@@ -216,8 +251,13 @@ def _identity(text: str, style: str) -> str:
     return text
 
 
-_STATUS_STYLE = {"done": "ok", "failed": "fail", "skipped": "dim", "aborted": "dim",
-                 "interrupted": "warn"}  # fmt: skip
+_STATUS_STYLE = {
+    "done": "ok",
+    "failed": "fail",
+    "skipped": "dim",
+    "aborted": "dim",
+    "interrupted": "warn",
+}
 
 
 def summary_text(

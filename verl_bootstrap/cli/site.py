@@ -17,8 +17,14 @@ from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 from verl_bootstrap.events import listening
 from verl_bootstrap.paths import atomic_write, default_prefix
 
-__all__ = ["cmd_activate", "cmd_config_show", "cmd_onboard", "flags_activate",
-           "flags_config_show", "flags_onboard"]  # fmt: skip
+__all__ = [
+    "cmd_activate",
+    "cmd_config_show",
+    "cmd_onboard",
+    "flags_activate",
+    "flags_config_show",
+    "flags_onboard",
+]
 _PASSED_TO_INSTALL = ("verl_source", "verl_ref", "cuda", "python", "backend")
 
 

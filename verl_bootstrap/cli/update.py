@@ -66,8 +66,9 @@ def cmd_update(ns: argparse.Namespace) -> int:
 def _show(update: Update, *, json_mode: bool) -> None:
     if json_mode:
         changes = [{"name": c.name, "old": c.old, "new": c.new} for c in update.changes]
-        emit_json({"schema": "verl-bootstrap.update/1", "prefix": str(update.prefix),
-                   "changes": changes})  # fmt: skip
+        emit_json(
+            {"schema": "verl-bootstrap.update/1", "prefix": str(update.prefix), "changes": changes}
+        )
         return
     if not update.changes:
         out(f"{update.prefix} is up to date: re-resolving its profile changes no version")

@@ -69,8 +69,13 @@ def cmd_list(ns: argparse.Namespace) -> int:
     entries = house.entries()
     writable = house.writable()
     if ns.json:
-        emit_json({"wheelhouse": house.shown(), "writable": writable,
-                   "wheels": [e.to_json() for e in entries]})  # fmt: skip
+        emit_json(
+            {
+                "wheelhouse": house.shown(),
+                "writable": writable,
+                "wheels": [e.to_json() for e in entries],
+            }
+        )
         return EXIT_OK
     mode = "" if writable else " (read-only for you: used, never written)"
     out(f"wheelhouse {house.shown()}: {len(entries)} wheel(s){mode}")
@@ -87,8 +92,14 @@ def cmd_add(ns: argparse.Namespace) -> int:
     key = _key(ns)
     if ns.dry_run:
         if ns.json:
-            emit_json({"wheelhouse": house.shown(), "dry_run": True, "key": key.describe(),
-                       "wheel": str(ns.wheel)})  # fmt: skip
+            emit_json(
+                {
+                    "wheelhouse": house.shown(),
+                    "dry_run": True,
+                    "key": key.describe(),
+                    "wheel": str(ns.wheel),
+                }
+            )
         else:
             out(f"would add {Path(ns.wheel).name} to {house.shown()} ({key.describe()})")
         return EXIT_OK

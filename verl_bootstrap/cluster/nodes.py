@@ -47,8 +47,12 @@ class NodeJob:
     def report_args(self) -> dict[str, Any]:
         """The node report's keyword arguments."""
         verify = (PROBES / "verify_env.py").read_text(encoding="utf-8")
-        return {"prefix": self.prefix, "verify_source": verify, "request": dict(self.request),
-                "timeout": self.timeout}  # fmt: skip
+        return {
+            "prefix": self.prefix,
+            "verify_source": verify,
+            "request": dict(self.request),
+            "timeout": self.timeout,
+        }
 
 
 def ray_answers(

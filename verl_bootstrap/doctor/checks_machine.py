@@ -75,9 +75,12 @@ def _caches(ctx: Context) -> list[Cache]:
     given = dict(ctx.inputs.cache_dirs)
     path = {
         name: given.get(name) or Path(env.get(variable) or root / name)
-        for name, variable in (("uv", "UV_CACHE_DIR"), ("pip", "PIP_CACHE_DIR"),
-                               ("rattler", "RATTLER_CACHE_DIR"))
-    }  # fmt: skip
+        for name, variable in (
+            ("uv", "UV_CACHE_DIR"),
+            ("pip", "PIP_CACHE_DIR"),
+            ("rattler", "RATTLER_CACHE_DIR"),
+        )
+    }
     caches = [Cache(path["uv"], linked=True, share=1.0)]
     profile = ctx.profile
     backend = ctx.inputs.backend or (profile.env.backend if profile else "conda")

@@ -27,10 +27,29 @@ __all__ = [
 ]
 
 NETWORK_FS = frozenset(
-    {"nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "smbfs", "ceph", "glusterfs",
-     "fuse.glusterfs", "fuse.sshfs", "fuse.cephfs", "fuse.juicefs", "panfs", "wekafs", "afs",
-     "orangefs", "pvfs2", "9p"}
-)  # fmt: skip
+    {
+        "nfs",
+        "nfs4",
+        "lustre",
+        "gpfs",
+        "beegfs",
+        "cifs",
+        "smb3",
+        "smbfs",
+        "ceph",
+        "glusterfs",
+        "fuse.glusterfs",
+        "fuse.sshfs",
+        "fuse.cephfs",
+        "fuse.juicefs",
+        "panfs",
+        "wekafs",
+        "afs",
+        "orangefs",
+        "pvfs2",
+        "9p",
+    }
+)
 _CLUSTER_WIDE = frozenset({"gpfs", "ceph"})  # flock is a cluster lock there, always
 
 

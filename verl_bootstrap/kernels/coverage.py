@@ -42,11 +42,18 @@ class CoverageRow:
     def to_json(self) -> dict[str, object]:
         """The row as `kernels coverage --json` gives it."""
         return {
-            "profile": self.profile, "variant": self.variant, "platform": self.platform,
-            "python": self.key.python, "stage": self.stage, "torch": self.key.torch,
-            "cuda": self.key.cuda, "source": self.source, "trust": self.trust,
-            "wheel": self.wheel, "why": self.why,
-        }  # fmt: skip
+            "profile": self.profile,
+            "variant": self.variant,
+            "platform": self.platform,
+            "python": self.key.python,
+            "stage": self.stage,
+            "torch": self.key.torch,
+            "cuda": self.key.cuda,
+            "source": self.source,
+            "trust": self.trust,
+            "wheel": self.wheel,
+            "why": self.why,
+        }
 
 
 def coverage(

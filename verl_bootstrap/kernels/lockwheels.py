@@ -40,10 +40,15 @@ def record_kernel_wheels(options: RunOptions) -> AfterLock:
             )
             return lock
         stages, said = lock_kernel_wheels(
-            lock.stages, profile, variant=lock.cuda.variant, platform=lock.platform,
-            python=lock.python, record=record_for_profile(options.profile),
-            order=options.site.kernel_sources, work=work / "kernel-wheels",
-        )  # fmt: skip
+            lock.stages,
+            profile,
+            variant=lock.cuda.variant,
+            platform=lock.platform,
+            python=lock.python,
+            record=record_for_profile(options.profile),
+            order=options.site.kernel_sources,
+            work=work / "kernel-wheels",
+        )
         notes.extend(said)
         return lock.model_copy(update={"stages": stages})
 

@@ -103,9 +103,15 @@ def _decide(
 ) -> KernelDecision:
     version = pinned_version(packages, kernel.distribution)
     choice = choose_source(
-        kernel, version, key, host.entries, str(host.wheelhouse),
-        packages=packages, record=host.record, order=host.order,
-    )  # fmt: skip
+        kernel,
+        version,
+        key,
+        host.entries,
+        str(host.wheelhouse),
+        packages=packages,
+        record=host.record,
+        order=host.order,
+    )
     return decision(kernel, key, choice, host=host, driver=driver, flags=flags)
 
 

@@ -43,9 +43,12 @@ class BuildProgress:
         of = f"/{self.total}" if self.total else ""
         emit(
             f"{self.name}: {self.units}{of} compiled unit(s), {seconds:.0f}s",
-            kind=("progress", "build"), step=self.step, units=self.units, total=self.total,
+            kind=("progress", "build"),
+            step=self.step,
+            units=self.units,
+            total=self.total,
             seconds=round(seconds, 1),
-        )  # fmt: skip
+        )
 
 
 def chain(

@@ -41,8 +41,10 @@ class RemoteWheelhouse:
                 hint="fix the site config's `wheelhouse:` (a folder or an http(s):// URL)",
             ) from None
         if not parts.hostname:
-            raise InputError(f"wheelhouse {redact(url)!r} names no host",
-                             hint="fix the site config's `wheelhouse:`")  # fmt: skip
+            raise InputError(
+                f"wheelhouse {redact(url)!r} names no host",
+                hint="fix the site config's `wheelhouse:`",
+            )
         self.root = url.rstrip("/")
 
     def writable(self) -> bool:

@@ -69,9 +69,15 @@ def choose_source(
 ) -> KernelChoice:
     """The first source with a wheel for (distribution, version, key), else a source build."""
     found, why_not = candidates(
-        kernel, version, key, wheelhouse, wheelhouse_root,
-        packages=packages, record=record, order=order,
-    )  # fmt: skip
+        kernel,
+        version,
+        key,
+        wheelhouse,
+        wheelhouse_root,
+        packages=packages,
+        record=record,
+        order=order,
+    )
     if found:
         return found[0]
     if version is None:
@@ -187,9 +193,16 @@ def _listed_choice(source: PrebuiltSource, kind: str, wheel: Listed) -> KernelCh
         f"listed {wheel.recorded.isoformat()}: {wheel.url}"
     )
     return KernelChoice(
-        kind, reason, wheel.url, None, wheel.key, source.id, source.trust, source.distribution,
+        kind,
+        reason,
+        wheel.url,
+        None,
+        wheel.key,
+        source.id,
+        source.trust,
+        source.distribution,
         wheel.recorded.isoformat(),
-    )  # fmt: skip
+    )
 
 
 def _none_from(

@@ -70,9 +70,15 @@ def run_kernel_stage(job: KernelRun) -> dict[str, Any]:
     house = job.wheelhouse
     entries = house.entries() if house else ()
     found, why_not = candidates(
-        job.kernel, version, key, entries, house.shown() if house else None,
-        packages=job.packages, record=job.record, order=job.order,
-    )  # fmt: skip
+        job.kernel,
+        version,
+        key,
+        entries,
+        house.shown() if house else None,
+        packages=job.packages,
+        record=job.record,
+        order=job.order,
+    )
     taken = clock.time("wheel", lambda: _first_prebuilt(job, found, house, key))
     if taken is None and version is None:  # TransformerEngine's compiled part is a dependency
         return _as_the_stage_says(job, key, why_not)
@@ -164,8 +170,9 @@ def _from_index(job: KernelRun) -> Path | None:
         job.note(f"kernel {job.kernel.distribution}: its prebuilt index is not reachable")
         return None
     try:
-        return download_wheel(spec, url, python=job.request.python, dest=job.work / "index",
-                              run=job.run)  # fmt: skip
+        return download_wheel(
+            spec, url, python=job.request.python, dest=job.work / "index", run=job.run
+        )
     except (CommandFailed, StepFailed) as failed:
         job.note(f"kernel {job.kernel.distribution}: no wheel from the index ({failed})")
         return None
@@ -187,9 +194,15 @@ def _build_and_publish(job: KernelRun, key: BuildKey, house: AnyWheelhouse | Non
     shown = ", ".join(f"{k}={v}" for k, v in sorted(job.env.items()))
     job.note(f"kernel {job.kernel.distribution}: building from source ({shown})")
     wheel = build_wheel(
-        spec, job.kernel, request=job.request, settings=job.settings, out=job.work / "built",
-        env=job.env, run=job.run, available_gb=job.available_gb,
-    )  # fmt: skip
+        spec,
+        job.kernel,
+        request=job.request,
+        settings=job.settings,
+        out=job.work / "built",
+        env=job.env,
+        run=job.run,
+        available_gb=job.available_gb,
+    )
     publish_built(house, wheel, key, job.kernel.distribution, job.note)
     return wheel
 
@@ -228,8 +241,14 @@ def _install(job: KernelRun, wheel: Path, distribution: str | None) -> None:
 
 
 def _check_loads(job: KernelRun, python: Path, built_for: BuildKey | None, key: BuildKey) -> None:
-    check_loads(python, job.kernel.modules, built_for or key, key, gpu_present=job.gpu_present,
-                note=job.note)  # fmt: skip
+    check_loads(
+        python,
+        job.kernel.modules,
+        built_for or key,
+        key,
+        gpu_present=job.gpu_present,
+        note=job.note,
+    )
 
 
 def download_release(url: str, folder: Path, note: Callable[[str], None]) -> Path | None:

@@ -53,9 +53,12 @@ class Entry:
     def to_json(self) -> dict[str, Any]:
         """As the index stores it."""
         return {
-            "file": self.file, "name": self.name, "version": self.version,
-            "sha256": self.sha256, "key": self.key.to_json(),
-        }  # fmt: skip
+            "file": self.file,
+            "name": self.name,
+            "version": self.version,
+            "sha256": self.sha256,
+            "key": self.key.to_json(),
+        }
 
 
 class Wheelhouse:

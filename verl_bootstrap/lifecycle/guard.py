@@ -44,8 +44,10 @@ def _open_own(lock_path: Path) -> int:
                 f"{lock_path} is a symlink; verl-bootstrap will not write through it",
                 hint=f"remove {lock_path} (it holds no state) and run again",
             ) from None
-        raise InputError(f"cannot open the env's lock {lock_path}: {exc.strerror}",
-                         hint="check the permissions of the env's folder") from None  # fmt: skip
+        raise InputError(
+            f"cannot open the env's lock {lock_path}: {exc.strerror}",
+            hint="check the permissions of the env's folder",
+        ) from None
 
 
 def _acquire(fd: int, lock_path: Path, wait: float) -> None:

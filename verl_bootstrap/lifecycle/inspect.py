@@ -63,12 +63,17 @@ def summarize(prefix: Path, *, size: bool = True) -> EnvSummary:
     source = _source(state)
     record = state.record
     return EnvSummary(
-        prefix=prefix, status=env_status(prefix, state),
-        profile=record.get("profile_name"), verl_ref=source.get("ref") or record.get("verl_ref"),
-        commit=source.get("commit") or source.get("sdist_sha256"), source_kind=source.get("kind"),
-        variant=record.get("variant"), backend=record.get("backend"),
-        verified_at=_verified(state), size=disk_usage(prefix) if size else None,
-    )  # fmt: skip
+        prefix=prefix,
+        status=env_status(prefix, state),
+        profile=record.get("profile_name"),
+        verl_ref=source.get("ref") or record.get("verl_ref"),
+        commit=source.get("commit") or source.get("sdist_sha256"),
+        source_kind=source.get("kind"),
+        variant=record.get("variant"),
+        backend=record.get("backend"),
+        verified_at=_verified(state),
+        size=disk_usage(prefix) if size else None,
+    )
 
 
 def describe(prefix: Path) -> dict[str, Any]:

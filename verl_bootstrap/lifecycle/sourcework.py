@@ -49,9 +49,17 @@ def checkout_work(checkout: Path) -> list[str]:
 def _git_work(checkout: Path) -> list[str]:
     """Modified, staged, untracked and ignored files, from git's own status."""
     done = proc.capture(
-        ["git", "-C", str(checkout), "status", "--porcelain=v1", "-z", "--ignored",
-         "--untracked-files=all"]
-    )  # fmt: skip
+        [
+            "git",
+            "-C",
+            str(checkout),
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--ignored",
+            "--untracked-files=all",
+        ]
+    )
     if done.returncode != 0:
         return [f"(git status failed: {done.stderr.strip()[-200:]})"]
     work = []

@@ -34,8 +34,11 @@ def read_state_json(path: Path, version: int) -> dict[str, Any]:
     if not isinstance(raw, dict) or "version" not in raw:
         raise InputError(f"{path}: not a verl-bootstrap state file", hint=HINT)
     if raw["version"] != version:
-        raise InputError(f"{path}: state version {raw['version']!r} is not supported "
-                         f"(this verl-bootstrap writes {version})", hint=HINT)  # fmt: skip
+        raise InputError(
+            f"{path}: state version {raw['version']!r} is not supported "
+            f"(this verl-bootstrap writes {version})",
+            hint=HINT,
+        )
     return raw
 
 

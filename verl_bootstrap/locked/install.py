@@ -147,10 +147,14 @@ def fetch_locked_sdist(
     with log_path.open("a", encoding="utf-8") as log:
         log.write(f"unpacked verl's locked sdist {archive} (sha256 {want.sdist_sha256})\n")
     return SourceResult(
-        kind="sdist", repo=spec.repo, ref=spec.ref, path=spec.checkout,
-        sdist_sha256=want.sdist_sha256, sdist_name=archive.name,
+        kind="sdist",
+        repo=spec.repo,
+        ref=spec.ref,
+        path=spec.checkout,
+        sdist_sha256=want.sdist_sha256,
+        sdist_name=archive.name,
         note="verl's locked release sdist",
-    )  # fmt: skip
+    )
 
 
 def check_source(lock: Lockfile | None, source: SourceResult) -> None:

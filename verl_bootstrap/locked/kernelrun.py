@@ -100,5 +100,6 @@ def check_locked_loads(job: LockedKernel, output: Mapping[str, Any], *, gpu_pres
     """The kernel's compiled modules load after the locked stage."""
     key = probe_key(job.python)
     built_for = BuildKey.from_mapping(output["key"]) if output.get("key") else key
-    check_loads(job.python, job.kernel.modules, built_for, key, gpu_present=gpu_present,
-                note=job.note)  # fmt: skip
+    check_loads(
+        job.python, job.kernel.modules, built_for, key, gpu_present=gpu_present, note=job.note
+    )

@@ -138,9 +138,12 @@ def lock_stage_builds(
             continue
         index = stage_index(stage) if stage.kind != "install-verl" else None
         build = lock_build(
-            build_requirements(sources), target, settings, work=work / f"b{number}",
+            build_requirements(sources),
+            target,
+            settings,
+            work=work / f"b{number}",
             stage_index=index,
-        )  # fmt: skip
+        )
         out.append(stage.model_copy(update={"build": build}))
     return tuple(out)
 

@@ -57,9 +57,11 @@ def extras_gaps(lock: Lockfile, profile: Profile, pyproject: Path) -> list[Extra
     if not extras:
         return []
     declared = declared_requirements(
-        read_extras(pyproject), extras, marker_env(lock.python, lock.platform),
+        read_extras(pyproject),
+        extras,
+        marker_env(lock.python, lock.platform),
         where=str(pyproject),
-    )  # fmt: skip
+    )
     substituted = substitutions_for(profile.substitutions, lock.cuda.variant)
     locked = {d.name: d.version for s in lock.stages for d in s.distributions}
     gaps: list[ExtrasGap] = []

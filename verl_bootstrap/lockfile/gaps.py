@@ -70,10 +70,11 @@ def _isolated_builds(stages: Iterable[LockedStage]) -> list[LockedStage]:
     """Stages that build something in an isolated build env (a stage built without isolation
     builds with the env's own packages, each installed hash-checked)."""
     return [
-        s for s in stages
+        s
+        for s in stages
         if "--no-build-isolation" not in s.options
         and (s.kind == "install-verl" or any(d.source == "sdist" for d in s.distributions))
-    ]  # fmt: skip
+    ]
 
 
 def _builds_of(stage: LockedStage) -> str:

@@ -107,9 +107,12 @@ Flag = Annotated[
 Md5 = Annotated[str, _shaped(re.compile(r"^[0-9a-f]{32}$"), "md5 (32 hex digits)")]
 ProfileHash = Annotated[str, _shaped(re.compile(r"^sha256:[0-9a-f]{64}$"), "profile hash")]
 Cutoff = Annotated[
-    str, _shaped(re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9:.]{2,15}(Z|[+-][0-9:]{2,5})?)?$"),
-                 "exclude-newer time (ISO 8601)")
-]  # fmt: skip
+    str,
+    _shaped(
+        re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9:.]{2,15}(Z|[+-][0-9:]{2,5})?)?$"),
+        "exclude-newer time (ISO 8601)",
+    ),
+]
 CheckName = Annotated[str, _shaped(re.compile(r"^[a-z][a-z0-9_-]{0,63}$"), "check name")]
 CondaBuild = Annotated[str, _shaped(re.compile(r"^[A-Za-z0-9_.+-]{1,128}$"), "conda build string")]
 ChannelName = Annotated[

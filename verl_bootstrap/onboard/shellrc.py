@@ -63,8 +63,10 @@ def _link_target(rc: Path) -> Path:
         return rc
     target = rc.resolve()  # strict=False: a dangling link's target is created, as a shell would
     if target.exists() and not target.is_file():
-        raise InputError(f"{rc} links to {target}, which is not a file",
-                         hint=f"fix the link, or add the block to {target} yourself")  # fmt: skip
+        raise InputError(
+            f"{rc} links to {target}, which is not a file",
+            hint=f"fix the link, or add the block to {target} yourself",
+        )
     return target
 
 

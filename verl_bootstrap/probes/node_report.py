@@ -117,8 +117,11 @@ def gpus():
     try:
         done = subprocess.run(
             ["nvidia-smi", _SMI_QUERY, "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [line.strip() for line in done.stdout.splitlines() if line.strip()]
@@ -145,8 +148,12 @@ def run_checks(python: Path, verify_source: str, request, timeout: float):
     try:
         done = subprocess.run(
             [str(python), "-c", _WRAPPER, verify_source, json.dumps(request)],
-            capture_output=True, text=True, timeout=timeout, env=env, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, None, f"the checks did not finish: {exc}"
     verify, maps = _marked(done.stdout, _VERIFY_MARK), _marked(done.stdout, _MAPS_MARK)

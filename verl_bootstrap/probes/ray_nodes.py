@@ -53,11 +53,14 @@ def main():
     nodes = sorted((n for n in ray.nodes() if n.get("Alive")), key=lambda n: n["NodeID"])
     task = ray.remote(num_cpus=0, max_retries=0)(on_node)
     pending = [
-        (node, task.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
-        ).remote(request))
+        (
+            node,
+            task.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+            ).remote(request),
+        )
         for node in nodes
-    ]  # fmt: skip
+    ]
     answers = []
     for node, ref in pending:
         try:

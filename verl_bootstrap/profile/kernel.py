@@ -26,8 +26,17 @@ __all__ = [
 # kernels.key renders them for an env's build key. cuda_tag is torch's own local tag (cu130,
 # cpu), as the community wheelhouse names its builds; tag is a release's tag, which only a
 # recorded list names.
-PLACEHOLDERS = ("version", "torch", "torch_minor", "cuda_major", "cuda_tag", "cxx11abi", "python",
-                "platform", "tag")  # fmt: skip
+PLACEHOLDERS = (
+    "version",
+    "torch",
+    "torch_minor",
+    "cuda_major",
+    "cuda_tag",
+    "cxx11abi",
+    "python",
+    "platform",
+    "tag",
+)
 # The fields of a build key (kernels.key.BuildKey) a source may state for its wheels.
 KEY_FIELDS = ("torch", "cuda", "cxx11abi", "python", "platform")
 # How far a source's wheels are trusted, most first: the lab's own builds; the project that

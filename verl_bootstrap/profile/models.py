@@ -307,8 +307,10 @@ class Profile(Strict):
     def _name_shape(cls, value: str) -> str:
         # the name becomes the env's folder and the lockfile's folder: one safe file name
         if not PROFILE_NAME.fullmatch(value):
-            msg = (f"{value!r} is not a profile name (letters, digits, '.', '_' and '-', starting "
-                   "with a letter or digit, at most 64)")  # fmt: skip
+            msg = (
+                f"{value!r} is not a profile name (letters, digits, '.', '_' and '-', starting "
+                "with a letter or digit, at most 64)"
+            )
             raise ValueError(msg)
         return value
 
@@ -322,8 +324,10 @@ class Profile(Strict):
         for number, sub in enumerate(self.substitutions):
             unknown = [v for v in sub.variants if v not in self.cuda_variants]
             if unknown:
-                msg = (f"substitution of {sub.replace!r}: unknown CUDA variant(s) "
-                       f"{', '.join(unknown)}; name variants under 'cuda_variants'")  # fmt: skip
+                msg = (
+                    f"substitution of {sub.replace!r}: unknown CUDA variant(s) "
+                    f"{', '.join(unknown)}; name variants under 'cuda_variants'"
+                )
                 raise FieldError(msg, ("substitutions", number, "variants"))
         _check_stages(self.stages, self.cuda_variants, self, ("stages",), (self.verl.ref,))
         _check_overridden(self.verify, self.stages, ("verify", "overridden"))

@@ -70,15 +70,22 @@ def _kernels(plan: Plan) -> dict[str, KernelDecision]:
         return {}
     if plan.locked is not None:
         return plan_locked_kernels(
-            plan.locked.lock, {s.id: s.kernel for s in plan.stages if s.kernel},
-            host=host.kernels, driver=host.driver, flags=plan.options.cuda_arch,
-        )  # fmt: skip
+            plan.locked.lock,
+            {s.id: s.kernel for s in plan.stages if s.kernel},
+            host=host.kernels,
+            driver=host.driver,
+            flags=plan.options.cuda_arch,
+        )
     # a stage that takes verl's pins names bare packages; the torch it must leave is its expect
     listed = tuple((s.id, s.promised(), s.kernel) for s in plan.stages)
     return plan_kernels(
-        listed, profile=plan.profile, variant=host.variant, host=host.kernels,
-        driver=host.driver, flag_archs=plan.options.cuda_arch,
-    )  # fmt: skip
+        listed,
+        profile=plan.profile,
+        variant=host.variant,
+        host=host.kernels,
+        driver=host.driver,
+        flag_archs=plan.options.cuda_arch,
+    )
 
 
 def _order(steps: list[Step]) -> tuple[Step, ...]:

@@ -179,10 +179,13 @@ class _Loop:
         label = running_label(step, self.outputs)
         emit(label, kind=("step", "start"), step=step.id, log=str(log))
         ctx = StepContext(
-            plan=self.plan, step=step, log_path=log, prior=dict(self.outputs),
+            plan=self.plan,
+            step=step,
+            log_path=log,
+            prior=dict(self.outputs),
             protected=dict(self.state.protected),
             on_line=functools.partial(_emit_line, step.id),
-        )  # fmt: skip
+        )
         # the worker runs in a copy of this thread's context, so that its events (a note, the
         # live tail of its output) reach the listener the CLI installed, not the default log
         job = self.pool.submit(contextvars.copy_context().run, self.executor, ctx)
@@ -212,8 +215,12 @@ class _Loop:
     def _record(self, outcome: StepOutcome) -> None:
         self.outcomes[outcome.id] = outcome
         if outcome.status is not Status.DONE or outcome.seconds:
-            emit(outcome.reason or outcome.status.value, kind=("step", outcome.status.value),
-                 step=outcome.id, seconds=outcome.seconds)  # fmt: skip
+            emit(
+                outcome.reason or outcome.status.value,
+                kind=("step", outcome.status.value),
+                step=outcome.id,
+                seconds=outcome.seconds,
+            )
 
     def interrupt(self) -> None:
         """Stop every child, mark running steps interrupted, and save the state."""

@@ -96,6 +96,8 @@ def inside(folder: Path, *parts: str, what: str = "file name") -> Path:
     path = folder.joinpath(*parts)
     base = folder.resolve()
     if not path.resolve().is_relative_to(base):  # a symlink inside that points out
-        raise InputError(f"{path} resolves outside {folder}; refusing to use it",
-                         hint=f"remove the symlink at {path}")  # fmt: skip
+        raise InputError(
+            f"{path} resolves outside {folder}; refusing to use it",
+            hint=f"remove the symlink at {path}",
+        )
     return path

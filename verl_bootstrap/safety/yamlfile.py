@@ -94,8 +94,10 @@ def decode_untrusted(raw: bytes, *, name: str, what: str, max_bytes: int = MAX_B
         )
     nul = raw.find(b"\0")
     if nul >= 0:
-        raise InputError(f"{name}: not a {what}: a binary file (a NUL byte at offset {nul})",
-                         hint=f"a {what} is a UTF-8 YAML text file")  # fmt: skip
+        raise InputError(
+            f"{name}: not a {what}: a binary file (a NUL byte at offset {nul})",
+            hint=f"a {what} is a UTF-8 YAML text file",
+        )
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -127,8 +129,9 @@ def parse_yaml(text: str, path: Path, *, what: str) -> Located:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError(f"{where}: invalid YAML in {what}: {problem}",
-                         hint="fix the syntax") from None  # fmt: skip
+        raise InputError(
+            f"{where}: invalid YAML in {what}: {problem}", hint="fix the syntax"
+        ) from None
     except RecursionError:  # a recursive merge key (`<<: *self`) slips past the scan
         raise InputError(f"{path}: {what} refers to itself through an alias") from None
     lines: dict[Key, tuple[Path, int]] = {}
@@ -157,9 +160,10 @@ class _Scan:
                     documents += 1
                     if documents > 1:
                         mark: Any = event.start_mark
-                        raise InputError(f"{self.path}:{mark.line + 1}: more than "
-                                         "one YAML document in the file",
-                                         hint="remove the `---` line")  # fmt: skip
+                        raise InputError(
+                            f"{self.path}:{mark.line + 1}: more than one YAML document in the file",
+                            hint="remove the `---` line",
+                        )
                 else:
                     self._event(event)
         finally:
@@ -202,12 +206,16 @@ class _Scan:
         self.stack[-1][0] += size
         self.total += size
         if self.total > MAX_NODES:
-            self._refuse(event, f"more than {MAX_NODES} values once its aliases are expanded "
-                         "(an alias bomb?)")  # fmt: skip
+            self._refuse(
+                event,
+                f"more than {MAX_NODES} values once its aliases are expanded (an alias bomb?)",
+            )
 
     def _refuse(self, event: Any, problem: str) -> NoReturn:
-        raise InputError(f"{self.path}:{event.start_mark.line + 1}: {problem}",
-                         hint="aliases (*name) may repeat a value, not multiply it")  # fmt: skip
+        raise InputError(
+            f"{self.path}:{event.start_mark.line + 1}: {problem}",
+            hint="aliases (*name) may repeat a value, not multiply it",
+        )
 
 
 def _walk(node: yaml.Node, key: Key, path: Path, lines: dict[Key, tuple[Path, int]]) -> None:

@@ -135,8 +135,9 @@ def read_location(location: str) -> tuple[str, str]:
         return _fetch(location), location
     path = Path(unquote(parsed.path)) if parsed.scheme == "file" else Path(location).expanduser()
     if path.is_dir():
-        raise InputError(f"site config {path} is a folder",
-                         hint="name the config file itself with --config")  # fmt: skip
+        raise InputError(
+            f"site config {path} is a folder", hint="name the config file itself with --config"
+        )
     text = read_untrusted(path, what="site config", max_bytes=MAX_CONFIG_BYTES)
     return text, str(path.resolve().parent)
 

@@ -40,8 +40,12 @@ __all__ = [
 ]
 
 _UV_INDEX_VARIABLES = (
-    "UV_DEFAULT_INDEX", "UV_INDEX_URL", "UV_INDEX", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS"
-)  # fmt: skip
+    "UV_DEFAULT_INDEX",
+    "UV_INDEX_URL",
+    "UV_INDEX",
+    "UV_EXTRA_INDEX_URL",
+    "UV_FIND_LINKS",
+)
 _CA_VARIABLES = (
     "SSL_CERT_FILE",
     "REQUESTS_CA_BUNDLE",

@@ -98,9 +98,13 @@ def _clone(spec: SourceSpec, log_path: Path, *, offline: bool) -> SourceResult:
     how = "fetched into the source cache" if got.fetched else "from the source cache, no network"
     _log(log_path, f"checked out {spec.ref} at {got.commit} ({how}; {mirror_dir(url)})")
     return SourceResult(
-        kind="git", repo=spec.repo, ref=spec.ref, path=spec.checkout, commit=got.commit,
+        kind="git",
+        repo=spec.repo,
+        ref=spec.ref,
+        path=spec.checkout,
+        commit=got.commit,
         note=got.note,
-    )  # fmt: skip
+    )
 
 
 def _git_reason(stderr: str) -> str:
@@ -122,9 +126,14 @@ def _reuse(spec: SourceSpec) -> SourceResult:
                 "replaced in place",
             )
         return SourceResult(
-            kind="sdist", repo=spec.repo, ref=spec.ref, path=spec.checkout,
-            sdist_sha256=sha, sdist_name=name, note="reused the unpacked sdist",
-        )  # fmt: skip
+            kind="sdist",
+            repo=spec.repo,
+            ref=spec.ref,
+            path=spec.checkout,
+            sdist_sha256=sha,
+            sdist_name=name,
+            note="reused the unpacked sdist",
+        )
     return _reuse_git(spec)
 
 
@@ -149,9 +158,13 @@ def _reuse_git(spec: SourceSpec) -> SourceResult:
     if wanted != head:  # another ref: moved only when the tool made it and it is untouched
         note = move_checkout(repo, spec.ref, str(wanted))
     return SourceResult(
-        kind="git", repo=spec.repo, ref=spec.ref, path=spec.checkout,
-        commit=repo.head.commit.hexsha, note=note,
-    )  # fmt: skip
+        kind="git",
+        repo=spec.repo,
+        ref=spec.ref,
+        path=spec.checkout,
+        commit=repo.head.commit.hexsha,
+        note=note,
+    )
 
 
 def _from_sdist(
@@ -174,9 +187,14 @@ def _from_sdist(
     )
     _log(log_path, note)
     return SourceResult(
-        kind="sdist", repo=spec.repo, ref=spec.ref, path=spec.checkout,
-        sdist_sha256=sha, sdist_name=archive.name, note=note,
-    )  # fmt: skip
+        kind="sdist",
+        repo=spec.repo,
+        ref=spec.ref,
+        path=spec.checkout,
+        sdist_sha256=sha,
+        sdist_name=archive.name,
+        note=note,
+    )
 
 
 def _release_pointer(version: str, settings: IndexSettings) -> Path:

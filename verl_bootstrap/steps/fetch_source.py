@@ -47,9 +47,12 @@ def execute(ctx: StepContext) -> dict[str, Any]:
     result = fetch_locked_sdist(ctx.plan.source, ctx.plan.locked, log_path=ctx.log_path)
     if result is None:
         result = fetch_source(
-            ctx.plan.source, ctx.plan.settings, pip=pip_launcher(), log_path=ctx.log_path,
+            ctx.plan.source,
+            ctx.plan.settings,
+            pip=pip_launcher(),
+            log_path=ctx.log_path,
             offline=ctx.plan.offline,
-        )  # fmt: skip
+        )
     check_source(ctx.plan.lockfile, result)  # a locked verl is checked before anything installs
     if result.note:  # e.g. git was unreachable and verl's release sdist stands in: say so
         emit(result.note, kind=("note",), step=ctx.step.id)

@@ -39,9 +39,10 @@ def build_locked_sdists(
     its sha256. `run` runs a command the way the stage runs its install (log, env, Ctrl-C).
     """
     sdists = [
-        d for d in stage.distributions
+        d
+        for d in stage.distributions
         if d.source == "sdist" and d.name in artifacts and artifacts[d.name].kind == "sdist"
-    ]  # fmt: skip
+    ]
     out = built_wheels_dir(prefix, stage.id)
     shutil.rmtree(out, ignore_errors=True)  # the tool's own folder: wheels of an unfinished try
     built = {}

@@ -153,8 +153,11 @@ def execute(ctx: StepContext) -> dict[str, Any]:
     else:
         kernel = _install_stage(ctx, stage) or kernel
     if locked and stage.kernel is not None:
-        check_locked_loads(_locked_kernel(ctx, stage, locked), kernel.get("kernel", {}),
-                           gpu_present=ctx.plan.driver is not None)  # fmt: skip
+        check_locked_loads(
+            _locked_kernel(ctx, stage, locked),
+            kernel.get("kernel", {}),
+            gpu_present=ctx.plan.driver is not None,
+        )
     now = installed(ctx.plan.prefix)
     if stage.kind == "verl-deps":  # verl is still its checkout (steps/verldeps.py)
         editable_verl(now, ctx.plan.prefix, ctx.plan.source.checkout)
@@ -194,11 +197,14 @@ def _write_locked_requirements(
 def _locked_kernel(ctx: StepContext, stage: StageSpec, locked: LockedStage) -> LockedKernel:
     assert stage.kernel is not None
     return LockedKernel(
-        kernel=stage.kernel, stage=locked,
-        artifacts=ctx.plan.locked_artifacts, python=env_python(ctx.plan.prefix),
+        kernel=stage.kernel,
+        stage=locked,
+        artifacts=ctx.plan.locked_artifacts,
+        python=env_python(ctx.plan.prefix),
         wheelhouse=open_wheelhouse(ctx.plan.wheelhouse, os.environ),
-        work=kernel_dir(ctx.plan.prefix, stage.id), note=lambda line: _note(ctx, line),
-    )  # fmt: skip
+        work=kernel_dir(ctx.plan.prefix, stage.id),
+        note=lambda line: _note(ctx, line),
+    )
 
 
 def _build_locked_sdists(
@@ -207,11 +213,14 @@ def _build_locked_sdists(
     """The stage's locked sdists, built here into wheels that the stage then installs."""
     watched, env = _watched(ctx, stage), dict(ctx.step.env or stage.env)  # a kernel's sizing too
     return build_locked_sdists(
-        locked, artifacts,
-        prefix=ctx.plan.prefix, request=stage_request(ctx.plan, stage),
-        settings=ctx.plan.settings, cache=cache_root(),
+        locked,
+        artifacts,
+        prefix=ctx.plan.prefix,
+        request=stage_request(ctx.plan, stage),
+        settings=ctx.plan.settings,
+        cache=cache_root(),
         run=lambda argv: run_in_env(watched, argv, env=env),
-    )  # fmt: skip
+    )
 
 
 def _watched(ctx: StepContext, stage: StageSpec) -> StepContext:
@@ -228,8 +237,9 @@ def _install_stage(ctx: StepContext, stage: StageSpec) -> dict[str, Any]:
     if request.constraints_file:
         pins = protected_pins(ctx.protected, stage=stage.id)
         if stage.kind == "verl-deps":
-            pins.append(verl_pin(installed(ctx.plan.prefix), ctx.plan.prefix,
-                                 ctx.plan.source.checkout))  # fmt: skip
+            pins.append(
+                verl_pin(installed(ctx.plan.prefix), ctx.plan.prefix, ctx.plan.source.checkout)
+            )
         # nothing pinned yet (the first protected stage): the protected names with no version
         # are constraints that allow any, and keep uv from warning about an empty file
         pins = pins or sorted(ctx.plan.profile.protected)
@@ -253,16 +263,21 @@ def _kernel_job(
     assert stage.kernel is not None
     watched = _watched(ctx, stage)
     return KernelRun(
-        kernel=stage.kernel, packages=stage.packages, request=request,
-        settings=ctx.plan.settings, installer=ctx.plan.installer,
+        kernel=stage.kernel,
+        packages=stage.packages,
+        request=request,
+        settings=ctx.plan.settings,
+        installer=ctx.plan.installer,
         wheelhouse=open_wheelhouse(ctx.plan.wheelhouse, os.environ),
-        work=kernel_dir(ctx.plan.prefix, stage.id), env=env,
+        work=kernel_dir(ctx.plan.prefix, stage.id),
+        env=env,
         run=lambda argv: run_in_env(watched, argv, env=env),
-        note=lambda line: _note(ctx, line), gpu_present=ctx.plan.driver is not None,
+        note=lambda line: _note(ctx, line),
+        gpu_present=ctx.plan.driver is not None,
         available_gb=read_resources().available_gb,
         record=record_for_profile(ctx.plan.profile_ref),
         order=ctx.plan.kernel_sources,
-    )  # fmt: skip
+    )
 
 
 def _note(ctx: StepContext, line: str) -> None:

@@ -94,8 +94,11 @@ def _ask(mode: str, python: Path, prefix: Path, log_path: Path | None) -> dict[s
     request = {"mode": mode, "store": str(_private_store()), "trees": _trees(prefix)}
     done = proc.run(
         [str(python), "-I", str(PROBE), json.dumps(request)],
-        log_path=log_path, check=False, keep_output=True, timeout=_TIMEOUT_S,
-    )  # fmt: skip
+        log_path=log_path,
+        check=False,
+        keep_output=True,
+        timeout=_TIMEOUT_S,
+    )
     answer: dict[str, Any] | None = proc.marked(done.output, _MARK)
     if answer is not None:
         return answer

@@ -121,8 +121,11 @@ def _probe(
     env.update(bytecode.compiling_environment())  # its imports fill the store
     done = proc.run(
         [str(python), str(PROBE), json.dumps(request)],
-        log_path=log_path, env=env, check=False, keep_output=True,
-    )  # fmt: skip
+        log_path=log_path,
+        env=env,
+        check=False,
+        keep_output=True,
+    )
     result: dict[str, Any] | None = proc.marked(done.output, _MARK)
     if result is not None:
         return result
@@ -172,8 +175,10 @@ def _version_checks(answer: dict[str, Any], spec: VerifySpec) -> list[Check]:
 def _pip_check(python: Path, log_path: Path | None, overridden: tuple[str, ...] = ()) -> Check:
     done = proc.run(
         [uv_binary(), "pip", "check", "--python", str(python)],
-        log_path=log_path, check=False, keep_output=True,
-    )  # fmt: skip
+        log_path=log_path,
+        check=False,
+        keep_output=True,
+    )
     status = "ok" if done.returncode == 0 else "fail"
     lines = [ln for ln in done.output.splitlines() if ln.strip()]
     mismatches = [ln for ln in lines if ln.startswith("The package ")]

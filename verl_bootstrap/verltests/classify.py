@@ -37,10 +37,25 @@ CLASSES = ("env", "download", "gpu", "timeout", "other")
 
 # Import names of packages that exist only for GPU stacks: a CPU env does not install them.
 GPU_ONLY_MODULES = (
-    "vllm", "sglang", "sgl_kernel", "flash_attn", "flash_attn_2_cuda", "flash_attn_interface",
-    "transformer_engine", "apex", "deep_ep", "flashinfer", "liger_kernel", "cupy", "mbridge",
-    "megatron.bridge", "tensorrt_llm", "torch_memory_saver", "nvidia", "pynvml",
-)  # fmt: skip
+    "vllm",
+    "sglang",
+    "sgl_kernel",
+    "flash_attn",
+    "flash_attn_2_cuda",
+    "flash_attn_interface",
+    "transformer_engine",
+    "apex",
+    "deep_ep",
+    "flashinfer",
+    "liger_kernel",
+    "cupy",
+    "mbridge",
+    "megatron.bridge",
+    "tensorrt_llm",
+    "torch_memory_saver",
+    "nvidia",
+    "pynvml",
+)
 _GPU_MODULE = "|".join(re.escape(m) for m in GPU_ONLY_MODULES)
 
 
@@ -59,62 +74,99 @@ def _rule(name: str, cls: str, pattern: str, reason: str) -> Rule:
 
 
 RULES: tuple[Rule, ...] = (
-    _rule("time-limit", "timeout",
-          r"Timeout \(>[\d.]+s\)",
-          "ran past its time limit; what it was doing is in the log"),
-    _rule("gpu-package", "gpu",
-          rf"No module named '(?:{_GPU_MODULE})(?:[.'])",
-          "imports a GPU-only package, which a CPU env does not install"),
-    _rule("engine-absent", "gpu",
-          r"vllm version \S+ not supported|SGLang also not Found",
-          "verl's rollout code refuses to load without vLLM or SGLang (GPU-only engines)"),
-    _rule("missing-module", "env",
-          r"No module named '([A-Za-z0-9_.]+)'",
-          "imports a module the env lacks"),
-    _rule("cannot-import-name", "env",
-          r"cannot import name '[^']+' from",
-          "an installed package lacks a name verl imports (a version mismatch)"),
-    _rule("version-conflict", "env",
-          r"VersionConflict|DistributionNotFound|is required for a normal functioning|"
-          r"requires? [A-Za-z0-9_.-]+ ?[<>=!~]=?[^,\s]+, but (?:you have|found)",
-          "an installed version does not fit what another package needs"),
-    _rule("abi", "env",
-          r"undefined symbol",
-          "a compiled extension does not match the installed torch (ABI)"),
-    _rule("cuda", "gpu",
-          r"Torch not compiled with CUDA|CUDA driver|libcuda|libnvidia|no CUDA-capable|"
-          r"Found no NVIDIA driver|No CUDA GPUs|CUDA error|CUDA is not available|cudaGet|"
-          r"\bNCCL\b|ProcessGroupNCCL|nvidia-smi|\d+ active drivers|device_count\(\) *(?:==|is) *0|"
-          r"'GPU': ",
-          "needs a GPU or the NVIDIA driver"),
-    _rule("hub-offline", "download",
-          r"LocalEntryNotFoundError|OfflineModeIsEnabled|HF_HUB_OFFLINE|HF_DATASETS_OFFLINE|"
-          r"couldn't connect to '?https?://|Cannot find the requested files in the (?:local|disk)|"
-          r"is not a local folder and is not a valid model identifier|"
-          r"outgoing traffic has been disabled|Couldn't reach|DatasetNotFoundError|"
-          r"Can't load (?:the )?(?:tokenizer|config|configuration|model)",
-          "needs a model or dataset from the hub"),
-    _rule("network", "download",
-          r"Max retries exceeded|NameResolutionError|Failed to resolve|Name or service not known|"
-          r"Temporary failure in name resolution|Network is unreachable|ConnectTimeout|"
-          r"ConnectionError|urlopen error|Connection refused",
-          "needs the network (a download)"),
-    _rule("downloaded-files", "download",
-          # transformers 5 takes a local model path that is not there for a hub repo id
-          r"(?:FileNotFoundError|No such file or directory|does not exist|"
-          r"Repo id must be in the form).*"
-          r"(?:/models/|hf_data|verl-data|\.parquet|data/gsm8k|geometry3k)",
-          "needs a model or dataset that verl's CPU workflow downloads before its tests"),
-    _rule("interrupted", "other",
-          r"^Interrupted: pytest was stopped here",
-          "the run was interrupted here, before it finished; run it again"),
-    _rule("ray-startup", "other",
-          r"node timed out during startup|GCS has become overloaded",
-          "Ray's local node did not start in time (an overloaded host); re-run those files"),
-    _rule("import-error", "env",
-          r"\bImportError\b",
-          "an import fails in the env"),
-)  # fmt: skip
+    _rule(
+        "time-limit",
+        "timeout",
+        r"Timeout \(>[\d.]+s\)",
+        "ran past its time limit; what it was doing is in the log",
+    ),
+    _rule(
+        "gpu-package",
+        "gpu",
+        rf"No module named '(?:{_GPU_MODULE})(?:[.'])",
+        "imports a GPU-only package, which a CPU env does not install",
+    ),
+    _rule(
+        "engine-absent",
+        "gpu",
+        r"vllm version \S+ not supported|SGLang also not Found",
+        "verl's rollout code refuses to load without vLLM or SGLang (GPU-only engines)",
+    ),
+    _rule(
+        "missing-module",
+        "env",
+        r"No module named '([A-Za-z0-9_.]+)'",
+        "imports a module the env lacks",
+    ),
+    _rule(
+        "cannot-import-name",
+        "env",
+        r"cannot import name '[^']+' from",
+        "an installed package lacks a name verl imports (a version mismatch)",
+    ),
+    _rule(
+        "version-conflict",
+        "env",
+        r"VersionConflict|DistributionNotFound|is required for a normal functioning|"
+        r"requires? [A-Za-z0-9_.-]+ ?[<>=!~]=?[^,\s]+, but (?:you have|found)",
+        "an installed version does not fit what another package needs",
+    ),
+    _rule(
+        "abi",
+        "env",
+        r"undefined symbol",
+        "a compiled extension does not match the installed torch (ABI)",
+    ),
+    _rule(
+        "cuda",
+        "gpu",
+        r"Torch not compiled with CUDA|CUDA driver|libcuda|libnvidia|no CUDA-capable|"
+        r"Found no NVIDIA driver|No CUDA GPUs|CUDA error|CUDA is not available|cudaGet|"
+        r"\bNCCL\b|ProcessGroupNCCL|nvidia-smi|\d+ active drivers|device_count\(\) *(?:==|is) *0|"
+        r"'GPU': ",
+        "needs a GPU or the NVIDIA driver",
+    ),
+    _rule(
+        "hub-offline",
+        "download",
+        r"LocalEntryNotFoundError|OfflineModeIsEnabled|HF_HUB_OFFLINE|HF_DATASETS_OFFLINE|"
+        r"couldn't connect to '?https?://|Cannot find the requested files in the (?:local|disk)|"
+        r"is not a local folder and is not a valid model identifier|"
+        r"outgoing traffic has been disabled|Couldn't reach|DatasetNotFoundError|"
+        r"Can't load (?:the )?(?:tokenizer|config|configuration|model)",
+        "needs a model or dataset from the hub",
+    ),
+    _rule(
+        "network",
+        "download",
+        r"Max retries exceeded|NameResolutionError|Failed to resolve|Name or service not known|"
+        r"Temporary failure in name resolution|Network is unreachable|ConnectTimeout|"
+        r"ConnectionError|urlopen error|Connection refused",
+        "needs the network (a download)",
+    ),
+    _rule(
+        "downloaded-files",
+        "download",
+        # transformers 5 takes a local model path that is not there for a hub repo id
+        r"(?:FileNotFoundError|No such file or directory|does not exist|"
+        r"Repo id must be in the form).*"
+        r"(?:/models/|hf_data|verl-data|\.parquet|data/gsm8k|geometry3k)",
+        "needs a model or dataset that verl's CPU workflow downloads before its tests",
+    ),
+    _rule(
+        "interrupted",
+        "other",
+        r"^Interrupted: pytest was stopped here",
+        "the run was interrupted here, before it finished; run it again",
+    ),
+    _rule(
+        "ray-startup",
+        "other",
+        r"node timed out during startup|GCS has become overloaded",
+        "Ray's local node did not start in time (an overloaded host); re-run those files",
+    ),
+    _rule("import-error", "env", r"\bImportError\b", "an import fails in the env"),
+)
 
 
 def interrupted_here() -> str:

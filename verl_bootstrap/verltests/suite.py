@@ -148,16 +148,31 @@ def run_suite(
     env = {**_ENV, **({} if allow_downloads else _OFFLINE), "PATH": _env_path(python)}
     with tempfile.TemporaryDirectory(prefix="verl-tests-") as scratch:
         where = Path(scratch)
-        args = _pytest_args(python, where / "junit.xml", files, tools=tools,
-                            settings=_confined_to(checkout, scratch=where),
-                            collect_only=collect_only, test_timeout=test_timeout)  # fmt: skip
-        done = proc.run(args, log_path=log_path, env={**env, **_with_plugin(where)},
-                        cwd=checkout, check=False, keep_output=True, timeout=timeout)  # fmt: skip
+        args = _pytest_args(
+            python,
+            where / "junit.xml",
+            files,
+            tools=tools,
+            settings=_confined_to(checkout, scratch=where),
+            collect_only=collect_only,
+            test_timeout=test_timeout,
+        )
+        done = proc.run(
+            args,
+            log_path=log_path,
+            env={**env, **_with_plugin(where)},
+            cwd=checkout,
+            check=False,
+            keep_output=True,
+            timeout=timeout,
+        )
         cases = read_junit(where / "junit.xml") if (where / "junit.xml").exists() else ()
         interrupted = not done.timed_out and done.returncode == _INTERRUPTED
         if done.timed_out:
-            cases = (*cases, _stuck(where / "progress.txt", "timeout",
-                                    stopped_at_time_limit(timeout or 0.0)))  # fmt: skip
+            cases = (
+                *cases,
+                _stuck(where / "progress.txt", "timeout", stopped_at_time_limit(timeout or 0.0)),
+            )
         elif interrupted:
             cases = (*cases, _stuck(where / "progress.txt", "error", interrupted_here()))
     collected = _COLLECTED.findall(done.output) if collect_only else None
@@ -167,8 +182,15 @@ def run_suite(
             hint=f"see its output in {log_path}",
         )
     number = int(collected[-1]) if collected else (0 if collect_only else None)
-    return _report(checkout, files, cases, log_path, collected=number,
-                   timed_out=done.timed_out, interrupted=interrupted)  # fmt: skip
+    return _report(
+        checkout,
+        files,
+        cases,
+        log_path,
+        collected=number,
+        timed_out=done.timed_out,
+        interrupted=interrupted,
+    )
 
 
 def _require_tools(python: Path, prefix: Path, *, per_test: bool) -> dict[str, bool]:
@@ -274,9 +296,22 @@ def _pytest_args(
     collect_only: bool,
     test_timeout: float | None,
 ) -> list[str]:
-    args = [str(python), "-m", "pytest", *settings, "-p", "no:cacheprovider", "-p", PLUGIN,
-            "-o", f"python_files={PATTERN}", "--continue-on-collection-errors", "-q", "-rN",
-            f"--junitxml={junit}"]  # fmt: skip
+    args = [
+        str(python),
+        "-m",
+        "pytest",
+        *settings,
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        PLUGIN,
+        "-o",
+        f"python_files={PATTERN}",
+        "--continue-on-collection-errors",
+        "-q",
+        "-rN",
+        f"--junitxml={junit}",
+    ]
     if collect_only:
         args.append("--collect-only")
     if tools["pytest_asyncio"]:
