@@ -80,7 +80,18 @@ def test_every_command_with_a_result_takes_json() -> None:
 
 
 def test_every_command_that_changes_something_takes_dry_run() -> None:
-    changing = [("install",), ("remove",), ("update",), ("envs", "prune"), ("wheelhouse", "add")]
+    changing = [
+        ("install",),
+        ("remove",),
+        ("update",),
+        ("envs", "prune"),
+        ("wheelhouse", "add"),
+        ("lock",),
+        ("export",),
+        ("bundle",),
+        ("onboard",),
+        ("cluster", "install"),
+    ]
     parser = build_parser(None)
     for path in changing:
         flags = {s for a in _subparser(parser, path)._actions for s in a.option_strings}

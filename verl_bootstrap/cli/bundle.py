@@ -6,11 +6,13 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from verl_bootstrap.cli.flags import dry_run_flag
 from verl_bootstrap.cli.lockinput import lock_source_flags, named_lock, scratch_options
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK
 
 if TYPE_CHECKING:
+    from verl_bootstrap.lockfile.model import Lockfile
     from verl_bootstrap.options import RunOptions
 
 __all__ = ["bundle_options", "cmd_bundle", "flags_bundle"]
@@ -26,6 +28,7 @@ def flags_bundle(p: argparse.ArgumentParser) -> None:
     p.add_argument("--platform", default="linux-64", help="linux-64 (default) or linux-aarch64")
     p.add_argument("-o", "--output", type=path_arg, help="the archive (default: ./verl-bundle-…)")
     p.add_argument("--no-tool", action="store_true", help="leave out the tool's own wheels")
+    dry_run_flag(p, "name the archive and what it would hold")
     lock_source_flags(p)
 
 
@@ -36,8 +39,10 @@ def cmd_bundle(ns: argparse.Namespace) -> int:
     from verl_bootstrap.paths import cache_root
 
     lock, path = named_lock(ns)
-    options = scratch_options(ns, lock.profile, lock.cuda.variant)
     default = Path(f"verl-bundle-{lock.profile}-{lock.cuda.variant}-{lock.platform}.tar")
+    if ns.dry_run:
+        return _dry_run(ns, lock, path, (ns.output or default).absolute())
+    options = scratch_options(ns, lock.profile, lock.cuda.variant)
     request = BundleRequest(
         lockfile=path,
         output=(ns.output or default).absolute(),
@@ -69,6 +74,27 @@ def cmd_bundle(ns: argparse.Namespace) -> int:
             f"on a node without verl-bootstrap: tar -xf {name} install.sh && "
             f"sh install.sh {name} --profile {profile}"
         )
+    return EXIT_OK
+
+
+def _dry_run(ns: argparse.Namespace, lock: Lockfile, lockfile: Path, archive: Path) -> int:
+    """`bundle --dry-run`: the archive it would write and what would go in; nothing fetched."""
+    artifacts = sum(len(s.distributions) + len(s.build) for s in lock.stages) + len(lock.conda)
+    verl = f"verl {lock.verl.ref} ({lock.verl.kind})"
+    tool = "" if ns.no_tool else ", the tool's own wheels"
+    if ns.json:
+        emit_json(
+            {
+                "schema": "verl-bootstrap.bundle/1",
+                "dry_run": True,
+                "path": str(archive),
+                "lockfile": str(lockfile),
+                "packages": artifacts,
+                "with_tool": not ns.no_tool,
+            }
+        )
+        return EXIT_OK
+    out(f"would write {archive} from {lockfile}: {artifacts} locked packages, {verl}{tool}")
     return EXIT_OK
 
 

@@ -4,12 +4,15 @@ cli.registry names them)."""
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import shutil
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from verl_bootstrap.cli.flags import dry_run_flag
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 from verl_bootstrap.paths import atomic_write, tool_home
@@ -39,6 +42,7 @@ def flags_cluster_install(install: argparse.ArgumentParser) -> None:
     """cluster install."""
     _target_flags(install)
     _install_flags(install)
+    dry_run_flag(install, "say where it would install and the command each node would run")
 
 
 def _positive(value: str) -> int:
@@ -137,6 +141,8 @@ def cmd_cluster_install(ns: argparse.Namespace) -> int:
     from verl_bootstrap.cluster.table import table_text
 
     command = [_tool(ns), "install", *_install_args(ns)]
+    if ns.dry_run:
+        return _install_dry_run(ns, command)
     result = install_cluster(_target(ns), ns.prefix, command, log_path=_log_path())
     if ns.json:
         verify = result.verify.to_json() if result.verify else None
@@ -160,6 +166,31 @@ def cmd_cluster_install(ns: argparse.Namespace) -> int:
     if result.verify is not None:
         out(table_text(result.verify))
     return EXIT_OK if result.ok else EXIT_STEP_FAILED
+
+
+def _install_dry_run(ns: argparse.Namespace, command: list[str]) -> int:
+    """`cluster install --dry-run`: once from here or on each node, and the command; no node is
+    asked and nothing is written."""
+    from verl_bootstrap.cluster.run import install_mode
+
+    mode, scope = install_mode(ns.prefix, os.environ)
+    where = "once, from this node" if mode == "once" else "on each node"
+    target = f"Ray at {ns.ray_address}" if ns.ray_address else "the Slurm allocation"
+    if ns.json:
+        emit_json(
+            {
+                "schema": "verl-bootstrap.cluster-install/1",
+                "dry_run": True,
+                "mode": mode,
+                "lock_scope": scope.__dict__,
+                "command": command,
+            }
+        )
+        return EXIT_OK
+    out(f"would install {ns.prefix} {where} ({scope.fstype}: {scope.reason})")
+    out(f"would run: {shlex.join(command)}")
+    out(f"then would verify every node of {target}")
+    return EXIT_OK
 
 
 def cmd_cluster_script(ns: argparse.Namespace) -> int:

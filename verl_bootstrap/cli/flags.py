@@ -17,6 +17,7 @@ __all__ = [
     "SOURCE_OPTIONS",
     "bundle_flag",
     "config_flag",
+    "dry_run_flag",
     "env_flag",
     "json_flag",
     "option_flags",
@@ -101,6 +102,11 @@ def bundle_flag(p: argparse._ActionsContainer) -> None:
 def config_flag(p: argparse.ArgumentParser) -> None:
     """--config: the site config to read."""
     p.add_argument("--config", metavar="FILE_OR_URL", help=CONFIG_HELP)
+
+
+def dry_run_flag(p: argparse._ActionsContainer, what: str) -> None:
+    """--dry-run of a command that changes something: say `what` it would do; change nothing."""
+    p.add_argument("--dry-run", action="store_true", help=f"{what}; change nothing")
 
 
 def json_flag(p: argparse._ActionsContainer) -> None:

@@ -6,11 +6,15 @@ from __future__ import annotations
 import argparse
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from verl_bootstrap.cli.flags import dry_run_flag
 from verl_bootstrap.cli.lockinput import lock_source_flags, named_lock, scratch_options
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, BootstrapError, InputError
+
+if TYPE_CHECKING:
+    from verl_bootstrap.lockfile.model import Lockfile
 
 __all__ = ["cmd_export", "cmd_lock", "cmd_verify_against", "flags_export", "flags_lock"]
 
@@ -36,6 +40,7 @@ def flags_lock(lock: argparse.ArgumentParser) -> None:
     )
     lock.add_argument("-o", "--output", type=path_arg, help="where to write (one lockfile only)")
     lock.add_argument("--dir", type=path_arg, help="the lockfiles folder (default: lockfiles/)")
+    dry_run_flag(lock, "name each lockfile it would write or regenerate")
     lock_source_flags(lock)
 
 
@@ -65,6 +70,7 @@ def flags_export(export: argparse.ArgumentParser) -> None:
         "--bundle", type=path_arg, help="apptainer/dockerfile: build from this bundle (no network)"
     )
     export.add_argument("--base", help="apptainer/dockerfile: the base image (default: python)")
+    dry_run_flag(export, "name the files it would write")
     lock_source_flags(export)
 
 
@@ -74,12 +80,40 @@ def cmd_lock(ns: argparse.Namespace) -> int:
     if ns.check:
         return _check(ns)
     targets = _targets(ns)
+    if ns.dry_run:
+        return _lock_dry_run(ns, targets)
     said: set[str] = set()  # a note (an unreachable index) is said once per run, not per lockfile
     results = [_lock_one(ns, p, v, single=len(targets) == 1, said=said) for p, v in targets]
     failed = any("error" in r for r in results)
     if ns.json:
         emit_json({"schema": "verl-bootstrap.lock/1", "ok": not failed, "lockfiles": results})
     return EXIT_STEP_FAILED if failed else EXIT_OK
+
+
+def _lock_path(ns: argparse.Namespace, profile: str, variant: str, *, single: bool) -> Path:
+    """Where one lockfile goes: --output (one lockfile), else its place in --dir or lockfiles/."""
+    from verl_bootstrap.paths import LOCKFILES_DIR, default_lockfile
+
+    if ns.output is not None and single:
+        return Path(ns.output)
+    return default_lockfile(Path(profile).stem, variant, ns.platform, ns.dir or LOCKFILES_DIR)
+
+
+def _lock_dry_run(ns: argparse.Namespace, targets: list[tuple[str, str]]) -> int:
+    """`lock --dry-run`: each lockfile it would write (new) or regenerate (there); nothing runs."""
+    single = len(targets) == 1
+    rows = []
+    for profile, variant in targets:
+        path = _lock_path(ns, profile, variant, single=single)
+        state = "would regenerate" if path.is_file() else "would write"
+        rows.append({"profile": profile, "variant": variant, "path": str(path), "state": state})
+    if ns.json:
+        emit_json(
+            {"schema": "verl-bootstrap.lock/1", "ok": True, "dry_run": True, "lockfiles": rows}
+        )
+    for row in [] if ns.json else rows:
+        out(f"{row['state']} {row['path']} ({row['profile']} {row['variant']} {ns.platform})")
+    return EXIT_OK
 
 
 def _lock_one(
@@ -228,6 +262,8 @@ def cmd_export(ns: argparse.Namespace) -> int:
     output = ns.output or DEFAULT_OUTPUT[ns.format]
     if not to_stdout:
         _refuse_overwrite(output, force=ns.force)
+    if ns.dry_run:
+        return _export_dry_run(ns, lock, path, None if to_stdout else output)
     if ns.format in CONTAINER_FORMATS:
         from verl_bootstrap.export.containerfmt import write_container
 
@@ -247,6 +283,39 @@ def cmd_export(ns: argparse.Namespace) -> int:
             out(written[0].read_text(encoding="utf-8").rstrip("\n"))
             return EXIT_OK
     return _report_export(ns, path, written)
+
+
+def _export_dry_run(
+    ns: argparse.Namespace, lock: Lockfile, lockfile: Path, output: Path | None
+) -> int:
+    """`export --dry-run`: the files it would write (None: stdout), from which lockfile."""
+    from verl_bootstrap.export.container import LOCKFILE_NAME
+    from verl_bootstrap.export.names import CONTAINER_FORMATS
+
+    if output is None:
+        files = ["-"]
+    elif ns.format in CONTAINER_FORMATS and ns.bundle is None:
+        folder = output.parent.absolute()
+        files = [str(output), str(folder / LOCKFILE_NAME), str(folder / "verl_bootstrap-*.whl")]
+    elif ns.format == "requirements":
+        hashed = [s.id for s in lock.stages if s.kind != "install-verl"]  # as write_requirements
+        files = [str(output / f"{n:02d}-{stage}.txt") for n, stage in enumerate(hashed, start=1)]
+    else:
+        files = [str(output)]
+    if ns.json:
+        emit_json(
+            {
+                "schema": "verl-bootstrap.export/1",
+                "dry_run": True,
+                "lockfile": str(lockfile),
+                "files": files,
+            }
+        )
+        return EXIT_OK
+    for file in files:
+        what = "print it to stdout" if file == "-" else f"write {file}"
+        out(f"would {what} ({ns.format}, from {lockfile})")
+    return EXIT_OK
 
 
 STDOUT_FORMATS = ("pylock", "conda-lock")  # one file each: stdout unless --output names one

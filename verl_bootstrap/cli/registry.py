@@ -101,6 +101,7 @@ COMMANDS: tuple[Command, ...] = (
         "lock",
         "verl-bootstrap lock --profile cpu",
         "verl-bootstrap lock --profile fsdp --cuda cu130",
+        "verl-bootstrap lock --profile fsdp --dry-run  # the lockfiles it would regenerate",
         "verl-bootstrap lock --check",
     ),
     _c(
@@ -115,6 +116,7 @@ COMMANDS: tuple[Command, ...] = (
         "write one archive that installs a lockfile with no network",
         "bundle",
         "verl-bootstrap bundle --profile cpu --cuda cpu --output verl-cpu.tar",
+        "verl-bootstrap bundle --profile cpu --dry-run   # the archive and what goes in",
         "verl-bootstrap --bundle verl-cpu.tar --profile cpu --prefix ~/envs/verl",
     ),
     _c(

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from verl_bootstrap.cli.flags import config_flag, json_flag
+from verl_bootstrap.cli.flags import config_flag, dry_run_flag, json_flag
 from verl_bootstrap.cli.options import run_options
 from verl_bootstrap.cli.output import emit_json, err, out, paint, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
@@ -67,6 +67,7 @@ def flags_onboard(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--publish-config", metavar="URL", help="config location the script names")
     p.add_argument("--tool", metavar="REQUIREMENT", help="what the script pip-installs")
+    dry_run_flag(p, "show the env it would build (its plan) and the files it would write")
     json_flag(p)
 
 
@@ -129,11 +130,47 @@ def cmd_onboard(ns: argparse.Namespace) -> int:
         return _emit_script(ns)
     site = load_site(ns.config)
     profile, lock_location = lab_defaults(site, ns.profile, ns.lockfile)
-    with applied_environment(dict(site_options(site).environment)):
+    with applied_environment(dict(site_options(site, write=not ns.dry_run).environment)):
         lockfile = fetch_file(lock_location, os.environ, "lockfile") if lock_location else None
         options = _install_options(ns, local_profile(profile, os.environ), lockfile)
         shells = tuple(ns.shell) or (default_shell(os.environ),)
+        if ns.dry_run:
+            return _onboard_dry_run(ns, options, shells)
         return _run_onboard(ns, options, shells, lockfile)
+
+
+def _onboard_dry_run(ns: argparse.Namespace, options: Any, shells: tuple[str, ...]) -> int:
+    """`onboard --dry-run`: the install's plan, the activation files and the shell rc files it
+    would write; nothing is installed or written (a lab lockfile given by URL is fetched into
+    the cache to plan with, as `install --lockfile URL` does)."""
+    from verl_bootstrap.cli.planview import plan_json, plan_text
+    from verl_bootstrap.onboard import rc_file
+    from verl_bootstrap.paths import tool_home
+    from verl_bootstrap.run.install import prepare_plan
+
+    plan = prepare_plan(options)
+    home = tool_home(os.environ)
+    files = [home / "activate", home / "activate.fish"]
+    user = Path(os.environ.get("HOME") or Path.home())
+    rcs = [rc_file(shell, os.environ, user) for shell in shells] if ns.shell_init else []
+    if ns.json:
+        emit_json(
+            {
+                "schema": "verl-bootstrap.onboard/1",
+                "dry_run": True,
+                "plan": plan_json(plan),
+                "activation": [str(f) for f in files],
+                "shell_init": [str(r) for r in rcs],
+            }
+        )
+        return EXIT_OK
+    out(plan_text(plan))
+    out(f"would build {plan.prefix} (profile {plan.profile.name}), then run doctor on it")
+    for file in files:
+        out(f"would write {file}")
+    for rc in rcs:
+        out(f"would add the line that sources it to {rc}")
+    return EXIT_OK
 
 
 def _install_options(ns: argparse.Namespace, profile: str, lockfile: Path | None) -> Any:

@@ -24,7 +24,14 @@ from verl_bootstrap.paths import env_lockfile
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.models import VerifySpec
 
-__all__ = ["ClusterInstall", "Target", "install_cluster", "local_prefix", "verify_cluster"]
+__all__ = [
+    "ClusterInstall",
+    "Target",
+    "install_cluster",
+    "install_mode",
+    "local_prefix",
+    "verify_cluster",
+]
 
 _VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 
@@ -125,6 +132,13 @@ class ClusterInstall:
         return installed and self.verify is not None and self.verify.ok
 
 
+def install_mode(prefix: str, environ: Mapping[str, str]) -> tuple[str, LockScope]:
+    """ "once" (the prefix is on a shared filesystem: one build from this node, the others see
+    it) or "each-node" (a local disk: every node builds its own), and the prefix's lock scope."""
+    scope = lock_scope(mount_of(local_prefix(prefix, dict(environ)), read_mounts()))
+    return ("once" if scope.scope != "local" else "each-node"), scope
+
+
 def install_cluster(
     target: Target,
     prefix: str,
@@ -135,19 +149,17 @@ def install_cluster(
 ) -> ClusterInstall:
     """The install on every node (once, from here, when the prefix is on a shared filesystem)."""
     env = dict(os.environ if environ is None else environ)
-    scope = lock_scope(mount_of(local_prefix(prefix, env), read_mounts()))
-    if scope.scope != "local":  # one build, from here; the other nodes see it
+    mode, scope = install_mode(prefix, env)
+    if mode == "once":  # one build, from here; the other nodes see it
         argv = [str(_expand(arg, env)) for arg in command]
         done = proc.run(argv, log_path=log_path, check=False)
         results: list[Mapping[str, Any]] = [
             {"label": "this node", "returncode": done.returncode, "tail": list(done.tail)}
         ]
-        mode = "once"
     else:
         job = NodeJob(prefix=prefix, command=tuple(command))
         answers = _answers(target, job, log_path=log_path, environ=env)
         results = [{**a, "label": _label(a)} for a in answers]
-        mode = "each-node"
     ok = bool(results) and all(r.get("returncode") == 0 for r in results)
     verify = (
         verify_cluster(
