@@ -44,7 +44,7 @@ def lock_args(repo: Path, output: Path, *extra: str, cutoff: str = CUTOFF) -> li
         "cpu",
         "--cuda",
         "cpu",
-        "--python",
+        "--python-version",
         HOST_XY,
         "--exclude-newer",
         cutoff,

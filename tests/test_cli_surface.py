@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,9 @@ from verl_bootstrap.cli import main
 from verl_bootstrap.cli.parse import build_parser
 from verl_bootstrap.cli.registry import COMMANDS, NAMES, Command, resolve
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
+from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.lockfile.drift import committed_lockfiles
+from verl_bootstrap.paths import LOCKFILES_DIR
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -221,3 +225,27 @@ def test_wheelhouse_add_dry_run_publishes_nothing(
     assert code == EXIT_OK, err
     assert out.startswith(f"would add {wheel.name} to ")
     assert not any(house.rglob("*.whl")) and not (house / "index.json").exists()
+
+
+def test_lock_refuses_python_with_the_new_spelling(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["lock", "--profile", "cpu", "--python", "3.12"], capsys)
+    assert code == EXIT_BAD_INPUT
+    assert "--python is spelled --python-version here" in err
+
+
+def test_the_regenerate_line_of_every_committed_lockfile_parses_as_lock_takes_it() -> None:
+    parser = build_parser(None)
+    paths = committed_lockfiles(LOCKFILES_DIR, None)
+    assert paths
+    for path in paths:
+        lock = read_lockfile(path)
+        words = shlex.split(lock.regenerate)
+        assert words[:2] == ["verl-bootstrap", "lock"], lock.regenerate
+        ns = parser.parse_args(words[1:])
+        assert (ns.profile, ns.cuda, ns.platform) == (
+            lock.profile,
+            lock.cuda.variant,
+            lock.platform,
+        )
+        assert ns.python_version == lock.python, path
+        assert f"# Regenerate with: {lock.regenerate}\n" in path.read_text(encoding="utf-8")

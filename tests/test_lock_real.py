@@ -144,7 +144,7 @@ def test_a_later_stage_resolves_with_verls_requirements_in_force(
         str(profile),
         "--cuda",
         "cpu",
-        "--python",
+        "--python-version",
         HOST_XY,
         "--exclude-newer",
         CUTOFF,

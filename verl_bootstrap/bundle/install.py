@@ -55,7 +55,7 @@ def check_fits(archive: Path, manifest: Manifest, options: RunOptions) -> Profil
         raise Refused(
             f"{archive} does not fit this machine: {'; '.join(problems)}; nothing was unpacked",
             hint="make a bundle for this machine (`verl-bootstrap bundle --platform ...`, or "
-            "lock with --cuda/--python/--glibc for it)",
+            "lock with --cuda/--python-version/--glibc for it)",
         )
     return profile
 

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verl_bootstrap.cli.flags import dry_run_flag
+from verl_bootstrap.cli.flags import dry_run_flag, renamed
 from verl_bootstrap.cli.lockinput import lock_source_flags, named_lock, scratch_options
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, BootstrapError, InputError
@@ -28,7 +28,10 @@ def flags_lock(lock: argparse.ArgumentParser) -> None:
     lock.add_argument(
         "--check", action="store_true", help="exit non-zero when a committed lockfile is stale"
     )
-    lock.add_argument("--python", help="the Python X.Y to lock for (default: the old lock's)")
+    lock.add_argument(
+        "--python-version", metavar="X.Y", help="the Python to lock for (default: the old lock's)"
+    )
+    renamed(lock, "--python", "--python-version", "--python is an interpreter's path on install")
     lock.add_argument(
         "--exclude-newer", metavar="DATE", help="ignore files uploaded after DATE (default: kept)"
     )
@@ -129,7 +132,7 @@ def _lock_one(
     request = LockRequest(
         options=scratch_options(ns, profile, variant),
         platform=ns.platform,
-        python=ns.python,
+        python=ns.python_version,
         exclude_newer=ns.exclude_newer,
         output=ns.output if single else None,
         upgrade=ns.upgrade,

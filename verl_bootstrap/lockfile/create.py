@@ -304,7 +304,7 @@ def _cuda_target(
             f"variant {variant} of profile {profile.name!r} wants {wanted} of torch, but the "
             f"indexes give torch {torch} as {got} for Python {target.python}",
             hint="point the profile's index at a mirror that has the right build "
-            "(--index NAME=URL), or lock for another --python",
+            "(--index NAME=URL), or lock for another --python-version",
         )
     virtual = {"__glibc": target.glibc}
     if cuda:
@@ -342,7 +342,7 @@ def _regenerate(profile: Profile, variant: str, target: Target, request: LockReq
     """The exact command that makes this file again."""
     options = request.options
     parts = ["verl-bootstrap", "lock", "--profile", options.profile, "--cuda", variant]
-    parts += ["--platform", target.platform, "--python", target.python]
+    parts += ["--platform", target.platform, "--python-version", target.python]
     parts += ["--exclude-newer", target.exclude_newer]
     if target.glibc != DEFAULT_GLIBC:
         parts += ["--glibc", target.glibc]
