@@ -150,6 +150,21 @@ def test_onboard_dry_run_shows_the_env_and_writes_nothing(
     assert _tree(home) == before and not prefix.exists()
 
 
+def test_onboard_dry_run_of_the_script_writes_no_script(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = home / "lab.yaml"
+    config.write_text(
+        yaml.safe_dump({"schema_version": 1, "defaults": {"profile": "cpu"}}), encoding="utf-8"
+    )
+    before = _tree(home)
+    argv = ["onboard", "--config", str(config), "--emit-script", "onboard.sh", "--dry-run"]
+    code, out, err = run(argv, capsys)
+    assert code == EXIT_OK, err
+    assert out.startswith("would write onboard.sh (") and "lines, executable)" in out
+    assert _tree(home) == before
+
+
 def test_cluster_install_dry_run_names_the_command_and_asks_no_node(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

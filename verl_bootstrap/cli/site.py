@@ -256,6 +256,8 @@ def _emit_script(ns: argparse.Namespace) -> int:
     script = onboarding_script(site, config=location, tool=ns.tool)
     if ns.emit_script == "-":
         out(script.rstrip("\n"))
+    elif ns.dry_run:
+        out(f"would write {ns.emit_script} ({len(script.splitlines())} lines, executable)")
     else:
         target = Path(ns.emit_script)
         atomic_write(target, script)
