@@ -181,3 +181,15 @@ def test_cluster_install_dry_run_names_the_command_and_asks_no_node(
     )
     assert lines[2] == "then would verify every node of the Slurm allocation"
     assert _tree(home) == {} and not (home / "env").exists()
+
+
+def test_cluster_install_dry_run_names_the_ray_cluster_and_wants_a_target(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["cluster", "install", "--prefix", str(home / "env"), "--profile", "cpu", "--dry-run"]
+    code, out, err = run([*argv, "--ray-address", "head:6379"], capsys)
+    assert code == EXIT_OK, err
+    assert out.splitlines()[-1] == "then would verify every node of the Ray cluster at head:6379"
+    code, out, err = run(argv, capsys)
+    assert code == 2 and "--slurm" in err and "--ray-address" in err and not out
+    assert _tree(home) == {}

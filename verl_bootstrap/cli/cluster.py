@@ -141,6 +141,11 @@ def cmd_cluster_install(ns: argparse.Namespace) -> int:
     from verl_bootstrap.cluster.table import table_text
 
     command = [_tool(ns), "install", *_install_args(ns)]
+    if not ns.slurm and not ns.ray_address:
+        raise InputError(
+            "cluster install: which nodes?",
+            hint="pass --slurm (inside an allocation) or --ray-address HOST:PORT",
+        )
     if ns.dry_run:
         return _install_dry_run(ns, command)
     result = install_cluster(_target(ns), ns.prefix, command, log_path=_log_path())
@@ -175,7 +180,7 @@ def _install_dry_run(ns: argparse.Namespace, command: list[str]) -> int:
 
     mode, scope = install_mode(ns.prefix, os.environ)
     where = "once, from this node" if mode == "once" else "on each node"
-    target = f"Ray at {ns.ray_address}" if ns.ray_address else "the Slurm allocation"
+    target = "the Slurm allocation" if ns.slurm else f"the Ray cluster at {ns.ray_address}"
     if ns.json:
         emit_json(
             {
