@@ -114,8 +114,6 @@ def test_what_one_user_publishes_another_lists_takes_and_plans_with(base: Path) 
         "fsdp",
         "--cuda",
         "cu128",
-        "--python",
-        "3.12",
         "--config",
         str(site),
         user="b",

@@ -173,7 +173,11 @@ class RunOptions:
         group="where",
     )
     python: Path | None = option(
-        None, "--python", kind="path", help="base interpreter for the venv backend", group="where"
+        None,
+        "--python",
+        kind="path",
+        help="base interpreter for the venv backend: its path, or a version X.Y on this machine",
+        group="where",
     )  # an interpreter to build the venv from
     conda_exe: str | None = option(
         None,

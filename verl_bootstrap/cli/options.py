@@ -118,6 +118,10 @@ def options_and_state(ns: argparse.Namespace, **fixed: Any) -> tuple[RunOptions,
         "lockfile": lockfile,
         "cuda_arch": _cuda_archs(values["cuda_arch"] or ()),
     }
+    if chosen.get("python") is not None:  # a path or X.Y, checked once here
+        from verl_bootstrap.host.interpreters import interpreter_for
+
+        chosen["python"] = interpreter_for(str(chosen["python"]))
     return RunOptions(**{**chosen, **fixed}), state
 
 

@@ -6,7 +6,9 @@ which make poor bases) and in pyenv's and the system's usual folders; the prefer
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +19,7 @@ from packaging.version import Version
 from verl_bootstrap import proc
 from verl_bootstrap.errors import InputError
 
-__all__ = ["find_interpreter"]
+__all__ = ["find_interpreter", "interpreter_for"]
 
 _MINORS = range(20, 7, -1)  # 3.20 … 3.8, newest first
 
@@ -40,12 +42,27 @@ def find_interpreter(requires: str, prefer: str, *, path: str | None = None) -> 
     )
 
 
+def interpreter_for(given: str) -> Path:
+    """`--python`, as uv reads it: an interpreter's path, or a version X.Y found on this machine."""
+    version = re.fullmatch(r"(?:python)?(3\.\d{1,2})", given.strip())
+    if version:
+        return find_interpreter(f"=={version[1]}.*", f"{version[1]}.0")
+    python = Path(given).expanduser()
+    if not (python.is_file() and os.access(python, os.X_OK)) or _version(python) is None:
+        raise InputError(
+            f"--python {given}: not a Python interpreter",
+            hint="pass an interpreter's path (e.g. /usr/bin/python3.12) or a version (e.g. 3.12)",
+        )
+    return python.absolute()
+
+
 def _candidates(minor: str, path: str | None) -> Iterator[Path]:
     seen: set[Path] = set()
     on_path = shutil.which(f"python{minor}", path=path or os.environ.get("PATH"))
     places = [Path(on_path)] if on_path else []
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    places += sorted(pyenv.glob(f"{minor}.*/bin/python{minor}"), reverse=True)
+    with contextlib.suppress(OSError):  # another user's pyenv (root's): not ours to look in
+        places += sorted(pyenv.glob(f"{minor}.*/bin/python{minor}"), reverse=True)
     places += [Path(f"/usr/bin/python{minor}"), Path(f"/usr/local/bin/python{minor}")]
     for place in places:
         if place in seen or not place.exists() or "/shims/" in str(place) or _in_venv(place):
