@@ -70,7 +70,7 @@ def bench_lock(work: Path) -> float:
     import yaml  # noqa: PLC0415
 
     lock = yaml.safe_load(LOCKFILE.read_text().split("\n", 2)[2])
-    args = ["lock", "--profile", "cpu", "--cuda", "cpu", "--python", lock["python"]]
+    args = ["lock", "--profile", "cpu", "--cuda", "cpu", "--python-version", lock["python"]]
     return timed(
         lambda: tool(*args, "--exclude-newer", lock["exclude_newer"], "--output", str(out))
     )

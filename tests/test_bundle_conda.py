@@ -95,7 +95,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory, python_channel: Path) -> dict
         str(profile),
         "--cuda",
         "cpu",
-        "--python",
+        "--python-version",
         HOST_XY,
         "--exclude-newer",
         str(TOMORROW),

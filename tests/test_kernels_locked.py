@@ -48,7 +48,7 @@ def lock(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
         str(PROFILE),
         "--cuda",
         "cpu",
-        "--python",
+        "--python-version",
         "3.11",
         "--verl-source",
         str(lab.repo),

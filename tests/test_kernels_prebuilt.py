@@ -250,7 +250,7 @@ def test_a_lock_made_with_the_network_records_the_wheel_source_and_hash(
         str(profile),
         "--cuda",
         "cpu",
-        "--python",
+        "--python-version",
         "3.11",
         "--verl-source",
         str(kernel_lab.repo),
