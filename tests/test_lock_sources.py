@@ -23,7 +23,7 @@ def lock(profile: Path, repo: Path, output: Path) -> str:
             str(profile),
             "--cuda",
             "cpu",
-            "--python",
+            "--python-version",
             HOST_XY,
             "--verl-source",
             str(repo),
