@@ -19,7 +19,7 @@ from packaging.version import Version
 from verl_bootstrap import proc
 from verl_bootstrap.errors import InputError
 
-__all__ = ["find_interpreter", "interpreter_for"]
+__all__ = ["find_interpreter", "interpreter_for", "interpreter_version"]
 
 _MINORS = range(20, 7, -1)  # 3.20 … 3.8, newest first
 
@@ -32,7 +32,7 @@ def find_interpreter(requires: str, prefer: str, *, path: str | None = None) -> 
     minors += [f"3.{m}" for m in _MINORS if f"3.{m}" != minors[0] and f"3.{m}.0" in allowed]
     for minor in minors:
         for candidate in _candidates(minor, path):
-            version = _version(candidate)
+            version = interpreter_version(candidate)
             if version and version in allowed:
                 return candidate
     raise InputError(
@@ -48,7 +48,7 @@ def interpreter_for(given: str) -> Path:
     if version:
         return find_interpreter(f"=={version[1]}.*", f"{version[1]}.0")
     python = Path(given).expanduser()
-    if not (python.is_file() and os.access(python, os.X_OK)) or _version(python) is None:
+    if not (python.is_file() and os.access(python, os.X_OK)) or interpreter_version(python) is None:
         raise InputError(
             f"--python {given}: not a Python interpreter",
             hint="pass an interpreter's path (e.g. /usr/bin/python3.12) or a version (e.g. 3.12)",
@@ -75,7 +75,7 @@ def _in_venv(python: Path) -> bool:
     return (python.parent.parent / "pyvenv.cfg").exists()
 
 
-def _version(python: Path) -> str | None:
+def interpreter_version(python: Path) -> str | None:
     try:
         done = proc.capture(
             # -I -S: no site-packages or user settings to load, just the version (3x faster)

@@ -151,13 +151,10 @@ def _pythons(
 
 
 def _version_of(python: Path) -> str:
-    from verl_bootstrap import proc  # noqa: PLC0415 - only with --python
+    from verl_bootstrap.host.interpreters import interpreter_version  # noqa: PLC0415 - with --python only
 
-    done = proc.capture(
-        [str(python), "-I", "-S", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-        timeout=20,
-    )
-    return done.stdout.strip() if done.returncode == 0 else "unknown"
+    version = interpreter_version(python)
+    return ".".join(version.split(".")[:2]) if version else "unknown"
 
 
 def _glibc() -> str | None:
