@@ -104,11 +104,9 @@ def _refuse_foreign_files(prefix: Path) -> None:
     """A file anywhere inside that no install, package or env backend made is the user's."""
     foreign = foreign_files(prefix)
     if foreign:
-        shown = ", ".join(foreign[:_SHOWN]) + (
-            f" and {len(foreign) - _SHOWN} more" if len(foreign) > _SHOWN else ""
-        )
         raise Refused(
-            f"{prefix} holds files verl-bootstrap did not make: {shown}; nothing was deleted",
+            f"{prefix} holds files verl-bootstrap did not make: {_shown(foreign)}; "
+            "nothing was deleted",
             hint="move them out of the prefix first",
         )
 
@@ -116,15 +114,18 @@ def _refuse_foreign_files(prefix: Path) -> None:
 _SHOWN = 10
 
 
+def _shown(paths: list[str]) -> str:
+    """The first few paths, and how many more there are."""
+    more = f" and {len(paths) - _SHOWN} more" if len(paths) > _SHOWN else ""
+    return ", ".join(paths[:_SHOWN]) + more
+
+
 def _refuse_checkout_work(checkout: Path) -> None:
     """Edits, new files and files git ignores in verl's checkout are the user's work."""
     work = checkout_work(checkout)
     if work:
-        shown = ", ".join(work[:_SHOWN]) + (
-            f" and {len(work) - _SHOWN} more" if len(work) > _SHOWN else ""
-        )
         raise Refused(
-            f"verl's checkout {checkout} holds work of yours: {shown}; nothing was deleted",
+            f"verl's checkout {checkout} holds work of yours: {_shown(work)}; nothing was deleted",
             hint="copy them elsewhere (or commit and push them), or pass --keep-source to "
             "remove the env and keep the checkout as it is",
         )
