@@ -10,6 +10,7 @@ package. Each stage then installs the checked files by URL from a requirements f
 
 from __future__ import annotations
 
+import os
 import platform as _platform
 import tempfile
 from collections.abc import Mapping
@@ -22,6 +23,7 @@ from verl_bootstrap.errors import InputError, Refused
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.host.variants import choose_variant
+from verl_bootstrap.locked import memo
 from verl_bootstrap.lockfile.io import read_lockfile
 from verl_bootstrap.lockfile.lookup import (
     Artifact,
@@ -32,7 +34,7 @@ from verl_bootstrap.lockfile.lookup import (
     refuse_unserved,
     stage_index,
 )
-from verl_bootstrap.lockfile.model import Lockfile, profile_hash
+from verl_bootstrap.lockfile.model import LockedDist, Lockfile, profile_hash
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import default_lockfile
 from verl_bootstrap.platforms import MACHINES, host_platform
@@ -194,16 +196,28 @@ def precheck(locked: LockedInstall, settings: IndexSettings, *, offline: bool) -
 
     Runs in a scratch folder, before the prefix is touched. Returns `locked` with the URL of the
     artifact each distribution installs from: the first wheel (else the sdist) whose sha256 the
-    lockfile allows, so the install resolves nothing and picks no other file.
+    lockfile allows, so the install resolves nothing and picks no other file. What an earlier
+    precheck of the same lockfile on the same indexes chose is taken again (locked/memo.py).
     """
     dists = hashed_dists(locked.lock)
+    key = memo.memo_key(locked.path, settings, os.environ)
+    chosen = memo.recall(key, dists)
+    if chosen is None:
+        chosen = _look_up(locked, settings, dists, offline=offline)
+        memo.remember(key, chosen)
+    return replace(locked, artifacts=chosen)
+
+
+def _look_up(
+    locked: LockedInstall, settings: IndexSettings, dists: list[LockedDist], *, offline: bool
+) -> dict[str, Artifact]:
     with tempfile.TemporaryDirectory(prefix="verl-precheck-") as tmp:
         served = _cached_lookup(locked.lock, settings, Path(tmp) / "cached")
         if served is None or mismatches(dists, served):
             served = lookup(locked.lock, settings, offline=offline, work=Path(tmp) / "online")
     refuse_unserved(locked.path, dists, served)
     chosen = {}
-    for dist in hashed_dists(locked.lock):
+    for dist in dists:
         allowed = [a for a in served.get(dist.name, ()) if a.sha256 in dist.hashes]
         chosen[dist.name] = min(allowed, key=lambda a: (a.kind != "wheel", a.filename))
-    return replace(locked, artifacts=chosen)
+    return chosen

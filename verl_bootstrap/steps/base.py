@@ -45,9 +45,10 @@ def run_in_env(
     ctx: StepContext,
     argv: list[str],
     *,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str | None] | None = None,
     cwd: Path | None = None,
 ) -> None:
-    """Run one command of the step as the activated env would, its output into the step's log."""
+    """Run one command of the step as the activated env would, its output into the step's log
+    (`env`: variables to set, or to unset when None)."""
     child = {**activation_env(ctx.plan.prefix), **(env or {})}
     proc.run(argv, log_path=ctx.log_path, env=child, cwd=cwd, on_line=ctx.on_line)

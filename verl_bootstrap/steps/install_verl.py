@@ -37,5 +37,8 @@ def describe(plan: Plan) -> Step:
 
 def execute(ctx: StepContext) -> dict[str, Any]:
     write_build_constraints(ctx.plan.prefix, ctx.step.locked)  # the lock's build backend
-    run_in_env(ctx, _argv(ctx.plan))
+    # The editable build calls three setuptools hooks, each a new Python in uv's throwaway build
+    # env: with PYTHONDONTWRITEBYTECODE the second and third compile setuptools again (0.6 s of
+    # 2.2 s here). The pycs land in that build env only, never in the user's env or checkout.
+    run_in_env(ctx, _argv(ctx.plan), env={"PYTHONDONTWRITEBYTECODE": None})
     return {}
