@@ -13,6 +13,7 @@ install:  ## the tool and its dev tools, into ./.venv
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/python -m compileall -q verl_bootstrap  # editable: pip compiled its deps, not this tree
 
 lint:
 	$(BIN)/ruff check verl_bootstrap tests bench
