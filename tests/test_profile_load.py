@@ -110,6 +110,17 @@ def test_a_tmp_profile_can_extend_a_shipped_one(tmp_path: Path) -> None:
     assert profile.verify.versions == {"torch": "==2.13.0"}
 
 
+def test_a_file_named_after_the_profile_it_extends_extends_the_shipped_one(
+    tmp_path: Path,
+) -> None:
+    mine = tmp_path / "cpu.yaml"  # an edited cpu profile, kept under the shipped one's name
+    mine.write_text("schema_version: 1\nextends: cpu\nverl: {repo: /srv/verl}\n")
+    profile = load_profile(str(mine))
+    assert profile.name == "cpu" and profile.verl.repo == "/srv/verl"
+    assert profile.verl.ref == load_profile("cpu").verl.ref  # the rest is the shipped cpu's
+    assert [s.id for s in profile.stages] == ["torch", "verl-deps", "tests"]
+
+
 def test_an_error_in_a_childs_own_stages_points_at_the_child(tmp_path: Path) -> None:
     (tmp_path / "parent.yaml").write_text(PARENT)
     child = tmp_path / "child.yaml"

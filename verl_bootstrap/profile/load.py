@@ -89,9 +89,11 @@ def _merged(path: Path, *, search: Path, chain: tuple[Path, ...]) -> Located:
 
 
 def _parent_path(name: str, child: Path, search: Path, own: Located) -> Path:
+    """The file `extends: name` names: beside the child, else a shipped one. A file never extends
+    itself, so `extends: cpu` in one's own cpu.yaml is the shipped cpu."""
     for folder in (child.parent, search):
         for candidate in (folder / name, folder / f"{name}.yaml"):
-            if candidate.is_file():
+            if candidate.is_file() and candidate.resolve() != child.resolve():
                 return candidate
     line = own.lines.get(("extends",), (child, 1))[1]
     known = [
