@@ -144,9 +144,9 @@ def _env_record(prefix: Path) -> dict[str, LockedDist]:
 
 
 def _python(prefix: Path, lock: Lockfile) -> Iterator[Difference]:
-    """The env's Python X.Y is the lock's."""
+    """The env's Python X.Y is the lock's (an env's own lockfile records X.Y.Z: its X.Y)."""
     found = sorted(p.name.removeprefix("python") for p in prefix.glob("lib/python3.*"))
-    if found and lock.python not in found:
+    if found and ".".join(lock.python.split(".")[:2]) not in found:
         yield Difference("other-version", "python", locked=lock.python, found=", ".join(found))
 
 
