@@ -1,5 +1,7 @@
 """The route a run takes, for real: the committed lockfile by default, the lab's when it fits,
-resolving (and why) when none fits. Real installs from the real index and pip settings."""
+resolving (and why) when none fits. Real installs from the real index and pip settings: the
+lockfile route, a lab's lockfile, and the three ways a run resolves (an edited profile, another
+verl ref, another Python), each with verl from the local stand-in repo made from verl's sdists."""
 
 from __future__ import annotations
 
@@ -12,6 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 from lockfixtures import make_lock
+from packaging.version import Version
+
+from verl_bootstrap.commands import uv_binary
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.host.interpreters import interpreter_for
+from verl_bootstrap.lockfile.io import read_lockfile
+from verl_bootstrap.paths import env_lockfile
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"
@@ -203,3 +212,150 @@ def test_an_edited_profile_never_takes_the_stale_committed_lockfile(tmp_path: Pa
 def test_resolve_and_locked_together_are_refused(tmp_path: Path) -> None:
     done = cli("plan", "--profile", "cpu", "--prefix", tmp_path / "env", "--locked", "--resolve")
     assert done.returncode == 2 and "--resolve" in done.stderr
+
+
+# The three ways a run resolves, installed for real. verl comes from the local stand-in repo
+# (v0.9.0 and v0.9.1, each from its release sdist): through an edited profile that points at it
+# (which is what makes it an edited profile), or --verl-source for another ref (whose reason,
+# "no lockfile for <ref>", comes before the source's). --verl-source would name the source as the
+# reason for an edited profile or another Python, so those two take the edited profile.
+
+STALE = (
+    "resolving: the committed lockfile lockfiles/cpu/cpu-linux-64.lock.yaml is stale: "
+    "profile cpu changed since it was locked"
+)
+
+
+@pytest.fixture(scope="module")
+def edited_profile(tmp_path_factory: pytest.TempPathFactory, verl_two_releases: Path) -> Path:
+    """The cpu profile, edited in a profile file of one's own: verl from the local repo."""
+    path = tmp_path_factory.mktemp("profiles") / "cpu.yaml"
+    body = {
+        "schema_version": 1,
+        "name": "cpu",
+        "extends": "cpu",
+        "verl": {"repo": str(verl_two_releases)},
+    }
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+def other_python() -> str:
+    """A Python X.Y on this machine in the cpu profile's range other than the committed lock's."""
+    locked = read_lockfile(COMMITTED).python
+    for version in ("3.12", "3.10"):
+        if version == locked:
+            continue
+        try:
+            interpreter_for(version)
+        except InputError:
+            continue
+        return version
+    pytest.skip(f"no Python 3.10 or 3.12 on this machine besides the committed lock's {locked}")
+
+
+def env_holds(prefix: Path) -> dict[str, str]:
+    """name -> version of every distribution in the env at `prefix`, as uv lists it."""
+    python = str(prefix / "bin" / "python")
+    done = subprocess.run(
+        [uv_binary(), "pip", "list", "--python", python, "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {d["name"].lower(): d["version"] for d in json.loads(done.stdout)}
+
+
+def env_python(prefix: Path) -> str:
+    done = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def assert_resolved(
+    prefix: Path, done: subprocess.CompletedProcess[str], why: str, *, verl: str, python: str
+) -> None:
+    """The run resolved and said why first, installed and verified, the env holds torch 2.13.0,
+    verl `verl` and Python `python`, and its record (and so info and verify) names the route."""
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.splitlines()[0] == why  # the run's first line
+    body = json.loads(done.stdout)
+    assert body["ok"] is True
+    assert body["route"] == {"kind": "resolve", "line": why, "lockfile": None, "origin": None}
+    checks = {c["name"]: c["status"] for c in body["verify"]["checks"]}
+    assert set(checks.values()) <= {"ok", "skipped"}, checks
+    assert checks["version torch"] == "ok" and checks["import verl"] == "ok"
+
+    holds = env_holds(prefix)
+    assert holds["verl"] == verl
+    # the CPU build where the PyTorch CPU index (or a find-links folder) serves one for this
+    # Python, else the default index's build of the same version
+    assert Version(holds["torch"]).public == "2.13.0"
+    assert env_python(prefix) == python
+
+    made = record(prefix)
+    assert made["route"] == why and made["lockfile"] is None
+    assert made["verl_ref"] == f"v{verl}"
+    info = cli("info", "--prefix", prefix)
+    assert info.returncode == 0, info.stderr
+    assert f"from      {why}" in info.stdout, info.stdout
+    # verify --against with no path: the env came from no lockfile, and it says which route
+    against = cli("verify", "--prefix", prefix, "--against")
+    assert against.returncode == 2
+    assert f"was not installed from a lockfile ({why})" in against.stderr, against.stderr
+    # the env matches the lockfile it recorded of what it resolved
+    own = cli("verify", "--prefix", prefix, "--against", env_lockfile(prefix))
+    assert own.returncode == 0, own.stdout + own.stderr
+    assert own.stdout.strip().endswith(f"the env matches {env_lockfile(prefix)}")
+
+
+def test_an_edited_profile_resolves_installs_and_says_the_lockfile_is_stale(
+    edited_profile: Path, tmp_path: Path
+) -> None:
+    prefix = tmp_path / "env"
+    done = cli("--profile", edited_profile, "--prefix", prefix, "--json")
+    assert_resolved(prefix, done, STALE, verl="0.9.1", python=read_lockfile(COMMITTED).python)
+    assert Version(env_holds(prefix)["torch"]) == Version("2.13.0+cpu")  # the committed lock's
+
+
+def test_another_ref_resolves_installs_its_stack_and_says_no_lockfile_holds_it(
+    verl_two_releases: Path, tmp_path: Path
+) -> None:
+    prefix = tmp_path / "env"
+    done = cli(
+        "--profile",
+        "cpu",
+        "--prefix",
+        prefix,
+        "--verl-ref",
+        "v0.9.0",
+        "--verl-source",
+        verl_two_releases,
+        "--json",
+    )
+    why = (
+        "resolving: no lockfile for v0.9.0: the committed lockfile "
+        "lockfiles/cpu/cpu-linux-64.lock.yaml locks v0.9.1"
+    )
+    assert_resolved(prefix, done, why, verl="0.9.0", python=read_lockfile(COMMITTED).python)
+    assert env_holds(prefix)["transferqueue"] == "0.1.8"  # v0.9.0's stack, not v0.9.1's
+
+
+def test_another_python_resolves_installs_and_says_the_lockfile_is_for_another(
+    edited_profile: Path, tmp_path: Path
+) -> None:
+    python = other_python()
+    why = (
+        "resolving: the committed lockfile lockfiles/cpu/cpu-linux-64.lock.yaml locks Python "
+        f"{read_lockfile(COMMITTED).python}; this run can use {python}"
+    )
+    # the shipped profile gives the same reason (its Python is checked before its content)
+    plan = cli("plan", "--profile", "cpu", "--prefix", tmp_path / "plan", "--python", python)
+    assert first_line(plan) == why
+    prefix = tmp_path / "env"
+    done = cli("--profile", edited_profile, "--prefix", prefix, "--python", python, "--json")
+    assert_resolved(prefix, done, why, verl="0.9.1", python=python)
