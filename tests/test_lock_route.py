@@ -345,14 +345,25 @@ def test_another_ref_resolves_installs_its_stack_and_says_no_lockfile_holds_it(
     assert env_holds(prefix)["transferqueue"] == "0.1.8"  # v0.9.0's stack, not v0.9.1's
 
 
+def _other_python_line(python: str) -> str:
+    return (
+        "resolving: the committed lockfile lockfiles/cpu/cpu-linux-64.lock.yaml locks Python "
+        f"{read_lockfile(COMMITTED).python}; this run can use {python}"
+    )
+
+
+def test_another_python_resolves_and_says_the_lockfile_is_for_another(tmp_path: Path) -> None:
+    python = other_python()
+    plan = cli("plan", "--profile", "cpu", "--prefix", tmp_path / "plan", "--python", python)
+    assert first_line(plan) == _other_python_line(python)
+
+
+@pytest.mark.heavy  # cp312 has no CPU torch on the default index: its CUDA build, about 4 GB
 def test_another_python_resolves_installs_and_says_the_lockfile_is_for_another(
     edited_profile: Path, tmp_path: Path
 ) -> None:
     python = other_python()
-    why = (
-        "resolving: the committed lockfile lockfiles/cpu/cpu-linux-64.lock.yaml locks Python "
-        f"{read_lockfile(COMMITTED).python}; this run can use {python}"
-    )
+    why = _other_python_line(python)
     # the shipped profile gives the same reason (its Python is checked before its content)
     plan = cli("plan", "--profile", "cpu", "--prefix", tmp_path / "plan", "--python", python)
     assert first_line(plan) == why
