@@ -99,7 +99,9 @@ def test_a_threads_count_the_user_exported_is_kept_and_sizes_each_jobs_memory(
 
 
 def test_mixed_gpus_and_many_cores_give_every_arch_and_more_jobs(tmp_path: Path) -> None:
-    options, facts = host("megatron", tmp_path, driver(L40S, H100, RTX2080S), cores=64, ram=512.0)
+    # cu128: its TransformerEngine (2.12.0) has no prebuilt wheel, so the stage builds
+    gpus = driver(L40S, H100, RTX2080S)
+    options, facts = host("megatron", tmp_path, gpus, cores=64, ram=512.0, cuda="cu128")
     plan = plan_for("megatron", options, facts)
     flash, te = plan.step("flash-attn"), plan.step("transformer-engine")
     assert flash.env["FLASH_ATTN_CUDA_ARCHS"] == "75;89;90"

@@ -76,13 +76,30 @@ def test_every_default_stack_takes_a_prebuilt_flash_attn_from_the_recorded_lists
     assert sglang.wheel is not None and "cu128torch2.9-" in sglang.wheel  # its torch is 2.9.1
 
 
-def test_a_stage_no_source_serves_says_why_and_what_a_build_costs() -> None:
+def test_megatron_cu130_takes_verls_whole_transformer_engine_on_x86_64() -> None:
     rows = coverage(load_record(RECORD), profiles=["megatron"])
     te = _row(rows, "megatron", "cu130", "linux_x86_64", "transformer-engine")
-    assert te.source == "source build" and te.wheel is None
-    assert "verl-wheelhouse has no transformer-engine 2.15.0" in te.why
-    assert "it has 2.16.1" in te.why
-    assert "about 4 min per GPU architecture on 16 cores" in te.why
+    assert (te.source, te.trust) == ("verl-wheelhouse", "project")
+    assert te.wheel == (
+        VERL + "transformer-engine-v2.16.1/transformer_engine-2.16.1-cp312-cp312-linux_x86_64.whl"
+    )
+    assert te.why == "listed 2026-12-04"
+
+
+def test_a_stage_no_source_serves_says_why_and_what_a_build_costs() -> None:
+    rows = coverage(load_record(RECORD), profiles=["megatron"])
+    verls = "it has 2.16.1, built for torch 2.11.0+cu130 on linux_x86_64 only"
+    sdist = "the default index has transformer-engine-torch only as an sdist"
+    cost = "a source build takes about 4 min per GPU architecture on 16 cores"
+    for variant, platform, pinned in (
+        ("cu128", "linux_x86_64", "2.12.0"),
+        ("cu128", "linux_aarch64", "2.12.0"),
+        ("cu130", "linux_aarch64", "2.16.0"),  # the index's aarch64 core wheels stop at 2.16.0
+    ):
+        te = _row(rows, "megatron", variant, platform, "transformer-engine")
+        assert te.source == "source build" and te.wheel is None
+        assert f"verl-wheelhouse has no transformer-engine {pinned} (recorded" in te.why
+        assert verls in te.why and sdist in te.why and cost in te.why
 
 
 def test_a_site_config_turns_a_source_off_and_reorders() -> None:
@@ -171,6 +188,52 @@ def test_plan_fsdp_on_a_recorded_cu128_host_names_a_prebuilt_flash_attn(tmp_path
     assert "source build" not in text and "community (trust: community" in text
 
 
+def test_plan_megatron_on_a_recorded_cu130_host_names_prebuilt_kernels(tmp_path: Path) -> None:
+    """Both kernel stages of the megatron stack come prebuilt on a recorded H100 host (a 590
+    driver: cu130): flash-attn and one whole TransformerEngine wheel, from verl's wheelhouse."""
+    body, text = _plan_kernel("megatron", tmp_path, driver(H100))
+    kernels = {s["id"]: s["kernel"] for s in body["steps"] if s.get("kernel")}
+    te, flash = kernels["transformer-engine"], kernels["flash-attn"]
+    platform = te["expected_key"]["platform"]
+    assert te["expected_key"]["torch"] == "2.11.0" and te["expected_key"]["cuda"] == "13.0"
+    if platform != "linux_x86_64":  # verl's wheelhouse builds x86_64 only: aarch64 builds
+        assert (
+            te["source"] == "stage"
+            and "verl-wheelhouse has no transformer-engine 2.16.0" in (te["reason"])
+        )
+        return
+    assert (te["source"], te["origin"], te["trust"]) == ("index", "verl-wheelhouse", "project")
+    assert te["wheel"] == (
+        VERL + "transformer-engine-v2.16.1/transformer_engine-2.16.1-cp312-cp312-linux_x86_64.whl"
+    )
+    assert te["built_for"]["torch"] == "2.11.0" and te["built_for"]["cuda"] == "13.0"
+    assert te["built_for"]["platform"] == "linux_x86_64"
+    assert (flash["source"], flash["origin"]) == ("index", "verl-wheelhouse")
+    assert flash["wheel"] == (
+        VERL + "flash-attention-v2.8.3/flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl"
+    )
+    assert "source build" not in text
+    assert "kernel: prebuilt from verl-wheelhouse (trust: project" in text
+    assert "transformer_engine-2.16.1-cp312-cp312-linux_x86_64.whl" in text
+
+
+def test_the_locked_megatron_route_says_verls_wheelhouse_has_a_whole_transformer_engine(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A lockfile locks TransformerEngine's three parts from the default index (its extension an
+    sdist); the plan of the default route says verl's whole wheel is there for --resolve."""
+    assert cli.main(["plan", "--profile", "megatron", "--cuda", "cu130", "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    kernel = next(s for s in body["steps"] if s["id"] == "transformer-engine")["kernel"]
+    assert kernel["source"] == "build", kernel
+    assert kernel["reason"].startswith("source build of the locked sdist")
+    hint = "verl-wheelhouse has a whole transformer-engine wheel for this key"
+    if kernel["expected_key"]["platform"] == "linux_x86_64":
+        assert hint in kernel["reason"] and "--resolve takes it" in kernel["reason"]
+    else:
+        assert hint not in kernel["reason"]
+
+
 def test_a_bad_recorded_list_is_an_input_error_naming_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "recorded.yaml"
     bad.write_text(
@@ -195,6 +258,17 @@ def test_kernels_coverage_prints_the_table_and_its_json(capsys: pytest.CaptureFi
     assert {r["profile"] for r in body["rows"]} == {"sglang"} and len(body["rows"]) == 4
     assert all(r["wheel"] for r in body["rows"])
     assert body["sources"]["verl-wheelhouse"]["recorded"] == "2026-12-04"
+
+
+def test_the_readmes_coverage_table_is_what_the_command_prints(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["kernels", "coverage"]) == 0
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8").splitlines()
+    start = readme.index(printed[0])
+    assert readme[start : start + len(printed)] == printed
+    assert not readme[start + len(printed)].startswith("|")
 
 
 def test_the_locked_default_route_says_a_source_has_the_wheel_the_lock_does_not_pin(

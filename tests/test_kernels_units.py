@@ -278,6 +278,24 @@ def test_the_pinned_version_is_read_from_the_stage() -> None:
     assert pinned_version(("flash-attn>=2",), "flash-attn") is None
 
 
+def test_a_pin_for_another_machine_is_passed_over_for_the_keys_platform() -> None:
+    """A stage pins one line per machine (the index's aarch64 wheels of a version may lag):
+    the line the installer takes on the key's platform is the one read."""
+    te = "transformer-engine[core-cu13,pytorch]"
+    lines = (
+        f"{te}==2.16.1 ; platform_machine == 'x86_64'",
+        f"{te}==2.16.0 ; platform_machine == 'aarch64'",
+        f"{te}==2.10.0 ; python_version < '3.12'",
+    )
+    x86 = BuildKey("2.11.0", "13.0", True, "cp312", "linux_x86_64")
+    arm = BuildKey("2.11.0", "13.0", True, "cp312", "linux_aarch64")
+    assert pinned_version(lines, "transformer-engine", x86) == "2.16.1"
+    assert pinned_version(lines, "transformer-engine", arm) == "2.16.0"
+    older = BuildKey("2.11.0", "13.0", True, "cp311", "linux_riscv64")
+    assert pinned_version(lines, "transformer-engine", older) == "2.10.0"
+    assert pinned_version(lines, "transformer-engine") == "2.16.1"  # no key: the first line
+
+
 @pytest.mark.parametrize(("marked", "abi"), [(True, True), (False, False)])
 def test_the_key_probe_reads_torch_without_importing_it(
     tmp_path: Path, marked: bool, abi: bool

@@ -101,7 +101,7 @@ def _stack(
 ) -> list[CoverageRow]:
     rows = []
     for stage, packages, kernel, key in stack_keys(profile, variant, platform):
-        version = pinned_version(packages, kernel.distribution)
+        version = pinned_version(packages, kernel.distribution, key)
         choice = choose_source(
             kernel, version, key, (), None, packages=packages, record=record, order=order
         )

@@ -81,7 +81,7 @@ def lock_kernel_wheels(
     keys = stack_keys(profile, variant, wheel_platform(platform), python)
     for stage_id, packages, kernel, key in keys:
         stage = by_stage.get(stage_id)
-        version = pinned_version(packages, kernel.distribution)
+        version = pinned_version(packages, kernel.distribution, key)
         if stage is None or version is None:
             continue
         found, why_not = candidates(

@@ -101,7 +101,7 @@ def _decide(
     driver: DriverInfo | None,
     flags: tuple[str, ...],
 ) -> KernelDecision:
-    version = pinned_version(packages, kernel.distribution)
+    version = pinned_version(packages, kernel.distribution, key)
     choice = choose_source(
         kernel,
         version,

@@ -57,7 +57,7 @@ def declared(search: Path = PROFILES_DIR) -> dict[str, Wanted]:
                     for source in declared_sources(kernel):
                         wanted = out.setdefault(source.id, Wanted(source))
                         dist = source.distribution or kernel.distribution
-                        version = pinned_version(packages, dist)
+                        version = pinned_version(packages, dist, key)
                         if version is None:
                             continue
                         wanted.versions.setdefault(dist, set()).add(version)

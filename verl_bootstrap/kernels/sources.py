@@ -42,18 +42,38 @@ class KernelChoice:
     listed: str | None = None  # the day the recorded list showed the wheel
 
 
-def pinned_version(packages: Sequence[str], distribution: str) -> str | None:
-    """The `==` version the stage pins for the kernel's distribution."""
+def pinned_version(
+    packages: Sequence[str], distribution: str, key: BuildKey | None = None
+) -> str | None:
+    """The `==` version the stage pins for the kernel's distribution; with `key`, a requirement
+    whose marker leaves out the key's platform or Python (`; platform_machine == 'x86_64'`) is
+    passed over, as the installer passes it over on that machine."""
     wanted = canonicalize_name(distribution)
     for spec in packages:
         try:
             req = Requirement(spec)
         except InvalidRequirement:
             continue
-        if canonicalize_name(req.name) == wanted:
-            pins = [s.version for s in req.specifier if s.operator in {"==", "==="}]
-            return pins[0] if pins else None
+        if canonicalize_name(req.name) != wanted or not _applies(req, key):
+            continue
+        pins = [s.version for s in req.specifier if s.operator in {"==", "==="}]
+        return pins[0] if pins else None
     return None
+
+
+def _applies(req: Requirement, key: BuildKey | None) -> bool:
+    """Whether `req`'s marker holds for the key's platform and Python (a field the key does not
+    know is this interpreter's, as the marker's own default)."""
+    if req.marker is None or key is None:
+        return True
+    env: dict[str, str] = {}
+    if key.platform and key.platform.startswith("linux_"):
+        machine = key.platform.removeprefix("linux_")
+        env.update(sys_platform="linux", platform_system="Linux", platform_machine=machine)
+    if key.python and key.python.startswith("cp") and len(key.python) > 3:
+        version = f"{key.python[2]}.{key.python[3:]}"
+        env.update(python_version=version, python_full_version=f"{version}.0")
+    return req.marker.evaluate(env)
 
 
 def choose_source(
@@ -80,6 +100,8 @@ def choose_source(
     )
     if found:
         return found[0]
+    if kernel.on_index:
+        why_not.append(kernel.on_index)
     if version is None:
         name = kernel.distribution
         reason = f"as the stage installs it (it pins no exact version of {name}), sized build"
@@ -110,7 +132,7 @@ def candidates(
                     found.append(_house_choice(entry, wheelhouse_root))
             continue
         dist = source.distribution or kernel.distribution
-        wanted = pinned_version(packages, dist) if source.distribution else version
+        wanted = pinned_version(packages, dist, key) if source.distribution else version
         if wanted is not None:
             found.extend(_from_source(source, (dist, wanted), key, record, why_not))
     if version is not None and (order is None or "index" in order):
@@ -218,13 +240,28 @@ def _none_from(
     when = f" (recorded {seen.recorded.isoformat()})" if seen else ""
     same = [w for w in listed if w.version == version]
     if not same:
-        versions = sorted({w.version for w in listed}) or ["none"]
-        return f"{source.id} has no {dist} {version}{when}; it has {', '.join(versions)}"
-    torches = sorted({f"{w.key.torch}+cu{(w.key.cuda or '?').replace('.', '')}" for w in same})
-    return (
-        f"{source.id} has {dist} {version} for no build of {key.describe()}{when}; "
-        f"it has torch {', '.join(torches)}"
+        versions = sorted({w.version for w in listed})
+        if not versions:
+            return f"{source.id} has no {dist} {version}{when}; it has none"
+        return (
+            f"{source.id} has no {dist} {version}{when}; it has {', '.join(versions)}, "
+            f"built for {_builds(listed)}"
+        )
+    return f"{source.id} has {dist} {version} for no build of {key.describe()}{when}; " + (
+        f"it has builds for {_builds(same)}"
     )
+
+
+def _builds(wheels: Sequence[Listed]) -> str:
+    """What the wheels are built for: 'torch 2.11.0+cu130 on linux_x86_64 only'."""
+    torches = sorted({f"{w.key.torch}+{_tag(w.key.cuda)}" for w in wheels})
+    platforms = sorted({w.key.platform or "?" for w in wheels})
+    only = " only" if len(platforms) == 1 else ""
+    return f"torch {', '.join(torches)} on {', '.join(platforms)}{only}"
+
+
+def _tag(cuda: str | None) -> str:
+    return "cpu" if cuda == "cpu" else f"cu{(cuda or '?').replace('.', '')}"
 
 
 def wheelhouse_match(

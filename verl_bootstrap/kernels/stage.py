@@ -66,7 +66,7 @@ def run_kernel_stage(job: KernelRun) -> dict[str, Any]:
     clock = _Phases()
     key = clock.time("key probe", lambda: probe_key(python))
     name = job.kernel.distribution
-    version = pinned_version(job.packages, name)
+    version = pinned_version(job.packages, name, key)
     house = job.wheelhouse
     entries = house.entries() if house else ()
     found, why_not = candidates(
@@ -87,7 +87,7 @@ def run_kernel_stage(job: KernelRun) -> dict[str, Any]:
         built = clock.time("wheel", lambda: _build_and_publish(job, key, house))
         taken = (built, KernelChoice("build", "built here", built_for=key))
     wheel, choice = taken
-    clock.time("install", lambda: _install(job, wheel, choice.distribution))
+    clock.time("install", lambda: _install(job, wheel, choice.distribution, key))
     built_for = choice.built_for if choice.source != "build" else key
     clock.time("load check", lambda: _check_loads(job, python, built_for, key))
     url = choice.wheel if choice.wheel and is_url(choice.wheel) else None
@@ -119,7 +119,7 @@ def _first_prebuilt(
     name = job.kernel.distribution
     for choice in found:
         job.note(f"kernel {name}: env is {key.describe()}; {choice.reason}")
-        wheel = _prebuilt(job, choice, house)
+        wheel = _prebuilt(job, choice, house, key)
         if wheel is not None:
             job.note(f"kernel {name}: no compiler ran (installing {wheel})")
             return wheel, choice
@@ -149,7 +149,9 @@ class _Phases:
             self.seconds[name] = round(time.monotonic() - started, 3)
 
 
-def _prebuilt(job: KernelRun, choice: KernelChoice, house: AnyWheelhouse | None) -> Path | None:
+def _prebuilt(
+    job: KernelRun, choice: KernelChoice, house: AnyWheelhouse | None, key: BuildKey
+) -> Path | None:
     """The candidate's wheel as a local file; None when its source does not have it after all."""
     if choice.source == "wheelhouse" and choice.wheel and house is not None:
         return house_wheel(house, choice, job.work)
@@ -157,15 +159,15 @@ def _prebuilt(job: KernelRun, choice: KernelChoice, house: AnyWheelhouse | None)
         folder = job.work / (choice.origin or choice.source)
         return download_release(choice.wheel, folder, job.note)
     if choice.source == "index":
-        return _from_index(job)
+        return _from_index(job, key)
     return None
 
 
-def _from_index(job: KernelRun) -> Path | None:
+def _from_index(job: KernelRun, key: BuildKey) -> Path | None:
     """The prebuilt wheel from the index the profile states a key for; None falls to a build."""
     prebuilt = job.kernel.prebuilt_index
     url = job.settings.named.get(prebuilt.index) if prebuilt else None
-    spec = _kernel_spec(job)
+    spec = _kernel_spec(job, key)
     if url is None or spec is None:
         job.note(f"kernel {job.kernel.distribution}: its prebuilt index is not reachable")
         return None
@@ -190,7 +192,7 @@ def house_wheel(house: AnyWheelhouse, choice: KernelChoice, work: Path) -> Path:
 
 
 def _build_and_publish(job: KernelRun, key: BuildKey, house: AnyWheelhouse | None) -> Path:
-    spec = _kernel_spec(job) or job.kernel.distribution
+    spec = _kernel_spec(job, key) or job.kernel.distribution
     shown = ", ".join(f"{k}={v}" for k, v in sorted(job.env.items()))
     job.note(f"kernel {job.kernel.distribution}: building from source ({shown})")
     wheel = build_wheel(
@@ -223,18 +225,20 @@ def publish_built(
     )
 
 
-def _kernel_spec(job: KernelRun, distribution: str | None = None) -> str | None:
+def _kernel_spec(job: KernelRun, key: BuildKey, distribution: str | None = None) -> str | None:
     """The stage's requirement of the kernel's distribution (or `distribution`, the one a
     source's wheel is), pinned to one version."""
     wanted = canonicalize_name(distribution or job.kernel.distribution)
     for spec in job.packages:
-        if pinned_version((spec,), wanted) is not None:
+        if pinned_version((spec,), wanted, key) is not None:
             return spec
     return None
 
 
-def _install(job: KernelRun, wheel: Path, distribution: str | None) -> None:
-    spec = _kernel_spec(job, distribution)
+def _install(job: KernelRun, wheel: Path, distribution: str | None, key: BuildKey) -> None:
+    """The wheel in place of the stage's requirement for this env (a line for another machine
+    stays: its marker leaves it out)."""
+    spec = _kernel_spec(job, key, distribution)
     others = tuple(p for p in job.packages if p != spec)
     request = replace(job.request, packages=(str(wheel), *others))
     job.run(install_command(job.installer, request, job.settings))

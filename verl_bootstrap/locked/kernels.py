@@ -94,21 +94,40 @@ def _from_house(entry: Entry, root: str | None, note: str) -> KernelChoice:
 
 
 def _unpinned_hint(
-    choice: KernelChoice, kernel: KernelSpec, dist: LockedDist, key: BuildKey, host: KernelHost
+    choice: KernelChoice,
+    stage: LockedStage,
+    kernel: KernelSpec,
+    dist: LockedDist,
+    key: BuildKey,
+    *,
+    host: KernelHost,
 ) -> KernelChoice:
     """A build whose declared sources do have a wheel says so: the lockfile records no sha256
-    for it, so a --locked install may not take it (a lock made with the network would)."""
+    for it, so a --locked install may not take it (a lock made with the network would, for a
+    wheel of the kernel itself; a whole other distribution's, only --resolve takes)."""
     if choice.source != "build" or dist.kernel_wheel is not None:
         return choice
-    found, _ = candidates(kernel, dist.version, key, (), None, record=host.record, order=host.order)
+    # the locked versions stand in for the stage's pins (a source's wheel may be of another
+    # distribution of the stage: a whole TransformerEngine for its torch extension)
+    pins = tuple(f"{d.name}=={d.version}" for d in stage.distributions)
+    found, _ = candidates(
+        kernel, dist.version, key, (), None, packages=pins, record=host.record, order=host.order
+    )
     if not found:
         return choice
     first = found[0]
-    hint = (
-        f"; {first.origin} has a prebuilt wheel for this key, but the lockfile records none (no "
-        "sha256 to check it against): `verl-bootstrap lock` on a host that reaches it records "
-        "it, or --resolve takes it now"
-    )
+    if first.distribution:
+        hint = (
+            f"; {first.origin} has a whole {first.distribution} wheel for this key, which a "
+            f"lockfile does not record in place of the locked {first.distribution}: "
+            "--resolve takes it"
+        )
+    else:
+        hint = (
+            f"; {first.origin} has a prebuilt wheel for this key, but the lockfile records none "
+            "(no sha256 to check it against): `verl-bootstrap lock` on a host that reaches it "
+            "records it, or --resolve takes it now"
+        )
     return replace(choice, reason=choice.reason + hint)
 
 
@@ -128,6 +147,6 @@ def plan_locked_kernels(
         dist = kernel_dist(stage, kernel) if kernel else None
         if kernel is not None and dist is not None:
             choice = choose_locked(kernel, dist, key, host.entries, str(host.wheelhouse))
-            choice = _unpinned_hint(choice, kernel, dist, key, host)
+            choice = _unpinned_hint(choice, stage, kernel, dist, key, host=host)
             out[stage.id] = decision(kernel, key, choice, host=host, driver=driver, flags=flags)
     return out

@@ -147,6 +147,12 @@ class KernelSpec(_Strict):
     job_ram_gb: float = Field(
         default=4.0, gt=0, description="RAM one compile job (one nvcc pass) may take."
     )
+    on_index: str = Field(
+        default="",
+        description="What the default index serves of the distribution, where that is no "
+        "prebuilt wheel (the plan and `kernels coverage` say it with a build's reason), e.g. "
+        "'the default index has transformer-engine-torch only as an sdist'.",
+    )
     build_minutes: float | None = Field(
         default=None,
         gt=0,
