@@ -290,3 +290,115 @@ def test_a_lock_made_with_the_network_records_the_wheel_source_and_hash(
     log = locked.log("standin")
     assert "prebuilt release wheel the lockfile records" in log and "no compiler ran" in log
     assert "g++" not in log
+
+
+@pytest.fixture(scope="module")
+def sdist_lock(sources: Path, kernel_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The kernel-stage profile locked with no declared source (as the committed GPU locks, made
+    without the network to the sources): the stand-in is a locked sdist with no kernel_wheel."""
+    out = tmp_path_factory.mktemp("sdist-lock") / "kernel.lock.yaml"
+    argv = [
+        "lock",
+        "--profile",
+        str(PROFILE),
+        "--cuda",
+        "cpu",
+        "--python-version",
+        "3.11",
+        "--verl-source",
+        str(kernel_lab.repo),
+        "--output",
+        str(out),
+    ]
+    said = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(said):
+        assert cli.main(argv) == EXIT_OK, said.getvalue()
+    dist = next(
+        d for s in read_lockfile(out).stages for d in s.distributions if d.name == "standin-kernel"
+    )
+    assert dist.source == "sdist" and dist.kernel_wheel is None, dist
+    return out
+
+
+def locked(verb: str, profile: Path, lock: Path, *, prefix: Path, repo: Path, config: Path) -> Run:
+    """`plan` or `install` of `lock` with `profile` (its declared sources) and a site config."""
+    argv = [verb, "--profile", str(profile), "--prefix", str(prefix), "--verl-source", str(repo)]
+    return run_cli([*argv, "--locked", "--lockfile", str(lock), "--config", str(config)])
+
+
+GAP = "not hash-checked: the prebuilt wheel kernel stage standin takes in place of the sdist"
+UNPINNED = "the lockfile pins the sdist, not this wheel: its key is checked against the env"
+
+
+def test_a_locked_install_takes_a_declared_sources_wheel_the_lock_does_not_pin(
+    sources: Path, sdist_lock: Path, kernel_lab: Lab, tmp_path: Path
+) -> None:
+    profile = lab_profile(sources, tmp_path / "profile", verl_key=STATED)
+    config, prefix = site(tmp_path), tmp_path / "env"
+    plan = locked("plan", profile, sdist_lock, prefix=prefix, repo=kernel_lab.repo, config=config)
+    assert plan.code == EXIT_OK, plan.stderr
+    kernel = plan.step("standin")["kernel"]
+    assert (kernel["source"], kernel["origin"], kernel["trust"]) == (
+        "index",
+        "verl-wheelhouse",
+        "project",
+    ), kernel
+    assert kernel["wheel"].endswith(f"/{VERL}/standin-v0.1.0/{PLAIN_NAME}")
+    assert kernel["reason"].startswith("prebuilt from verl-wheelhouse (trust: project")
+    assert UNPINNED in kernel["reason"]
+    assert [g for g in plan.body["hash_gaps"] if g.startswith(GAP)] != [], plan.body["hash_gaps"]
+    assert "hash-checked but for" in plan.body["route"]["line"]
+
+    run = locked("install", profile, sdist_lock, prefix=prefix, repo=kernel_lab.repo, config=config)
+    assert run.step("standin")["status"] == "done", run.step("standin")
+    log = run.log("standin")
+    assert "prebuilt from verl-wheelhouse (trust: project" in log and UNPINNED in log
+    assert "no compiler ran" in log and BUILD_COMMAND not in log and "g++" not in log
+    served = sources / VERL / "standin-v0.1.0" / PLAIN_NAME
+    assert f"has sha256 {file_sha256(served)}" in log
+    # the env's lock records the wheel the lockfile did not pin: source, URL and its sha256
+    wheel = kernel_wheel(env_lockfile(prefix))
+    assert (wheel.source, wheel.origin, wheel.trust) == ("index", "verl-wheelhouse", "project")
+    assert wheel.file == PLAIN_NAME and wheel.sha256 == file_sha256(served)
+    assert wheel.url is not None and wheel.url.endswith(f"/standin-v0.1.0/{PLAIN_NAME}")
+    assert wheel.key.torch == "2.13.0"
+
+
+def test_a_site_config_that_turns_the_sources_off_builds_the_locked_sdist(
+    sources: Path, sdist_lock: Path, kernel_lab: Lab, tmp_path: Path
+) -> None:
+    profile = lab_profile(sources, tmp_path / "profile", verl_key=STATED)
+    config = site(tmp_path, "wheelhouse")  # only what the lockfile pins (and the lab's house)
+    plan = locked(
+        "plan", profile, sdist_lock, prefix=tmp_path / "env", repo=kernel_lab.repo, config=config
+    )
+    assert plan.code == EXIT_OK, plan.stderr
+    kernel = plan.step("standin")["kernel"]
+    assert kernel["source"] == "build", kernel
+    assert kernel["reason"].startswith("source build of the locked sdist: no wheel in the lab")
+    assert "kernel_sources turns off verl-wheelhouse, community" in kernel["reason"]
+    assert not [g for g in plan.body["hash_gaps"] if g.startswith(GAP)]
+
+
+def test_a_wheel_of_another_key_is_not_taken_and_the_locked_sdist_is_built(
+    sources: Path, sdist_lock: Path, kernel_lab: Lab, tmp_path: Path
+) -> None:
+    other = {"torch": "2.12.0", "cuda": "cpu", "cxx11abi": "TRUE"}
+    profile = lab_profile(sources, tmp_path / "profile", verl_key=other)
+    config, prefix = site(tmp_path, "verl-wheelhouse"), tmp_path / "env"
+    plan = locked("plan", profile, sdist_lock, prefix=prefix, repo=kernel_lab.repo, config=config)
+    assert plan.code == EXIT_OK, plan.stderr
+    kernel = plan.step("standin")["kernel"]
+    assert kernel["source"] == "build", kernel
+    said = "verl-wheelhouse has standin-kernel 0.1.0 for no build of torch 2.13.0+cpu"
+    assert said in kernel["reason"]
+    assert not [g for g in plan.body["hash_gaps"] if g.startswith(GAP)]
+    # the run checks again with the env's real torch, says why, and builds the locked sdist
+    run = locked("install", profile, sdist_lock, prefix=prefix, repo=kernel_lab.repo, config=config)
+    assert run.step("standin")["status"] == "done", run.step("standin")
+    log = run.log("standin")
+    assert "source build of the locked sdist" in log and said in log
+    assert "no compiler ran" not in log and "standin-v0.1.0/" not in log  # nothing fetched
+    assert "standin.cpp -o" in log  # the compiler ran
+    wheel = kernel_wheel(env_lockfile(prefix))
+    assert wheel.source == "build" and wheel.origin is None

@@ -18,6 +18,8 @@ from verl_bootstrap.kernels.coverage import CoverageRow, coverage
 from verl_bootstrap.kernels.key import BuildKey, parse_wheel_name
 from verl_bootstrap.kernels.record import load_record, record_path
 from verl_bootstrap.kernels.sources import choose_source
+from verl_bootstrap.locked.kernels import locked_choices
+from verl_bootstrap.lockfile.model import LockedDist
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.load import PROFILES_DIR
 
@@ -130,6 +132,30 @@ def test_a_listed_wheel_for_another_torch_is_never_taken() -> None:
     # the pre-C++11 ABI: the community's stated ABI does not fit, nor does verl's
     old_abi = BuildKey("2.10.0", "12.8", False, "cp312", "linux_x86_64")
     assert choose_source(kernel, "2.8.3", old_abi, (), None, record=record).source == "build"
+
+
+def test_a_locked_sdist_takes_the_resolving_routes_wheel_only_for_the_envs_real_key() -> None:
+    """The lockfile route, with no wheel recorded: the same choice as the resolving route, made
+    again with the env's real key when the stage runs (another torch: the locked sdist builds)."""
+    kernel = next(s.kernel for s in load_profile("fsdp").stages if s.kernel)
+    record = load_record(RECORD)
+    dist = LockedDist(name="flash-attn", version="2.8.3", source="sdist", hashes=("a" * 64,))
+    planned = BuildKey("2.11.0", "13.0", True, "cp312", "linux_x86_64")
+    first, *rest = locked_choices(kernel, dist, planned, (), None, record=record)
+    resolving = choose_source(kernel, "2.8.3", planned, (), None, record=record)
+    assert (first.origin, first.wheel, first.unpinned) == (resolving.origin, resolving.wheel, True)
+    assert rest[-1].source == "build"  # after every source's wheel, as a download fails
+    # the env's real torch is another: no source's wheel is taken, and the build says why
+    real = BuildKey("2.12.0", "13.0", True, "cp312", "linux_x86_64")
+    [build] = locked_choices(kernel, dist, real, (), None, record=record)
+    assert build.source == "build" and not build.unpinned
+    assert "verl-wheelhouse has flash-attn 2.8.3 for no build of torch 2.12.0+cu130" in build.reason
+    # only what the lockfile pins: the sources turned off, or not asked offline
+    [off] = locked_choices(kernel, dist, planned, (), None, record=record, order=("wheelhouse",))
+    assert off.source == "build"
+    assert "kernel_sources turns off official, verl-wheelhouse, community" in off.reason
+    [offline] = locked_choices(kernel, dist, planned, (), None, record=record, online=False)
+    assert offline.source == "build" and "offline" in offline.reason
 
 
 def test_the_official_release_serves_the_torch_it_was_built_for() -> None:
@@ -271,21 +297,30 @@ def test_the_readmes_coverage_table_is_what_the_command_prints(
     assert not readme[start + len(printed)].startswith("|")
 
 
-def test_the_locked_default_route_says_a_source_has_the_wheel_the_lock_does_not_pin(
+def test_the_locked_default_route_takes_a_declared_sources_wheel_the_lock_does_not_pin(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The committed GPU locks record no kernel wheel (made without the network to GitHub): a
-    --locked install builds the locked sdist, and the plan says which source has the wheel."""
+    """The committed GPU locks record no kernel wheel (made without the network to GitHub): the
+    default route takes the wheel the resolving route would (verl's wheelhouse on x86_64, the
+    community's on aarch64) instead of building the locked sdist, and names the hash gap."""
     assert cli.main(["plan", "--profile", "fsdp", "--cuda", "cu130", "--json"]) == 0
     body = json.loads(capsys.readouterr().out)
     kernel = next(s for s in body["steps"] if s["id"] == "flash-attn")["kernel"]
-    if kernel["source"] != "build":  # a lock regenerated with the network pins the wheel
-        assert "the lockfile records" in kernel["reason"], kernel
+    assert kernel["source"] != "build", kernel
+    if "the lockfile records" in kernel["reason"]:  # a lock regenerated with the network
         return
-    assert kernel["reason"].startswith("source build of the locked sdist")
     platform = kernel["expected_key"]["platform"]
     source = "verl-wheelhouse" if platform == "linux_x86_64" else "community"
-    assert (
-        f"{source} has a prebuilt wheel for this key, but the lockfile records none"
-        in (kernel["reason"])
+    assert kernel["origin"] == source and kernel["wheel"].endswith(f"-{platform}.whl"), kernel
+    assert kernel["reason"].startswith(f"prebuilt from {source} (trust: ")
+    assert kernel["reason"].endswith(
+        "the lockfile pins the sdist, not this wheel: its key is checked against the env, and "
+        "its sha256 is recorded in the env's lock"
     )
+    gaps = [g for g in body["hash_gaps"] if "kernel stage flash-attn" in g]
+    assert gaps == [
+        "not hash-checked: the prebuilt wheel kernel stage flash-attn takes in place of the sdist "
+        "the lockfile pins, checked by its build key, which must match the env's (the lockfile "
+        "records no wheel for it: the env's own lock records its source, URL and sha256)"
+    ]
+    assert f"hash-checked but for {len(body['hash_gaps'])} gap(s)" in body["route"]["line"]

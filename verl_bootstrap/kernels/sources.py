@@ -40,6 +40,7 @@ class KernelChoice:
     trust: str | None = None  # lab | upstream | project | community
     distribution: str | None = None  # the wheel's distribution, when not the kernel's
     listed: str | None = None  # the day the recorded list showed the wheel
+    unpinned: bool = False  # a --locked install's wheel the lockfile does not pin (a hash gap)
 
 
 def pinned_version(
@@ -119,14 +120,16 @@ def candidates(
     packages: Sequence[str] = (),
     record: KernelRecord | None = None,
     order: Sequence[str] | None = None,
+    house: bool = True,
 ) -> tuple[list[KernelChoice], list[str]]:
     """Every source with a wheel for the env, in the order of trust the site keeps; and why each
-    other source has none (the run falls through the list when a download fails)."""
+    other source has none (the run falls through the list when a download fails). `house`:
+    False when the caller has looked in the lab wheelhouse itself (a --locked install)."""
     found: list[KernelChoice] = []
     why_not: list[str] = []
     for source in ordered_sources(kernel, order, why_not):
         if source is None:  # the lab wheelhouse
-            if version is not None:
+            if house and version is not None:
                 entry = wheelhouse_match(kernel, version, key, wheelhouse, why_not)
                 if entry is not None:
                     found.append(_house_choice(entry, wheelhouse_root))

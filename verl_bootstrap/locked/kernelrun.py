@@ -1,5 +1,6 @@
 """A kernel stage of a `--locked` install, at run time: with the env's real key, take the wheel
-the plan chose (hash-checked) in place of the locked sdist, or build the sdist and publish its
+the plan chose in place of the locked sdist (hash-checked; a declared source's wheel the lockfile
+does not pin: key-checked, its sha256 computed and recorded), or build the sdist and publish its
 wheel to the lab wheelhouse; the stage's outputs name the wheel for the env's record.
 """
 
@@ -11,15 +12,23 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from packaging.utils import (
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_wheel_filename,
+)
+from packaging.version import Version
+
 from verl_bootstrap.errors import StepFailed
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.kernels.probe import check_loads, probe_key
+from verl_bootstrap.kernels.record import KernelRecord
 from verl_bootstrap.kernels.remotehouse import AnyWheelhouse
 from verl_bootstrap.kernels.sources import KernelChoice
 from verl_bootstrap.kernels.stage import download_release, house_wheel, kernel_output, publish_built
-from verl_bootstrap.locked.kernels import choose_locked, kernel_dist
+from verl_bootstrap.locked.kernels import kernel_dist, locked_choices
 from verl_bootstrap.lockfile.lookup import Artifact
-from verl_bootstrap.lockfile.model import LockedStage
+from verl_bootstrap.lockfile.model import LockedDist, LockedStage
 from verl_bootstrap.paths import file_sha256
 from verl_bootstrap.profile.kernel import KernelSpec
 
@@ -39,6 +48,9 @@ class LockedKernel:
     wheelhouse: AnyWheelhouse | None
     work: Path  # the env's state folder for this stage
     note: Callable[[str], None]
+    record: KernelRecord | None = None  # the declared sources' recorded wheel lists
+    order: tuple[str, ...] | None = None  # the site config's kernel_sources
+    online: bool = True  # False (--offline, a bundle): no declared source is asked
 
 
 Wheels = dict[str, Artifact]
@@ -57,15 +69,32 @@ def locked_kernel_wheels(job: LockedKernel, build: Build) -> tuple[Wheels, Wheel
     key = probe_key(job.python)
     house = job.wheelhouse
     entries = house.entries() if house else ()
-    choice = choose_locked(job.kernel, dist, key, entries, house.shown() if house else None)
-    job.note(f"kernel {dist.name}: env is {key.describe()}; {choice.reason}")
-    taken = _taken(job, choice, house)
-    if taken is not None and choice.sha256:
+    choices = locked_choices(
+        job.kernel,
+        dist,
+        key,
+        entries,
+        house.shown() if house else None,
+        record=job.record,
+        order=job.order,
+        online=job.online,
+        stage=job.stage,
+    )
+    for choice in choices:
+        job.note(f"kernel {dist.name}: env is {key.describe()}; {choice.reason}")
+        got = _taken(job, choice, house, dist, key)
+        if got is None:
+            continue
+        taken, sha256 = got
         job.note(f"kernel {dist.name}: no compiler ran (installing {taken})")
         built = build({n: a for n, a in job.artifacts.items() if n != dist.name})
-        artifact = Artifact(url=taken.as_uri(), sha256=choice.sha256, kind="wheel")
-        url = choice.wheel if choice.source == "release" else None
-        out = kernel_output(choice.source, taken, choice.sha256, choice.built_for or key, url)
+        artifact = Artifact(url=taken.as_uri(), sha256=sha256, kind="wheel")
+        url = choice.wheel if choice.source in {"release", "index"} else None
+        out = kernel_output(choice.source, taken, sha256, choice.built_for or key, url)
+        if choice.origin and choice.source != "wheelhouse":
+            out.update(origin=choice.origin, trust=choice.trust)
+        if choice.unpinned:  # the lockfile pins the sdist only: this sha256 is the env's record
+            out["unpinned"] = True
         return built, {dist.name: artifact}, out
     built = build(job.artifacts)
     made = built.get(dist.name)
@@ -77,13 +106,64 @@ def locked_kernel_wheels(job: LockedKernel, build: Build) -> tuple[Wheels, Wheel
     return built, {}, kernel_output("build", wheel, made.sha256, key)
 
 
-def _taken(job: LockedKernel, choice: KernelChoice, house: AnyWheelhouse | None) -> Path | None:
-    """The prebuilt wheel the choice names, its sha256 checked; None: build the sdist."""
-    if choice.source == "wheelhouse" and choice.wheel and house is not None:
-        return house_wheel(house, choice, job.work)
-    if choice.source == "release" and choice.wheel:
-        fetched = download_release(choice.wheel, job.work / "release", job.note)
-        return None if fetched is None else _checked(fetched, choice.sha256, "the lockfile names")
+def _taken(
+    job: LockedKernel,
+    choice: KernelChoice,
+    house: AnyWheelhouse | None,
+    dist: LockedDist,
+    key: BuildKey,
+) -> tuple[Path, str] | None:
+    """The prebuilt wheel the choice names and its sha256 (checked against the lockfile or the
+    wheelhouse where they name one); None: the next choice, or a build of the sdist."""
+    if choice.source == "wheelhouse" and choice.wheel and house is not None and choice.sha256:
+        return house_wheel(house, choice, job.work), choice.sha256
+    if not choice.wheel or choice.source not in {"release", "index"}:
+        return None
+    if choice.unpinned:
+        return _unpinned(job, choice, dist, key)
+    fetched = download_release(choice.wheel, job.work / "release", job.note)
+    if fetched is None or choice.sha256 is None:
+        return None
+    return _checked(fetched, choice.sha256, "the lockfile names"), choice.sha256
+
+
+def _unpinned(
+    job: LockedKernel, choice: KernelChoice, dist: LockedDist, key: BuildKey
+) -> tuple[Path, str] | None:
+    """A declared source's wheel the lockfile does not pin: fetched, its key (from its name and
+    the source's stated key) checked against the env's real one, its distribution and version
+    against the locked ones; its sha256 is computed here, for the env's record."""
+    assert choice.wheel is not None
+    stated = choice.built_for
+    if stated is None or stated.mismatches(key):
+        said = stated.describe() if stated else "no stated key"
+        job.note(f"kernel {dist.name}: {choice.wheel} is built for {said}, not this env")
+        return None
+    fetched = download_release(choice.wheel, job.work / (choice.origin or choice.source), job.note)
+    if fetched is None:
+        return None
+    problem = _not_the_locked(fetched.name, dist)
+    if problem:
+        job.note(f"kernel {dist.name}: {fetched.name} {problem}; not taken")
+        return None
+    sha256 = file_sha256(fetched)
+    job.note(
+        f"kernel {dist.name}: {fetched.name} from {choice.origin} has sha256 {sha256} (the "
+        "lockfile pins the sdist only: recorded in the env's lock)"
+    )
+    return fetched, sha256
+
+
+def _not_the_locked(filename: str, dist: LockedDist) -> str | None:
+    """Why the wheel file is not of the locked distribution and version (None: it is)."""
+    try:
+        name, version, _, _ = parse_wheel_filename(filename)
+    except InvalidWheelFilename:
+        return "is not a wheel file name"
+    if canonicalize_name(name) != canonicalize_name(dist.name):
+        return f"is a wheel of {name}, not {dist.name}"
+    if version.public != Version(dist.version).public:
+        return f"is version {version}, the lockfile pins {dist.version}"
     return None
 
 

@@ -1,7 +1,10 @@
 """Kernel stages of a `--locked` install, decided: the wheel the lockfile records (the same file,
 by sha256, from the lab wheelhouse or its release URL), else a wheelhouse wheel of the locked
-version whose build key matches the env, else a source build of the locked sdist (published to
-the wheelhouse afterwards, so the next node takes it). Pure: the plan and the run both call it.
+version whose build key matches the env, else (the lockfile records no wheel) the first declared
+prebuilt source that serves the locked version for the env's key, as the resolving route chooses
+it (a hash gap: the lockfile pins the sdist, not that wheel), else a source build of the locked
+sdist (published to the wheelhouse afterwards, so the next node takes it). Pure: the plan and the
+run both call it.
 """
 
 from __future__ import annotations
@@ -15,12 +18,25 @@ from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.kernels.host import KernelHost
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.kernels.planning import KernelDecision, cxx11_abi, decision
+from verl_bootstrap.kernels.record import KernelRecord
 from verl_bootstrap.kernels.sources import KernelChoice, candidates, wheelhouse_match
 from verl_bootstrap.kernels.wheelhouse import Entry
 from verl_bootstrap.lockfile.model import LockedDist, LockedStage, Lockfile
 from verl_bootstrap.profile.kernel import KernelSpec
 
-__all__ = ["choose_locked", "kernel_dist", "locked_key", "plan_locked_kernels"]
+__all__ = [
+    "UNPINNED",
+    "choose_locked",
+    "kernel_dist",
+    "locked_choices",
+    "locked_key",
+    "plan_locked_kernels",
+]
+
+UNPINNED = (
+    "; the lockfile pins the sdist, not this wheel: its key is checked against the env, and its "
+    "sha256 is recorded in the env's lock"
+)
 
 
 def locked_key(lock: Lockfile, platform: str | None) -> BuildKey:
@@ -43,19 +59,92 @@ def choose_locked(
     key: BuildKey,
     entries: Sequence[Entry],
     root: str | None,
+    *,
+    record: KernelRecord | None = None,
+    order: Sequence[str] | None = None,
+    online: bool = True,
+    stage: LockedStage | None = None,
 ) -> KernelChoice:
     """Where the locked kernel's wheel comes from, and why."""
+    return locked_choices(
+        kernel, dist, key, entries, root, record=record, order=order, online=online, stage=stage
+    )[0]
+
+
+def locked_choices(
+    kernel: KernelSpec,
+    dist: LockedDist,
+    key: BuildKey,
+    entries: Sequence[Entry],
+    root: str | None,
+    *,
+    record: KernelRecord | None = None,
+    order: Sequence[str] | None = None,
+    online: bool = True,
+    stage: LockedStage | None = None,
+) -> list[KernelChoice]:
+    """What the stage tries, in order: the locked wheel, the recorded one, a wheelhouse wheel, or
+    each declared source's wheel (the run falls through them when a download fails) and then a
+    build of the locked sdist. `record`, `order`: the sources' recorded lists and the site
+    config's kernel_sources; `online`: False (--offline, a bundle) asks no declared source;
+    `stage`: the locked stage, whose versions stand in for its pins (a source's whole wheel of
+    another distribution of the stage is named, not taken)."""
     if dist.source == "wheel":
-        return KernelChoice("locked", "the locked wheel, hash-checked (nothing is compiled)")
+        return [KernelChoice("locked", "the locked wheel, hash-checked (nothing is compiled)")]
     why_not: list[str] = []
     recorded = _recorded(dist, key, entries, root, why_not)
     if recorded is not None:
-        return recorded
+        return [recorded]
+    found: list[KernelChoice] = []
     if dist.kernel_wheel is None:
         entry = wheelhouse_match(kernel, dist.version, key, entries, why_not)
         if entry is not None:
-            return _from_house(entry, root, "")
-    return KernelChoice("build", f"source build of the locked sdist: {'; '.join(why_not)}")
+            return [_from_house(entry, root, "")]
+        if online:
+            pins = tuple(f"{d.name}=={d.version}" for d in stage.distributions) if stage else ()
+            found = _declared(
+                kernel, dist.version, key, why_not, pins=pins, record=record, order=order
+            )
+        else:
+            why_not.append("offline: the declared prebuilt sources are not asked")
+    build = KernelChoice("build", f"source build of the locked sdist: {'; '.join(why_not)}")
+    return [*found, build]
+
+
+def _declared(
+    kernel: KernelSpec,
+    version: str,
+    key: BuildKey,
+    why_not: list[str],
+    *,
+    pins: tuple[str, ...],
+    record: KernelRecord | None,
+    order: Sequence[str] | None,
+) -> list[KernelChoice]:
+    """The declared sources' wheels of the locked version for `key`, as the resolving route
+    finds them (same order, same site-config filter; the lab wheelhouse was asked already), each
+    one a wheel the lockfile does not pin. Only a wheel of the kernel itself with a URL: its file
+    is fetched, its sha256 computed and recorded (a whole wheel of another distribution, such as
+    TransformerEngine for its torch extension, would replace what the lockfile locks: named)."""
+    # the lab wheelhouse is asked first whatever the site config says, as before
+    ordered = None if order is None else ("wheelhouse", *(i for i in order if i != "wheelhouse"))
+    found, why = candidates(
+        kernel, version, key, (), None, packages=pins, record=record, order=ordered, house=False
+    )
+    why_not.extend(why)
+    out = []
+    for choice in found:
+        if choice.distribution:
+            why_not.append(
+                f"{choice.origin} has a whole {choice.distribution} wheel for this key, which a "
+                f"lockfile does not record in place of the locked {choice.distribution}: "
+                "--resolve takes it"
+            )
+        elif choice.wheel is None:
+            why_not.append(f"{choice.origin or choice.source}: no wheel URL to fetch and record")
+        else:
+            out.append(replace(choice, reason=choice.reason + UNPINNED, unpinned=True))
+    return out
 
 
 def _recorded(
@@ -93,44 +182,6 @@ def _from_house(entry: Entry, root: str | None, note: str) -> KernelChoice:
     return KernelChoice("wheelhouse", reason, where, entry.sha256, entry.key)
 
 
-def _unpinned_hint(
-    choice: KernelChoice,
-    stage: LockedStage,
-    kernel: KernelSpec,
-    dist: LockedDist,
-    key: BuildKey,
-    *,
-    host: KernelHost,
-) -> KernelChoice:
-    """A build whose declared sources do have a wheel says so: the lockfile records no sha256
-    for it, so a --locked install may not take it (a lock made with the network would, for a
-    wheel of the kernel itself; a whole other distribution's, only --resolve takes)."""
-    if choice.source != "build" or dist.kernel_wheel is not None:
-        return choice
-    # the locked versions stand in for the stage's pins (a source's wheel may be of another
-    # distribution of the stage: a whole TransformerEngine for its torch extension)
-    pins = tuple(f"{d.name}=={d.version}" for d in stage.distributions)
-    found, _ = candidates(
-        kernel, dist.version, key, (), None, packages=pins, record=host.record, order=host.order
-    )
-    if not found:
-        return choice
-    first = found[0]
-    if first.distribution:
-        hint = (
-            f"; {first.origin} has a whole {first.distribution} wheel for this key, which a "
-            f"lockfile does not record in place of the locked {first.distribution}: "
-            "--resolve takes it"
-        )
-    else:
-        hint = (
-            f"; {first.origin} has a prebuilt wheel for this key, but the lockfile records none "
-            "(no sha256 to check it against): `verl-bootstrap lock` on a host that reaches it "
-            "records it, or --resolve takes it now"
-        )
-    return replace(choice, reason=choice.reason + hint)
-
-
 def plan_locked_kernels(
     lock: Lockfile,
     kernels: Mapping[str, KernelSpec],
@@ -138,6 +189,7 @@ def plan_locked_kernels(
     host: KernelHost,
     driver: DriverInfo | None,
     flags: tuple[str, ...],
+    online: bool = True,
 ) -> dict[str, KernelDecision]:
     """stage id -> decision, for each locked stage the profile marks as a kernel stage."""
     key = locked_key(lock, host.platform)
@@ -146,7 +198,16 @@ def plan_locked_kernels(
         kernel = kernels.get(stage.id)
         dist = kernel_dist(stage, kernel) if kernel else None
         if kernel is not None and dist is not None:
-            choice = choose_locked(kernel, dist, key, host.entries, str(host.wheelhouse))
-            choice = _unpinned_hint(choice, stage, kernel, dist, key, host=host)
+            choice = choose_locked(
+                kernel,
+                dist,
+                key,
+                host.entries,
+                str(host.wheelhouse),
+                record=host.record,
+                order=host.order,
+                online=online,
+                stage=stage,
+            )
             out[stage.id] = decision(kernel, key, choice, host=host, driver=driver, flags=flags)
     return out

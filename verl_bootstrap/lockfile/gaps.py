@@ -32,16 +32,23 @@ GAPS: Final[dict[str, tuple[str, str]]] = {
         "their locked versions only: pip cannot require hashes of build dependencies "
         "(the default installer, uv, does)",
     ),
+    "kernel-unpinned": (
+        "the prebuilt wheel {what} takes in place of the sdist the lockfile pins",
+        "its build key, which must match the env's (the lockfile records no wheel for it: the "
+        "env's own lock records its source, URL and sha256)",
+    ),
     "conda-exe": (
         "the conda packages, installed by your own conda executable",
         "name, version and build (`verl-bootstrap verify --against LOCKFILE` compares them after)",
     ),
 }
 _GENERIC_WHAT = "a stage's source builds"
+_GENERIC = {"kernel-unpinned": "a kernel stage"}  # what the page says where a plan names a stage
 
 
-def _line(kind: str, what: str = _GENERIC_WHAT) -> str:
+def _line(kind: str, what: str | None = None) -> str:
     gap, how = GAPS[kind]
+    what = what or _GENERIC.get(kind, _GENERIC_WHAT)
     return f"not hash-checked: {gap.format(what=what)}, checked by {how}"
 
 
@@ -50,8 +57,12 @@ def documented_gaps() -> list[str]:
     return [_line(kind) for kind in GAPS]
 
 
-def hash_gaps(lock: Lockfile, *, installer: str, conda_exe: bool) -> list[str]:
-    """The gaps of installing `lock` this way, one line each (empty: all of it is hash-checked)."""
+def hash_gaps(
+    lock: Lockfile, *, installer: str, conda_exe: bool, unpinned: Iterable[str] = ()
+) -> list[str]:
+    """The gaps of installing `lock` this way, one line each (empty: all of it is hash-checked).
+    `unpinned`: the kernel stages that take a declared source's wheel the lockfile does not
+    pin (it pins their sdist)."""
     lines = []
     if lock.verl.kind == "git":
         lines.append(_line("verl-git"))
@@ -63,6 +74,7 @@ def hash_gaps(lock: Lockfile, *, installer: str, conda_exe: bool) -> list[str]:
             lines.append(_line("pip-build", what))
     if lock.conda and conda_exe:
         lines.append(_line("conda-exe"))
+    lines.extend(_line("kernel-unpinned", f"kernel stage {stage}") for stage in unpinned)
     return lines
 
 

@@ -157,7 +157,10 @@ class Plan:
         if self.locked is None:
             return []
         conda_exe = self.conda_exe is not None and self.backend != "venv"
-        return hash_gaps(self.locked.lock, installer=self.installer, conda_exe=conda_exe)
+        unpinned = [i for i, d in self.kernels.items() if d.choice.unpinned]
+        return hash_gaps(
+            self.locked.lock, installer=self.installer, conda_exe=conda_exe, unpinned=unpinned
+        )
 
     def step(self, step_id: str) -> Step:
         """The step with this id."""

@@ -75,6 +75,7 @@ def _kernels(plan: Plan) -> dict[str, KernelDecision]:
             host=host.kernels,
             driver=host.driver,
             flags=plan.options.cuda_arch,
+            online=not plan.options.offline,
         )
     # a stage that takes verl's pins names bare packages; the torch it must leave is its expect
     listed = tuple((s.id, s.promised(), s.kernel) for s in plan.stages)

@@ -204,6 +204,9 @@ def _locked_kernel(ctx: StepContext, stage: StageSpec, locked: LockedStage) -> L
         wheelhouse=open_wheelhouse(ctx.plan.wheelhouse, os.environ),
         work=kernel_dir(ctx.plan.prefix, stage.id),
         note=lambda line: _note(ctx, line),
+        record=record_for_profile(ctx.plan.profile_ref),
+        order=ctx.plan.kernel_sources,
+        online=not ctx.plan.options.offline,
     )
 
 
