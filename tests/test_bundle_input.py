@@ -132,6 +132,27 @@ def test_members_that_nest_in_one_another_are_bad_input(tmp_path: Path, cache: P
     assert "member 'a/b' clashes with member 'a'" in err
 
 
+@pytest.mark.parametrize(
+    ("path", "role", "said"),
+    [
+        ("kernels/k-1.0-py3-none-any.whl", "artifact", ".role 'artifact' is not kernel"),
+        ("artifacts/k-1.0-py3-none-any.whl", "kernel", ".role 'kernel' is not kernel"),
+        ("kernels/index.json", "kernel", ".path 'kernels/index.json' is not a kernel wheel's"),
+        ("kernels/x/k-1.0-py3-none-any.whl", "kernel", "is not a kernel wheel's"),
+    ],
+)
+def test_kernels_holds_kernel_wheels_alone(
+    tmp_path: Path, cache: Path, path: str, role: str, said: str
+) -> None:
+    """kernels/ is the tool's wheelhouse on the node: its index is written there, never unpacked."""
+    body = manifest()
+    body["members"].append({"path": path, "sha256": sha(b"k"), "size": 1, "role": role})
+    code, err = install(bundle(tmp_path / "b.tar", body), tmp_path / "env")
+    assert code == EXIT_BAD_INPUT, err
+    assert "invalid manifest.json: " in err and said in err
+    assert unpacked_files(cache) == []
+
+
 def test_a_member_of_another_size_is_refused_before_it_is_read(tmp_path: Path, cache: Path) -> None:
     body = manifest()
     body["members"][1]["size"] = 10

@@ -342,6 +342,8 @@ def test_build_progress_counts_ninja_and_compiler_lines() -> None:
 
 
 def test_a_locked_kernel_takes_the_recorded_file_or_builds_the_locked_sdist(tmp_path: Path) -> None:
+    from verl_bootstrap.kernels.host import Bundled  # noqa: PLC0415
+    from verl_bootstrap.kernels.wheelhouse import entry_for  # noqa: PLC0415
     from verl_bootstrap.locked.kernels import choose_locked  # noqa: PLC0415
     from verl_bootstrap.lockfile.model import KernelWheel, LockedDist  # noqa: PLC0415
 
@@ -376,6 +378,13 @@ def test_a_locked_kernel_takes_the_recorded_file_or_builds_the_locked_sdist(tmp_
     build = choose_locked(kernel, with_record, newer, house.entries(), str(tmp_path))
     assert build.source == "build"
     assert build.reason.startswith("source build of the locked sdist: the lockfile's flash_attn")
+    # a bundle that carries the recorded file comes first (nothing is downloaded); for another
+    # key it is not taken either
+    bundle = Bundled(tmp_path / "bundle", (entry_for(recorded.file, "a" * 64, ENV),))
+    carried = choose_locked(kernel, with_record, ENV, house.entries(), None, bundle=bundle)
+    assert (carried.source, carried.wheel) == ("bundle", str(tmp_path / "bundle" / recorded.file))
+    assert carried.reason.startswith("prebuilt from the bundle, key torch 2.8+cu12")
+    assert choose_locked(kernel, with_record, newer, (), None, bundle=bundle).source == "build"
 
 
 def test_a_threads_variable_no_build_reads_is_refused() -> None:

@@ -88,6 +88,7 @@ class SiteOptions:
     notes: tuple[str, ...] = ()
     origin: str = ""  # the config file(s) these came from
     wheelhouse: str | None = None  # the lab wheelhouse folder (None: the tool home's)
+    bundle_kernels: Path | None = None  # a bundle's kernel wheels: a wheelhouse searched first
     cuda_arch: tuple[str, ...] = ()  # archs a source build uses when no GPU is seen
     kernel_sources: tuple[str, ...] | None = None  # prebuilt kernel sources on, in this order
     lockfiles: str | None = None  # the lab's lockfiles: a folder or URL laid out as lockfiles/

@@ -6,6 +6,7 @@ Layout (the manifest first, then the tool's wheels, so install.sh reads only the
   install.sh          for a node without the tool: installs it from tool/, then runs it
   lockfile/NAME       the lockfile
   artifacts/*         every locked artifact, and the build requirements of the locked sdists
+  kernels/*.whl       the prebuilt kernel wheels the lockfile records (`kernel_wheel`)
   conda/SUBDIR/*      the conda part's packages (conda locks), a channel the node indexes
   verl/verl.gitbundle verl's checkout at the locked commit (git locks; an sdist lock's verl
                       sdist is an artifact)
@@ -26,10 +27,12 @@ from pathlib import Path
 from verl_bootstrap import __version__
 from verl_bootstrap.bundle.collect import Collected, collect_locked, resolve_build
 from verl_bootstrap.bundle.conda import collect_conda, conda_arcname
+from verl_bootstrap.bundle.kernels import collect_kernel_wheels, kernel_arcname
 from verl_bootstrap.bundle.manifest import MANIFEST_NAME, Manifest, Member, Role, dump_manifest
 from verl_bootstrap.bundle.sources import tool_wheels, verl_git_bundle, verl_pyproject
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.kernels.remotehouse import AnyWheelhouse
 from verl_bootstrap.lockfile.buildlock import build_requirements, sdist_pyproject
 from verl_bootstrap.lockfile.io import read_lockfile
 from verl_bootstrap.lockfile.model import Lockfile
@@ -49,6 +52,7 @@ class BundleRequest:
     verl_source: str | None = None  # a clone with the locked commit (default: the lock's repo)
     with_tool: bool = True
     channels: Mapping[str, str] = field(default_factory=dict)  # the lock's channel names -> URLs
+    wheelhouse: AnyWheelhouse | None = None  # the lab's: kernel wheels recorded with no URL
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class BundleResult:
     manifest: Manifest
     size: int
     seconds: float
+    notes: tuple[str, ...] = ()  # what was left out, and why
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,7 @@ def create_bundle(request: BundleRequest) -> BundleResult:
     partial = _claim(request.output)  # a place it cannot write is said before any download
     try:
         with tempfile.TemporaryDirectory(prefix="verl-bundle-") as tmp:
-            files = _gather(lock, request, Path(tmp))
+            files, notes = _gather(lock, request, Path(tmp))
             manifest = _manifest(lock, request.lockfile, files)
             _write(partial, manifest, files)
         partial.replace(request.output)
@@ -85,12 +90,15 @@ def create_bundle(request: BundleRequest) -> BundleResult:
     finally:
         partial.unlink(missing_ok=True)  # whatever stopped the run: no .part is left
     size = request.output.stat().st_size
-    return BundleResult(request.output, manifest, size, time.monotonic() - started)
+    return BundleResult(request.output, manifest, size, time.monotonic() - started, tuple(notes))
 
 
-def _gather(lock: Lockfile, request: BundleRequest, work: Path) -> list[_File]:
+def _gather(lock: Lockfile, request: BundleRequest, work: Path) -> tuple[list[_File], list[str]]:
     cache, settings = request.cache, request.settings
     files = [_File(f"lockfile/{request.lockfile.name}", request.lockfile, "lockfile")]
+    # first: a recorded wheel that is another file now refuses the bundle before the rest is got
+    kernels, notes = collect_kernel_wheels(lock, cache=cache, house=request.wheelhouse, work=work)
+    files += [_File(kernel_arcname(k.path.name), k.path, "kernel", k.name) for k in kernels]
     if request.with_tool:
         tool = tool_wheels(lock, settings, cache=cache, work=work)
         files += [_File(f"tool/{c.path.name}", c.path, "tool", c.name) for c in tool]
@@ -115,7 +123,7 @@ def _gather(lock: Lockfile, request: BundleRequest, work: Path) -> list[_File]:
         )
         have = {f.arcname for f in files}
         files += [f for f in _artifacts(build, "build") if f.arcname not in have]
-    return files
+    return files, notes
 
 
 def _is_sdist(collected: Collected) -> bool:

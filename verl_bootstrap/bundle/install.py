@@ -1,6 +1,7 @@
 """`install --bundle PATH`: the host is checked against the manifest before anything is unpacked,
 every member is checked while it is unpacked, and the run is locked to the bundle's lockfile,
-offline, with the bundle as its only index."""
+offline, with the bundle as its only index (its kernel wheels a wheelhouse searched before the
+lab's)."""
 
 from __future__ import annotations
 
@@ -75,7 +76,14 @@ def _python_found(manifest: Manifest, options: RunOptions) -> bool:
 def bundle_options(options: RunOptions, unpacked: Unpacked, profile: Profile) -> RunOptions:
     """The run, locked to the bundle's lockfile, offline, with the bundle as its only index."""
     url, links = unpacked.index_url, (str(unpacked.find_links),)
-    site = replace(options.site, index_url=url, extra_index_urls=(), find_links=links, pytorch=())
+    site = replace(
+        options.site,
+        index_url=url,
+        extra_index_urls=(),
+        find_links=links,
+        pytorch=(),
+        bundle_kernels=unpacked.kernel_wheels,
+    )
     source, channel = unpacked.verl_source, unpacked.conda_channel
     return replace(
         options,

@@ -6,8 +6,9 @@ later member is checked against the sha256 it lists.
 
 The manifest is a regular member of at most MAX_MANIFEST_BYTES, read only after its size is
 checked; every field has a shape (glibc and Python versions, sha256 values, member paths that
-stay inside the bundle and never nest in one another), and the lockfile it names is one of its
-members whose sha256 is `lockfile_sha256`. Anything else is bad input naming the field.
+stay inside the bundle and never nest in one another, kernel wheels at kernels/FILE.whl and
+nothing else there), and the lockfile it names is one of its members whose sha256 is
+`lockfile_sha256`. Anything else is bad input naming the field.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ MAX_MANIFEST_BYTES: Final = 16 << 20  # ~100 bytes a member: far more members th
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _PYTHON = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?")
 _GLIBC = re.compile(r"[0-9]+\.[0-9]+")
-Role = Literal["lockfile", "artifact", "build", "conda", "verl-source", "tool", "script"]
+Role = Literal["lockfile", "artifact", "build", "conda", "kernel", "verl-source", "tool", "script"]
+_KERNEL_PATH = re.compile(r"kernels/[^/]+\.whl")
 
 
 class _Strict(BaseModel):
@@ -186,6 +188,11 @@ def _check_member(member: Member, origin: Path) -> None:
         raise _bad(origin, f"members[{member.path!r}].sha256", member.sha256, "a sha256")
     if member.size < 0:
         raise _bad(origin, f"members[{member.path!r}].size", member.size, "a size in bytes")
+    where = f"members[{member.path!r}]"
+    if (member.role == "kernel") != member.path.startswith("kernels/"):
+        raise _bad(origin, f"{where}.role", member.role, "kernel, the role of kernels/ alone")
+    if member.role == "kernel" and not _KERNEL_PATH.fullmatch(member.path):
+        raise _bad(origin, f"{where}.path", member.path, "a kernel wheel's (kernels/FILE.whl)")
 
 
 def _check_no_nesting(paths: list[str], origin: Path) -> None:

@@ -5,7 +5,9 @@ the whole bundle before anything is installed. A member's `.part` file never out
 
 The unpacked artifacts are served to the installer as a local find-links folder, so a `--locked`
 install looks them up and checks their hashes exactly as it does on a network index; the conda
-packages (conda locks) are checked against the lockfile as well and indexed as a local channel.
+packages (conda locks) are checked against the lockfile as well and indexed as a local channel,
+and so are the kernel wheels, listed as a read-only wheelhouse the locked kernel stages search
+by sha256 (bundle/kernels.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from packaging.version import Version
 
 from verl_bootstrap import proc
 from verl_bootstrap.bundle.conda import CONDA_FOLDER, check_conda_files, index_channel
+from verl_bootstrap.bundle.kernels import KERNELS_FOLDER, index_kernel_wheels
 from verl_bootstrap.bundle.manifest import (
     MANIFEST_NAME,
     Manifest,
@@ -70,6 +73,13 @@ class Unpacked:
         return channel if channel.is_dir() else None
 
     @property
+    def kernel_wheels(self) -> Path | None:
+        """The wheelhouse of the kernel wheels the lockfile records (checked and indexed)."""
+        if not any(m.role == "kernel" for m in self.manifest.members):
+            return None
+        return self.root / KERNELS_FOLDER
+
+    @property
     def verl_source(self) -> Path | None:
         """A bare clone of verl at the locked commit (git locks)."""
         clone = self.root / "verl.git"
@@ -106,8 +116,7 @@ def unpack_bundle(archive: Path, manifest: Manifest, dest: Path) -> Unpacked:
     if expected:
         raise _tampered(archive, f"it lacks {', '.join(sorted(expected))}")
     _write_index(dest)
-    if any(m.role == "conda" for m in manifest.members):
-        _conda_channel(dest, manifest, archive)
+    _index_against_lock(dest, manifest, archive)
     if manifest.verl_kind == "git":
         bundle = dest / "verl" / "verl.gitbundle"
         shutil.rmtree(dest / "verl.git", ignore_errors=True)  # our own clone of an earlier run
@@ -134,11 +143,17 @@ def _unpack_members(archive: Path, expected: dict[str, Member], dest: Path) -> N
             _extract(tar, info, member, dest / member.path, archive)
 
 
-def _conda_channel(dest: Path, manifest: Manifest, archive: Path) -> None:
-    """Check the conda packages against the bundle's lockfile too, then index them."""
+def _index_against_lock(dest: Path, manifest: Manifest, archive: Path) -> None:
+    """Check the conda packages and the kernel wheels against the bundle's lockfile too, then
+    index them (a local channel; a read-only wheelhouse)."""
+    roles = {m.role for m in manifest.members}
+    if not roles & {"conda", "kernel"}:
+        return
     lock = read_lockfile(dest / manifest.lockfile)
-    check_conda_files(dest / CONDA_FOLDER, lock.conda, archive)
-    index_channel(dest / CONDA_FOLDER)
+    if "conda" in roles:
+        check_conda_files(dest / CONDA_FOLDER, lock.conda, archive)
+        index_channel(dest / CONDA_FOLDER)
+    index_kernel_wheels(dest, manifest, lock, archive)
 
 
 def _extract(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,7 @@ def flags_bundle(p: argparse.ArgumentParser) -> None:
 def cmd_bundle(ns: argparse.Namespace) -> int:
     """`bundle`: collect, check and write; print the size and the time it took."""
     from verl_bootstrap.bundle.create import BundleRequest, create_bundle
+    from verl_bootstrap.kernels.host import open_wheelhouse
     from verl_bootstrap.lockfile.origins import lock_channels, lock_index_settings
     from verl_bootstrap.paths import cache_root
 
@@ -51,6 +53,7 @@ def cmd_bundle(ns: argparse.Namespace) -> int:
         cache=cache_root() / "bundle",
         verl_source=ns.verl_source,
         with_tool=not ns.no_tool,
+        wheelhouse=open_wheelhouse(options.site.wheelhouse, os.environ),
     )
     result = create_bundle(request)
     members = len(result.manifest.members) + 1
@@ -62,9 +65,13 @@ def cmd_bundle(ns: argparse.Namespace) -> int:
                 "bytes": result.size,
                 "members": members,
                 "seconds": round(result.seconds, 2),
+                "kernel_wheels": [m.path for m in result.manifest.members if m.role == "kernel"],
+                "notes": list(result.notes),
             }
         )
         return EXIT_OK
+    for note in result.notes:
+        err(f"note: {note}")
     size = f"{result.size / (1 << 20):.1f} MiB"
     out(f"wrote {result.path}: {members} members, {size} in {result.seconds:.1f} s")
     name, profile = result.path.name, lock.profile
@@ -81,6 +88,7 @@ def _dry_run(ns: argparse.Namespace, lock: Lockfile, lockfile: Path, archive: Pa
     """`bundle --dry-run`: the archive it would write and what would go in; nothing fetched."""
     artifacts = sum(len(s.distributions) + len(s.build) for s in lock.stages) + len(lock.conda)
     verl = f"verl {lock.verl.ref} ({lock.verl.kind})"
+    kernels = sum(1 for s in lock.stages for d in s.distributions if d.kernel_wheel)
     tool = "" if ns.no_tool else ", the tool's own wheels"
     if ns.json:
         emit_json(
@@ -90,11 +98,13 @@ def _dry_run(ns: argparse.Namespace, lock: Lockfile, lockfile: Path, archive: Pa
                 "path": str(archive),
                 "lockfile": str(lockfile),
                 "packages": artifacts,
+                "kernel_wheels": kernels,
                 "with_tool": not ns.no_tool,
             }
         )
         return EXIT_OK
-    out(f"would write {archive} from {lockfile}: {artifacts} locked packages, {verl}{tool}")
+    wheels = f", {kernels} prebuilt kernel wheel(s)" if kernels else ""
+    out(f"would write {archive} from {lockfile}: {artifacts} locked packages{wheels}, {verl}{tool}")
     return EXIT_OK
 
 

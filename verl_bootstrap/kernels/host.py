@@ -1,6 +1,7 @@
 """What the plan needs to decide a kernel stage, gathered once before it is compiled: the lab
-wheelhouse's listing, this host's cores and memory, the Python tag the env will have, and the
-sizing variables the user already set (which are kept)."""
+wheelhouse's listing (and that of the kernel wheels of a bundle installed from), this host's
+cores and memory, the Python tag the env will have, and the sizing variables the user already
+set (which are kept)."""
 
 from __future__ import annotations
 
@@ -26,9 +27,33 @@ from verl_bootstrap.kernels.wheelhouse import Entry, Wheelhouse
 from verl_bootstrap.paths import default_wheelhouse
 from verl_bootstrap.redact import redact
 
-__all__ = ["KernelHost", "gather_kernel_host", "open_wheelhouse", "wheelhouse_root"]
+__all__ = [
+    "Bundled",
+    "KernelHost",
+    "gather_kernel_host",
+    "open_bundled",
+    "open_wheelhouse",
+    "wheelhouse_root",
+]
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # any URL: only http(s) and file are read
+
+
+@dataclass(frozen=True)
+class Bundled:
+    """The kernel wheels a bundle carries: the read-only wheelhouse they were unpacked into."""
+
+    root: Path
+    entries: tuple[Entry, ...]
+
+    def find(self, sha256: str) -> Entry | None:
+        """The wheel with `sha256`, if the bundle carries it."""
+        return next((e for e in self.entries if e.sha256 == sha256), None)
+
+
+def open_bundled(root: Path) -> Bundled:
+    """The bundle's kernel wheels at `root`, as its index lists them."""
+    return Bundled(root, Wheelhouse(root).entries())
 
 
 @dataclass(frozen=True)
@@ -46,6 +71,7 @@ class KernelHost:
     ninja: bool = True  # ninja is on PATH (torch's extension builds run serially without it)
     record: KernelRecord | None = None  # the sources' recorded wheel lists (None: none)
     order: tuple[str, ...] | None = None  # the site config's kernel_sources (None: declared)
+    bundled: Bundled | None = None  # the kernel wheels of the bundle installed from
 
 
 def wheelhouse_root(configured: str | None, environ: Mapping[str, str]) -> Path:
@@ -76,9 +102,10 @@ def gather_kernel_host(
     environ: Mapping[str, str],
     record: KernelRecord | None = None,
     order: tuple[str, ...] | None = None,
+    bundled: Path | None = None,
 ) -> KernelHost:
     """Read the wheelhouse and the host (an unreadable index is an InputError naming it);
-    `record`: the recorded lists beside the profile."""
+    `record`: the recorded lists beside the profile; `bundled`: a bundle's kernel wheels."""
     house = open_wheelhouse(configured, environ)
     watched = ("MAX_JOBS", *ARCH_VARIABLES, *THREADS_VARIABLES)
     return KernelHost(
@@ -93,6 +120,7 @@ def gather_kernel_host(
         ninja=shutil.which("ninja", path=environ.get("PATH")) is not None,
         record=record,
         order=order,
+        bundled=open_bundled(bundled) if bundled else None,
     )
 
 

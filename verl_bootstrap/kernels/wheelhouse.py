@@ -21,7 +21,7 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +34,7 @@ from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.paths import cannot_write, file_sha256
 from verl_bootstrap.safety.shapes import SHA256, control_char_at, inside
 
-__all__ = ["INDEX_NAME", "Entry", "Wheelhouse", "parse_index"]
+__all__ = ["INDEX_NAME", "Entry", "Wheelhouse", "entry_for", "index_text", "parse_index"]
 
 INDEX_NAME = "index.json"
 SCHEMA = "verl-bootstrap.wheelhouse/1"
@@ -211,8 +211,7 @@ class Wheelhouse:
             raise
 
     def _write(self, entries: list[Entry]) -> None:
-        body = {"schema": SCHEMA, "wheels": [e.to_json() for e in entries]}
-        text = json.dumps(body, indent=1, sort_keys=True) + "\n"
+        text = index_text(entries)
         fd, tmp = tempfile.mkstemp(prefix=f".{INDEX_NAME}.", dir=self.root)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -237,6 +236,18 @@ def _umask() -> int:
     except (OSError, ValueError):
         pass
     return 0o022
+
+
+def index_text(entries: Iterable[Entry]) -> str:
+    """An index's text listing `entries`."""
+    body = {"schema": SCHEMA, "wheels": [e.to_json() for e in entries]}
+    return json.dumps(body, indent=1, sort_keys=True) + "\n"
+
+
+def entry_for(file: str, sha256: str, key: BuildKey) -> Entry:
+    """The entry of the wheel `file` (its name and version read from the file name)."""
+    name, version = _wheel_name(file, where=file)
+    return Entry(file, name, version, sha256, key)
 
 
 def _wheel_name(filename: str, *, where: str) -> tuple[str, str]:

@@ -20,6 +20,7 @@ from packaging.utils import (
 from packaging.version import Version
 
 from verl_bootstrap.errors import StepFailed
+from verl_bootstrap.kernels.host import Bundled
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.kernels.probe import check_loads, probe_key
 from verl_bootstrap.kernels.record import KernelRecord
@@ -28,7 +29,7 @@ from verl_bootstrap.kernels.sources import KernelChoice
 from verl_bootstrap.kernels.stage import download_release, house_wheel, kernel_output, publish_built
 from verl_bootstrap.locked.kernels import kernel_dist, locked_choices
 from verl_bootstrap.lockfile.lookup import Artifact
-from verl_bootstrap.lockfile.model import LockedDist, LockedStage
+from verl_bootstrap.lockfile.model import KernelWheel, LockedDist, LockedStage
 from verl_bootstrap.paths import file_sha256
 from verl_bootstrap.profile.kernel import KernelSpec
 
@@ -51,6 +52,7 @@ class LockedKernel:
     record: KernelRecord | None = None  # the declared sources' recorded wheel lists
     order: tuple[str, ...] | None = None  # the site config's kernel_sources
     online: bool = True  # False (--offline, a bundle): no declared source is asked
+    bundled: Bundled | None = None  # the kernel wheels of the bundle installed from
 
 
 Wheels = dict[str, Artifact]
@@ -79,6 +81,7 @@ def locked_kernel_wheels(job: LockedKernel, build: Build) -> tuple[Wheels, Wheel
         order=job.order,
         online=job.online,
         stage=job.stage,
+        bundle=job.bundled,
     )
     for choice in choices:
         job.note(f"kernel {dist.name}: env is {key.describe()}; {choice.reason}")
@@ -93,6 +96,8 @@ def locked_kernel_wheels(job: LockedKernel, build: Build) -> tuple[Wheels, Wheel
         out = kernel_output(choice.source, taken, sha256, choice.built_for or key, url)
         if choice.origin and choice.source != "wheelhouse":
             out.update(origin=choice.origin, trust=choice.trust)
+        if choice.source == "bundle" and dist.kernel_wheel is not None:
+            out.update(_recorded_source(dist.kernel_wheel))
         if choice.unpinned:  # the lockfile pins the sdist only: this sha256 is the env's record
             out["unpinned"] = True
         return built, {dist.name: artifact}, out
@@ -117,6 +122,11 @@ def _taken(
     wheelhouse where they name one); None: the next choice, or a build of the sdist."""
     if choice.source == "wheelhouse" and choice.wheel and house is not None and choice.sha256:
         return house_wheel(house, choice, job.work), choice.sha256
+    if choice.source == "bundle" and choice.wheel and choice.sha256:  # checked when unpacked too
+        again = "install from the bundle again: it is checked while it is unpacked"
+        return _checked(Path(choice.wheel), choice.sha256, "the lockfile records", again), (
+            choice.sha256
+        )
     if not choice.wheel or choice.source not in {"release", "index"}:
         return None
     if choice.unpinned:
@@ -167,12 +177,21 @@ def _not_the_locked(filename: str, dist: LockedDist) -> str | None:
     return None
 
 
-def _checked(wheel: Path, sha256: str | None, whose: str) -> Path:
+def _recorded_source(wheel: KernelWheel) -> dict[str, Any]:
+    """Where a wheel taken from a bundle comes from, as the lockfile records it: the env's record
+    names the same bytes' source, not the bundle's copy."""
+    found = {"source": wheel.source, "url": wheel.url, "origin": wheel.origin, "trust": wheel.trust}
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def _checked(
+    wheel: Path,
+    sha256: str | None,
+    whose: str,
+    hint: str = "run `verl-bootstrap wheelhouse check` and replace the file",
+) -> Path:
     if file_sha256(wheel) != sha256:
-        raise StepFailed(
-            f"{wheel} does not have the sha256 {whose} ({sha256})",
-            hint="run `verl-bootstrap wheelhouse check` and replace the file",
-        )
+        raise StepFailed(f"{wheel} does not have the sha256 {whose} ({sha256})", hint=hint)
     return wheel
 
 

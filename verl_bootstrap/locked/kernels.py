@@ -1,10 +1,10 @@
 """Kernel stages of a `--locked` install, decided: the wheel the lockfile records (the same file,
-by sha256, from the lab wheelhouse or its release URL), else a wheelhouse wheel of the locked
-version whose build key matches the env, else (the lockfile records no wheel) the first declared
-prebuilt source that serves the locked version for the env's key, as the resolving route chooses
-it (a hash gap: the lockfile pins the sdist, not that wheel), else a source build of the locked
-sdist (published to the wheelhouse afterwards, so the next node takes it). Pure: the plan and the
-run both call it.
+by sha256, from the bundle installed from, the lab wheelhouse or its release URL), else a
+wheelhouse wheel of the locked version whose build key matches the env, else (the lockfile
+records no wheel) the first declared prebuilt source that serves the locked version for the
+env's key, as the resolving route chooses it (a hash gap: the lockfile pins the sdist, not that
+wheel), else a source build of the locked sdist (published to the wheelhouse afterwards, so the
+next node takes it). Pure: the plan and the run both call it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import replace
 from packaging.utils import canonicalize_name
 
 from verl_bootstrap.gpu.model import DriverInfo
-from verl_bootstrap.kernels.host import KernelHost
+from verl_bootstrap.kernels.host import Bundled, KernelHost
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.kernels.planning import KernelDecision, cxx11_abi, decision
 from verl_bootstrap.kernels.record import KernelRecord
@@ -64,10 +64,20 @@ def choose_locked(
     order: Sequence[str] | None = None,
     online: bool = True,
     stage: LockedStage | None = None,
+    bundle: Bundled | None = None,
 ) -> KernelChoice:
     """Where the locked kernel's wheel comes from, and why."""
     return locked_choices(
-        kernel, dist, key, entries, root, record=record, order=order, online=online, stage=stage
+        kernel,
+        dist,
+        key,
+        entries,
+        root,
+        record=record,
+        order=order,
+        online=online,
+        stage=stage,
+        bundle=bundle,
     )[0]
 
 
@@ -82,17 +92,19 @@ def locked_choices(
     order: Sequence[str] | None = None,
     online: bool = True,
     stage: LockedStage | None = None,
+    bundle: Bundled | None = None,
 ) -> list[KernelChoice]:
     """What the stage tries, in order: the locked wheel, the recorded one, a wheelhouse wheel, or
     each declared source's wheel (the run falls through them when a download fails) and then a
     build of the locked sdist. `record`, `order`: the sources' recorded lists and the site
     config's kernel_sources; `online`: False (--offline, a bundle) asks no declared source;
     `stage`: the locked stage, whose versions stand in for its pins (a source's whole wheel of
-    another distribution of the stage is named, not taken)."""
+    another distribution of the stage is named, not taken); `bundle`: the kernel wheels of the
+    bundle installed from, searched by sha256 first."""
     if dist.source == "wheel":
         return [KernelChoice("locked", "the locked wheel, hash-checked (nothing is compiled)")]
     why_not: list[str] = []
-    recorded = _recorded(dist, key, entries, root, why_not)
+    recorded = _recorded(dist, key, why_not, entries=entries, root=root, bundle=bundle)
     if recorded is not None:
         return [recorded]
     found: list[KernelChoice] = []
@@ -148,9 +160,16 @@ def _declared(
 
 
 def _recorded(
-    dist: LockedDist, key: BuildKey, entries: Sequence[Entry], root: str | None, why: list[str]
+    dist: LockedDist,
+    key: BuildKey,
+    why: list[str],
+    *,
+    entries: Sequence[Entry],
+    root: str | None,
+    bundle: Bundled | None,
 ) -> KernelChoice | None:
-    """The very file the lockfile records, when its key is the env's."""
+    """The very file the lockfile records, when its key is the env's: from the bundle, else the
+    lab wheelhouse, else its URL."""
     wheel = dist.kernel_wheel
     if wheel is None:
         return None
@@ -158,6 +177,14 @@ def _recorded(
     if stated.mismatches(key):
         why.append(f"the lockfile's {wheel.file} is built for {stated.describe()}, not this env")
         return None
+    carried = bundle.find(wheel.sha256) if bundle else None
+    if bundle is not None and carried is not None:
+        reason = (
+            f"prebuilt from the bundle, key {stated.describe()}, sha256 {wheel.sha256[:12]}… "
+            "(the file the lockfile records; nothing is downloaded)"
+        )
+        where = str(bundle.root / carried.file)
+        return KernelChoice("bundle", reason, where, wheel.sha256, stated)
     entry = next((e for e in entries if e.sha256 == wheel.sha256), None)
     if entry is not None:
         return _from_house(entry, root, " (the file the lockfile records)")
@@ -208,6 +235,7 @@ def plan_locked_kernels(
                 order=host.order,
                 online=online,
                 stage=stage,
+                bundle=host.bundled,
             )
             out[stage.id] = decision(kernel, key, choice, host=host, driver=driver, flags=flags)
     return out

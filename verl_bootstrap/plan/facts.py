@@ -60,6 +60,7 @@ def gather_host(
     if any(stage.kernel for stage in profile.stages):
         kernels = gather_kernel_host(
             configured=options.site.wheelhouse,
+            bundled=options.site.bundle_kernels,
             site_archs=options.site.cuda_arch,
             interpreter=interpreter,
             python_prefer=profile.python.prefer,

@@ -131,6 +131,11 @@ class Plan:
         return self.options.site.wheelhouse
 
     @property
+    def bundle_kernels(self) -> Path | None:
+        """The kernel wheels of the bundle installed from (a read-only wheelhouse), if any."""
+        return self.options.site.bundle_kernels
+
+    @property
     def lockfile(self) -> Lockfile | None:
         """The lockfile this run installs exactly (None: the run resolves)."""
         return None if self.locked is None else self.locked.lock

@@ -19,7 +19,7 @@ from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.envs.inventory import canonical, installed
 from verl_bootstrap.errors import CommandFailed, StepFailed
 from verl_bootstrap.events import emit
-from verl_bootstrap.kernels.host import open_wheelhouse
+from verl_bootstrap.kernels.host import open_bundled, open_wheelhouse
 from verl_bootstrap.kernels.progress import BuildProgress, chain
 from verl_bootstrap.kernels.record import record_for_profile
 from verl_bootstrap.kernels.sizing import read_resources
@@ -207,6 +207,7 @@ def _locked_kernel(ctx: StepContext, stage: StageSpec, locked: LockedStage) -> L
         record=record_for_profile(ctx.plan.profile_ref),
         order=ctx.plan.kernel_sources,
         online=not ctx.plan.options.offline,
+        bundled=open_bundled(bundle) if (bundle := ctx.plan.bundle_kernels) else None,
     )
 
 
