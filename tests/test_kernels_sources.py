@@ -305,10 +305,15 @@ def test_the_locked_default_route_takes_a_declared_sources_wheel_the_lock_does_n
     community's on aarch64) instead of building the locked sdist, and names the hash gap."""
     assert cli.main(["plan", "--profile", "fsdp", "--cuda", "cu130", "--json"]) == 0
     body = json.loads(capsys.readouterr().out)
-    kernel = next(s for s in body["steps"] if s["id"] == "flash-attn")["kernel"]
+    step = next(s for s in body["steps"] if s["id"] == "flash-attn")
+    kernel = step["kernel"]
     assert kernel["source"] != "build", kernel
     if "the lockfile records" in kernel["reason"]:  # a lock regenerated with the network
         return
+    assert step["description"].startswith(
+        "1 locked distribution(s), hash-checked but for the kernel's wheel, which the lockfile "
+        "does not pin"
+    ), step["description"]
     platform = kernel["expected_key"]["platform"]
     source = "verl-wheelhouse" if platform == "linux_x86_64" else "community"
     assert kernel["origin"] == source and kernel["wheel"].endswith(f"-{platform}.whl"), kernel

@@ -101,8 +101,14 @@ def _argv(plan: Plan, stage: StageSpec) -> list[str]:
 def describe(plan: Plan, stage: StageSpec, previous: str) -> Step:
     decision = plan.kernels.get(stage.id)
     description = stage.description or f"install {', '.join(stage.packages)}"
-    if not plan.locked_stage(stage.id):  # verl's extras, as resolved (a lockfile has its own)
+    locked = plan.locked_stage(stage.id)
+    if not locked:  # verl's extras, as resolved (a lockfile has its own)
         description += "".join(f"\n{line}" for line in extras_lines(stage, plan.source.checkout))
+    elif decision is not None and decision.choice.unpinned:  # its kernel's wheel is a hash gap
+        description = (
+            f"{len(locked.distributions)} locked distribution(s), hash-checked but for the "
+            "kernel's wheel, which the lockfile does not pin (below)"
+        )
     return Step(
         id=stage.id,
         kind="script" if stage.kind == "script" else "stage",
