@@ -81,6 +81,16 @@ def run_cli(argv: list[str]) -> Run:
     return Run(code=code, body=json.loads(out.getvalue()), stderr=err.getvalue())
 
 
+def lock_cpu(profile: Path, repo: Path, out: Path) -> None:
+    """`lock` the kernel-stage profile `profile` (its cpu variant, Python 3.11, verl from `repo`)
+    into `out`; a failure shows what the tool said."""
+    argv = ["lock", "--profile", str(profile), "--cuda", "cpu", "--python-version", "3.11"]
+    argv += ["--verl-source", str(repo), "--output", str(out)]
+    said = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(said):
+        assert cli.main(argv) == 0, said.getvalue()
+
+
 def install_argv(prefix: Path, repo: Path, *extra: str) -> list[str]:
     """The kernel-stage profile into `prefix`, verl from the test repo."""
     return [

@@ -13,7 +13,6 @@ so each bundle is the CPU torch and little else.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import http.server
@@ -29,10 +28,9 @@ from pathlib import Path
 import pytest
 import yaml
 from bundlefixtures import BUNDLE_CACHE, manifest_of
-from kernellab import STANDIN, Lab, Run, make_sdist, run_cli
+from kernellab import STANDIN, Lab, Run, lock_cpu, make_sdist, run_cli
 from test_kernels_prebuilt import COMMUNITY, COMMUNITY_NAME, kernel_wheel, lab_profile, relabel
 
-from verl_bootstrap import cli
 from verl_bootstrap.bundle.kernels import collect_kernel_wheels
 from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED
 from verl_bootstrap.kernels.wheelhouse import Wheelhouse
@@ -86,22 +84,7 @@ def kernel_lock(
     other = {"torch": "2.12.0", "cuda": "cpu", "cxx11abi": "TRUE"}
     profile = lab_profile(release[0], base / "profile", verl_key=other)
     out = base / "kernel.lock.yaml"
-    argv = [
-        "lock",
-        "--profile",
-        str(profile),
-        "--cuda",
-        "cpu",
-        "--python-version",
-        "3.11",
-        "--verl-source",
-        str(kernel_lab.repo),
-        "--output",
-        str(out),
-    ]
-    said = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(said):
-        assert cli.main(argv) == EXIT_OK, said.getvalue()
+    lock_cpu(profile, kernel_lab.repo, out)
     wheel = kernel_wheel(out)
     assert wheel.url == f"{(release[0] / 'base').read_text()}/{COMMUNITY}/v0.9.4/{NAME}"
     return profile, out

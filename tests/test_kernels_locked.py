@@ -6,10 +6,8 @@ and a `--locked` plan says which route each kernel stage takes."""
 from __future__ import annotations
 
 import base64
-import contextlib
 import functools
 import http.server
-import io
 import json
 import sys
 import threading
@@ -19,10 +17,9 @@ from typing import ClassVar
 
 import pytest
 import yaml
-from kernellab import PROFILE, Lab, run_cli
+from kernellab import PROFILE, Lab, lock_cpu, run_cli
 from slurmfake import fake_allocation
 
-from verl_bootstrap import cli
 from verl_bootstrap.errors import EXIT_OK, InputError
 from verl_bootstrap.kernels.wheelhouse import Wheelhouse
 from verl_bootstrap.lockfile import read_lockfile
@@ -42,22 +39,7 @@ def lab(kernel_lab: Lab) -> Iterator[Lab]:
 def lock(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The kernel-stage profile locked: the stand-in is a locked sdist (it has no wheel)."""
     path = tmp_path_factory.mktemp("kernel-lock") / "kernel-stage.lock.yaml"
-    argv = [
-        "lock",
-        "--profile",
-        str(PROFILE),
-        "--cuda",
-        "cpu",
-        "--python-version",
-        "3.11",
-        "--verl-source",
-        str(lab.repo),
-        "--output",
-        str(path),
-    ]
-    said = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(said):
-        assert cli.main(argv) == EXIT_OK, said.getvalue()
+    lock_cpu(PROFILE, lab.repo, path)
     [dist] = [
         d for s in read_lockfile(path).stages for d in s.distributions if d.name == "standin-kernel"
     ]

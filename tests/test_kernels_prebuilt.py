@@ -8,11 +8,9 @@ record and a lock made with the network name the file, its source and its sha256
 from __future__ import annotations
 
 import base64
-import contextlib
 import functools
 import hashlib
 import http.server
-import io
 import threading
 import zipfile
 from collections.abc import Iterator
@@ -20,9 +18,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kernellab import PROFILE, Lab, Run, install_argv, run_cli
+from kernellab import PROFILE, Lab, Run, install_argv, lock_cpu, run_cli
 
-from verl_bootstrap import cli
 from verl_bootstrap.errors import EXIT_OK
 from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.lockfile.model import KernelWheel
@@ -244,22 +241,7 @@ def test_a_lock_made_with_the_network_records_the_wheel_source_and_hash(
         verl_key={"torch": "2.12.0", "cuda": "cpu", "cxx11abi": "TRUE"},
     )
     out = tmp_path / "kernel.lock.yaml"
-    argv = [
-        "lock",
-        "--profile",
-        str(profile),
-        "--cuda",
-        "cpu",
-        "--python-version",
-        "3.11",
-        "--verl-source",
-        str(kernel_lab.repo),
-        "--output",
-        str(out),
-    ]
-    said = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(said):
-        assert cli.main(argv) == EXIT_OK, said.getvalue()
+    lock_cpu(profile, kernel_lab.repo, out)
     lock = read_lockfile(out)
     dist = next(d for s in lock.stages for d in s.distributions if d.name == "standin-kernel")
     assert dist.source == "sdist"  # the index has only the sdist
@@ -297,22 +279,7 @@ def sdist_lock(sources: Path, kernel_lab: Lab, tmp_path_factory: pytest.TempPath
     """The kernel-stage profile locked with no declared source (as the committed GPU locks, made
     without the network to the sources): the stand-in is a locked sdist with no kernel_wheel."""
     out = tmp_path_factory.mktemp("sdist-lock") / "kernel.lock.yaml"
-    argv = [
-        "lock",
-        "--profile",
-        str(PROFILE),
-        "--cuda",
-        "cpu",
-        "--python-version",
-        "3.11",
-        "--verl-source",
-        str(kernel_lab.repo),
-        "--output",
-        str(out),
-    ]
-    said = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(said):
-        assert cli.main(argv) == EXIT_OK, said.getvalue()
+    lock_cpu(PROFILE, kernel_lab.repo, out)
     dist = next(
         d for s in read_lockfile(out).stages for d in s.distributions if d.name == "standin-kernel"
     )
