@@ -35,6 +35,7 @@ from verl_bootstrap.lockfile.model import (
 )
 from verl_bootstrap.lockfile.resolve import Target
 from verl_bootstrap.paths import file_sha256, locked_build_file
+from verl_bootstrap.steps import builtwheels
 from verl_bootstrap.steps.srcbuild import build_locked_sdists
 
 PROFILE_HASH = "sha256:" + "f" * 64  # the shape a lockfile's profile hash has
@@ -77,28 +78,36 @@ def locked_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[
     return archive, lock_build(requirements, target, IndexSettings(), work=work / "resolve")
 
 
-def _build(tmp: Path, archive: Path, build: tuple[LockedDist, ...]) -> dict[str, Artifact]:
+def _build(
+    tmp: Path,
+    archive: Path,
+    build: tuple[LockedDist, ...],
+    *,
+    prefix: str = "prefix",
+    notes: list[str] | None = None,
+) -> dict[str, Artifact]:
     sha = file_sha256(archive)
-    cache, prefix = tmp / "cache", tmp / "prefix"
+    cache, prefix_dir = tmp / "cache", tmp / prefix
     cached = cached_archive(cache, sha, archive.name)
-    cached.parent.mkdir(parents=True)
+    cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_bytes(archive.read_bytes())
     dist = LockedDist(name=NAME, version="1.0", source="sdist", hashes=(sha,))
     stage = LockedStage(id="deps", kind="packages", distributions=(dist,), build=build)
-    write_build_constraints(prefix, stage)
+    write_build_constraints(prefix_dir, stage)
     request = InstallRequest(
-        python=Path(sys.executable), build_constraints=locked_build_file(prefix, stage.id)
+        python=Path(sys.executable), build_constraints=locked_build_file(prefix_dir, stage.id)
     )
     artifacts = {NAME: Artifact(url=cached.as_uri(), sha256=sha, kind="sdist")}
     log = tmp / "build.log"
     return build_locked_sdists(
         stage,
         artifacts,
-        prefix=prefix,
+        prefix=prefix_dir,
         request=request,
         settings=IndexSettings(),
         cache=cache,
         run=lambda argv: proc.run(argv, log_path=log),
+        log=(notes if notes is not None else []).append,
     )
 
 
@@ -131,6 +140,58 @@ def test_a_locked_build_env_builds_the_sdist(
     built = _build(tmp_path, archive, build)
     assert Path(built[NAME].url.removeprefix("file://")).name.endswith(".whl")
     assert "--require-build-hashes" in (tmp_path / "build.log").read_text()
+
+
+def _wheel_of(built: dict[str, Artifact]) -> Path:
+    return Path(built[NAME].url.removeprefix("file://"))
+
+
+def test_a_second_env_takes_the_wheel_the_first_built_from_the_same_locked_sdist(
+    locked_build: tuple[Path, tuple[LockedDist, ...]], tmp_path: Path
+) -> None:
+    archive, build = locked_build
+    first = _build(tmp_path, archive, build, prefix="first")
+    (tmp_path / "build.log").unlink()
+    notes: list[str] = []
+    second = _build(tmp_path, archive, build, prefix="second", notes=notes)
+    assert not (tmp_path / "build.log").exists()  # nothing was run: no build
+    assert second[NAME].sha256 == first[NAME].sha256 == file_sha256(_wheel_of(second))
+    assert _wheel_of(second).is_relative_to(tmp_path / "second")  # the env's own copy
+    assert len(notes) == 1 and "earlier env built from this locked sdist" in notes[0]
+
+
+def test_a_kept_wheel_that_was_changed_is_built_again(
+    locked_build: tuple[Path, tuple[LockedDist, ...]], tmp_path: Path
+) -> None:
+    archive, build = locked_build
+    first = _build(tmp_path, archive, build, prefix="first")
+    (kept,) = (tmp_path / "cache" / "built").glob("*/*.whl")
+    kept.write_bytes(kept.read_bytes() + b"changed")
+    (tmp_path / "build.log").unlink()
+    second = _build(tmp_path, archive, build, prefix="second")
+    assert "uv" in (tmp_path / "build.log").read_text()  # built again
+    assert file_sha256(_wheel_of(second)) == second[NAME].sha256
+    (kept,) = (tmp_path / "cache" / "built").glob("*/*.whl")  # the entry was replaced
+    assert file_sha256(kept) == second[NAME].sha256
+    assert _wheel_of(first).is_file()
+
+
+def test_only_pure_wheels_are_kept(tmp_path: Path) -> None:
+    compiled = tmp_path / "vb_tiny-1.0-cp311-cp311-linux_x86_64.whl"
+    compiled.write_bytes(b"PK")
+    key = builtwheels.build_key("a" * 64, None, "3.11.7")
+    assert not builtwheels.keep(tmp_path / "cache", key, compiled)
+    assert builtwheels.kept_wheel(tmp_path / "cache", key) is None
+    pure = tmp_path / "vb_tiny-1.0-py3-none-any.whl"
+    pure.write_bytes(b"PK")
+    assert builtwheels.keep(tmp_path / "cache", key, pure)
+    assert builtwheels.kept_wheel(tmp_path / "cache", key) is not None
+    # another interpreter or another locked build env is another key
+    assert (
+        builtwheels.kept_wheel(tmp_path / "cache", builtwheels.build_key("a" * 64, None, "3.12.1"))
+        is None
+    )
+    assert builtwheels.build_key("a" * 64, b"setuptools==80", "3.11.7") != key
 
 
 def _tampered(dist: LockedDist) -> LockedDist:

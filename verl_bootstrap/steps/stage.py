@@ -230,6 +230,7 @@ def _build_locked_sdists(
         settings=ctx.plan.settings,
         cache=cache_root(),
         run=lambda argv: run_in_env(watched, argv, env=env),
+        log=lambda line: _log(ctx, line),
     )
 
 
@@ -288,6 +289,12 @@ def _kernel_job(
         record=record_for_profile(ctx.plan.profile_ref),
         order=ctx.plan.kernel_sources,
     )
+
+
+def _log(ctx: StepContext, line: str) -> None:
+    """A line in the step's log alone."""
+    with ctx.log_path.open("a", encoding="utf-8") as log:
+        log.write(line + "\n")
 
 
 def _note(ctx: StepContext, line: str) -> None:
