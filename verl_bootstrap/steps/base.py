@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from verl_bootstrap import proc
+from verl_bootstrap.errors import CommandFailed
 from verl_bootstrap.plan.model import Plan, Step
 
-__all__ = ["Executor", "StepContext", "activation_env", "run_in_env"]
+__all__ = ["Executor", "StepContext", "activation_env", "run_cache_first", "run_in_env"]
 
 
 @dataclass
@@ -52,3 +53,26 @@ def run_in_env(
     (`env`: variables to set, or to unset when None)."""
     child = {**activation_env(ctx.plan.prefix), **(env or {})}
     proc.run(argv, log_path=ctx.log_path, env=child, cwd=cwd, on_line=ctx.on_line)
+
+
+def run_cache_first(
+    ctx: StepContext,
+    cached: list[str] | None,
+    online: list[str],
+    *,
+    env: Mapping[str, str | None] | None = None,
+) -> None:
+    """A locked install from uv's cache alone (`cached`: the same install with --offline), then,
+    when that fails (a file the cache lacks, as on a user's first env), `online` as planned.
+
+    Every file of a locked install is pinned by its sha256, so the cache's copy is the locked
+    one: the first try only saves the index and URL round trips of uv's revalidation."""
+    if cached is None:
+        run_in_env(ctx, online, env=env)
+        return
+    try:
+        run_in_env(ctx, cached, env=env)
+    except CommandFailed:
+        with ctx.log_path.open("a", encoding="utf-8") as log:
+            log.write("uv's cache does not hold every locked file: the same install, online\n")
+        run_in_env(ctx, online, env=env)

@@ -45,7 +45,7 @@ from verl_bootstrap.platforms import host_platform
 from verl_bootstrap.profile.stagespec import StageSpec
 from verl_bootstrap.profile.verlextras import extras_lines, marker_env, stage_pins
 from verl_bootstrap.redact import redact
-from verl_bootstrap.steps.base import StepContext, run_in_env
+from verl_bootstrap.steps.base import StepContext, run_cache_first, run_in_env
 from verl_bootstrap.steps.protect import check_protected, protected_pins, refused_by_pins
 from verl_bootstrap.steps.srcbuild import build_locked_sdists
 from verl_bootstrap.steps.verldeps import editable_verl, verl_pin, verl_requirement
@@ -96,6 +96,15 @@ def _argv(plan: Plan, stage: StageSpec) -> list[str]:
     if stage.kind == "script":
         return ["bash", "-eE", "-o", "pipefail", str(plan.source.checkout / (stage.script or ""))]
     return install_command(plan.installer, stage_request(plan, stage), plan.settings)
+
+
+def _cached_argv(ctx: StepContext, stage: StageSpec) -> list[str] | None:
+    """A locked stage's install from uv's cache alone: every requirement is pinned by sha256."""
+    plan = ctx.plan
+    if not ctx.step.locked or plan.installer != "uv" or plan.offline or stage.kind == "script":
+        return None
+    request = replace(stage_request(plan, stage), offline=True)
+    return install_command(plan.installer, request, plan.settings)
 
 
 def describe(plan: Plan, stage: StageSpec, previous: str) -> Step:
@@ -259,7 +268,7 @@ def _install_stage(ctx: StepContext, stage: StageSpec) -> dict[str, Any]:
     try:
         if stage.kernel is not None and not ctx.step.locked:  # a locked kernel is taken above
             return run_kernel_stage(_kernel_job(ctx, stage, request, env))
-        run_in_env(ctx, _argv(ctx.plan, stage), env=env)
+        run_cache_first(ctx, _cached_argv(ctx, stage), _argv(ctx.plan, stage), env=env)
     except CommandFailed as failed:
         refused = refused_by_pins(ctx.protected, failed.tail, stage=stage.id)
         if refused is None:
