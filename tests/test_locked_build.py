@@ -179,7 +179,7 @@ def test_a_kept_wheel_that_was_changed_is_built_again(
 def test_only_pure_wheels_are_kept(tmp_path: Path) -> None:
     compiled = tmp_path / "vb_tiny-1.0-cp311-cp311-linux_x86_64.whl"
     compiled.write_bytes(b"PK")
-    key = builtwheels.build_key("a" * 64, None, "3.11.7")
+    key = builtwheels.build_key("a" * 64, b"", "3.11.7")
     assert not builtwheels.keep(tmp_path / "cache", key, compiled)
     assert builtwheels.kept_wheel(tmp_path / "cache", key) is None
     pure = tmp_path / "vb_tiny-1.0-py3-none-any.whl"
@@ -188,7 +188,7 @@ def test_only_pure_wheels_are_kept(tmp_path: Path) -> None:
     assert builtwheels.kept_wheel(tmp_path / "cache", key) is not None
     # another interpreter or another locked build env is another key
     assert (
-        builtwheels.kept_wheel(tmp_path / "cache", builtwheels.build_key("a" * 64, None, "3.12.1"))
+        builtwheels.kept_wheel(tmp_path / "cache", builtwheels.build_key("a" * 64, b"", "3.12.1"))
         is None
     )
     assert builtwheels.build_key("a" * 64, b"setuptools==80", "3.11.7") != key

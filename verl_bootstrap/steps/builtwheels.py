@@ -33,9 +33,9 @@ _SHA = re.compile(r"[0-9a-f]{64}")
 _DIGEST = "sha256"
 
 
-def build_key(sdist_sha256: str, build_constraints: bytes | None, python: str) -> str:
+def build_key(sdist_sha256: str, build_constraints: bytes, python: str) -> str:
     """The key of one build: the sdist, its locked build env and the interpreter's X.Y.Z."""
-    body = {"sdist": sdist_sha256, "build": (build_constraints or b"").decode(), "python": python}
+    body = {"sdist": sdist_sha256, "build": build_constraints.decode(), "python": python}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
@@ -61,9 +61,12 @@ def keep(cache: Path, key: str, wheel: Path) -> bool:
     if not _PURE.fullmatch(wheel.name):
         return False
     root = _root(cache)
-    root.mkdir(parents=True, exist_ok=True)
     entry = inside(root, key, what="build key")
-    staging = Path(tempfile.mkdtemp(prefix=f".{key[:12]}.", dir=root))
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{key[:12]}.", dir=root))
+    except OSError:  # a cache that cannot be written: the next env builds again
+        return False
     try:
         shutil.copyfile(wheel, staging / wheel.name)
         (staging / _DIGEST).write_text(file_sha256(wheel) + "\n", encoding="ascii")

@@ -76,7 +76,8 @@ def build_locked_sdists(
 
 class _Keys:
     """Build keys for one stage's sdists: none for a build without isolation (its result depends
-    on what the env holds) or an interpreter that does not answer."""
+    on what the env holds), a build env the lockfile does not pin (an older lockfile's), or an
+    interpreter that does not answer."""
 
     def __init__(self, request: InstallRequest) -> None:
         self._request = request
@@ -90,7 +91,7 @@ class _Keys:
             self._python = python_version(self._request.python) or ""
             path = self._request.build_constraints
             self._constraints = path.read_bytes() if path and path.is_file() else None
-        if not self._python:
+        if not self._python or self._constraints is None:
             return None
         return builtwheels.build_key(sdist_sha256, self._constraints, self._python)
 
