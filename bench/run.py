@@ -9,6 +9,8 @@ PYTHONDONTWRITEBYTECODE=1 for every process, and every cache is warmed once firs
   the first import a user runs: a verified env is the product, so that is the fair baseline.
 - Its install steps against raw uv installing the same exact pins into a fresh venv (`uv venv` +
   one `uv pip install`, the same warm uv cache and pip settings): the floor.
+- The default run and raw uv are each the median of three fresh envs (a run of a few seconds
+  moves with the host's load); the by-hand recipe, minutes long, runs once.
 - A second env at the same verl commit: fetch-source from the source cache (the run's own step,
   and verl's git route through the per-user mirror, `source.fetch.fetch_source` alone).
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,6 +50,7 @@ FIRST_IMPORT = "import verl, verl.trainer.main_ppo, torch, ray"
 # requirements with its verl-core extra.
 TORCH = "torch==2.13.0"
 VERL_EXTRAS = "[verl-core]"
+RUNS = 3  # fresh envs per figure of the default run and of raw uv (each row: their median)
 
 
 def timed(cmd: list[str], **kw: object) -> float:
@@ -67,6 +71,7 @@ class ToolRun:
 
 def tool_install(prefix: Path, env: dict[str, str] | None = None, *flags: str) -> ToolRun:
     """The default cpu run, as a user types it (plus --prefix and --json)."""
+    os.sync()  # the removal of an earlier env written back first: it is not this run's work
     start = time.perf_counter()
     done = subprocess.run(
         [TOOL, "--profile", "cpu", "--prefix", str(prefix), "--json", *flags],
@@ -82,9 +87,21 @@ def tool_install(prefix: Path, env: dict[str, str] | None = None, *flags: str) -
     return ToolRun(str(body["route"]["line"]), total, install, steps)
 
 
+def median_run(runs: list[ToolRun]) -> ToolRun:
+    """Each figure the median of the runs' (whole run, install steps, each step)."""
+    steps = {k: statistics.median(r.steps.get(k, 0.0) for r in runs) for k in runs[0].steps}
+    return ToolRun(
+        runs[0].route,
+        statistics.median(r.total for r in runs),
+        statistics.median(r.install for r in runs),
+        steps,
+    )
+
+
 def by_hand(prefix: Path, repo: Path, python: str) -> tuple[float, float]:
     """The recipe users follow (venv, verl with --no-deps, torch, verl's requirements with the
     profile's extra, all with pip), then the first import: (install seconds, import seconds)."""
+    os.sync()  # as for the tool's run
     start = time.perf_counter()
     subprocess.run([python, "-m", "venv", str(prefix)], check=True)
     py = str(prefix / "bin" / "python")
@@ -118,6 +135,7 @@ def raw_uv(
         no_deps=True,
         offline=offline,
     )
+    os.sync()  # as for the tool's run
     start = time.perf_counter()
     subprocess.run([uv_binary(), "venv", "-q", "--python", python, str(prefix)], check=True)
     install = install_command("uv", request, read_pip_settings())
@@ -169,7 +187,17 @@ def measure(work: Path) -> list[tuple[str, float, str]]:
     raw_uv(work / "uv-warmup", repo, python, pins)
     for name in ("warmup", "hand-warmup", "uv-warmup"):
         shutil.rmtree(work / name)
-    tool = tool_install(work / "tool")
+    # the default run and the floor, each the median of RUNS fresh envs, taken in turn so both
+    # see the same host (a run of a few seconds moves with its load; the by-hand baseline,
+    # minutes long, is run once)
+    runs, floors = [], []
+    for i in range(RUNS):
+        runs.append(tool_install(work / f"tool-{i}"))
+        floors.append(raw_uv(work / f"uv-{i}", repo, python, pins))
+        shutil.rmtree(work / f"uv-{i}")
+    tool, floor = median_run(runs), statistics.median(floors)
+    for i in range(1, RUNS):
+        shutil.rmtree(work / f"tool-{i}")
     # the same run with the bytecode store off: verify compiles what it imports, as before it
     no_store = tool_install(work / "no-store", {"VERL_BOOTSTRAP_NO_BYTECODE_CACHE": "1"})
     shutil.rmtree(work / "no-store")
@@ -177,17 +205,15 @@ def measure(work: Path) -> list[tuple[str, float, str]]:
     shutil.rmtree(work / "resolved")
     hand, first_import = by_hand(work / "hand", repo, python)
     shutil.rmtree(work / "hand")
-    floor = raw_uv(work / "uv", repo, python, pins)
-    shutil.rmtree(work / "uv")
-    noop = min(tool_install(work / "tool").total for _ in range(3))
+    noop = min(tool_install(work / "tool-0").total for _ in range(3))
     git_fetch = git_second_fetch(work, repo)
     help_s = startup(["--help"])
-    plan_s = startup(["plan", "--profile", "cpu", "--prefix", str(work / "tool")])
+    plan_s = startup(["plan", "--profile", "cpu", "--prefix", str(work / "tool-0")])
     baseline = hand + first_import
     return [
         (f"route: {tool.route}", 0.0, ""),
         (
-            "cpu, warm caches: verl-bootstrap whole run (verify included)",
+            f"cpu, warm caches: verl-bootstrap whole run (verify included), median of {RUNS}",
             tool.total,
             f"{baseline / tool.total:.1f}x faster than [a]+[b] (target 10x)",
         ),
@@ -195,6 +221,11 @@ def measure(work: Path) -> list[tuple[str, float, str]]:
             "  of which: the install steps",
             tool.install,
             f"{tool.install / floor:.2f}x [c] (target within 1.2x)",
+        ),
+        *(
+            (f"    step {name}", seconds, "")
+            for name, seconds in tool.steps.items()
+            if name not in ("fetch-source", "verify", "record-lock", "warm-imports")
         ),
         (
             "  of which: fetch-source (a second env at the same verl commit)",
@@ -215,7 +246,7 @@ def measure(work: Path) -> list[tuple[str, float, str]]:
         ("  of which: the install steps", resolved.install, f"{resolved.install / floor:.2f}x [c]"),
         ("[a] by hand: venv + pip, warm pip cache", hand, ""),
         (f"[b] then the first import: python -c '{FIRST_IMPORT}'", first_import, ""),
-        ("[c] raw uv: uv venv + uv pip install of the env's exact pins", floor, ""),
+        (f"[c] raw uv: uv venv + uv pip install of the exact pins, median of {RUNS}", floor, ""),
         (
             "verl's git route: a second env's fetch-source from the mirror",
             git_fetch,
