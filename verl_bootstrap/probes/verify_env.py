@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata as md
 import json
+import os
 import sys
 import time
 import traceback
@@ -126,5 +127,15 @@ def main():
     sys.stdout.write("\n@@VERIFY@@" + json.dumps(result) + "\n")
 
 
+def _leave():
+    """Exit without the interpreter's shutdown: after verl, torch and ray are imported it takes
+    over a second (their finalizers and module teardown), and the probe has nothing left to clean
+    up (its bytecode was written at import time, a CUDA context goes with the process)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 if __name__ == "__main__":
     main()
+    _leave()
