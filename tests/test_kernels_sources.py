@@ -314,6 +314,11 @@ def test_the_locked_default_route_takes_a_declared_sources_wheel_the_lock_does_n
         "1 locked distribution(s), hash-checked but for the kernel's wheel, which the lockfile "
         "does not pin"
     ), step["description"]
+    # the sizing variables stay for a fallback build, and the plan says that is all they are for
+    assert step["env"]["FLASH_ATTENTION_FORCE_BUILD"] == "TRUE"
+    assert step["description"].endswith(
+        "its env below applies only if it falls back to building from source"
+    )
     platform = kernel["expected_key"]["platform"]
     source = "verl-wheelhouse" if platform == "linux_x86_64" else "community"
     assert kernel["origin"] == source and kernel["wheel"].endswith(f"-{platform}.whl"), kernel

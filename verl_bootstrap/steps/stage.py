@@ -118,11 +118,16 @@ def describe(plan: Plan, stage: StageSpec, previous: str) -> Step:
             f"{len(locked.distributions)} locked distribution(s), hash-checked but for the "
             "kernel's wheel, which the lockfile does not pin (below)"
         )
+    if decision is not None:
+        description += f"\n{decision.line()}"
+        if decision.choice.source != "build" and (stage.env or decision.env):
+            # a prebuilt wheel compiles nothing: the build variables wait for the fallback
+            description += "\nits env below applies only if it falls back to building from source"
     return Step(
         id=stage.id,
         kind="script" if stage.kind == "script" else "stage",
         deps=(previous,),
-        description=description + (f"\n{decision.line()}" if decision else ""),
+        description=description,
         env={**stage.env, **(decision.env if decision else {})},
         commands=(tuple(redact(a) for a in _argv(plan, stage)),),
         inputs={
