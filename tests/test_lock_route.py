@@ -172,6 +172,39 @@ def test_a_lab_lockfile_for_a_python_this_host_lacks_gives_way_to_the_committed_
         "plan", "--profile", "cpu", "--prefix", tmp_path / "env", "--config", tmp_path / "site.yaml"
     )
     assert first_line(plan) == COMMITTED_LINE
+    # the lab member is told why the lab's env is not the one installed
+    notes = [line for line in plan.stdout.splitlines() if line.startswith("note: not the lab's")]
+    assert notes == [
+        f"note: not the lab's lockfile: the lab lockfile {folder / 'cpu-linux-64.lock.yaml'} "
+        "locks Python 3.19; this run can use 3.11"
+    ], plan.stdout
+
+
+def test_a_lab_lockfiles_folder_that_is_not_there_is_named_not_passed_over_in_silence(
+    tmp_path: Path,
+) -> None:
+    site = {"schema_version": 1, "lockfiles": str(tmp_path / "no-such-folder")}
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(site))
+    plan = cli(
+        "plan", "--profile", "cpu", "--prefix", tmp_path / "env", "--config", tmp_path / "site.yaml"
+    )
+    assert first_line(plan) == COMMITTED_LINE
+    missing = tmp_path / "no-such-folder" / "cpu" / "cpu-linux-64.lock.yaml"
+    assert f"note: not the lab's lockfile: no lab lockfile at {missing}" in plan.stdout
+    # a lockfile the user names is theirs to choose: the lab's is not asked for
+    named = cli(
+        "plan",
+        "--profile",
+        "cpu",
+        "--prefix",
+        tmp_path / "env",
+        "--config",
+        tmp_path / "site.yaml",
+        "--lockfile",
+        COMMITTED,
+    )
+    assert named.returncode == 0, named.stderr[-3000:]
+    assert "not the lab's lockfile" not in named.stdout
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,9 @@ class Route:
     lockfile: Path | None
     origin: str  # "lab", "committed" (the chosen lockfile's), or "" when resolving
     reason: str  # why resolving ("" when a lockfile is installed)
+    # why the lab's lockfile was passed over, when the site config names a lab folder and the run
+    # takes another route (a lab member expects the lab's env: a silent fallback would hide it)
+    lab_passed: str = ""
 
 
 def choose_route(profile: Profile, options: RunOptions, driver: DriverInfo | None) -> Route:
@@ -48,9 +51,11 @@ def choose_route(profile: Profile, options: RunOptions, driver: DriverInfo | Non
 
 
 def _route(choice: Choice) -> Route:
+    lab = next((why for c, why in choice.passed_over if c.origin == "lab"), "")
     if choice.chosen is None:
-        return Route(lockfile=None, origin="", reason=choice.why_resolving())
-    return Route(lockfile=choice.chosen.path, origin=choice.chosen.origin, reason="")
+        return Route(lockfile=None, origin="", reason=choice.why_resolving(), lab_passed=lab)
+    chosen = choice.chosen
+    return Route(lockfile=chosen.path, origin=chosen.origin, reason="", lab_passed=lab)
 
 
 def _candidates(profile: Profile, options: RunOptions, variant: str) -> list[Candidate]:

@@ -18,7 +18,7 @@ from verl_bootstrap.lockfile.lookup import NotServed
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import STATE_DIRNAME, guard_file, state_file
 from verl_bootstrap.plan.facts import gather_host
-from verl_bootstrap.plan.lockroute import choose_route, route_line
+from verl_bootstrap.plan.lockroute import Route, choose_route, route_line
 from verl_bootstrap.plan.model import Plan
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.models import Profile
@@ -55,7 +55,8 @@ def prepare_plan(
     )
     if detect and driver is None:
         driver = detect_driver()
-    chosen, options, locked, reason = _lock_route(profile, options, driver)
+    chosen, options, locked, route = _lock_route(profile, options, driver)
+    reason = route.reason
     host = gather_host(chosen, options, driver=driver, check_optional=check_optional)
     plan = compile_plan(chosen, options, host, locked=locked)  # every input checked first
     if locked is not None:  # every artifact is looked up and hash-checked before anything runs
@@ -68,6 +69,9 @@ def prepare_plan(
             chosen, locked, reason = profile, None, exc.message
             host = gather_host(chosen, options, driver=driver, check_optional=check_optional)
         plan = compile_plan(chosen, options, host, locked=locked)
+    if route.lab_passed:  # said with the plan's other notes, before anything runs
+        note = f"not the lab's lockfile: {route.lab_passed}"
+        plan = replace(plan, host=replace(plan.host, notes=(*plan.host.notes, note)))
     return replace(plan, route=_route_line(plan, reason))
 
 
@@ -77,7 +81,7 @@ def _lock_required(options: RunOptions) -> bool:
 
 def _lock_route(
     profile: Profile, options: RunOptions, driver: DriverInfo | None
-) -> tuple[Profile, RunOptions, LockedInstall | None, str]:
+) -> tuple[Profile, RunOptions, LockedInstall | None, Route]:
     """The lockfile the run installs (the profile narrowed to its Python), or None and why not.
 
     By default the lab's lockfile, else the committed one, when it fits; `--locked`, `--frozen`
@@ -90,7 +94,7 @@ def _lock_route(
             hint="--resolve resolves against today's index; the others install a lockfile",
         )
     if options.resolve:
-        return profile, options, None, "--resolve given"
+        return profile, options, None, Route(None, "", "--resolve given")
     route = choose_route(profile, options, driver)
     if required:  # a lockfile must fit, or the run fails
         if options.with_tests:  # lockfiles hold the default selection of stages only
@@ -99,16 +103,18 @@ def _lock_route(
                 hint="install the lockfile, then run the same command again without --locked "
                 "and with --with-tests to add the test tools",
             )
-        if options.lockfile is None and route.origin == "lab":
+        if options.lockfile is not None:  # the user's own choice: the lab's is not asked for
+            route = replace(route, lab_passed="")
+        elif route.origin == "lab":
             options = replace(options, lockfile=route.lockfile)
         narrowed, locked = prepare_locked(profile, options, driver)
         if route.origin and options.lockfile in (None, route.lockfile):
             locked = replace(locked, origin=route.origin)
-        return narrowed, options, locked, ""
+        return narrowed, options, locked, replace(route, reason="")
     if route.lockfile is None:
-        return profile, options, None, route.reason
+        return profile, options, None, route
     narrowed, locked = prepare_locked(profile, replace(options, lockfile=route.lockfile), driver)
-    return narrowed, options, replace(locked, origin=route.origin), ""
+    return narrowed, options, replace(locked, origin=route.origin), replace(route, reason="")
 
 
 def _route_line(plan: Plan, reason: str) -> str:
