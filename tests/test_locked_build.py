@@ -8,8 +8,13 @@ does not list, stops the build before anything is built.
 from __future__ import annotations
 
 import io
+import os
+import shutil
+import stat
+import subprocess
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -192,6 +197,64 @@ def test_only_pure_wheels_are_kept(tmp_path: Path) -> None:
         is None
     )
     assert builtwheels.build_key("a" * 64, b"setuptools==80", "3.11.7") != key
+
+
+def test_kept_wheels_in_a_folder_others_can_write_are_neither_used_nor_kept(
+    tmp_path: Path,
+) -> None:
+    pure = tmp_path / "vb_tiny-1.0-py3-none-any.whl"
+    pure.write_bytes(b"PK")
+    key = builtwheels.build_key("a" * 64, b"", "3.11.7")
+    assert builtwheels.keep(tmp_path / "cache", key, pure)
+    folder = tmp_path / "cache" / "built"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700  # made private, as the bytecode store
+    folder.chmod(0o777)  # anyone could have put a wheel and its sha256 there
+    assert builtwheels.kept_wheel(tmp_path / "cache", key) is None
+    assert not builtwheels.keep(tmp_path / "cache", key, pure)
+    folder.chmod(0o700)
+    (entry,) = folder.iterdir()
+    (entry / pure.name).chmod(0o666)  # one file others can write is enough to refuse the entry
+    assert builtwheels.kept_wheel(tmp_path / "cache", key) is None
+
+
+NOBODY = 65534  # the second real user (CI runs as root, which can become it with setpriv)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="two real users need root (to become the second one with setpriv), as in CI",
+)
+def test_a_second_user_neither_uses_nor_writes_the_first_users_kept_wheels() -> None:
+    shared = Path(tempfile.mkdtemp(prefix="vb-kept-", dir="/tmp"))  # both users reach it
+    try:
+        shared.chmod(0o755)
+        pure = shared / "vb_tiny-1.0-py3-none-any.whl"
+        pure.write_bytes(b"PK")
+        pure.chmod(0o644)
+        key = builtwheels.build_key("a" * 64, b"", "3.11.7")
+        assert builtwheels.keep(shared / "cache", key, pure)  # the first user's (root's)
+        (shared / "cache").chmod(0o755)
+        probe = (
+            "import sys; from pathlib import Path;"
+            "from verl_bootstrap.steps import builtwheels as b;"
+            "c, k, w = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]);"
+            "print(b.kept_wheel(c, k), b.keep(c, k, w))"
+        )
+        argv = [sys.executable, "-c", probe, str(shared / "cache"), key, str(pure)]
+        done = subprocess.run(
+            ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parents[1],
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+            check=False,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == ["None", "False"]  # no error: a build, as with no cache
+        assert builtwheels.kept_wheel(shared / "cache", key) is not None  # the first user's stays
+    finally:
+        shutil.rmtree(shared)
 
 
 def _tampered(dist: LockedDist) -> LockedDist:

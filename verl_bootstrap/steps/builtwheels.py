@@ -8,16 +8,19 @@ the host's compilers and libraries, and a build without isolation on whatever th
 are built every time (a kernel's wheel has the wheelhouse for that).
 
 The cache is read as untrusted: an entry is used only when it holds one wheel of the pure shape
-whose sha256 is the one written beside it when it was kept; anything else is built again and the
-entry replaced (it is the tool's own folder).
+whose sha256 is the one written beside it when it was kept, and when the folder, the entry and
+both files are this user's and writable by no one else (the folder is made 0700, as the bytecode
+store is); anything else is built again and the entry replaced (it is the tool's own folder).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -41,36 +44,44 @@ def build_key(sdist_sha256: str, build_constraints: bytes, python: str) -> str:
 
 def kept_wheel(cache: Path, key: str) -> Path | None:
     """The wheel kept under `key`, checked against the sha256 written beside it; else None."""
-    entry = inside(_root(cache), key, what="build key")
-    if not entry.is_dir():
+    root = _private_root(cache, make=False)
+    if root is None:
+        return None
+    entry = inside(root, key, what="build key")
+    if not _mine(entry, folder=True):
         return None
     wheels = [p for p in entry.iterdir() if p.name != _DIGEST]
     digest_file = entry / _DIGEST
-    if len(wheels) != 1 or not _PURE.fullmatch(wheels[0].name) or not digest_file.is_file():
+    if len(wheels) != 1 or not _PURE.fullmatch(wheels[0].name):
         return None
-    wheel, digest = wheels[0], digest_file.read_text(encoding="ascii", errors="replace").strip()
-    if not _SHA.fullmatch(digest) or wheel.is_symlink() or not wheel.is_file():
+    wheel = wheels[0]
+    if not _mine(wheel) or not _mine(digest_file):
         return None
-    if file_sha256(wheel) != digest:
+    digest = digest_file.read_text(encoding="ascii", errors="replace").strip()
+    if not _SHA.fullmatch(digest) or file_sha256(wheel) != digest:
         return None
     return wheel
 
 
 def keep(cache: Path, key: str, wheel: Path) -> bool:
-    """Keep a pure wheel under `key` (written aside, then renamed in); False when not pure."""
+    """Keep a pure wheel under `key` (written aside, then renamed in); False when not pure, or
+    when the cache's folder cannot be used (another user's, writable by others, not writable)."""
     if not _PURE.fullmatch(wheel.name):
         return False
-    root = _root(cache)
+    root = _private_root(cache, make=True)
+    if root is None:
+        return False
     entry = inside(root, key, what="build key")
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{key[:12]}.", dir=root))
-    except OSError:  # a cache that cannot be written: the next env builds again
+        staging = Path(tempfile.mkdtemp(prefix=f".{key[:12]}.", dir=root))  # made 0700
+    except OSError:
         return False
     try:
         shutil.copyfile(wheel, staging / wheel.name)
         (staging / _DIGEST).write_text(file_sha256(wheel) + "\n", encoding="ascii")
-        if entry.exists():  # one that failed its check: the tool's own entry, replaced
+        for path in staging.iterdir():
+            path.chmod(0o644)
+        if entry.is_dir() and not entry.is_symlink():  # one that failed its check: replaced
             shutil.rmtree(entry)
         staging.rename(entry)
     except OSError:  # another run kept the same build first, or the cache cannot be written
@@ -80,5 +91,25 @@ def keep(cache: Path, key: str, wheel: Path) -> bool:
     return True
 
 
-def _root(cache: Path) -> Path:
-    return cache / "built"
+def _private_root(cache: Path, *, make: bool) -> Path | None:
+    """The kept wheels' folder, made 0700: None when it is not there (and not to be made), a
+    symlink, another user's, or writable by others. A kept wheel is code that later envs install
+    on the strength of the sha256 beside it, so only this user may have written either."""
+    root = cache / "built"
+    if make:
+        try:
+            root.parent.mkdir(parents=True, exist_ok=True)
+            root.mkdir(mode=0o700, exist_ok=True)
+        except OSError:
+            return None
+    return root if _mine(root, folder=True) else None
+
+
+def _mine(path: Path, *, folder: bool = False) -> bool:
+    """`path` is this user's own folder or file (not a symlink), writable by no one else."""
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    kind = stat.S_ISDIR(info.st_mode) if folder else stat.S_ISREG(info.st_mode)
+    return kind and info.st_uid == os.geteuid() and not info.st_mode & 0o022
