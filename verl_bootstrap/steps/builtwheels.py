@@ -38,7 +38,8 @@ _DIGEST = "sha256"
 
 def build_key(sdist_sha256: str, build_constraints: bytes, python: str) -> str:
     """The key of one build: the sdist, its locked build env and the interpreter's X.Y.Z."""
-    body = {"sdist": sdist_sha256, "build": build_constraints.decode(), "python": python}
+    build = hashlib.sha256(build_constraints).hexdigest()  # bytes as written, whatever they hold
+    body = {"sdist": sdist_sha256, "build": build, "python": python}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
