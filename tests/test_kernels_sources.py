@@ -19,7 +19,7 @@ from verl_bootstrap.kernels.key import BuildKey, parse_wheel_name
 from verl_bootstrap.kernels.record import load_record, record_path
 from verl_bootstrap.kernels.sources import choose_source
 from verl_bootstrap.locked.kernels import locked_choices
-from verl_bootstrap.lockfile.model import LockedDist
+from verl_bootstrap.lockfile.model import LockedDist, LockedStage
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.load import PROFILES_DIR
 
@@ -243,21 +243,67 @@ def test_plan_megatron_on_a_recorded_cu130_host_names_prebuilt_kernels(tmp_path:
     assert "transformer_engine-2.16.1-cp312-cp312-linux_x86_64.whl" in text
 
 
-def test_the_locked_megatron_route_says_verls_wheelhouse_has_a_whole_transformer_engine(
+def test_the_locked_megatron_route_takes_verls_whole_transformer_engine_on_x86_64(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """A lockfile locks TransformerEngine's three parts from the default index (its extension an
-    sdist); the plan of the default route says verl's whole wheel is there for --resolve."""
+    """The committed lock locks TransformerEngine's three parts from the default index (its
+    extension an sdist); the default route takes verl's whole wheel in place of them on x86_64
+    (its core and extension left out), and builds the extension on aarch64, where verl's
+    wheelhouse has none."""
     assert cli.main(["plan", "--profile", "megatron", "--cuda", "cu130", "--json"]) == 0
     body = json.loads(capsys.readouterr().out)
-    kernel = next(s for s in body["steps"] if s["id"] == "transformer-engine")["kernel"]
-    assert kernel["source"] == "build", kernel
-    assert kernel["reason"].startswith("source build of the locked sdist")
-    hint = "verl-wheelhouse has a whole transformer-engine wheel for this key"
-    if kernel["expected_key"]["platform"] == "linux_x86_64":
-        assert hint in kernel["reason"] and "--resolve takes it" in kernel["reason"]
-    else:
-        assert hint not in kernel["reason"]
+    step = next(s for s in body["steps"] if s["id"] == "transformer-engine")
+    kernel = step["kernel"]
+    if kernel["expected_key"]["platform"] != "linux_x86_64":
+        assert kernel["source"] == "build", kernel
+        assert "verl-wheelhouse has no transformer-engine 2.16.0" in kernel["reason"]
+        return
+    assert (kernel["source"], kernel["origin"], kernel["trust"]) == (
+        "index",
+        "verl-wheelhouse",
+        "project",
+    ), kernel
+    assert kernel["wheel"] == (
+        VERL + "transformer-engine-v2.16.1/transformer_engine-2.16.1-cp312-cp312-linux_x86_64.whl"
+    )
+    assert (
+        "a whole transformer-engine wheel, installed in place of the locked transformer-engine, "
+        "with the locked transformer-engine-cu13 and transformer-engine-torch left out"
+    ) in kernel["reason"]
+    assert step["description"].startswith(
+        "2 of its 4 locked distribution(s), hash-checked but for the kernel's whole wheel"
+    ), step["description"]
+    assert "left out: transformer-engine-cu13, transformer-engine-torch" in step["description"]
+    gaps = [g for g in body["hash_gaps"] if "kernel stage transformer-engine" in g]
+    assert len(gaps) == 1, body["hash_gaps"]
+
+
+def test_a_whole_wheel_holds_only_the_parts_its_source_names_and_the_kernel() -> None:
+    """`replaces` names the core (either CUDA major's); only what the stage locks is left out,
+    and a source without `replaces` leaves out the kernel's own distribution alone."""
+    profile = load_profile("megatron")
+    stage = next(s for s in profile.stages if s.id == "transformer-engine")
+    assert stage.kernel is not None
+    names = ("transformer-engine", "transformer-engine-cu13", "transformer-engine-torch", "einops")
+    locked = LockedStage(
+        id="transformer-engine",
+        kind="packages",
+        distributions=tuple(
+            LockedDist(name=n, version="0.8.1" if n == "einops" else "2.16.1", source="wheel")
+            for n in names
+        ),
+    )
+    key = BuildKey("2.11.0", "13.0", True, "cp312", "linux_x86_64")
+    te = LockedDist(name="transformer-engine-torch", version="2.16.1", source="sdist")
+    record = load_record(RECORD)
+    first = locked_choices(stage.kernel, te, key, (), None, record=record, stage=locked)
+    assert first[0].distribution == "transformer-engine" and first[0].unpinned
+    assert first[0].replaces == ("transformer-engine-cu13", "transformer-engine-torch")
+    bare = stage.kernel.model_copy(
+        update={"sources": (stage.kernel.sources[0].model_copy(update={"replaces": ()}),)}
+    )
+    second = locked_choices(bare, te, key, (), None, record=record, stage=locked)
+    assert second[0].replaces == ("transformer-engine-torch",)
 
 
 def test_a_bad_recorded_list_is_an_input_error_naming_the_file(tmp_path: Path) -> None:

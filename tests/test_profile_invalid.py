@@ -226,6 +226,13 @@ CASES = [
         "a path inside verl's checkout",
     ),
     Case(
+        "invalid-replaces-without-distribution",
+        "profile.yaml:9",
+        "stages.0.kernel.sources.0",
+        "`replaces` needs `distribution`",
+        "fix the field(s) above",
+    ),
+    Case(
         "invalid-yaml-syntax",
         "profile.yaml:6",
         "invalid YAML",

@@ -368,7 +368,7 @@ def _against(prefix: Path, given: Path) -> Path:
 def cmd_verify_against(ns: argparse.Namespace) -> int:
     """`verify --prefix P --against LOCKFILE`: every difference; non-zero on any."""
     from verl_bootstrap.lockfile import read_lockfile
-    from verl_bootstrap.lockfile.drift import env_differences, hashes_unknown
+    from verl_bootstrap.lockfile.drift import env_differences, hashes_unknown, held_by_whole_wheels
 
     if not (ns.prefix / "bin" / "python").exists():
         raise InputError(f"{ns.prefix} is not an env (it has no bin/python)")
@@ -376,6 +376,7 @@ def cmd_verify_against(ns: argparse.Namespace) -> int:
     lock = read_lockfile(ns.against)
     found = env_differences(ns.prefix, lock)
     unknown = hashes_unknown(ns.prefix, lock)
+    held = held_by_whole_wheels(ns.prefix)
     if ns.json:
         emit_json(
             {
@@ -384,11 +385,15 @@ def cmd_verify_against(ns: argparse.Namespace) -> int:
                 "lockfile": str(ns.against),
                 "hashes_checked": not unknown,
                 "differences": [d.__dict__ for d in found],
+                "held_by_whole_wheels": held,
             }
         )
     else:
         for difference in found:
             out(difference.line())
+        for whole in sorted(set(held.values())):
+            parts = ", ".join(sorted(n for n, w in held.items() if w == whole))
+            out(f"note: {parts}: not installed, held by the whole {whole} wheel taken in place")
         if unknown:
             out(
                 "note: the env has no record of the artifacts it was installed from "

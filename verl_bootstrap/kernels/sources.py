@@ -41,6 +41,7 @@ class KernelChoice:
     distribution: str | None = None  # the wheel's distribution, when not the kernel's
     listed: str | None = None  # the day the recorded list showed the wheel
     unpinned: bool = False  # a --locked install's wheel the lockfile does not pin (a hash gap)
+    replaces: tuple[str, ...] = ()  # with distribution: the stage's parts that whole wheel holds
 
 
 def pinned_version(
@@ -201,7 +202,15 @@ def _from_source(
             f"release has one (not in the recorded list): {url}"
         )
         choice = KernelChoice(
-            kind, reason, url, None, key, source.id, source.trust, source.distribution
+            kind,
+            reason,
+            url,
+            None,
+            key,
+            source.id,
+            source.trust,
+            source.distribution,
+            replaces=source.replaces,
         )
         return [choice]
     fits = [w for w in listed if w.version == version and not w.key.mismatches(key)]
@@ -227,6 +236,7 @@ def _listed_choice(source: PrebuiltSource, kind: str, wheel: Listed) -> KernelCh
         source.trust,
         source.distribution,
         wheel.recorded.isoformat(),
+        replaces=source.replaces,
     )
 
 

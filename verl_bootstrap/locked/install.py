@@ -7,7 +7,7 @@ prefix is touched) is `verl_bootstrap.locked.prepare`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from verl_bootstrap.commands import InstallRequest
@@ -50,16 +50,21 @@ def locked_requirements(
     stage: LockedStage,
     artifacts: Mapping[str, Artifact] | None = None,
     built: Mapping[str, Artifact] | None = None,
+    *,
+    leave_out: Collection[str] = (),
 ) -> str:
     """The hashed requirements file a locked stage installs with `--require-hashes --no-deps`.
 
     With `artifacts` (from `precheck`), each line names the checked file by URL and sha256:
     nothing is looked up again at install time. `built` holds the wheels this run built from
-    the stage's locked sdists; those install in place of the sdists.
+    the stage's locked sdists, or took in their place; those install in place of the sdists.
+    `leave_out`: the locked parts a whole kernel wheel in `built` holds (not installed).
     """
     artifacts = {**(artifacts or {}), **(built or {})}
     lines = [f"# stage {stage.id}, from the lockfile; installed with --no-deps --require-hashes"]
-    for dist in stage.distributions:
+    for name in leave_out:
+        lines.append(f"# {name}: left out, the whole kernel wheel below holds it")
+    for dist in (d for d in stage.distributions if d.name not in leave_out):
         if dist.source == "git":
             raise InputError(
                 f"{dist.name}: git-sourced distributions cannot be installed hash-checked",
@@ -182,11 +187,14 @@ def record_locked_env(
     lock: Lockfile | None,
     built: Mapping[str, str] | None = None,
     kernels: Mapping[str, KernelWheel] | None = None,
+    replaced: Mapping[str, str] | None = None,
 ) -> Path | None:
     """The env's record after a locked install: the lockfile, plus each installed RECORD's digest,
     for each distribution built here from its locked sdist the built wheel's sha256, and for a
-    kernel the wheel its stage installed (prebuilt or built: file, sha256, build key). None when
-    no lockfile was installed (record-lock writes the resolved env's own).
+    kernel the wheel its stage installed (prebuilt or built: file, sha256, build key), and for
+    each part a whole kernel wheel holds (`replaced`: name -> the whole wheel's distribution)
+    that it was not installed. None when no lockfile was installed (record-lock writes the
+    resolved env's own).
 
     `verify --against` compares those digests with the env later, to tell a replaced build.
     """
@@ -198,7 +206,8 @@ def record_locked_env(
         stage.model_copy(
             update={
                 "distributions": tuple(
-                    _with_record(d, now, built, kernels) for d in stage.distributions
+                    _with_record(d, now, built, kernels, replaced or {})
+                    for d in stage.distributions
                 )
             }
         )
@@ -212,11 +221,13 @@ def _with_record(
     now: Mapping[str, Dist],
     built: Mapping[str, str],
     kernels: Mapping[str, KernelWheel],
+    replaced: Mapping[str, str],
 ) -> LockedDist:
     found = now.get(dist.name)
     update: dict[str, object] = {
         "record_sha256": found.record_sha256 if found is not None else None,
         "built_sha256": built.get(dist.name),
+        "replaced_by": replaced.get(dist.name),
     }
     if dist.name in kernels:  # a lockfile's own record is kept when this run took another way
         update["kernel_wheel"] = kernels[dist.name]

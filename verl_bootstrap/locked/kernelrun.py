@@ -85,12 +85,14 @@ def locked_kernel_wheels(job: LockedKernel, build: Build) -> tuple[Wheels, Wheel
     )
     for choice in choices:
         job.note(f"kernel {dist.name}: env is {key.describe()}; {choice.reason}")
-        got = _taken(job, choice, house, dist, key)
+        target = _stands_for(job.stage, choice, dist)
+        got = _taken(job, choice, house, target, key)
         if got is None:
             continue
         taken, sha256 = got
         job.note(f"kernel {dist.name}: no compiler ran (installing {taken})")
-        built = build({n: a for n, a in job.artifacts.items() if n != dist.name})
+        left_out = {dist.name, target.name, *choice.replaces}
+        built = build({n: a for n, a in job.artifacts.items() if n not in left_out})
         artifact = Artifact(url=taken.as_uri(), sha256=sha256, kind="wheel")
         url = choice.wheel if choice.source in {"release", "index"} else None
         out = kernel_output(choice.source, taken, sha256, choice.built_for or key, url)
@@ -100,7 +102,9 @@ def locked_kernel_wheels(job: LockedKernel, build: Build) -> tuple[Wheels, Wheel
             out.update(_recorded_source(dist.kernel_wheel))
         if choice.unpinned:  # the lockfile pins the sdist only: this sha256 is the env's record
             out["unpinned"] = True
-        return built, {dist.name: artifact}, out
+        if target is not dist:  # a whole wheel: the parts it holds are not installed
+            out.update(distribution=target.name, replaces=list(choice.replaces))
+        return built, {target.name: artifact}, out
     built = build(job.artifacts)
     made = built.get(dist.name)
     if made is None:  # a locked wheel: installed hash-checked as any other
@@ -109,6 +113,15 @@ def locked_kernel_wheels(job: LockedKernel, build: Build) -> tuple[Wheels, Wheel
     job.note(f"kernel {dist.name}: built {wheel.name} from the locked sdist")
     publish_built(house, wheel, key, dist.name, job.note)
     return built, {}, kernel_output("build", wheel, made.sha256, key)
+
+
+def _stands_for(stage: LockedStage, choice: KernelChoice, dist: LockedDist) -> LockedDist:
+    """The locked distribution the chosen wheel installs as: the kernel's own, or the one a
+    source's whole wheel is (TransformerEngine for its torch extension)."""
+    if not choice.distribution:
+        return dist
+    wanted = canonicalize_name(choice.distribution)
+    return next((d for d in stage.distributions if canonicalize_name(d.name) == wanted), dist)
 
 
 def _taken(

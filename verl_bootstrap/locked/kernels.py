@@ -26,6 +26,7 @@ from verl_bootstrap.profile.kernel import KernelSpec
 
 __all__ = [
     "UNPINNED",
+    "WHOLE",
     "choose_locked",
     "kernel_dist",
     "locked_choices",
@@ -36,6 +37,11 @@ __all__ = [
 UNPINNED = (
     "; the lockfile pins the sdist, not this wheel: its key is checked against the env, and its "
     "sha256 is recorded in the env's lock"
+)
+WHOLE = (
+    "; a whole {whole} wheel, installed in place of the locked {whole}, with the locked {parts} "
+    "left out (it holds them): the lockfile pins none of it as this wheel, so its key is checked "
+    "against the env, and its sha256 is recorded in the env's lock"
 )
 
 
@@ -113,9 +119,8 @@ def locked_choices(
         if entry is not None:
             return [_from_house(entry, root, "")]
         if online:
-            pins = tuple(f"{d.name}=={d.version}" for d in stage.distributions) if stage else ()
             found = _declared(
-                kernel, dist.version, key, why_not, pins=pins, record=record, order=order
+                kernel, dist.version, key, why_not, stage=stage, record=record, order=order
             )
         else:
             why_not.append("offline: the declared prebuilt sources are not asked")
@@ -129,34 +134,44 @@ def _declared(
     key: BuildKey,
     why_not: list[str],
     *,
-    pins: tuple[str, ...],
+    stage: LockedStage | None,
     record: KernelRecord | None,
     order: Sequence[str] | None,
 ) -> list[KernelChoice]:
     """The declared sources' wheels of the locked version for `key`, as the resolving route
     finds them (same order, same site-config filter; the lab wheelhouse was asked already), each
-    one a wheel the lockfile does not pin. Only a wheel of the kernel itself with a URL: its file
-    is fetched, its sha256 computed and recorded (a whole wheel of another distribution, such as
-    TransformerEngine for its torch extension, would replace what the lockfile locks: named)."""
+    one a wheel the lockfile does not pin. Only a wheel with a URL: its file is fetched, its
+    sha256 computed and recorded. A whole wheel of another distribution the stage locks at the
+    same version (TransformerEngine, for its torch extension) stands in for that one, and the
+    parts it holds are left out of the install."""
     # the lab wheelhouse is asked first whatever the site config says, as before
     ordered = None if order is None else ("wheelhouse", *(i for i in order if i != "wheelhouse"))
+    pins = tuple(f"{d.name}=={d.version}" for d in stage.distributions) if stage else ()
     found, why = candidates(
         kernel, version, key, (), None, packages=pins, record=record, order=ordered, house=False
     )
     why_not.extend(why)
     out = []
     for choice in found:
-        if choice.distribution:
-            why_not.append(
-                f"{choice.origin} has a whole {choice.distribution} wheel for this key, which a "
-                f"lockfile does not record in place of the locked {choice.distribution}: "
-                "--resolve takes it"
-            )
-        elif choice.wheel is None:
+        if choice.wheel is None:
             why_not.append(f"{choice.origin or choice.source}: no wheel URL to fetch and record")
+        elif choice.distribution:
+            out.append(_whole(choice, kernel, stage))
         else:
             out.append(replace(choice, reason=choice.reason + UNPINNED, unpinned=True))
     return out
+
+
+def _whole(choice: KernelChoice, kernel: KernelSpec, stage: LockedStage | None) -> KernelChoice:
+    """A whole wheel of `choice.distribution` in place of the locked one, with the locked parts
+    it holds (the kernel's own distribution, and what its source says it replaces) left out."""
+    assert choice.distribution is not None
+    holds = {canonicalize_name(n) for n in (kernel.distribution, *choice.replaces)}
+    names = [d.name for d in stage.distributions] if stage else [kernel.distribution]
+    left_out = tuple(n for n in names if canonicalize_name(n) in holds)
+    parts = " and ".join(filter(None, (", ".join(left_out[:-1]), left_out[-1]))) or "nothing"
+    reason = choice.reason + WHOLE.format(whole=choice.distribution, parts=parts)
+    return replace(choice, reason=reason, unpinned=True, replaces=left_out)
 
 
 def _recorded(

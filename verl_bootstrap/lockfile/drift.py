@@ -10,7 +10,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from verl_bootstrap.envs.inventory import Dist, installed
+from verl_bootstrap.envs.inventory import Dist, canonical, installed
 from verl_bootstrap.errors import BootstrapError
 from verl_bootstrap.lockfile.io import read_lockfile
 from verl_bootstrap.lockfile.model import CondaPackage, LockedDist, Lockfile, profile_hash
@@ -18,7 +18,14 @@ from verl_bootstrap.paths import env_lockfile
 from verl_bootstrap.profile.load import load_profile
 from verl_bootstrap.profile.stacks import apply_stack
 
-__all__ = ["Difference", "Staleness", "committed_lockfiles", "env_differences", "stale_lockfile"]
+__all__ = [
+    "Difference",
+    "Staleness",
+    "committed_lockfiles",
+    "env_differences",
+    "held_by_whole_wheels",
+    "stale_lockfile",
+]
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,8 @@ def env_differences(prefix: Path, lock: Lockfile) -> list[Difference]:
     record = _env_record(prefix)
     found = list(_python(prefix, lock))
     for name, dist in sorted(locked.items()):
+        if _held_by_whole_wheel(record.get(name), env):
+            continue
         found.extend(_compare(dist, env.get(name), record.get(name)))
     found.extend(Difference("extra", n, found=d.version) for n, d in env.items() if n not in locked)
     if lock.conda:
@@ -93,9 +102,24 @@ def env_differences(prefix: Path, lock: Lockfile) -> list[Difference]:
     return sorted(found, key=lambda d: (d.kind, d.name))
 
 
+def held_by_whole_wheels(prefix: Path) -> dict[str, str]:
+    """locked part -> the distribution whose whole kernel wheel the env took in its place (its
+    record says so: `verify --against` names them rather than calling them missing)."""
+    env = installed(prefix)
+    record = _env_record(prefix)
+    return {n: str(d.replaced_by) for n, d in record.items() if _held_by_whole_wheel(d, env)}
+
+
 def hashes_unknown(prefix: Path, lock: Lockfile) -> bool:
     """True when the env has no record of the artifacts it was installed from."""
     return not any(d.hashes for d in _env_record(prefix).values())
+
+
+def _held_by_whole_wheel(record: LockedDist | None, env: Mapping[str, Dist]) -> bool:
+    """The env's record says a whole kernel wheel holds this locked part (TransformerEngine's
+    torch extension), and the env has that wheel's distribution, which is compared itself."""
+    whole = record.replaced_by if record is not None else None
+    return whole is not None and canonical(whole) in env
 
 
 def _compare(dist: LockedDist, env: Dist | None, record: LockedDist | None) -> Iterator[Difference]:

@@ -219,6 +219,11 @@ class LockedDist(_Strict):
     kernel_wheel: KernelWheel | None = Field(
         default=None, description="Env records only: the kernel wheel a kernel stage installed"
     )
+    replaced_by: PackageName | None = Field(
+        default=None,
+        description="Env records only: the distribution whose whole kernel wheel was installed "
+        "in place of this one, which it holds (TransformerEngine's core and torch extension)",
+    )
 
 
 class LockedStage(_Strict):

@@ -46,6 +46,7 @@ Trust = Literal["upstream", "project", "community"]
 # Variables through which a build runs several of nvcc's per-architecture passes at once inside
 # one compile job (see kernels.sizing: verl-bootstrap sets them to 1).
 THREADS_VARIABLES = ("NVCC_THREADS",)
+_DIST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")  # a PEP 508 name
 
 
 class _Strict(BaseModel):
@@ -93,6 +94,12 @@ class PrebuiltSource(_Strict):
         description="The distribution its wheel is, when not the kernel's (a whole "
         "transformer-engine wheel for the transformer-engine-torch kernel); the stage pins it.",
     )
+    replaces: tuple[str, ...] = Field(
+        default=(),
+        description="With `distribution`: the stage's other distributions that whole wheel "
+        "holds (TransformerEngine's core library), left out where a lockfile's install takes it "
+        "(the kernel's own distribution is left out anyway).",
+    )
 
     @field_validator("release")
     @classmethod
@@ -107,10 +114,20 @@ class PrebuiltSource(_Strict):
             raise ValueError(f"unknown key field(s) {unknown} (known: {', '.join(KEY_FIELDS)})")
         return value
 
+    @field_validator("replaces")
+    @classmethod
+    def _names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [n for n in value if not _DIST_NAME.match(n)]
+        if bad:
+            raise ValueError(f"not a distribution name: {bad[0]!r}")
+        return value
+
     @model_validator(mode="after")
     def _one_layout(self) -> PrebuiltSource:
         if (self.release is None) == (self.index is None):
             raise ValueError("a source has exactly one of `release` (a URL pattern) or `index`")
+        if self.replaces and self.distribution is None:
+            raise ValueError("`replaces` needs `distribution` (the whole wheel that holds them)")
         return self
 
 

@@ -100,6 +100,18 @@ def kernel_wheels(
     return out
 
 
+def replaced_parts(outputs: Mapping[str, Mapping[str, object]]) -> dict[str, str]:
+    """locked part -> the distribution whose whole kernel wheel holds it and was installed in
+    its place (a --locked kernel stage's outputs)."""
+    out = {}
+    for step in outputs.values():
+        done = step.get("kernel")
+        if isinstance(done, dict) and isinstance(done.get("distribution"), str):
+            for name in done.get("replaces") or ():
+                out[str(name)] = done["distribution"]
+    return out
+
+
 def _verl_stage(now: Mapping[str, object]) -> LockedStage:
     verl = now.get("verl")
     dists = (LockedDist(name="verl", version=verl.version),) if verl is not None else ()  # type: ignore[attr-defined]
@@ -163,7 +175,9 @@ def execute(ctx: StepContext) -> dict[str, Any]:
     }
     kernels = kernel_wheels(ctx.plan, ctx.prior)
     # --locked: the env's record is the lockfile it was installed from
-    recorded = record_locked_env(ctx.plan.prefix, ctx.plan.lockfile, built, kernels)
+    recorded = record_locked_env(
+        ctx.plan.prefix, ctx.plan.lockfile, built, kernels, replaced_parts(ctx.prior)
+    )
     if recorded is not None:
         return {"lockfile": str(recorded)}
     source = SourceResult(

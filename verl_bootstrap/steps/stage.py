@@ -107,6 +107,20 @@ def _cached_argv(ctx: StepContext, stage: StageSpec) -> list[str] | None:
     return install_command(plan.installer, request, plan.settings)
 
 
+def _unpinned_line(count: int, held: tuple[str, ...]) -> str:
+    """What a locked stage whose kernel wheel the lockfile does not pin installs."""
+    if not held:
+        return (
+            f"{count} locked distribution(s), hash-checked but for the kernel's wheel, which the "
+            "lockfile does not pin (below)"
+        )
+    return (
+        f"{count - len(held)} of its {count} locked distribution(s), hash-checked but for the "
+        "kernel's whole wheel, which the lockfile does not pin (below), left out: "
+        f"{', '.join(held)}, which it holds"
+    )
+
+
 def describe(plan: Plan, stage: StageSpec, previous: str) -> Step:
     decision = plan.kernels.get(stage.id)
     description = stage.description or f"install {', '.join(stage.packages)}"
@@ -114,10 +128,7 @@ def describe(plan: Plan, stage: StageSpec, previous: str) -> Step:
     if not locked:  # verl's extras, as resolved (a lockfile has its own)
         description += "".join(f"\n{line}" for line in extras_lines(stage, plan.source.checkout))
     elif decision is not None and decision.choice.unpinned:  # its kernel's wheel is a hash gap
-        description = (
-            f"{len(locked.distributions)} locked distribution(s), hash-checked but for the "
-            "kernel's wheel, which the lockfile does not pin (below)"
-        )
+        description = _unpinned_line(len(locked.distributions), decision.choice.replaces)
     if decision is not None:
         description += f"\n{decision.line()}"
         if decision.choice.source != "build" and (stage.env or decision.env):
@@ -209,7 +220,9 @@ def _write_locked_requirements(
         built = _build_locked_sdists(ctx, stage, locked, artifacts)
     atomic_write(
         locked_requirements_file(ctx.plan.prefix, stage.id),
-        locked_requirements(locked, artifacts, {**built, **taken}),
+        locked_requirements(
+            locked, artifacts, {**built, **taken}, leave_out=kernel.get("replaces", ())
+        ),
     )
     return built, {"kernel": kernel} if kernel else {}
 
