@@ -4,6 +4,7 @@ site config turning a source off, a key mismatch refused, and the plan on record
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -16,12 +17,15 @@ from verl_bootstrap.errors import InputError
 from verl_bootstrap.gpu.parse import parse_smi_xml
 from verl_bootstrap.kernels.coverage import CoverageRow, coverage
 from verl_bootstrap.kernels.key import BuildKey, parse_wheel_name
+from verl_bootstrap.kernels.lockwheels import lock_kernel_wheels
 from verl_bootstrap.kernels.record import load_record, record_path
 from verl_bootstrap.kernels.sources import choose_source
 from verl_bootstrap.locked.kernels import locked_choices
+from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.lockfile.model import LockedDist, LockedStage
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.load import PROFILES_DIR
+from verl_bootstrap.profile.stacks import apply_stack
 
 NVIDIA = Path(__file__).parent / "data" / "nvidia"
 RECORD = record_path(PROFILES_DIR / "fsdp.yaml")
@@ -380,3 +384,45 @@ def test_the_locked_default_route_takes_a_declared_sources_wheel_the_lock_does_n
         "records no wheel for it: the env's own lock records its source, URL and sha256)"
     ]
     assert f"hash-checked but for {len(body['hash_gaps'])} gap(s)" in body["route"]["line"]
+
+
+def test_lock_records_verls_whole_transformer_engine_on_the_committed_megatron_stages(
+    tmp_path: Path,
+) -> None:
+    """`lock` with the network, over the committed megatron cu130 x86_64 stages: the
+    TransformerEngine stage pins its extension only through the meta-package, so the version is
+    the lock's; verl's whole wheel is recorded on the extension, with what it holds. (The
+    download stands in for GitHub, which this host does not reach: it writes known bytes.)"""
+    lock = read_lockfile(
+        PROFILES_DIR.parent / "lockfiles" / "megatron" / "cu130-linux-64.lock.yaml"
+    )
+    fetched: list[str] = []
+
+    def fetch(url: str, dest: Path) -> None:
+        fetched.append(url)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(url.encode())
+
+    profile = apply_stack(load_profile("megatron"), lock.verl.ref)
+    stages, notes = lock_kernel_wheels(
+        lock.stages,
+        profile,
+        variant="cu130",
+        platform="linux-64",
+        python="3.12",
+        record=load_record(RECORD),
+        order=None,
+        work=tmp_path,
+        fetch=fetch,
+    )
+    dists = {d.name: d for s in stages for d in s.distributions}
+    te_url = VERL + "transformer-engine-v2.16.1/transformer_engine-2.16.1-cp312-cp312-"
+    te_url += "linux_x86_64.whl"
+    wheel = dists["transformer-engine-torch"].kernel_wheel
+    assert wheel is not None and wheel.url == te_url, notes
+    assert wheel.sha256 == hashlib.sha256(te_url.encode()).hexdigest()
+    assert (wheel.distribution, wheel.origin) == ("transformer-engine", "verl-wheelhouse")
+    assert wheel.replaces == ("transformer-engine-cu13", "transformer-engine-torch")
+    flash = dists["flash-attn"].kernel_wheel
+    assert flash is not None and flash.distribution is None and flash.replaces == ()
+    assert te_url in fetched

@@ -6,9 +6,11 @@ whole wheel of the meta-package's name that holds all three. The stand-ins here 
 standin-meta (a pure wheel needing the other two), standin-core (a pure wheel writing a file
 into standin_meta/, as TransformerEngine's core writes into transformer_engine/) and the
 stand-in kernel's sdist; the whole wheel is standin-meta built for the env's key, holding the
-kernel's compiled module (built once by the kernel lab) and the core's file. A lockfile's
-install takes it in place of the three, installs no core and compiles nothing, records what it
-did, and `verify --against` accepts exactly that swap.
+kernel's compiled module (built once by the kernel lab) and the core's file. `lock` with the
+sources records it (URL, sha256, what it holds) on the kernel; a lockfile's install takes it in
+place of the three (hash-checked where the lock records it, key-checked and recorded where it
+does not), installs no core and compiles nothing, records what it did, and `verify --against`
+accepts exactly that swap.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from kernellab import PROFILE, Lab, Run, lock_cpu, run_cli
 from test_kernels_prebuilt import BUILD_COMMAND, STATED, locked, site
 from uv import find_uv_bin
 
+from verl_bootstrap.bundle.kernels import collect_kernel_wheels
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.envs.inventory import installed
 from verl_bootstrap.errors import EXIT_OK
@@ -80,7 +83,9 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def whole_lab(kernel_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The loopback host's folder (its URL in `base`), the parts on a find-links folder
-    (`links`), the profile (`profile/profile.yaml`) and its lock (`kernel.lock.yaml`)."""
+    (`links`), the profile (`profile/profile.yaml`) and two locks of it: made with the sources
+    (`kernel.lock.yaml`, recording the whole wheel) and with them turned off (`gap.lock.yaml`,
+    recording no wheel, as the committed GPU locks made without the network to GitHub)."""
     root = tmp_path_factory.mktemp("whole")
     links = root / "links"
     make_wheel(
@@ -110,6 +115,11 @@ def whole_lab(kernel_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iter
     with kernel_lab.environment(), pytest.MonkeyPatch.context() as patch:
         patch.setenv("PIP_FIND_LINKS", f"{os.environ['PIP_FIND_LINKS']} {links}")
         lock_cpu(profile, kernel_lab.repo, root / "kernel.lock.yaml")
+        off = root / "sources-off.yaml"
+        off.write_text("schema_version: 1\nkernel_sources: [wheelhouse]\n")
+        patch.setenv("VERL_BOOTSTRAP_CONFIG", str(off))
+        lock_cpu(profile, kernel_lab.repo, root / "gap.lock.yaml")
+        patch.delenv("VERL_BOOTSTRAP_CONFIG")
         yield root
     server.shutdown()
 
@@ -148,23 +158,90 @@ def _profile(folder: Path, base: str) -> Path:
     return path
 
 
-def _run(verb: str, root: Path, kernel_lab: Lab, tmp_path: Path, *order: str) -> Run:
+def _run(
+    verb: str, root: Path, kernel_lab: Lab, tmp_path: Path, *order: str, lock: str = "gap"
+) -> Run:
     return locked(
         verb,
         root / "profile" / "profile.yaml",
-        root / "kernel.lock.yaml",
+        root / f"{lock}.lock.yaml",
         prefix=tmp_path / "env",
         repo=kernel_lab.repo,
         config=site(tmp_path, *order),
     )
 
 
-def test_the_lock_holds_the_three_parts_and_no_wheel_of_the_kernel(whole_lab: Path) -> None:
-    lock = read_lockfile(whole_lab / "kernel.lock.yaml")
-    stage = next(s for s in lock.stages if s.id == "standin")
-    sources = {d.name: d.source for d in stage.distributions}
-    assert sources == {"standin-core": "wheel", "standin-kernel": "sdist", "standin-meta": "wheel"}
-    assert all(d.kernel_wheel is None for d in stage.distributions)
+def test_a_lock_records_the_whole_wheel_on_the_kernel_with_what_it_holds(whole_lab: Path) -> None:
+    """The lock holds the index's three parts; made with the sources, it records the whole
+    wheel (URL, source, sha256 of the file downloaded) on the kernel's distribution."""
+    for name in ("kernel", "gap"):
+        stage = next(
+            s for s in read_lockfile(whole_lab / f"{name}.lock.yaml").stages if s.id == "standin"
+        )
+        sources = {d.name: d.source for d in stage.distributions}
+        assert sources == {
+            "standin-core": "wheel",
+            "standin-kernel": "sdist",
+            "standin-meta": "wheel",
+        }
+    gap = read_lockfile(whole_lab / "gap.lock.yaml").distributions()
+    assert all(d.kernel_wheel is None for d in gap.values())
+    dists = read_lockfile(whole_lab / "kernel.lock.yaml").distributions()
+    wheel = dists["standin-kernel"].kernel_wheel
+    served = whole_lab / VERL / "standin-meta-v0.1.0" / WHOLE
+    assert wheel is not None and wheel.file == WHOLE and wheel.sha256 == file_sha256(served)
+    assert (wheel.source, wheel.origin, wheel.trust) == ("index", "verl-wheelhouse", "project")
+    assert wheel.url is not None and wheel.url.endswith(f"/{VERL}/standin-meta-v0.1.0/{WHOLE}")
+    assert (wheel.distribution, wheel.replaces) == ("standin-meta", tuple(HELD))
+    assert dists["standin-meta"].kernel_wheel is None
+
+
+def test_a_locked_install_takes_the_whole_wheel_the_lock_records_hash_checked(
+    whole_lab: Path, kernel_lab: Lab, tmp_path: Path
+) -> None:
+    plan = _run("plan", whole_lab, kernel_lab, tmp_path, lock="kernel")
+    assert plan.code == EXIT_OK, plan.stderr
+    step = plan.step("standin")
+    assert step["kernel"]["reason"].startswith("prebuilt release wheel the lockfile records")
+    assert (
+        "a whole standin-meta wheel, installed in place of the locked standin-meta"
+        in (step["kernel"]["reason"])
+    )
+    assert step["description"].startswith(
+        "1 of its 3 locked distribution(s), hash-checked, the kernel's whole wheel among them "
+        "(below), left out: standin-core, standin-kernel, which it holds"
+    ), step["description"]
+    assert not [g for g in plan.body["hash_gaps"] if "kernel stage standin" in g]
+    run = _run("install", whole_lab, kernel_lab, tmp_path, lock="kernel")
+    assert run.step("standin")["status"] == "done", run.step("standin")
+    log = run.log("standin")
+    assert "no compiler ran" in log and BUILD_COMMAND not in log and "g++" not in log
+    prefix = tmp_path / "env"
+    assert not set(HELD) & set(installed(prefix))
+    assert _against(prefix) == (0, [])
+
+
+def test_a_whole_wheel_that_is_not_the_recorded_file_is_refused(
+    whole_lab: Path, kernel_lab: Lab, tmp_path: Path
+) -> None:
+    """The source now serves other bytes under the recorded name: the stage fails, naming the
+    sha256 the lockfile records, and installs nothing of the stage."""
+    served = whole_lab / VERL / "standin-meta-v0.1.0" / WHOLE
+    original = served.read_bytes()
+    try:
+        with zipfile.ZipFile(served, "a") as wheel:
+            wheel.writestr("standin_meta/extra.py", b"")
+        run = _run("install", whole_lab, kernel_lab, tmp_path, lock="kernel")
+    finally:
+        served.write_bytes(original)
+    step = run.step("standin")
+    assert run.code != EXIT_OK and step["status"] == "failed", step
+    recorded = read_lockfile(whole_lab / "kernel.lock.yaml").distributions()["standin-kernel"]
+    assert recorded.kernel_wheel is not None
+    assert f"does not have the sha256 the lockfile names ({recorded.kernel_wheel.sha256})" in (
+        step["reason"] + run.stderr
+    ), (step, run.stderr)
+    assert "standin-meta" not in installed(tmp_path / "env")
 
 
 def test_a_locked_install_takes_the_whole_wheel_in_place_of_the_parts_it_holds(
@@ -257,3 +334,16 @@ def _against(prefix: Path) -> tuple[int, list[tuple[str, str]]]:
     """`verify --against` with the lockfile the env came from: exit code, differences."""
     got = run_cli(["verify", "--prefix", str(prefix), "--against"])
     return got.code, [(d["kind"], d["name"]) for d in got.body["differences"]]
+
+
+def test_a_bundle_of_the_lock_carries_the_whole_wheel_it_records(
+    whole_lab: Path, tmp_path: Path
+) -> None:
+    """What `bundle` collects for this lock: the whole wheel, downloaded and checked by its
+    recorded sha256 (an install from the bundle then takes it by sha256, as any kernel wheel)."""
+    lock = read_lockfile(whole_lab / "kernel.lock.yaml")
+    carried, notes = collect_kernel_wheels(lock, cache=tmp_path / "c", house=None, work=tmp_path)
+    served = whole_lab / VERL / "standin-meta-v0.1.0" / WHOLE
+    assert notes == [] and [(c.path.name, c.sha256) for c in carried] == [
+        (WHOLE, file_sha256(served))
+    ]

@@ -14,7 +14,7 @@ from verl_bootstrap.errors import BootstrapError
 from verl_bootstrap.httpclient import HttpError, download
 from verl_bootstrap.kernels.coverage import stack_keys
 from verl_bootstrap.kernels.record import KernelRecord, record_for_profile, wheel_file
-from verl_bootstrap.kernels.sources import KernelChoice, candidates, pinned_version
+from verl_bootstrap.kernels.sources import KernelChoice, candidates, held_parts, pinned_version
 from verl_bootstrap.lockfile.create import AfterLock
 from verl_bootstrap.lockfile.model import KernelWheel, LockedDist, LockedKey, LockedStage, Lockfile
 from verl_bootstrap.options import RunOptions
@@ -81,7 +81,8 @@ def lock_kernel_wheels(
     keys = stack_keys(profile, variant, wheel_platform(platform), python)
     for stage_id, packages, kernel, key in keys:
         stage = by_stage.get(stage_id)
-        version = pinned_version(packages, kernel.distribution, key)
+        version = _locked_version(stage, kernel.distribution) if stage else None
+        version = pinned_version(packages, kernel.distribution, key) or version
         if stage is None or version is None:
             continue
         found, why_not = candidates(
@@ -92,6 +93,12 @@ def lock_kernel_wheels(
             notes.append(f"{stage_id}: no prebuilt wheel is recorded: {'; '.join(why_not)}")
             continue
         wheel = _record(*taken)
+        if taken[0].distribution:  # a whole wheel: what of the stage it holds
+            names = [d.name for d in stage.distributions]
+            held = held_parts(kernel, taken[0].replaces, names)
+            wheel = wheel.model_copy(
+                update={"distribution": taken[0].distribution, "replaces": held}
+            )
         by_stage[stage_id] = _with_wheel(stage, kernel.distribution, wheel)
         notes.append(
             f"{stage_id}: {wheel.file} from {wheel.origin} (trust: {wheel.trust}), "
@@ -103,10 +110,11 @@ def lock_kernel_wheels(
 def _first(
     found: Sequence[KernelChoice], folder: Path, get: Fetch, notes: list[str]
 ) -> tuple[KernelChoice, Path] | None:
-    """The first candidate whose file downloads (a whole wheel of the profile's own kernel)."""
+    """The first candidate whose file downloads (the kernel's own wheel, or a source's whole
+    wheel of another distribution the stage locks)."""
     for choice in found:
-        if not choice.wheel or choice.distribution or choice.built_for is None:
-            continue  # a whole other distribution (TransformerEngine) is not locked this way
+        if not choice.wheel or choice.built_for is None:
+            continue
         dest = folder / (choice.origin or choice.source) / wheel_file(choice.wheel)
         try:
             get(choice.wheel, dest)
@@ -115,6 +123,13 @@ def _first(
             continue
         return choice, dest
     return None
+
+
+def _locked_version(stage: LockedStage, distribution: str) -> str | None:
+    """The version the stage locks of `distribution` (a kernel the stage pins only through
+    another requirement: TransformerEngine's extension through the meta-package)."""
+    wanted = canonical(distribution)
+    return next((d.version for d in stage.distributions if canonical(d.name) == wanted), None)
 
 
 def _record(choice: KernelChoice, path: Path) -> KernelWheel:

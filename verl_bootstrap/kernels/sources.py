@@ -21,6 +21,7 @@ __all__ = [
     "candidates",
     "choose_source",
     "declared_sources",
+    "held_parts",
     "ordered_sources",
     "pinned_version",
     "wheelhouse_match",
@@ -42,6 +43,15 @@ class KernelChoice:
     listed: str | None = None  # the day the recorded list showed the wheel
     unpinned: bool = False  # a --locked install's wheel the lockfile does not pin (a hash gap)
     replaces: tuple[str, ...] = ()  # with distribution: the stage's parts that whole wheel holds
+
+
+def held_parts(
+    kernel: KernelSpec, replaces: Sequence[str], names: Sequence[str]
+) -> tuple[str, ...]:
+    """Of the stage's locked distributions (`names`, in order), those a source's whole wheel
+    holds: the kernel's own, and those its source says it replaces."""
+    holds = {canonicalize_name(n) for n in (kernel.distribution, *replaces)}
+    return tuple(n for n in names if canonicalize_name(n) in holds)
 
 
 def pinned_version(

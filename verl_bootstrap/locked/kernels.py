@@ -19,12 +19,13 @@ from verl_bootstrap.kernels.host import Bundled, KernelHost
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.kernels.planning import KernelDecision, cxx11_abi, decision
 from verl_bootstrap.kernels.record import KernelRecord
-from verl_bootstrap.kernels.sources import KernelChoice, candidates, wheelhouse_match
+from verl_bootstrap.kernels.sources import KernelChoice, candidates, held_parts, wheelhouse_match
 from verl_bootstrap.kernels.wheelhouse import Entry
-from verl_bootstrap.lockfile.model import LockedDist, LockedStage, Lockfile
+from verl_bootstrap.lockfile.model import KernelWheel, LockedDist, LockedStage, Lockfile
 from verl_bootstrap.profile.kernel import KernelSpec
 
 __all__ = [
+    "HOLDS",
     "UNPINNED",
     "WHOLE",
     "choose_locked",
@@ -38,10 +39,13 @@ UNPINNED = (
     "; the lockfile pins the sdist, not this wheel: its key is checked against the env, and its "
     "sha256 is recorded in the env's lock"
 )
-WHOLE = (
+HOLDS = (
     "; a whole {whole} wheel, installed in place of the locked {whole}, with the locked {parts} "
-    "left out (it holds them): the lockfile pins none of it as this wheel, so its key is checked "
-    "against the env, and its sha256 is recorded in the env's lock"
+    "left out (it holds them)"
+)
+WHOLE = (
+    ": the lockfile pins none of it as this wheel, so its key is checked against the env, and "
+    "its sha256 is recorded in the env's lock"
 )
 
 
@@ -166,11 +170,9 @@ def _whole(choice: KernelChoice, kernel: KernelSpec, stage: LockedStage | None) 
     """A whole wheel of `choice.distribution` in place of the locked one, with the locked parts
     it holds (the kernel's own distribution, and what its source says it replaces) left out."""
     assert choice.distribution is not None
-    holds = {canonicalize_name(n) for n in (kernel.distribution, *choice.replaces)}
     names = [d.name for d in stage.distributions] if stage else [kernel.distribution]
-    left_out = tuple(n for n in names if canonicalize_name(n) in holds)
-    parts = " and ".join(filter(None, (", ".join(left_out[:-1]), left_out[-1]))) or "nothing"
-    reason = choice.reason + WHOLE.format(whole=choice.distribution, parts=parts)
+    left_out = held_parts(kernel, choice.replaces, names)
+    reason = choice.reason + HOLDS.format(whole=choice.distribution, parts=_and(left_out)) + WHOLE
     return replace(choice, reason=reason, unpinned=True, replaces=left_out)
 
 
@@ -192,6 +194,34 @@ def _recorded(
     if stated.mismatches(key):
         why.append(f"the lockfile's {wheel.file} is built for {stated.describe()}, not this env")
         return None
+    choice = _recorded_choice(wheel, stated, entries=entries, root=root, bundle=bundle)
+    if choice is None:
+        why.append(
+            f"the lockfile's {wheel.file} (sha256 {wheel.sha256[:12]}…) is not in the wheelhouse"
+        )
+        return None
+    if wheel.distribution is None:
+        return choice
+    reason = choice.reason + HOLDS.format(whole=wheel.distribution, parts=_and(wheel.replaces))
+    return replace(choice, reason=reason, distribution=wheel.distribution, replaces=wheel.replaces)
+
+
+def _and(names: Sequence[str]) -> str:
+    """'a, b and c'."""
+    if not names:
+        return "nothing"
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _recorded_choice(
+    wheel: KernelWheel,
+    stated: BuildKey,
+    *,
+    entries: Sequence[Entry],
+    root: str | None,
+    bundle: Bundled | None,
+) -> KernelChoice | None:
+    """Where the very file the lockfile records is: the bundle, the lab wheelhouse, its URL."""
     carried = bundle.find(wheel.sha256) if bundle else None
     if bundle is not None and carried is not None:
         reason = (
@@ -209,9 +239,6 @@ def _recorded(
             f"sha256 {wheel.sha256[:12]}… ({wheel.url})"
         )
         return KernelChoice("release", reason, wheel.url, wheel.sha256, stated)
-    why.append(
-        f"the lockfile's {wheel.file} (sha256 {wheel.sha256[:12]}…) is not in the wheelhouse"
-    )
     return None
 
 

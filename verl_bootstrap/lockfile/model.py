@@ -189,6 +189,16 @@ class KernelWheel(_Strict):
         "community)",
     )
     trust: Literal["lab", "upstream", "project", "community"] | None = None
+    distribution: PackageName | None = Field(
+        default=None,
+        description="A source's whole wheel: the distribution it is (transformer-engine), "
+        "installed in place of the stage's locked one of that name",
+    )
+    replaces: tuple[PackageName, ...] = Field(
+        default=(),
+        description="A whole wheel: the stage's locked parts it holds, left out of the install "
+        "(the kernel's own distribution among them)",
+    )
 
 
 class LockedDist(_Strict):

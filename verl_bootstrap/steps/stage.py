@@ -23,6 +23,7 @@ from verl_bootstrap.kernels.host import open_bundled, open_wheelhouse
 from verl_bootstrap.kernels.progress import BuildProgress, chain
 from verl_bootstrap.kernels.record import record_for_profile
 from verl_bootstrap.kernels.sizing import read_resources
+from verl_bootstrap.kernels.sources import KernelChoice
 from verl_bootstrap.kernels.stage import KernelRun, run_kernel_stage
 from verl_bootstrap.locked.install import (
     locked_request,
@@ -107,18 +108,18 @@ def _cached_argv(ctx: StepContext, stage: StageSpec) -> list[str] | None:
     return install_command(plan.installer, request, plan.settings)
 
 
-def _unpinned_line(count: int, held: tuple[str, ...]) -> str:
-    """What a locked stage whose kernel wheel the lockfile does not pin installs."""
-    if not held:
-        return (
-            f"{count} locked distribution(s), hash-checked but for the kernel's wheel, which the "
-            "lockfile does not pin (below)"
-        )
-    return (
-        f"{count - len(held)} of its {count} locked distribution(s), hash-checked but for the "
-        "kernel's whole wheel, which the lockfile does not pin (below), left out: "
-        f"{', '.join(held)}, which it holds"
-    )
+def _kernel_wheel_line(count: int, choice: KernelChoice) -> str:
+    """What a locked stage installs whose kernel wheel the lockfile does not pin (a hash gap), or
+    whose whole kernel wheel holds some of its locked parts (left out)."""
+    held = choice.replaces
+    installs = f"{count - len(held)} of its {count}" if held else str(count)
+    which = "whole wheel" if held else "wheel"
+    line = f"{installs} locked distribution(s), hash-checked"
+    if choice.unpinned:
+        line += f" but for the kernel's {which}, which the lockfile does not pin (below)"
+    else:
+        line += f", the kernel's {which} among them (below)"
+    return line + (f", left out: {', '.join(held)}, which it holds" if held else "")
 
 
 def describe(plan: Plan, stage: StageSpec, previous: str) -> Step:
@@ -127,8 +128,8 @@ def describe(plan: Plan, stage: StageSpec, previous: str) -> Step:
     locked = plan.locked_stage(stage.id)
     if not locked:  # verl's extras, as resolved (a lockfile has its own)
         description += "".join(f"\n{line}" for line in extras_lines(stage, plan.source.checkout))
-    elif decision is not None and decision.choice.unpinned:  # its kernel's wheel is a hash gap
-        description = _unpinned_line(len(locked.distributions), decision.choice.replaces)
+    elif decision is not None and (decision.choice.unpinned or decision.choice.replaces):
+        description = _kernel_wheel_line(len(locked.distributions), decision.choice)
     if decision is not None:
         description += f"\n{decision.line()}"
         if decision.choice.source != "build" and (stage.env or decision.env):
