@@ -13,15 +13,12 @@ so each bundle is the CPU torch and little else.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import io
 import json
 import os
 import shutil
 import tarfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +26,7 @@ import pytest
 import yaml
 from bundlefixtures import BUNDLE_CACHE, manifest_of
 from kernellab import STANDIN, Lab, Run, lock_cpu, make_sdist, run_cli
+from loopback import Server, base_url, serve
 from test_kernels_prebuilt import COMMUNITY, COMMUNITY_NAME, kernel_wheel, lab_profile, relabel
 
 from verl_bootstrap.bundle.kernels import collect_kernel_wheels
@@ -41,15 +39,10 @@ NAME = COMMUNITY_NAME.format(cuda="cpu", torch="2.13")
 COMPILED = "standin.cpp -o"  # the compiler line of the stand-in's one unit
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        """No access log on the test's stderr."""
-
-
 @pytest.fixture(scope="module")
 def release(
     kernel_lab: Lab, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Path, http.server.ThreadingHTTPServer]]:
+) -> Iterator[tuple[Path, Server]]:
     """The community's release asset for the lab's torch on a loopback server (the folder, whose
     `base` file holds its URL, and the server), and the stand-in's light sdist on find-links."""
     root = tmp_path_factory.mktemp("release")
@@ -59,11 +52,8 @@ def release(
     pyproject = source / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace('["setuptools", "torch"]', '["setuptools"]'))
     make_sdist(source, root / "links")
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root))
-    )
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    (root / "base").write_text(f"http://127.0.0.1:{server.server_address[1]}")
+    server = serve(root)
+    (root / "base").write_text(base_url(server))
     links = f"{os.environ.get('PIP_FIND_LINKS', '')} {root / 'links'}".strip()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PIP_FIND_LINKS", links)
@@ -74,7 +64,7 @@ def release(
 
 @pytest.fixture(scope="module")
 def kernel_lock(
-    release: tuple[Path, http.server.ThreadingHTTPServer],
+    release: tuple[Path, Server],
     kernel_lab: Lab,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[Path, Path]:
@@ -97,7 +87,7 @@ def bundle(lock: Path, output: Path, repo: Path) -> Run:
 
 
 def test_a_changed_release_file_refuses_the_bundle_and_writes_none(
-    release: tuple[Path, http.server.ThreadingHTTPServer],
+    release: tuple[Path, Server],
     kernel_lock: tuple[Path, Path],
     kernel_lab: Lab,
     tmp_path: Path,
@@ -128,7 +118,7 @@ def test_a_changed_release_file_refuses_the_bundle_and_writes_none(
 
 @pytest.fixture(scope="module")
 def kernel_bundle(
-    release: tuple[Path, http.server.ThreadingHTTPServer],
+    release: tuple[Path, Server],
     kernel_lock: tuple[Path, Path],
     kernel_lab: Lab,
     tmp_path_factory: pytest.TempPathFactory,
@@ -148,7 +138,7 @@ def kernel_bundle(
 def test_the_bundle_carries_the_recorded_kernel_wheel(
     kernel_bundle: Path,
     kernel_lock: tuple[Path, Path],
-    release: tuple[Path, http.server.ThreadingHTTPServer],
+    release: tuple[Path, Server],
 ) -> None:
     wheel = kernel_wheel(kernel_lock[1])
     members = manifest_of(kernel_bundle)["members"]

@@ -8,10 +8,7 @@ record and a lock made with the network name the file, its source and its sha256
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
-import http.server
-import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from kernellab import PROFILE, Lab, Run, install_argv, lock_cpu, run_cli
+from loopback import base_url, serve
 
 from verl_bootstrap.errors import EXIT_OK
 from verl_bootstrap.lockfile import read_lockfile
@@ -55,11 +53,6 @@ def relabel(wheel: Path, dest: Path, local: str) -> Path:
     return dest
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        """No access log on the test's stderr."""
-
-
 @pytest.fixture(scope="module")
 def sources(kernel_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The loopback host's folder (served at the URL in its `base` file)."""
@@ -78,11 +71,8 @@ def sources(kernel_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     verl = root / VERL / "standin-v0.1.0" / PLAIN_NAME
     verl.parent.mkdir(parents=True)
     verl.write_bytes(wheel.read_bytes())
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root))
-    )
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
+    server = serve(root)
+    base = base_url(server)
     page = root / "verl-wheelhouse" / "simple" / "standin-kernel" / "index.html"
     page.parent.mkdir(parents=True)
     page.write_text(f'<a href="{base}/{VERL}/standin-v0.1.0/{PLAIN_NAME}">{PLAIN_NAME}</a>\n')

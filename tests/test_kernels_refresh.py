@@ -5,14 +5,12 @@ community wheelhouse's doc/packages.md), and release assets answering HEAD (flas
 from __future__ import annotations
 
 import datetime as dt
-import functools
-import http.server
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from loopback import base_url, serve
 
 from verl_bootstrap.kernels.coverage import coverage
 from verl_bootstrap.kernels.record import load_record, record_path
@@ -22,21 +20,13 @@ COMMUNITY = "owner/prebuilt/releases/download"
 OFFICIAL = "Dao/flash/releases/download/v2.8.3"
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        """No access log on the test's stderr."""
-
-
 @pytest.fixture
 def host(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     """A loopback host serving `root`, and its base URL."""
     root = tmp_path / "served"
     root.mkdir()
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root))
-    )
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    server = serve(root)
+    yield root, base_url(server)
     server.shutdown()
 
 

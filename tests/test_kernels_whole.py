@@ -16,12 +16,9 @@ accepts exactly that swap.
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
-import http.server
 import os
 import subprocess
-import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 from kernellab import PROFILE, Lab, Run, lock_cpu, run_cli
+from loopback import base_url, serve
 from test_kernels_prebuilt import BUILD_COMMAND, STATED, locked, site
 from uv import find_uv_bin
 
@@ -75,11 +73,6 @@ def kernel_files(kernel_lab: Lab) -> dict[str, bytes]:
         return {n: wheel.read(n) for n in wheel.namelist() if ".dist-info/" not in n}
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        """No access log on the test's stderr."""
-
-
 @pytest.fixture(scope="module")
 def whole_lab(kernel_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The loopback host's folder (its URL in `base`), the parts on a find-links folder
@@ -102,11 +95,8 @@ def whole_lab(kernel_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iter
         "standin_meta/core.py": b"WHERE = 'whole wheel'\n",
     }
     make_wheel(root / VERL / "standin-meta-v0.1.0" / WHOLE, "standin-meta", whole_files)
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root))
-    )
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
+    server = serve(root)
+    base = base_url(server)
     page = root / "verl-wheelhouse" / "simple" / "standin-meta" / "index.html"
     page.parent.mkdir(parents=True)
     page.write_text(f'<a href="{base}/{VERL}/standin-meta-v0.1.0/{WHOLE}">{WHOLE}</a>\n')

@@ -1,0 +1,29 @@
+"""A folder on a loopback HTTP server: the release assets and index pages of a prebuilt source,
+laid out as the real host lays them out."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import threading
+from pathlib import Path
+
+Server = http.server.ThreadingHTTPServer
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        """No access log on the test's stderr."""
+
+
+def serve(root: Path) -> Server:
+    """`root` served on 127.0.0.1 at a free port from a daemon thread (the caller shuts it
+    down)."""
+    server = Server(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def base_url(server: Server) -> str:
+    """The server's URL, with no trailing slash."""
+    return f"http://127.0.0.1:{server.server_address[1]}"
