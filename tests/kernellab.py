@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from verl_bootstrap import cli
 
@@ -143,3 +144,16 @@ def make_lab(root: Path, repo: Path) -> Lab:
         first = run_cli(install_argv(root / "env-a", repo))
         second = run_cli(install_argv(root / "env-b", repo))
     return Lab(root, repo, root / "home" / "wheelhouse", first, second)
+
+
+def write_profile(folder: Path, profile: dict[str, Any], recorded: dict[str, Any]) -> Path:
+    """`profile` as folder/profile.yaml, with the recorded lists of its sources beside it
+    (kernel-wheels/recorded.yaml: source id -> its `from` and `wheels`, recorded 2026-12-04)."""
+    folder.mkdir(parents=True)
+    path = folder / "profile.yaml"
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    sources = {k: {"recorded": "2026-12-04", **v} for k, v in recorded.items()}
+    (folder / "kernel-wheels").mkdir()
+    record = {"schema_version": 1, "sources": sources}
+    (folder / "kernel-wheels" / "recorded.yaml").write_text(yaml.safe_dump(record))
+    return path

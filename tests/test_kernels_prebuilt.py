@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kernellab import PROFILE, Lab, Run, install_argv, lock_cpu, run_cli
+from kernellab import PROFILE, Lab, Run, install_argv, lock_cpu, run_cli, write_profile
 from loopback import base_url, serve
 
 from verl_bootstrap.errors import EXIT_OK
@@ -102,30 +102,18 @@ def lab_profile(root: Path, folder: Path, *, verl_key: dict[str, str]) -> Path:
             "{torch_minor}-{python}-{python}-{platform}.whl",
         },
     ]
-    folder.mkdir(parents=True)
-    path = folder / "profile.yaml"
-    path.write_text(yaml.safe_dump(profile, sort_keys=False))
-    record = {
-        "schema_version": 1,
-        "sources": {
-            "verl-wheelhouse": {
-                "recorded": "2026-12-04",
-                "from": "its index",
-                "wheels": [f"{base}/{VERL}/standin-v0.1.0/{PLAIN_NAME}"],
-            },
-            "community": {
-                "recorded": "2026-12-04",
-                "from": "its packages list",
-                "wheels": [
-                    f"{base}/{COMMUNITY}/v0.9.4/{COMMUNITY_NAME.format(cuda='cpu', torch='2.13')}",
-                    f"{base}/{COMMUNITY}/v0.9.2/{COMMUNITY_NAME.format(cuda='cpu', torch='2.12')}",
-                ],
-            },
+    community = [
+        f"{base}/{COMMUNITY}/v0.9.4/{COMMUNITY_NAME.format(cuda='cpu', torch='2.13')}",
+        f"{base}/{COMMUNITY}/v0.9.2/{COMMUNITY_NAME.format(cuda='cpu', torch='2.12')}",
+    ]
+    recorded = {
+        "verl-wheelhouse": {
+            "from": "its index",
+            "wheels": [f"{base}/{VERL}/standin-v0.1.0/{PLAIN_NAME}"],
         },
+        "community": {"from": "its packages list", "wheels": community},
     }
-    (folder / "kernel-wheels").mkdir()
-    (folder / "kernel-wheels" / "recorded.yaml").write_text(yaml.safe_dump(record))
-    return path
+    return write_profile(folder, profile, recorded)
 
 
 def kernel_wheel(lockfile: Path) -> KernelWheel:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kernellab import PROFILE, Lab, Run, lock_cpu, run_cli
+from kernellab import PROFILE, Lab, Run, lock_cpu, run_cli, write_profile
 from loopback import base_url, serve
 from test_kernels_prebuilt import BUILD_COMMAND, STATED, locked, site
 from uv import find_uv_bin
@@ -130,22 +130,9 @@ def _profile(folder: Path, base: str) -> Path:
         }
     ]
     profile["verify"]["imports"] = ["standin_kernel", "standin_meta.core"]
-    folder.mkdir(parents=True)
-    path = folder / "profile.yaml"
-    path.write_text(yaml.safe_dump(profile, sort_keys=False))
-    record = {
-        "schema_version": 1,
-        "sources": {
-            "verl-wheelhouse": {
-                "recorded": "2026-12-04",
-                "from": "its index",
-                "wheels": [f"{base}/{VERL}/standin-meta-v0.1.0/{WHOLE}"],
-            }
-        },
-    }
-    (folder / "kernel-wheels").mkdir()
-    (folder / "kernel-wheels" / "recorded.yaml").write_text(yaml.safe_dump(record))
-    return path
+    wheels = [f"{base}/{VERL}/standin-meta-v0.1.0/{WHOLE}"]
+    recorded = {"verl-wheelhouse": {"from": "its index", "wheels": wheels}}
+    return write_profile(folder, profile, recorded)
 
 
 def _run(
