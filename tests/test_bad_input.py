@@ -10,16 +10,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import yaml
+from loopback import base_url, serve
 
 from verl_bootstrap import cli
 
@@ -426,11 +424,8 @@ CASES: dict[str, Case] = {
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
     """A loopback HTTP server for configs fetched by URL."""
     root = tmp_path_factory.mktemp("served")
-    handler = partial(SimpleHTTPRequestHandler, directory=str(root))
-    handler.log_message = lambda *a: None  # type: ignore[attr-defined]
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    server = serve(root)
+    yield root, base_url(server)
     server.shutdown()
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import secrets
 import shlex
 import shutil
 import signal
@@ -81,7 +82,9 @@ def made(tmp_path_factory: pytest.TempPathFactory, verl_two_releases: Path) -> M
     """
     root = tmp_path_factory.mktemp("lifecycle")
     profile = Path(shutil.copytree(DATA / "light", root / "light")) / "light.yaml"
-    repo = Path(shutil.copytree(verl_two_releases, root / "verl"))
+    # a URL no earlier session used: the tool's source cache is per user and keyed by URL, and
+    # serves a cached ref when the repository is away (a reused tmp path would not fail)
+    repo = Path(shutil.copytree(verl_two_releases, root / f"verl-{secrets.token_hex(4)}"))
     mirror = root / "mirror"  # a lab's (empty) mirror of the CPU index: torch then comes from
     mirror.mkdir()  # the default index, as when the PyTorch index is out of reach
     index = f"pytorch-cpu={mirror.as_uri()}"
