@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from verl_bootstrap.safety.shapes import PACKAGE_NAME
+
 __all__ = [
     "KEY_FIELDS",
     "PLACEHOLDERS",
@@ -46,7 +48,6 @@ Trust = Literal["upstream", "project", "community"]
 # Variables through which a build runs several of nvcc's per-architecture passes at once inside
 # one compile job (see kernels.sizing: verl-bootstrap sets them to 1).
 THREADS_VARIABLES = ("NVCC_THREADS",)
-_DIST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")  # a PEP 508 name
 
 
 class _Strict(BaseModel):
@@ -117,7 +118,7 @@ class PrebuiltSource(_Strict):
     @field_validator("replaces")
     @classmethod
     def _names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        bad = [n for n in value if not _DIST_NAME.match(n)]
+        bad = [n for n in value if not PACKAGE_NAME.match(n)]
         if bad:
             raise ValueError(f"not a distribution name: {bad[0]!r}")
         return value
