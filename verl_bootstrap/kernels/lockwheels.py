@@ -81,8 +81,10 @@ def lock_kernel_wheels(
     keys = stack_keys(profile, variant, wheel_platform(platform), python)
     for stage_id, packages, kernel, key in keys:
         stage = by_stage.get(stage_id)
-        version = _locked_version(stage, kernel.distribution) if stage else None
-        version = pinned_version(packages, kernel.distribution, key) or version
+        locked = stage.find(kernel.distribution) if stage else None
+        version = pinned_version(packages, kernel.distribution, key) or (
+            locked.version if locked else None
+        )
         if stage is None or version is None:
             continue
         found, why_not = candidates(
@@ -123,13 +125,6 @@ def _first(
             continue
         return choice, dest
     return None
-
-
-def _locked_version(stage: LockedStage, distribution: str) -> str | None:
-    """The version the stage locks of `distribution` (a kernel the stage pins only through
-    another requirement: TransformerEngine's extension through the meta-package)."""
-    wanted = canonical(distribution)
-    return next((d.version for d in stage.distributions if canonical(d.name) == wanted), None)
 
 
 def _record(choice: KernelChoice, path: Path) -> KernelWheel:

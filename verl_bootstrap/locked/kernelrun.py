@@ -118,10 +118,8 @@ def locked_kernel_wheels(job: LockedKernel, build: Build) -> tuple[Wheels, Wheel
 def _stands_for(stage: LockedStage, choice: KernelChoice, dist: LockedDist) -> LockedDist:
     """The locked distribution the chosen wheel installs as: the kernel's own, or the one a
     source's whole wheel is (TransformerEngine for its torch extension)."""
-    if not choice.distribution:
-        return dist
-    wanted = canonicalize_name(choice.distribution)
-    return next((d for d in stage.distributions if canonicalize_name(d.name) == wanted), dist)
+    whole = stage.find(choice.distribution) if choice.distribution else None
+    return whole or dist
 
 
 def _taken(

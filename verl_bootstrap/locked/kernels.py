@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from packaging.utils import canonicalize_name
-
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.kernels.host import Bundled, KernelHost
 from verl_bootstrap.kernels.key import BuildKey
@@ -59,8 +57,7 @@ def locked_key(lock: Lockfile, platform: str | None) -> BuildKey:
 
 def kernel_dist(stage: LockedStage, kernel: KernelSpec) -> LockedDist | None:
     """The locked distribution of the kernel in `stage`."""
-    wanted = canonicalize_name(kernel.distribution)
-    return next((d for d in stage.distributions if canonicalize_name(d.name) == wanted), None)
+    return stage.find(kernel.distribution)
 
 
 def choose_locked(

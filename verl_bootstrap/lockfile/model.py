@@ -14,6 +14,7 @@ import re
 from dataclasses import asdict
 from typing import Annotated, Any, Final, Literal
 
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion
 from packaging.version import Version as Pep440
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -249,6 +250,11 @@ class LockedStage(_Strict):
         description="The build backends and build dependencies of what the stage builds from "
         "source (its sdists; verl's checkout for install-verl), each with its sha256",
     )
+
+    def find(self, name: str) -> LockedDist | None:
+        """The distribution the stage locks under `name` (any spelling of it), or None."""
+        wanted = canonicalize_name(name)
+        return next((d for d in self.distributions if canonicalize_name(d.name) == wanted), None)
 
 
 class LockedSource(_Strict):
