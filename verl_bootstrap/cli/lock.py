@@ -368,15 +368,14 @@ def _against(prefix: Path, given: Path) -> Path:
 def cmd_verify_against(ns: argparse.Namespace) -> int:
     """`verify --prefix P --against LOCKFILE`: every difference; non-zero on any."""
     from verl_bootstrap.lockfile import read_lockfile
-    from verl_bootstrap.lockfile.drift import env_differences, hashes_unknown, held_by_whole_wheels
+    from verl_bootstrap.lockfile.drift import compare_env
 
     if not (ns.prefix / "bin" / "python").exists():
         raise InputError(f"{ns.prefix} is not an env (it has no bin/python)")
     ns.against = _against(ns.prefix, ns.against)
     lock = read_lockfile(ns.against)
-    found = env_differences(ns.prefix, lock)
-    unknown = hashes_unknown(ns.prefix, lock)
-    held = held_by_whole_wheels(ns.prefix)
+    compared = compare_env(ns.prefix, lock)
+    found, unknown, held = compared.differences, not compared.hashes_checked, compared.held
     if ns.json:
         emit_json(
             {

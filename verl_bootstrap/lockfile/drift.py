@@ -20,10 +20,10 @@ from verl_bootstrap.profile.stacks import apply_stack
 
 __all__ = [
     "Difference",
+    "EnvComparison",
     "Staleness",
     "committed_lockfiles",
-    "env_differences",
-    "held_by_whole_wheels",
+    "compare_env",
     "stale_lockfile",
 ]
 
@@ -81,45 +81,45 @@ def stale_lockfile(path: Path) -> Staleness:
     return Staleness(path, None, lock.regenerate)
 
 
-def env_differences(prefix: Path, lock: Lockfile) -> list[Difference]:
-    """Every difference between the env at `prefix` and `lock`, sorted by kind and name.
+@dataclass(frozen=True)
+class EnvComparison:
+    """An env against a lockfile: every difference, whether hashes could be compared, and the
+    locked parts a whole kernel wheel holds (part -> that wheel's distribution)."""
+
+    differences: list[Difference]
+    hashes_checked: bool
+    held: dict[str, str]
+
+
+def compare_env(prefix: Path, lock: Lockfile) -> EnvComparison:
+    """The env at `prefix` against `lock`, its distributions and its own record read once.
 
     Hashes: an env installed with --locked records which artifacts it got and the digest of each
     installed RECORD; a distribution whose recorded hashes are not the lockfile's, or whose files
-    were replaced since, has another hash. An env without that record cannot show hashes.
+    were replaced since, has another hash. An env without that record cannot show hashes. A part
+    the record says a whole kernel wheel holds (TransformerEngine's torch extension) is not
+    missing while the env has that wheel's distribution, which is compared itself.
     """
     env = installed(prefix)
     locked = lock.distributions()
     record = _env_record(prefix)
+    held = {n: str(d.replaced_by) for n, d in record.items() if _held_by_whole_wheel(d, env)}
     found = list(_python(prefix, lock))
     for name, dist in sorted(locked.items()):
-        if _held_by_whole_wheel(record.get(name), env):
-            continue
-        found.extend(_compare(dist, env.get(name), record.get(name)))
+        if name not in held:
+            found.extend(_compare(dist, env.get(name), record.get(name)))
     found.extend(Difference("extra", n, found=d.version) for n, d in env.items() if n not in locked)
     if lock.conda:
         found.extend(_conda_differences(prefix, lock.conda))
-    return sorted(found, key=lambda d: (d.kind, d.name))
+    differences = sorted(found, key=lambda d: (d.kind, d.name))
+    hashes_checked = any(d.hashes for d in record.values())
+    return EnvComparison(differences, hashes_checked, held)
 
 
-def held_by_whole_wheels(prefix: Path) -> dict[str, str]:
-    """locked part -> the distribution whose whole kernel wheel the env took in its place (its
-    record says so: `verify --against` names them rather than calling them missing)."""
-    env = installed(prefix)
-    record = _env_record(prefix)
-    return {n: str(d.replaced_by) for n, d in record.items() if _held_by_whole_wheel(d, env)}
-
-
-def hashes_unknown(prefix: Path, lock: Lockfile) -> bool:
-    """True when the env has no record of the artifacts it was installed from."""
-    return not any(d.hashes for d in _env_record(prefix).values())
-
-
-def _held_by_whole_wheel(record: LockedDist | None, env: Mapping[str, Dist]) -> bool:
-    """The env's record says a whole kernel wheel holds this locked part (TransformerEngine's
-    torch extension), and the env has that wheel's distribution, which is compared itself."""
-    whole = record.replaced_by if record is not None else None
-    return whole is not None and canonical(whole) in env
+def _held_by_whole_wheel(record: LockedDist, env: Mapping[str, Dist]) -> bool:
+    """The env's record says a whole kernel wheel holds this locked part, and the env has that
+    wheel's distribution."""
+    return record.replaced_by is not None and canonical(record.replaced_by) in env
 
 
 def _compare(dist: LockedDist, env: Dist | None, record: LockedDist | None) -> Iterator[Difference]:
