@@ -35,3 +35,16 @@ def serve(root: Path) -> Server:
 def base_url(server: Server) -> str:
     """The server's URL, with no trailing slash."""
     return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def serve_wheelhouse(root: Path, distribution: str, asset: str) -> Server:
+    """`root` served, as verl's wheelhouse lays itself out: a simple (PEP 503) index at
+    verl-wheelhouse/simple/ whose page of `distribution` links the release asset at `asset`
+    (a path under `root`); the base URL is written to root/base."""
+    server = serve(root)
+    base = base_url(server)
+    page = root / "verl-wheelhouse" / "simple" / distribution / "index.html"
+    page.parent.mkdir(parents=True)
+    page.write_text(f'<a href="{base}/{asset}">{asset.rsplit("/", 1)[-1]}</a>\n')
+    (root / "base").write_text(base)
+    return server

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from kernellab import PROFILE, Lab, Run, install_argv, lock_cpu, run_cli, write_profile
-from loopback import base_url, serve
+from loopback import serve_wheelhouse
 
 from verl_bootstrap.errors import EXIT_OK
 from verl_bootstrap.lockfile import read_lockfile
@@ -71,12 +71,7 @@ def sources(kernel_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     verl = root / VERL / "standin-v0.1.0" / PLAIN_NAME
     verl.parent.mkdir(parents=True)
     verl.write_bytes(wheel.read_bytes())
-    server = serve(root)
-    base = base_url(server)
-    page = root / "verl-wheelhouse" / "simple" / "standin-kernel" / "index.html"
-    page.parent.mkdir(parents=True)
-    page.write_text(f'<a href="{base}/{VERL}/standin-v0.1.0/{PLAIN_NAME}">{PLAIN_NAME}</a>\n')
-    (root / "base").write_text(base)
+    server = serve_wheelhouse(root, "standin-kernel", f"{VERL}/standin-v0.1.0/{PLAIN_NAME}")
     with kernel_lab.environment():
         yield root
     server.shutdown()

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 from kernellab import PROFILE, Lab, Run, lock_cpu, run_cli, write_profile
-from loopback import base_url, serve
+from loopback import base_url, serve_wheelhouse
 from test_kernels_prebuilt import BUILD_COMMAND, STATED, locked, site
 from uv import find_uv_bin
 
@@ -95,12 +95,8 @@ def whole_lab(kernel_lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iter
         "standin_meta/core.py": b"WHERE = 'whole wheel'\n",
     }
     make_wheel(root / VERL / "standin-meta-v0.1.0" / WHOLE, "standin-meta", whole_files)
-    server = serve(root)
+    server = serve_wheelhouse(root, "standin-meta", f"{VERL}/standin-meta-v0.1.0/{WHOLE}")
     base = base_url(server)
-    page = root / "verl-wheelhouse" / "simple" / "standin-meta" / "index.html"
-    page.parent.mkdir(parents=True)
-    page.write_text(f'<a href="{base}/{VERL}/standin-meta-v0.1.0/{WHOLE}">{WHOLE}</a>\n')
-    (root / "base").write_text(base)
     profile = _profile(root / "profile", base)
     with kernel_lab.environment(), pytest.MonkeyPatch.context() as patch:
         patch.setenv("PIP_FIND_LINKS", f"{os.environ['PIP_FIND_LINKS']} {links}")
