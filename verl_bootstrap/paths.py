@@ -10,6 +10,7 @@ import errno
 import hashlib
 import os
 import shutil
+import stat
 import sysconfig
 import tempfile
 from collections.abc import Mapping
@@ -237,3 +238,28 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def not_private(path: Path, *, folder: bool) -> str | None:
+    """Why `path` may not be trusted as this user's own cache entry (None: it may): not there,
+    a symlink or of the other kind, another user's, or writable by others. What a per-user cache
+    holds (a pyc, a kept wheel) is code later envs run, so only this user may have written it."""
+    try:
+        info = path.lstat()
+    except OSError:
+        return "is not there"
+    if not (stat.S_ISDIR(info.st_mode) if folder else stat.S_ISREG(info.st_mode)):
+        return f"is not a {'folder' if folder else 'file'} (a symlink or another kind)"
+    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        return "is another user's or writable by others"
+    return None
+
+
+def private_folder(path: Path) -> str | None:
+    """Make `path` (0700, its parents as usual) unless it exists; why it is not private, or None."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, exist_ok=True)
+    except OSError as exc:
+        return f"cannot be made ({exc.strerror or exc})"
+    return not_private(path, folder=True)

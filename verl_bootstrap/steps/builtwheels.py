@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
-import stat
 import tempfile
 from pathlib import Path
 
-from verl_bootstrap.paths import file_sha256
+from verl_bootstrap.paths import file_sha256, not_private, private_folder
 from verl_bootstrap.safety.shapes import inside
 
 __all__ = ["build_key", "keep", "kept_wheel"]
@@ -97,20 +95,10 @@ def _private_root(cache: Path, *, make: bool) -> Path | None:
     symlink, another user's, or writable by others. A kept wheel is code that later envs install
     on the strength of the sha256 beside it, so only this user may have written either."""
     root = cache / "built"
-    if make:
-        try:
-            root.parent.mkdir(parents=True, exist_ok=True)
-            root.mkdir(mode=0o700, exist_ok=True)
-        except OSError:
-            return None
-    return root if _mine(root, folder=True) else None
+    why = private_folder(root) if make else not_private(root, folder=True)
+    return root if why is None else None
 
 
 def _mine(path: Path, *, folder: bool = False) -> bool:
     """`path` is this user's own folder or file (not a symlink), writable by no one else."""
-    try:
-        info = path.lstat()
-    except OSError:
-        return False
-    kind = stat.S_ISDIR(info.st_mode) if folder else stat.S_ISREG(info.st_mode)
-    return kind and info.st_uid == os.geteuid() and not info.st_mode & 0o022
+    return not_private(path, folder=folder) is None

@@ -14,17 +14,15 @@ the tool's own env (see `compiling_environment`).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from verl_bootstrap import proc
 from verl_bootstrap.errors import BootstrapError
-from verl_bootstrap.paths import PROBES, bytecode_store, checkout_dir
+from verl_bootstrap.paths import PROBES, bytecode_store, checkout_dir, private_folder
 
 __all__ = ["OPT_OUT", "compiling_environment", "enabled", "harvest", "restore", "summary"]
 
@@ -115,14 +113,9 @@ def _private_store() -> Path:
     """The store's folder, made 0700; refused when it is a symlink, another user's, or writable
     by others (a pyc is code: whoever can write the store can run code in every env)."""
     root = bytecode_store()
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileExistsError):
-        root.mkdir(mode=0o700)
-    info = root.lstat()
-    if not stat.S_ISDIR(info.st_mode):
-        raise ValueError(f"{root} is not a folder (a symlink or a file): not used")
-    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
-        raise ValueError(f"{root} is another user's or writable by others: not used")
+    why = private_folder(root)
+    if why is not None:
+        raise ValueError(f"{root} {why}: not used")
     return root
 
 
