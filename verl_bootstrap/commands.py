@@ -15,6 +15,7 @@ __all__ = [
     "build_command",
     "install_command",
     "pip_launcher",
+    "uninstall_command",
     "uv_binary",
 ]
 
@@ -65,6 +66,14 @@ def install_command(tool: str, request: InstallRequest, settings: IndexSettings)
     if tool == "pip":
         return _pip_command(request, settings)
     return _uv_command(request, settings)
+
+
+def uninstall_command(tool: str, python: Path, names: tuple[str, ...]) -> list[str]:
+    """The argv that removes the distributions `names` from the env of `python`."""
+    if tool == "pip":
+        pip = [str(python), "-m", "pip", "uninstall", "--yes", "--disable-pip-version-check"]
+        return [*pip, *names]
+    return [uv_binary(), "pip", "uninstall", "--python", str(python), *names]
 
 
 def _uv_command(request: InstallRequest, settings: IndexSettings) -> list[str]:

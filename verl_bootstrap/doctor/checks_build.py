@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import sys
@@ -15,11 +14,11 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from verl_bootstrap import proc
-from verl_bootstrap.doctor.checks_machine import builds_from_source
+from verl_bootstrap.doctor.checks_machine import planned_builds
 from verl_bootstrap.doctor.inputs import Context, exact_env
 from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped
-from verl_bootstrap.gpu.cuda import version_tuple
 from verl_bootstrap.host.variants import variant_window
+from verl_bootstrap.kernels.toolkit import Nvcc, find_nvcc, toolkit_fix, toolkit_problem
 
 __all__ = ["check_build_tools", "check_python"]
 
@@ -93,44 +92,18 @@ def check_python(ctx: Context) -> CheckResult:
     return fail("python", f"Python {found.version} ({found.path}) is outside {wanted}", fix, **data)
 
 
-def _nvcc(environ: Mapping[str, str]) -> tuple[str, str] | None:
-    home = environ.get("CUDA_HOME") or environ.get("CUDA_PATH")
-    candidate = Path(home) / "bin" / "nvcc" if home else None
-    nvcc = str(candidate) if candidate and candidate.exists() else None
-    nvcc = nvcc or shutil.which("nvcc", path=environ.get("PATH"))
-    if nvcc is None:
-        return None
-    try:
-        done = proc.capture([nvcc, "--version"], env=exact_env(environ), timeout=_TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    match = re.search(r"release (\d+\.\d+)", done.stdout)
-    return (nvcc, match[1]) if match else None
-
-
-def _toolkit_fix(cuda: str) -> str:
-    return (
-        f"install the CUDA {cuda} toolkit without root (NVIDIA's runfile with `--silent --toolkit "
-        f"--installpath=$HOME/cuda-{cuda}`, or conda's cuda-toolkit={cuda}) and set CUDA_HOME to it"
-    )
-
-
-def _cuda_problem(ctx: Context, nvcc: tuple[str, str] | None) -> tuple[str, str] | None:
+def _cuda_problem(ctx: Context, nvcc: Nvcc | None) -> tuple[str, str] | None:
     """(finding, fix) when the wheels' CUDA needs a toolkit that is missing or of another major."""
     profile, variant = ctx.profile, ctx.inputs.variant
     if profile is None or variant in (None, "cpu") or variant not in profile.cuda_variants:
         return None
     cuda = variant_window(variant, profile.cuda_variants[variant]).cuda or "12.8"
-    if nvcc is None:
-        return f"no nvcc (CUDA_HOME or PATH) for CUDA {cuda} builds", _toolkit_fix(cuda)
-    if version_tuple(nvcc[1])[:1] != version_tuple(cuda)[:1]:
-        found = f"nvcc {nvcc[1]} ({nvcc[0]}) is not CUDA {cuda.split('.')[0]}.x like the wheels"
-        return f"{found}: torch refuses to build extensions across CUDA majors", _toolkit_fix(cuda)
-    return None
+    problem = toolkit_problem(cuda, nvcc)
+    return (problem, toolkit_fix(cuda)) if problem else None
 
 
 def _build_problems(ctx: Context) -> tuple[list[str], list[str], dict[str, object]]:
-    nvcc = _nvcc(ctx.environ)
+    nvcc = find_nvcc(ctx.environ)
     python = _interpreter(ctx)
     cxx = shutil.which("c++", path=ctx.environ.get("PATH")) or shutil.which(
         "g++", path=ctx.environ.get("PATH")
@@ -147,21 +120,41 @@ def _build_problems(ctx: Context) -> tuple[list[str], list[str], dict[str, objec
         problems.append("no C++ compiler (c++ or g++) on PATH")
         fixes.append("load one (`module load gcc`) or add conda's gxx_linux-64 to the env")
     data: dict[str, object] = {
-        "nvcc": nvcc[0] if nvcc else None,
-        "nvcc_cuda": nvcc[1] if nvcc else None,
+        "nvcc": nvcc.path if nvcc else None,
+        "nvcc_cuda": nvcc.release if nvcc else None,
         "cxx": cxx,
     }
     return problems, fixes, data
 
 
 def check_build_tools(ctx: Context) -> CheckResult:
-    """nvcc, Python headers and a C++ compiler, where a stage builds from source."""
-    stages = [s.id for s in ctx.profile.stages if builds_from_source(s)] if ctx.profile else []
-    if not stages:
-        return skipped("build-tools", "no stage builds from source")
+    """nvcc, Python headers and a C++ compiler, where the plan builds a stage from source (a
+    kernel stage that takes a prebuilt wheel needs none of them)."""
+    builds = planned_builds(ctx)
+    if not builds:
+        return _no_build(ctx)
     problems, fixes, data = _build_problems(ctx)
-    data["stages"] = stages
+    data["stages"] = list(builds)
+    needed = "; ".join(f"{stage}: {why}" for stage, why in builds.items())
     if problems:
-        return fail("build-tools", "; ".join(problems), "; ".join(fixes), **data)
+        return fail(
+            "build-tools", f"{'; '.join(problems)} (for {needed})", "; ".join(fixes), **data
+        )
     found = f"nvcc {data['nvcc_cuda']}" if data["nvcc"] else "no CUDA build needed"
-    return ok("build-tools", f"{found}, Python.h and {data['cxx']} for {', '.join(stages)}", **data)
+    return ok("build-tools", f"{found}, Python.h and {data['cxx']} for {', '.join(builds)}", **data)
+
+
+def _no_build(ctx: Context) -> CheckResult:
+    """No stage compiles: say which kernels come prebuilt, and when a toolkit is asked for."""
+    prebuilt = dict(ctx.inputs.prebuilt_kernels)
+    if not prebuilt:
+        return skipped("build-tools", "no stage builds from source")
+    taken = ", ".join(
+        f"{stage} takes a prebuilt wheel ({source})" for stage, source in prebuilt.items()
+    )
+    return ok(
+        "build-tools",
+        f"no CUDA toolkit needed: {taken}; a kernel stage that falls back to a source build "
+        "checks for nvcc when it does",
+        prebuilt=prebuilt,
+    )

@@ -24,6 +24,7 @@ __all__ = [
     "check_ram",
     "check_root",
     "manylinux_glibc",
+    "planned_builds",
     "wheel_machine",
 ]
 
@@ -47,6 +48,21 @@ _DOCKER_TIMEOUT = 5.0
 def builds_from_source(stage: Stage) -> bool:
     """Stages that compile: CUDA extensions built without isolation, and verl's own script."""
     return stage.no_build_isolation or stage.kind == "script"
+
+
+def planned_builds(ctx: Context) -> dict[str, str]:
+    """Stage id -> why it compiles: as the plan chose each kernel's source where a plan was made,
+    else every stage that may compile (no plan: which source serves a kernel is not known)."""
+    if ctx.inputs.source_builds is not None:
+        return dict(ctx.inputs.source_builds)
+    stages = ctx.profile.stages if ctx.profile else ()
+    return {s.id: _may_compile(s) for s in stages if builds_from_source(s)}
+
+
+def _may_compile(stage: Stage) -> str:
+    if stage.kind == "script":
+        return "verl's install script compiles its kernels"
+    return "built against the env's torch (no build isolation; no plan says which source serves it)"
 
 
 def _existing(path: Path) -> Path:
@@ -177,7 +193,8 @@ def _jobs(stage: Stage, environ: Mapping[str, str]) -> int:
 
 def check_ram(ctx: Context) -> CheckResult:
     """RAM against the build parallelism (MAX_JOBS) of stages that build from source."""
-    stages = [s for s in ctx.profile.stages if builds_from_source(s)] if ctx.profile else []
+    builds = planned_builds(ctx)
+    stages = [s for s in ctx.profile.stages if s.id in builds] if ctx.profile else []
     if not stages:
         return skipped("ram", "no stage builds from source")
     available = _mem_available_gib(ctx.inputs.root)

@@ -45,6 +45,11 @@ class DoctorInputs:
     cache_dirs: tuple[tuple[str, Path], ...] = ()
     wheel_tags: tuple[str, ...] = ()  # platform tags of the planned wheels (glibc, machine)
     lock_platform: str | None = None  # the platform of the lockfile the plan installs
+    # stage id -> why it compiles, as the plan chose each kernel's source (None: no plan was
+    # made, and every stage that may compile counts); and stage id -> the source of the
+    # prebuilt wheel a kernel stage takes instead
+    source_builds: tuple[tuple[str, str], ...] | None = None
+    prebuilt_kernels: tuple[tuple[str, str], ...] = ()
     # This host's facts, given instead of read (a report recorded on another node, tests):
     machine: str | None = None  # `uname -m`; None: this host's
     glibc: str | None = None  # "2.39"; None: this host's

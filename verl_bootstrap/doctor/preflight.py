@@ -11,6 +11,7 @@ from verl_bootstrap.doctor.inputs import DoctorInputs
 from verl_bootstrap.doctor.model import CheckResult
 from verl_bootstrap.doctor.run import PREFLIGHT_CHECKS, run_doctor
 from verl_bootstrap.envs.condarc import channel_urls, load_condarc
+from verl_bootstrap.kernels.sources import KernelChoice
 from verl_bootstrap.plan.model import Plan
 
 __all__ = ["inputs_from_plan", "plan_urls", "preflight_failures", "run_preflight_checks"]
@@ -58,6 +59,7 @@ def inputs_from_plan(plan: Plan, environ: Mapping[str, str] | None = None) -> Do
     env = dict(os.environ if environ is None else environ)
     # verl's release sdist stands in for an unreachable git URL where the plan allows it.
     optional = frozenset({"git:verl"}) if plan.source.sdist_fallback else frozenset()
+    builds, prebuilt = _routes(plan)
     return DoctorInputs(
         profile=plan.profile,
         variant=plan.variant,
@@ -72,7 +74,37 @@ def inputs_from_plan(plan: Plan, environ: Mapping[str, str] | None = None) -> Do
         detect=False,  # the plan already read the driver; doctor judges the same one
         wheel_tags=_wheel_tags(plan),
         lock_platform=plan.locked.lock.platform if plan.locked else None,
+        source_builds=builds,
+        prebuilt_kernels=prebuilt,
     )
+
+
+# the kernel choices that compile: a source build, or an install "as the stage says" (a
+# dependency of the pinned package, built where no wheel fits)
+_COMPILES = frozenset({"build", "stage"})
+
+
+def _routes(plan: Plan) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    """((stage id, why it compiles), ...) and ((stage id, its prebuilt wheel's source), ...)."""
+    builds, prebuilt = [], []
+    for stage in plan.profile.stages:
+        decision = plan.kernels.get(stage.id)
+        choice = decision.choice if decision else None
+        if stage.kind != "script" and choice is not None and choice.source not in _COMPILES:
+            prebuilt.append((stage.id, choice.origin or choice.source))
+        elif stage.kind == "script" or choice is not None or stage.no_build_isolation:
+            builds.append((stage.id, _why_it_compiles(stage.kind, choice)))
+    return tuple(builds), tuple(prebuilt)
+
+
+def _why_it_compiles(kind: str, choice: KernelChoice | None) -> str:
+    if kind == "script":
+        return "verl's install script compiles its kernels"
+    if choice is None:
+        return "built against the env's torch (no build isolation)"
+    if choice.source == "stage":
+        return "installed as the stage says, compiled where no wheel fits"
+    return "no prebuilt wheel for this env, so a source build"
 
 
 def _wheel_tags(plan: Plan) -> tuple[str, ...]:

@@ -4,16 +4,18 @@ wheel, the wheel published when it was built here, and the compiled modules load
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlparse
 
 from packaging.utils import canonicalize_name
 
-from verl_bootstrap.commands import InstallRequest, install_command
+from verl_bootstrap.commands import InstallRequest, install_command, uninstall_command
 from verl_bootstrap.errors import CommandFailed, StepFailed
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.httpclient import HttpError, download
@@ -23,6 +25,7 @@ from verl_bootstrap.kernels.probe import check_loads, probe_key
 from verl_bootstrap.kernels.record import KernelRecord
 from verl_bootstrap.kernels.remotehouse import AnyWheelhouse, is_url
 from verl_bootstrap.kernels.sources import KernelChoice, candidates, pinned_version
+from verl_bootstrap.kernels.toolkit import require_toolkit
 from verl_bootstrap.paths import file_sha256
 from verl_bootstrap.profile.kernel import KernelSpec
 from verl_bootstrap.redact import redact
@@ -57,6 +60,7 @@ class KernelRun:
     available_gb: float
     record: KernelRecord | None = None  # the sources' recorded wheel lists
     order: tuple[str, ...] | None = None  # the site config's kernel_sources
+    stage: str = ""  # the stage's id, for a fallback build's refusal
 
 
 def run_kernel_stage(job: KernelRun) -> dict[str, Any]:
@@ -79,17 +83,18 @@ def run_kernel_stage(job: KernelRun) -> dict[str, Any]:
         record=job.record,
         order=job.order,
     )
-    taken = clock.time("wheel", lambda: _first_prebuilt(job, found, house, key))
+    taken = _first_loading(job, found, house, key, clock)
     if taken is None and version is None:  # TransformerEngine's compiled part is a dependency
         return _as_the_stage_says(job, key, why_not)
     if taken is None:
         job.note(f"kernel {name}: env is {key.describe()}; source build: {'; '.join(why_not)}")
+        require_toolkit(job.stage or name, name, key.cuda, {**os.environ, **job.env})
         built = clock.time("wheel", lambda: _build_and_publish(job, key, house))
+        clock.time("install", lambda: _install(job, built, None, key))
+        clock.time("load check", lambda: _check_loads(job, python, key, key))
         taken = (built, KernelChoice("build", "built here", built_for=key))
     wheel, choice = taken
-    clock.time("install", lambda: _install(job, wheel, choice.distribution, key))
     built_for = choice.built_for if choice.source != "build" else key
-    clock.time("load check", lambda: _check_loads(job, python, built_for, key))
     url = choice.wheel if choice.wheel and is_url(choice.wheel) else None
     output = kernel_output(choice.source, wheel, file_sha256(wheel), built_for or key, url)
     if choice.origin and choice.source != "wheelhouse":
@@ -111,18 +116,43 @@ def _as_the_stage_says(job: KernelRun, key: BuildKey, why_not: list[str]) -> dic
     return {"kernel": {"source": "stage", "key": key.to_json()}}
 
 
-def _first_prebuilt(
-    job: KernelRun, found: list[KernelChoice], house: AnyWheelhouse | None, key: BuildKey
+def _first_loading(
+    job: KernelRun,
+    found: list[KernelChoice],
+    house: AnyWheelhouse | None,
+    key: BuildKey,
+    clock: _Phases,
 ) -> tuple[Path, KernelChoice] | None:
-    """The first candidate's wheel that can be had (each one's key is the env's: `found` was
-    chosen with the env's real key); a source that fails to answer passes to the next."""
+    """The first candidate whose wheel can be had and whose modules load once installed (each
+    one's key is the env's: `found` was chosen with it). A source that does not answer passes to
+    the next; so does a wheel that does not load (a key its name or source misstates), after it
+    is uninstalled."""
     name = job.kernel.distribution
     for choice in found:
         job.note(f"kernel {name}: env is {key.describe()}; {choice.reason}")
-        wheel = _prebuilt(job, choice, house, key)
-        if wheel is not None:
-            job.note(f"kernel {name}: no compiler ran (installing {wheel})")
+        wheel = clock.time("wheel", partial(_prebuilt, job, choice, house, key))
+        if wheel is None:
+            continue
+        job.note(f"kernel {name}: no compiler ran (installing {wheel})")
+        clock.time("install", partial(_install, job, wheel, choice.distribution, key))
+        failed = clock.time("load check", partial(_load_failure, job, choice.built_for or key, key))
+        if failed is None:
             return wheel, choice
+        job.note(
+            f"kernel {name}: {wheel.name} from {choice.origin or choice.source} fails its load "
+            f"check ({failed}); uninstalling it and trying the next source"
+        )
+        installed = choice.distribution or name
+        job.run(uninstall_command(job.installer, job.request.python, (installed,)))
+    return None
+
+
+def _load_failure(job: KernelRun, built_for: BuildKey, key: BuildKey) -> str | None:
+    """Why the installed kernel's modules do not load (None: they load)."""
+    try:
+        _check_loads(job, job.request.python, built_for, key)
+    except StepFailed as failed:
+        return failed.message
     return None
 
 
@@ -145,8 +175,9 @@ class _Phases:
         started = time.monotonic()
         try:
             return work()
-        finally:
-            self.seconds[name] = round(time.monotonic() - started, 3)
+        finally:  # a phase run once per candidate source adds up
+            spent = self.seconds.get(name, 0.0) + time.monotonic() - started
+            self.seconds[name] = round(spent, 3)
 
 
 def _prebuilt(

@@ -6,6 +6,7 @@ wheel to the lab wheelhouse; the stage's outputs name the wheel for the env's re
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from verl_bootstrap.kernels.record import KernelRecord
 from verl_bootstrap.kernels.remotehouse import AnyWheelhouse
 from verl_bootstrap.kernels.sources import KernelChoice
 from verl_bootstrap.kernels.stage import download_release, house_wheel, kernel_output, publish_built
+from verl_bootstrap.kernels.toolkit import require_toolkit
 from verl_bootstrap.locked.kernels import kernel_dist, locked_choices
 from verl_bootstrap.lockfile.lookup import Artifact
 from verl_bootstrap.lockfile.model import KernelWheel, LockedDist, LockedStage
@@ -105,6 +107,8 @@ def locked_kernel_wheels(job: LockedKernel, build: Build) -> tuple[Wheels, Wheel
         if target is not dist:  # a whole wheel: the parts it holds are not installed
             out.update(distribution=target.name, replaces=list(choice.replaces))
         return built, {target.name: artifact}, out
+    if _is_sdist(job.artifacts.get(dist.name)):  # a build of the kernel: refused early without nvcc
+        require_toolkit(job.stage.id, dist.name, key.cuda, os.environ)
     built = build(job.artifacts)
     made = built.get(dist.name)
     if made is None:  # a locked wheel: installed hash-checked as any other
@@ -113,6 +117,10 @@ def locked_kernel_wheels(job: LockedKernel, build: Build) -> tuple[Wheels, Wheel
     job.note(f"kernel {dist.name}: built {wheel.name} from the locked sdist")
     publish_built(house, wheel, key, dist.name, job.note)
     return built, {}, kernel_output("build", wheel, made.sha256, key)
+
+
+def _is_sdist(artifact: Artifact | None) -> bool:
+    return artifact is not None and artifact.kind == "sdist"
 
 
 def _stands_for(stage: LockedStage, choice: KernelChoice, dist: LockedDist) -> LockedDist:

@@ -316,6 +316,7 @@ def _kernel_job(
         available_gb=read_resources().available_gb,
         record=record_for_profile(ctx.plan.profile_ref),
         order=ctx.plan.kernel_sources,
+        stage=stage.id,
     )
 
 
