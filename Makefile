@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 test-deps:
 	@command -v zsh >/dev/null && command -v fish >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && apt-get install -y -qq zsh fish >/dev/null; } || echo "zsh/fish not installed: their activation tests will say so"
 
-.PHONY: test-deps install lint type test test-heavy bench bench-heavy lock lock-check gpu-check schema clean
+.PHONY: test-deps install lint type test smoke-wheel test-heavy bench bench-heavy lock lock-check gpu-check schema clean
 
 install:  ## the tool and its dev tools, into ./.venv
 	$(PY) -m venv $(VENV)
@@ -21,7 +21,10 @@ lint:
 	$(BIN)/mypy
 
 test:
-	$(BIN)/pytest -m "not heavy and not gpu" tests
+	$(BIN)/pytest -m "not heavy and not gpu and not wheel" tests
+
+smoke-wheel:  ## the tool's wheel in a fresh venv plans every profile and variant as the checkout does
+	$(BIN)/pytest -m wheel tests/test_wheel_smoke.py
 
 test-heavy:  ## installs every GPU profile for real (several GB each); not in CI
 	$(BIN)/pytest -m heavy -s tests

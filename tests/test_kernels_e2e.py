@@ -12,10 +12,10 @@ import pytest
 from kernellab import Lab, Run, build_broken_wheel, install_argv, run_cli
 
 from verl_bootstrap.doctor.checks_env import find_uv
-from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, CommandFailed
+from verl_bootstrap.errors import EXIT_OK, CommandFailed
 from verl_bootstrap.kernels.wheelhouse import Wheelhouse
 from verl_bootstrap.lockfile import read_lockfile
-from verl_bootstrap.paths import env_lockfile
+from verl_bootstrap.paths import env_lockfile, file_sha256
 
 BUILD_COMMAND = " wheel -v --no-deps --no-cache-dir --no-binary standin-kernel"
 
@@ -87,8 +87,12 @@ def test_a_wheel_for_another_torch_is_refused(lab: Lab, tmp_path: Path) -> None:
     assert "torch 2.12.0 (env: 2.13.0)" in kernel["reason"]
 
 
-def test_a_mismatched_wheel_forced_in_fails_with_undefined_symbol(lab: Lab, tmp_path: Path) -> None:
-    """Last in this file: it re-runs env-b's kernel stage with a wheel whose key is a lie."""
+def test_a_mismatched_wheel_forced_in_fails_its_load_check_and_the_kernel_is_built(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """Last in this file: it re-runs env-b's kernel stage with a wheel whose key is a lie. Its
+    `undefined symbol` is caught after install; it is uninstalled and, no other source having a
+    wheel, the kernel is built, and the built wheel replaces the bad one in that wheelhouse."""
     uv = find_uv()
     assert uv is not None
     env = lab.root / "env-b"
@@ -103,14 +107,23 @@ def test_a_mismatched_wheel_forced_in_fails_with_undefined_symbol(lab: Lab, tmp_
     # another site config than env-b was made with: a change the user accepts with --yes
     argv = [*install_argv(env, lab.repo), "--config", str(site), "--force", "standin", "--yes"]
     run = run_cli(argv)
-    assert run.code == EXIT_STEP_FAILED
-    step = run.step("standin")
-    assert step["status"] == "failed"
-    assert step["reason"].startswith(
-        "standin_kernel._C does not load: undefined symbol _ZN3c1023symbol_of_another_torchEi. "
-        "The wheel was built for torch 2.13.0+cpu, cp311, cxx11abi, linux_x86_64; "
-        "this env has torch 2.13.0+cpu"
-    ), step["reason"]
+    assert run.step("standin")["status"] == "done", run.step("standin")
+    log = run.log("standin")
+    said = log[log.index("fails its load check") :]
+    assert said.startswith(
+        "fails its load check (standin_kernel._C does not load: undefined symbol "
+        "_ZN3c1023symbol_of_another_torchEi. The wheel was built for torch 2.13.0+cpu, cp311, "
+        "cxx11abi, linux_x86_64; this env has torch 2.13.0+cpu"
+    ), said[:300]
+    assert "uninstalling it and trying the next source" in log
+    assert BUILD_COMMAND in log  # then the source build
+    [entry] = Wheelhouse(forced).entries()
+    assert entry.sha256 != file_sha256(broken)  # the built wheel replaced the bad one
+    code = "import standin_kernel; print(standin_kernel.device_name())"
+    answer = subprocess.run(
+        [env / "bin" / "python", "-c", code], check=False, capture_output=True, text=True
+    )
+    assert answer.stdout.strip() == "CPU", answer.stderr  # the built wheel loads
 
 
 def test_a_prebuilt_index_gives_a_wheel_and_never_builds(lab: Lab, tmp_path: Path) -> None:

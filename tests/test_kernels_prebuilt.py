@@ -15,9 +15,19 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kernellab import PROFILE, Lab, Run, install_argv, lock_cpu, run_cli, write_profile
+from kernellab import (
+    PROFILE,
+    Lab,
+    Run,
+    build_broken_wheel,
+    install_argv,
+    lock_cpu,
+    run_cli,
+    write_profile,
+)
 from loopback import serve_wheelhouse
 
+from verl_bootstrap.doctor.checks_env import find_uv
 from verl_bootstrap.errors import EXIT_OK
 from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.lockfile.model import KernelWheel
@@ -160,6 +170,36 @@ def test_the_most_trusted_source_serves_and_one_that_fails_passes_to_the_next(
     name = COMMUNITY_NAME.format(cuda="cpu", torch="2.13")
     assert (wheel.source, wheel.origin, wheel.trust) == ("release", "community", "community")
     assert wheel.url is not None and wheel.url.endswith(f"/v0.9.4/{name}")
+    assert wheel.sha256 == file_sha256(sources / COMMUNITY / "v0.9.4" / name)
+
+
+def test_a_wheel_that_fails_its_load_check_is_uninstalled_and_the_next_source_taken(
+    sources: Path, kernel_lab: Lab, tmp_path: Path
+) -> None:
+    """verl's wheelhouse re-uploads under the same name (its names state no key): here its asset
+    is a wheel built for another torch, whose module has an undefined symbol."""
+    uv = find_uv()
+    assert uv is not None
+    broken = build_broken_wheel(uv, kernel_lab.root / "env-a" / "bin" / "python", tmp_path)
+    profile = lab_profile(sources, tmp_path / "profile", verl_key=STATED)
+    verl = sources / VERL / "standin-v0.1.0" / PLAIN_NAME
+    good = verl.read_bytes()
+    verl.write_bytes(broken.read_bytes())  # the same file name, other bytes
+    try:
+        run = install(profile, tmp_path / "env", kernel_lab.repo, site(tmp_path))
+    finally:
+        verl.write_bytes(good)
+    assert run.step("standin")["status"] == "done", run.step("standin")
+    log = run.log("standin")
+    assert f"{PLAIN_NAME} from verl-wheelhouse fails its load check" in log
+    assert "undefined symbol _ZN3c1023symbol_of_another_torchEi" in log
+    assert "uninstalling it and trying the next source" in log
+    assert " pip uninstall " in log  # really removed before the next wheel went in
+    assert "prebuilt from community (trust: community" in log
+    assert BUILD_COMMAND not in log and "g++" not in log
+    wheel = kernel_wheel(env_lockfile(tmp_path / "env"))
+    assert (wheel.source, wheel.origin) == ("release", "community")
+    name = COMMUNITY_NAME.format(cuda="cpu", torch="2.13")
     assert wheel.sha256 == file_sha256(sources / COMMUNITY / "v0.9.4" / name)
 
 

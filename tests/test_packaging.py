@@ -27,3 +27,16 @@ def test_every_lockfile_folder_is_shipped_in_the_wheel() -> None:
 
 def test_profiles_are_shipped_in_the_wheel() -> None:
     assert _data_files()["share/verl-bootstrap/profiles"] == ["profiles/*.yaml"]
+
+
+def test_every_file_the_tool_reads_under_profiles_and_lockfiles_is_shipped() -> None:
+    """Each file of profiles/ and lockfiles/ (kernel-wheels/recorded.yaml too) is matched by a
+    data-files entry that puts it under the same folder of share/verl-bootstrap."""
+    shipped = _data_files()
+    for top in ("profiles", "lockfiles"):
+        for path in sorted(p for p in (ROOT / top).rglob("*") if p.is_file()):
+            inside = path.relative_to(ROOT)
+            key = f"share/verl-bootstrap/{inside.parent}"
+            assert any(inside.match(glob) for glob in shipped.get(key, [])), (
+                f'{inside} is not in the wheel: add {key} = ["{inside.parent}/*{path.suffix}"]'
+            )

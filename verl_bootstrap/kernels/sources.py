@@ -17,6 +17,7 @@ from verl_bootstrap.kernels.wheelhouse import Entry
 from verl_bootstrap.profile.kernel import KernelSpec, PrebuiltSource
 
 __all__ = [
+    "UNNAMED_GAP",
     "KernelChoice",
     "candidates",
     "choose_source",
@@ -43,6 +44,27 @@ class KernelChoice:
     listed: str | None = None  # the day the recorded list showed the wheel
     unpinned: bool = False  # a --locked install's wheel the lockfile does not pin (a hash gap)
     replaces: tuple[str, ...] = ()  # with distribution: the stage's parts that whole wheel holds
+    # the key fields (torch, cuda) that only the profile states for the wheel: its file name
+    # does not, so a source that re-uploads under the same name (verl's wheelhouse) goes unseen
+    unnamed: tuple[str, ...] = ()
+
+
+# what the plan says of a wheel whose file name states no torch or CUDA (none recorded its sha256)
+UNNAMED_GAP = (
+    "; a gap: its file name states no {fields}, so only the key the profile states for {source} "
+    "and the load check after install vouch for it (that source may re-upload other builds under "
+    "the same name)"
+)
+_NAME_FIELDS = ("torch", "cuda")  # what a keyed wheel name states beyond its Python and platform
+
+
+def unnamed_fields(stated: dict[str, str]) -> tuple[str, ...]:
+    """The key fields a source's profile entry states because its wheels' names do not."""
+    return tuple(f for f in _NAME_FIELDS if f in stated)
+
+
+def _gap(source_id: str, unnamed: tuple[str, ...]) -> str:
+    return UNNAMED_GAP.format(fields=" or ".join(unnamed), source=source_id) if unnamed else ""
 
 
 def held_parts(
@@ -232,9 +254,10 @@ def _from_source(
 
 def _listed_choice(source: PrebuiltSource, kind: str, wheel: Listed) -> KernelChoice:
     about = f"; {source.about}" if source.about else ""
+    unnamed = unnamed_fields(source.key)
     reason = (
         f"prebuilt from {source.id} (trust: {source.trust}{about}), key {wheel.key.describe()}, "
-        f"listed {wheel.recorded.isoformat()}: {wheel.url}"
+        f"listed {wheel.recorded.isoformat()}: {wheel.url}{_gap(source.id, unnamed)}"
     )
     return KernelChoice(
         kind,
@@ -247,6 +270,7 @@ def _listed_choice(source: PrebuiltSource, kind: str, wheel: Listed) -> KernelCh
         source.distribution,
         wheel.recorded.isoformat(),
         replaces=source.replaces,
+        unnamed=unnamed,
     )
 
 
@@ -319,7 +343,8 @@ def _from_index(kernel: KernelSpec, key: BuildKey, why_not: list[str]) -> Kernel
     if problems:
         why_not.append(f"index {prebuilt.index!r} is built for {stated.describe()}, not this env")
         return None
+    unnamed = unnamed_fields(prebuilt.key)
     reason = f"prebuilt from index {prebuilt.index!r}, which the profile states is built for " + (
-        stated.describe()
+        stated.describe() + _gap(f"index {prebuilt.index!r}", unnamed)
     )
-    return KernelChoice("index", reason, built_for=stated)
+    return KernelChoice("index", reason, built_for=stated, unnamed=unnamed)

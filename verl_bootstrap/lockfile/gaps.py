@@ -37,13 +37,23 @@ GAPS: Final[dict[str, tuple[str, str]]] = {
         "its build key, which must match the env's (the lockfile records no wheel for it: the "
         "env's own lock records its source, URL and sha256)",
     ),
+    "kernel-unkeyed": (
+        "the prebuilt wheel {what} takes in place of the sdist the lockfile pins, from a source "
+        "whose file names state no torch or CUDA (it may re-upload other builds under the same "
+        "name)",
+        "nothing but the key the profile states for that source and the load check after install "
+        "(the env's own lock records the file's sha256; a lock made with the network pins it)",
+    ),
     "conda-exe": (
         "the conda packages, installed by your own conda executable",
         "name, version and build (`verl-bootstrap verify --against LOCKFILE` compares them after)",
     ),
 }
 _GENERIC_WHAT = "a stage's source builds"
-_GENERIC = {"kernel-unpinned": "a kernel stage"}  # what the page says where a plan names a stage
+_GENERIC = {
+    "kernel-unpinned": "a kernel stage",
+    "kernel-unkeyed": "a kernel stage",
+}  # what the page says where a plan names a stage
 
 
 def _line(kind: str, what: str | None = None) -> str:
@@ -58,11 +68,16 @@ def documented_gaps() -> list[str]:
 
 
 def hash_gaps(
-    lock: Lockfile, *, installer: str, conda_exe: bool, unpinned: Iterable[str] = ()
+    lock: Lockfile,
+    *,
+    installer: str,
+    conda_exe: bool,
+    unpinned: Iterable[str] = (),
+    unkeyed: Iterable[str] = (),
 ) -> list[str]:
     """The gaps of installing `lock` this way, one line each (empty: all of it is hash-checked).
     `unpinned`: the kernel stages that take a declared source's wheel the lockfile does not
-    pin (it pins their sdist)."""
+    pin (it pins their sdist); `unkeyed`: those of them whose wheel's name states no key."""
     lines = []
     if lock.verl.kind == "git":
         lines.append(_line("verl-git"))
@@ -74,7 +89,10 @@ def hash_gaps(
             lines.append(_line("pip-build", what))
     if lock.conda and conda_exe:
         lines.append(_line("conda-exe"))
-    lines.extend(_line("kernel-unpinned", f"kernel stage {stage}") for stage in unpinned)
+    named = set(unkeyed)
+    for stage_id in unpinned:
+        kind = "kernel-unkeyed" if stage_id in named else "kernel-unpinned"
+        lines.append(_line(kind, f"kernel stage {stage_id}"))
     return lines
 
 

@@ -163,8 +163,13 @@ class Plan:
             return []
         conda_exe = self.conda_exe is not None and self.backend != "venv"
         unpinned = [i for i, d in self.kernels.items() if d.choice.unpinned]
+        unkeyed = [i for i, d in self.kernels.items() if d.choice.unpinned and d.choice.unnamed]
         return hash_gaps(
-            self.locked.lock, installer=self.installer, conda_exe=conda_exe, unpinned=unpinned
+            self.locked.lock,
+            installer=self.installer,
+            conda_exe=conda_exe,
+            unpinned=unpinned,
+            unkeyed=unkeyed,
         )
 
     def step(self, step_id: str) -> Step:
