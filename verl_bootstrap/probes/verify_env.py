@@ -26,6 +26,41 @@ def _import(name):
     return {"module": name, "ok": True, "file": getattr(module, "__file__", None), "seconds": took}
 
 
+def _import_name(name):
+    """`module`, or `module:name`: a name verl imports from that module inside a function."""
+    module, _, attr = name.partition(":")
+    item = dict(_import(module), module=name)
+    if not attr or not item["ok"] or hasattr(sys.modules[module], attr):
+        return item
+    error = f"ImportError: cannot import name {attr!r} from {module!r}"
+    return {"module": name, "ok": False, "error": error, "triton_stub": False}
+
+
+def _release(text):
+    """The leading numbers of a version ('0.10.0.dev1' -> (0, 10, 0))."""
+    numbers = []
+    for piece in text.split(".")[:3]:
+        digits = piece[: len(piece) - len(piece.lstrip("0123456789"))]
+        if not digits:
+            break
+        numbers.append(int(digits))
+    return tuple(numbers)
+
+
+def _backend(asked):
+    """What verl runs for the profile's backends; for a verl older than the release they were
+    read from, each is named as skipped (that release may lay its modules out otherwise)."""
+    names = asked.get("imports", [])
+    try:
+        have = md.version("verl")
+    except md.PackageNotFoundError:
+        have = None
+    if names and have is not None and _release(have) < _release(asked["since"]):
+        why = f"verl {have} is older than {asked['since']}, whose modules these are"
+        return [{"module": n, "ok": None, "skipped": why} for n in names]
+    return [_import_name(n) for n in names]
+
+
 def _triton_stub():
     """True when vLLM handed out its stand-in for Triton (vllm.triton_utils.tl): it does so when
     no GPU driver is active, and code that uses Triton at import time then fails for that alone."""
@@ -118,6 +153,7 @@ def main():
         "executable": sys.executable,
         "imports": [_import(m) for m in request.get("imports", [])],
         "versions": _versions(request.get("versions", [])),
+        "backend": _backend(request.get("backend") or {}),
     }
     result["gpu"] = (
         _gpu(request)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.errors import StepFailed
 from verl_bootstrap.plan.model import Plan, Step
@@ -38,7 +40,27 @@ def execute(ctx: StepContext) -> dict[str, Any]:
         log_path=ctx.log_path,
         require_gpu=ctx.plan.require_gpu,
         gpu_present=ctx.plan.driver is not None,
+        no_deps=_no_deps(ctx.plan),
     )
     if not report.ok:
         raise StepFailed("verification failed: " + "; ".join(report.failures()))
     return {"verify": report.to_json()}
+
+
+def _no_deps(plan: Plan) -> tuple[tuple[str, str], ...]:
+    """(stage id, package name) of each package a stage installs without its dependencies."""
+    return tuple(
+        (stage.id, Requirement(spec).name)
+        for stage in plan.profile.stages
+        if stage.no_deps
+        for spec in stage.packages
+        if _is_requirement(spec)
+    )
+
+
+def _is_requirement(spec: str) -> bool:
+    try:
+        Requirement(spec)
+    except InvalidRequirement:  # a path or URL: its name is not known here
+        return False
+    return True

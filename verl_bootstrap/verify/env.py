@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,16 +15,16 @@ from packaging.specifiers import SpecifierSet
 from verl_bootstrap import proc
 from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.envs.base import env_python
-from verl_bootstrap.envs.inventory import canonical
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.paths import PROBES
+from verl_bootstrap.paths import PROBES, checkout_dir
 from verl_bootstrap.profile.models import VerifySpec
 from verl_bootstrap.verify import bytecode
+from verl_bootstrap.verify.backends import SINCE, backend_imports
+from verl_bootstrap.verify.depsfree import DepsFree, Mismatch, deps_free, mismatches, unexplained
 
 __all__ = ["Check", "VerifyReport", "needs_driver", "needs_ffmpeg", "verify_env"]
 
 PROBE = PROBES / "verify_env.py"
-_REQUIRES = re.compile(r" requires `([A-Za-z0-9][A-Za-z0-9._-]*)")
 _MARK = "@@VERIFY@@"
 # Import errors that come from a missing NVIDIA driver, not from the env (the CUDA wheels install
 # and import on a host with no GPU until something opens the driver).
@@ -88,8 +89,11 @@ def verify_env(
     log_path: Path | None = None,
     require_gpu: bool = False,
     gpu_present: bool = False,
+    no_deps: tuple[tuple[str, str], ...] = (),
 ) -> VerifyReport:
-    """Run every check in the env's own interpreter."""
+    """Run every check in the env's own interpreter. `no_deps`: (stage id, package) of the
+    profile's stages that install without dependencies (as verl's deps-free installs, the
+    mismatches `uv pip check` finds of them are expected)."""
     python = env_python(prefix)
     if not python.exists():
         raise InputError(f"{prefix} is not an env (no {python})")
@@ -97,7 +101,8 @@ def verify_env(
     answer = _probe(python, spec, gpu_present=gpu_present, log_path=log_path)
     imports = _import_checks(answer, gpu_present=gpu_present)
     checks = [*imports, *_version_checks(answer, spec)]
-    checks.append(_pip_check(python, log_path, spec.overridden))
+    free = deps_free(checkout_dir(prefix), no_deps)
+    checks.append(_pip_check(python, log_path, spec.overridden, free))
     checks.append(_gpu_check(answer["gpu"], require_gpu=require_gpu))
     stored = {}
     if all(c.status != "fail" for c in imports):  # keep only what a working env compiled
@@ -116,6 +121,7 @@ def _probe(
         "gpu_present": gpu_present,
         "bf16": spec.bf16,
         "flash_attn": spec.flash_attn,
+        "backend": {"since": SINCE, "imports": list(backend_imports(spec.imports))},
     }
     env: dict[str, str | None] = {"PYTHONNOUSERSITE": "1", "PYTHONWARNINGS": "ignore"}
     env.update(bytecode.compiling_environment())  # its imports fill the store
@@ -144,11 +150,14 @@ def needs_ffmpeg(error: str) -> bool:
 
 
 def _import_checks(answer: dict[str, Any], *, gpu_present: bool) -> list[Check]:
-    return [_import_check(item, gpu_present=gpu_present) for item in answer["imports"]]
+    items = [*answer["imports"], *answer.get("backend", [])]
+    return [_import_check(item, gpu_present=gpu_present) for item in items]
 
 
 def _import_check(item: dict[str, Any], *, gpu_present: bool) -> Check:
     name = f"import {item['module']}"
+    if item.get("skipped"):  # a backend's module of a later verl than the env's
+        return Check(name=name, status="skipped", detail=f"skipped: {item['skipped']}")
     if item["ok"]:
         return Check(name=name, status="ok", detail=item.get("file") or "")
     error = item["error"]
@@ -172,24 +181,42 @@ def _version_checks(answer: dict[str, Any], spec: VerifySpec) -> list[Check]:
     return checks
 
 
-def _pip_check(python: Path, log_path: Path | None, overridden: tuple[str, ...] = ()) -> Check:
+def _pip_check(
+    python: Path,
+    log_path: Path | None,
+    overridden: tuple[str, ...] = (),
+    free: Mapping[str, DepsFree] | None = None,
+) -> Check:
     done = proc.run(
         [uv_binary(), "pip", "check", "--python", str(python)],
         log_path=log_path,
         check=False,
         keep_output=True,
     )
-    status = "ok" if done.returncode == 0 else "fail"
     lines = [ln for ln in done.output.splitlines() if ln.strip()]
-    mismatches = [ln for ln in lines if ln.startswith("The package ")]
-    wanted = {canonical(m.group(1)) for m in map(_REQUIRES.search, mismatches) if m}
-    if status == "fail" and mismatches and wanted <= {canonical(n) for n in overridden}:
-        # each mismatch is one the profile makes on purpose (an override in its stages)
-        detail = f"only the profile's overrides of {', '.join(sorted(wanted))}: " + "; ".join(
-            mismatches
-        )
-        return Check(name="uv pip check", status="warn", detail=detail)
-    return Check(name="uv pip check", status=status, detail=lines[-1] if lines else "")
+    if done.returncode == 0:
+        return Check(name="uv pip check", status="ok", detail=lines[-1] if lines else "")
+    found = mismatches(done.output)
+    free = free or {}
+    left = unexplained(found, free, overridden)
+    if not found or left:  # named: those neither an override nor a deps-free install explains
+        detail = "; ".join(m.line for m in left) or (lines[-1] if lines else "")
+        return Check(name="uv pip check", status="fail", detail=detail)
+    # each mismatch is one made on purpose: an override in the profile's stages, or a
+    # distribution installed without its own dependencies (verl's dependency-metadata, no_deps)
+    return Check(name="uv pip check", status="warn", detail=_expected(found, free))
+
+
+def _expected(found: list[Mismatch], free: Mapping[str, DepsFree]) -> str:
+    """What explains each mismatch: the deps-free installs, by who says so, then the overrides."""
+    deps_free = sorted({m.package for m in found if m.package in free})
+    said = [f"{n} ({free[n].said_by})" for n in deps_free]
+    overrides = sorted({m.wanted for m in found if m.package not in free})
+    parts = [f"installed without their own dependencies: {', '.join(said)}"] if said else []
+    if overrides:
+        parts.append(f"the profile's overrides of {', '.join(overrides)}")
+    lines = "; ".join(m.line for m in found)
+    return f"expected, only {' and '.join(parts)}: {lines}"
 
 
 def _gpu_check(gpu: dict[str, Any], *, require_gpu: bool) -> Check:

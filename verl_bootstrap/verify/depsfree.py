@@ -1,0 +1,121 @@
+"""Distributions an env holds without their own dependencies, on purpose: those verl's
+`[[tool.uv.dependency-metadata]]` describes (its requires-dist stands for the real one; empty:
+installed deps-free, like TransferQueue, veomni, megatron-bridge), and the packages of a profile
+stage marked `no_deps`. `uv pip check` reads each one's own METADATA, so it reports the real
+requirements as unmet; a mismatch that only this explains is expected, and said so.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from verl_bootstrap.envs.inventory import canonical
+from verl_bootstrap.errors import InputError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = ["DepsFree", "Mismatch", "deps_free", "mismatches", "unexplained"]
+
+# `uv pip check`: "The package `transferqueue` requires `ray[default]`, but it's not installed"
+_MISMATCH = re.compile(r"^The package `([^`]+)` requires `([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+@dataclass(frozen=True)
+class DepsFree:
+    """One distribution installed without its own dependencies, and what is declared instead."""
+
+    name: str
+    declared: frozenset[str]  # the requirement names declared in place of its own (canonical)
+    said_by: str  # "verl's [[tool.uv.dependency-metadata]]" or "stage S (no_deps)"
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """A `uv pip check` line: `package` requires `wanted`, missing or at another version."""
+
+    package: str
+    wanted: str
+    line: str
+
+
+def mismatches(output: str) -> list[Mismatch]:
+    """The requirement mismatches `uv pip check` printed."""
+    found = (_MISMATCH.match(line.strip()) for line in output.splitlines())
+    return [Mismatch(canonical(m[1]), canonical(m[2]), m.string) for m in found if m]
+
+
+def unexplained(
+    found: Iterable[Mismatch], free: Mapping[str, DepsFree], overridden: Iterable[str]
+) -> list[Mismatch]:
+    """The mismatches neither a deps-free install nor one of the profile's overrides explains."""
+    overrides = {canonical(n) for n in overridden}
+    return [
+        m
+        for m in found
+        if m.wanted not in overrides
+        and not (m.package in free and m.wanted not in free[m.package].declared)
+    ]
+
+
+def deps_free(checkout: Path, no_deps: Iterable[tuple[str, str]] = ()) -> dict[str, DepsFree]:
+    """name -> DepsFree, from verl's pyproject.toml in `checkout` (none there: none from it) and
+    the (stage id, package) pairs of the profile's no_deps stages."""
+    out = {
+        canonical(name): DepsFree(canonical(name), frozenset(), f"stage {stage} (no_deps)")
+        for stage, name in no_deps
+    }
+    path = checkout / "pyproject.toml"
+    if path.is_file():
+        out.update({d.name: d for d in _from_pyproject(path)})
+    return out
+
+
+def _from_pyproject(path: Path) -> list[DepsFree]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InputError(f"{path}: cannot be read as TOML ({exc})") from None
+    entries = _field(data, ("tool", "uv", "dependency-metadata"), path, [])
+    if not isinstance(entries, list):
+        raise _bad(path, "tool.uv.dependency-metadata", "a list of tables")
+    return [_entry(item, path, at) for at, item in enumerate(entries)]
+
+
+def _field(data: Any, keys: tuple[str, ...], path: Path, default: Any) -> Any:
+    for depth, key in enumerate(keys):
+        if not isinstance(data, dict):
+            raise _bad(path, ".".join(keys[:depth]), "a table")
+        data = data.get(key, default if depth == len(keys) - 1 else {})
+    return data
+
+
+def _entry(item: Any, path: Path, at: int) -> DepsFree:
+    where = f"tool.uv.dependency-metadata[{at}]"
+    if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+        raise _bad(path, f"{where}.name", "a distribution name")
+    requires = item.get("requires-dist", [])
+    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+        raise _bad(path, f"{where}.requires-dist", "a list of requirement strings")
+    try:
+        declared = frozenset(canonical(Requirement(r).name) for r in requires)
+    except InvalidRequirement as exc:
+        raise _bad(path, f"{where}.requires-dist", f"requirements ({exc})") from None
+    said = "verl's [[tool.uv.dependency-metadata]]"
+    return DepsFree(canonical(item["name"]), declared, said)
+
+
+def _bad(path: Path, field: str, wanted: str) -> InputError:
+    return InputError(
+        f"{path}: {field} is not {wanted}",
+        hint="this is verl's own pyproject.toml: check out a verl ref whose file uv can read",
+    )
