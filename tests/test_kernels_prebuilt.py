@@ -344,6 +344,38 @@ def test_a_locked_install_takes_a_declared_sources_wheel_the_lock_does_not_pin(
     assert wheel.key.torch == "2.13.0"
 
 
+UNKEYED = "from a source whose file names state no torch or CUDA"
+
+
+def test_a_wheel_whose_name_states_no_key_is_a_gap_unless_a_lock_records_its_sha256(
+    sources: Path,
+    sdist_lock: Path,
+    kernel_lab: Lab,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """verl's wheelhouse names its wheels with no torch or CUDA: only the profile's stated key
+    and the load check vouch for one, and the plan says so, until a lock records its sha256."""
+    profile = lab_profile(sources, tmp_path / "profile", verl_key=STATED)
+    config, prefix = site(tmp_path, "verl-wheelhouse"), tmp_path / "env"
+    plan = locked("plan", profile, sdist_lock, prefix=prefix, repo=kernel_lab.repo, config=config)
+    assert plan.code == EXIT_OK, plan.stderr
+    [gap] = [g for g in plan.body["hash_gaps"] if g.startswith(GAP)]
+    assert UNKEYED in gap and "the load check after install" in gap
+    reason = plan.step("standin")["kernel"]["reason"]
+    assert "a gap: its file name states no torch or cuda" in reason
+    assert "hash-checked but for" in plan.body["route"]["line"]
+    # a lock made with the network to that source records the wheel's sha256: no gap is left
+    monkeypatch.setenv("VERL_BOOTSTRAP_CONFIG", str(config))
+    recorded = tmp_path / "recorded.lock.yaml"
+    lock_cpu(profile, kernel_lab.repo, recorded)
+    assert kernel_wheel(recorded).origin == "verl-wheelhouse"
+    plan = locked("plan", profile, recorded, prefix=prefix, repo=kernel_lab.repo, config=config)
+    assert plan.code == EXIT_OK, plan.stderr
+    assert not [g for g in plan.body["hash_gaps"] if g.startswith(GAP)], plan.body["hash_gaps"]
+    assert "a gap:" not in plan.step("standin")["kernel"]["reason"]
+
+
 def test_a_site_config_that_turns_the_sources_off_builds_the_locked_sdist(
     sources: Path, sdist_lock: Path, kernel_lab: Lab, tmp_path: Path
 ) -> None:
