@@ -378,11 +378,24 @@ def test_the_locked_default_route_takes_a_declared_sources_wheel_the_lock_does_n
         "its sha256 is recorded in the env's lock"
     )
     gaps = [g for g in body["hash_gaps"] if "kernel stage flash-attn" in g]
-    assert gaps == [
+    head = (
         "not hash-checked: the prebuilt wheel kernel stage flash-attn takes in place of the sdist "
-        "the lockfile pins, checked by its build key, which must match the env's (the lockfile "
-        "records no wheel for it: the env's own lock records its source, URL and sha256)"
-    ]
+        "the lockfile pins, "
+    )
+    if source == "community":  # its names state torch and CUDA: the key is checked on them
+        assert "a gap:" not in kernel["reason"]
+        assert gaps == [
+            head + "checked by its build key, which must match the env's (the lockfile records "
+            "no wheel for it: the env's own lock records its source, URL and sha256)"
+        ]
+    else:  # verl's wheelhouse: its names state neither, so the gap says so
+        assert "a gap: its file name states no torch or cuda" in kernel["reason"]
+        assert gaps == [
+            head + "from a source whose file names state no torch or CUDA (it may re-upload "
+            "other builds under the same name), checked by nothing but the key the profile "
+            "states for that source and the load check after install (the env's own lock "
+            "records the file's sha256; a lock made with the network pins it)"
+        ]
     assert f"hash-checked but for {len(body['hash_gaps'])} gap(s)" in body["route"]["line"]
 
 
