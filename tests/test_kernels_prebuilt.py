@@ -376,6 +376,38 @@ def test_a_wheel_whose_name_states_no_key_is_a_gap_unless_a_lock_records_its_sha
     assert "a gap:" not in plan.step("standin")["kernel"]["reason"]
 
 
+def test_a_locked_install_passes_a_wheel_that_does_not_load_to_the_next_source(
+    sources: Path, sdist_lock: Path, kernel_lab: Lab, tmp_path: Path
+) -> None:
+    """The default route (a committed lock pinning the sdist): verl's wheelhouse serves a wheel
+    built for another torch under its usual name; it is installed, fails its load check, is
+    uninstalled, and the stage is installed again with the community's wheel."""
+    uv = find_uv()
+    assert uv is not None
+    broken = build_broken_wheel(uv, kernel_lab.root / "env-a" / "bin" / "python", tmp_path)
+    profile = lab_profile(sources, tmp_path / "profile", verl_key=STATED)
+    config, prefix = site(tmp_path), tmp_path / "env"
+    verl = sources / VERL / "standin-v0.1.0" / PLAIN_NAME
+    good = verl.read_bytes()
+    verl.write_bytes(broken.read_bytes())
+    try:
+        run = locked(
+            "install", profile, sdist_lock, prefix=prefix, repo=kernel_lab.repo, config=config
+        )
+    finally:
+        verl.write_bytes(good)
+    assert run.step("standin")["status"] == "done", run.step("standin")
+    log = run.log("standin")
+    assert f"{PLAIN_NAME} from verl-wheelhouse fails its load check" in log
+    assert "undefined symbol _ZN3c1023symbol_of_another_torchEi" in log
+    assert "prebuilt from community (trust: community" in log
+    assert BUILD_COMMAND not in log and "g++" not in log
+    wheel = kernel_wheel(env_lockfile(prefix))
+    assert (wheel.source, wheel.origin) == ("release", "community")
+    name = COMMUNITY_NAME.format(cuda="cpu", torch="2.13")
+    assert wheel.sha256 == file_sha256(sources / COMMUNITY / "v0.9.4" / name)
+
+
 def test_a_site_config_that_turns_the_sources_off_builds_the_locked_sdist(
     sources: Path, sdist_lock: Path, kernel_lab: Lab, tmp_path: Path
 ) -> None:

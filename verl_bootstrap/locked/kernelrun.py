@@ -55,6 +55,7 @@ class LockedKernel:
     order: tuple[str, ...] | None = None  # the site config's kernel_sources
     online: bool = True  # False (--offline, a bundle): no declared source is asked
     bundled: Bundled | None = None  # the kernel wheels of the bundle installed from
+    passed: frozenset[str] = frozenset()  # file names of wheels that failed their load check
 
 
 Wheels = dict[str, Artifact]
@@ -86,6 +87,8 @@ def locked_kernel_wheels(job: LockedKernel, build: Build) -> tuple[Wheels, Wheel
         bundle=job.bundled,
     )
     for choice in choices:
+        if _file_of(choice) in job.passed:  # installed once already, and it did not load
+            continue
         job.note(f"kernel {dist.name}: env is {key.describe()}; {choice.reason}")
         target = _stands_for(job.stage, choice, dist)
         got = _taken(job, choice, house, target, key)
@@ -107,8 +110,7 @@ def locked_kernel_wheels(job: LockedKernel, build: Build) -> tuple[Wheels, Wheel
         if target is not dist:  # a whole wheel: the parts it holds are not installed
             out.update(distribution=target.name, replaces=list(choice.replaces))
         return built, {target.name: artifact}, out
-    if _is_sdist(job.artifacts.get(dist.name)):  # a build of the kernel: refused early without nvcc
-        require_toolkit(job.stage.id, dist.name, key.cuda, os.environ)
+    _toolkit_for_build(job, dist.name, key)
     built = build(job.artifacts)
     made = built.get(dist.name)
     if made is None:  # a locked wheel: installed hash-checked as any other
@@ -119,8 +121,16 @@ def locked_kernel_wheels(job: LockedKernel, build: Build) -> tuple[Wheels, Wheel
     return built, {}, kernel_output("build", wheel, made.sha256, key)
 
 
-def _is_sdist(artifact: Artifact | None) -> bool:
-    return artifact is not None and artifact.kind == "sdist"
+def _file_of(choice: KernelChoice) -> str | None:
+    """The file name of the wheel a choice names (None: it names none, a build)."""
+    return unquote(urlparse(choice.wheel).path).rsplit("/", 1)[-1] if choice.wheel else None
+
+
+def _toolkit_for_build(job: LockedKernel, name: str, key: BuildKey) -> None:
+    """Before the kernel's locked sdist is built: refused early where no nvcc can build it."""
+    artifact = job.artifacts.get(name)
+    if artifact is not None and artifact.kind == "sdist":
+        require_toolkit(job.stage.id, name, key.cuda, os.environ)
 
 
 def _stands_for(stage: LockedStage, choice: KernelChoice, dist: LockedDist) -> LockedDist:

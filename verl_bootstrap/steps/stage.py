@@ -14,7 +14,7 @@ from typing import Any
 
 from packaging.specifiers import SpecifierSet
 
-from verl_bootstrap.commands import InstallRequest, install_command
+from verl_bootstrap.commands import InstallRequest, install_command, uninstall_command
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.envs.inventory import canonical, installed
 from verl_bootstrap.errors import CommandFailed, StepFailed
@@ -179,17 +179,15 @@ def execute(ctx: StepContext) -> dict[str, Any]:
     if _overrides(stage):
         atomic_write(override_file(ctx.plan.prefix, stage.id), "\n".join(_overrides(stage)) + "\n")
     locked = ctx.step.locked  # --locked: the lockfile's stage, attached when the plan compiled
-    built, kernel = _write_locked_requirements(ctx, stage, locked) if locked else ({}, {})
-    if stage.kind == "script":
-        run_in_env(ctx, _argv(ctx.plan, stage), env=dict(stage.env), cwd=ctx.plan.source.checkout)
+    if locked and stage.kind != "script" and stage.kernel is not None:
+        built, kernel = _install_locked_kernel(ctx, stage, locked)
     else:
-        kernel = _install_stage(ctx, stage) or kernel
-    if locked and stage.kernel is not None:
-        check_locked_loads(
-            _locked_kernel(ctx, stage, locked),
-            kernel.get("kernel", {}),
-            gpu_present=ctx.plan.driver is not None,
-        )
+        built, kernel = _write_locked_requirements(ctx, stage, locked) if locked else ({}, {})
+        if stage.kind == "script":
+            checkout = ctx.plan.source.checkout
+            run_in_env(ctx, _argv(ctx.plan, stage), env=dict(stage.env), cwd=checkout)
+        else:
+            kernel = _install_stage(ctx, stage) or kernel
     now = installed(ctx.plan.prefix)
     if stage.kind == "verl-deps":  # verl is still its checkout (steps/verldeps.py)
         editable_verl(now, ctx.plan.prefix, ctx.plan.source.checkout)
@@ -202,8 +200,43 @@ def execute(ctx: StepContext) -> dict[str, Any]:
     }
 
 
-def _write_locked_requirements(
+def _install_locked_kernel(
     ctx: StepContext, stage: StageSpec, locked: LockedStage
+) -> tuple[dict[str, Artifact], dict[str, Any]]:
+    """A locked kernel stage: installed with the first wheel its sources offer, whose modules
+    must load; a prebuilt wheel that does not is uninstalled and the stage installed again with
+    the next one (at last the locked sdist, built here)."""
+    assert stage.kernel is not None
+    passed: frozenset[str] = frozenset()
+    while True:
+        built, kernel = _write_locked_requirements(ctx, stage, locked, passed)
+        _install_stage(ctx, stage)
+        output = kernel.get("kernel", {})
+        job = _locked_kernel(ctx, stage, locked, passed)
+        try:
+            check_locked_loads(job, output, gpu_present=ctx.plan.driver is not None)
+        except StepFailed as failed:
+            if output.get("source") in (None, "build", "locked") or not output.get("wheel"):
+                raise
+            name = output.get("distribution") or stage.kernel.distribution
+            _note(
+                ctx,
+                f"kernel {stage.kernel.distribution}: {output['wheel']} from "
+                f"{output.get('origin') or output['source']} fails its load check "
+                f"({failed.message}); uninstalling it and trying the next source",
+            )
+            python = env_python(ctx.plan.prefix)
+            run_in_env(ctx, uninstall_command(ctx.plan.installer, python, (name,)))
+            passed |= {output["wheel"]}
+            continue
+        return built, kernel
+
+
+def _write_locked_requirements(
+    ctx: StepContext,
+    stage: StageSpec,
+    locked: LockedStage,
+    passed: frozenset[str] = frozenset(),
 ) -> tuple[dict[str, Artifact], dict[str, Any]]:
     """A locked stage's hashed requirements (its sdists built into wheels first, a kernel's
     wheel taken from the wheelhouse where one matches); the wheels and the kernel's outputs."""
@@ -214,7 +247,7 @@ def _write_locked_requirements(
     artifacts = ctx.plan.locked_artifacts
     if stage.kind != "script" and stage.kernel is not None:
         built, taken, kernel = locked_kernel_wheels(
-            _locked_kernel(ctx, stage, locked),
+            _locked_kernel(ctx, stage, locked, passed),
             lambda given: _build_locked_sdists(ctx, stage, locked, given),
         )
     elif stage.kind != "script":
@@ -228,7 +261,9 @@ def _write_locked_requirements(
     return built, {"kernel": kernel} if kernel else {}
 
 
-def _locked_kernel(ctx: StepContext, stage: StageSpec, locked: LockedStage) -> LockedKernel:
+def _locked_kernel(
+    ctx: StepContext, stage: StageSpec, locked: LockedStage, passed: frozenset[str] = frozenset()
+) -> LockedKernel:
     assert stage.kernel is not None
     return LockedKernel(
         kernel=stage.kernel,
@@ -242,6 +277,7 @@ def _locked_kernel(ctx: StepContext, stage: StageSpec, locked: LockedStage) -> L
         order=ctx.plan.kernel_sources,
         online=not ctx.plan.options.offline,
         bundled=open_bundled(bundle) if (bundle := ctx.plan.bundle_kernels) else None,
+        passed=passed,
     )
 
 
