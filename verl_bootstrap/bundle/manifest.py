@@ -24,6 +24,7 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verl_bootstrap.errors import InputError
+from verl_bootstrap.safety import jsontext
 
 __all__ = [
     "BUNDLE_SCHEMA_VERSION",
@@ -140,7 +141,7 @@ def _check_is_file(archive: Path) -> None:
 def parse_manifest(text: bytes, origin: Path) -> Manifest:
     """Validate a manifest's JSON; errors name the bundle and the field."""
     try:
-        data = json.loads(text)
+        data = jsontext.loads(text)
     except ValueError as exc:
         raise InputError(f"{origin}: {MANIFEST_NAME} is not JSON: {exc}") from None
     version = data.get("schema_version") if isinstance(data, dict) else None

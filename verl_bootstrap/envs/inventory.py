@@ -11,6 +11,8 @@ from email.parser import HeaderParser
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from verl_bootstrap.safety import jsontext
+
 __all__ = ["Dist", "canonical", "editable_path", "installed", "site_packages"]
 
 
@@ -64,7 +66,7 @@ def _direct_url(info: Path) -> dict[str, object] | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = jsontext.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
     return data if isinstance(data, dict) else None

@@ -32,6 +32,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from verl_bootstrap.errors import InputError, Refused
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.paths import cannot_write, file_sha256
+from verl_bootstrap.safety import jsontext
 from verl_bootstrap.safety.shapes import SHA256, control_char_at, inside
 
 __all__ = ["INDEX_NAME", "Entry", "Wheelhouse", "entry_for", "index_text", "parse_index"]
@@ -263,7 +264,7 @@ def _wheel_name(filename: str, *, where: str) -> tuple[str, str]:
 def parse_index(text: str, path: str) -> Iterator[Entry]:
     """The entries of an index's text (`path` names it in errors); a bad one is an InputError."""
     try:
-        body = json.loads(text)
+        body = jsontext.loads(text)
         rows = body["wheels"]
         assert isinstance(rows, list)
     except (ValueError, KeyError, TypeError, AssertionError):

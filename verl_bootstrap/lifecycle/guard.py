@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from verl_bootstrap.errors import InputError, PrefixBusy
+from verl_bootstrap.safety import jsontext
 
 __all__ = ["guarding"]
 
@@ -68,7 +69,7 @@ def _acquire(fd: int, lock_path: Path, wait: float) -> None:
 
 def _holder(lock_path: Path) -> str:
     try:
-        info = json.loads(lock_path.read_text()[:4096] or "{}")
+        info = jsontext.loads(lock_path.read_text()[:4096] or "{}")
     except (OSError, ValueError):
         return "holder unknown"
     if not isinstance(info, dict) or not isinstance(info.get("since", 0), (int, float)):

@@ -11,7 +11,6 @@ RECORD). Byte-code caches are the interpreter's. Anything else, at any depth, is
 from __future__ import annotations
 
 import csv
-import json
 import os
 import re
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from verl_bootstrap.errors import Refused
 from verl_bootstrap.paths import STATE_DIRNAME, checkout_dir
+from verl_bootstrap.safety import jsontext
 
 __all__ = ["MAX_ENTRIES", "foreign_files"]
 
@@ -114,7 +114,7 @@ def _record_paths(record: Path, base: str) -> Iterator[str]:
 
 def _conda_paths(meta: Path) -> Iterator[str]:
     try:
-        data = json.loads(meta.read_text(encoding="utf-8"))
+        data = jsontext.loads(meta.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return  # an unreadable record lists nothing: its files then count as the user's
     files = data.get("files") if isinstance(data, dict) else None

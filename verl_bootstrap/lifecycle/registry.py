@@ -13,6 +13,7 @@ from pathlib import Path
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.lifecycle.guard import guarding as holding
 from verl_bootstrap.paths import STATE_DIRNAME, atomic_write, tool_home
+from verl_bootstrap.safety import jsontext
 
 __all__ = ["forget", "gone_prefixes", "known_prefixes", "prune", "register", "registry_path"]
 
@@ -69,7 +70,7 @@ def _read(path: Path) -> list[str]:
     if not path.is_file():
         return []
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = jsontext.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise InputError(
             f"{path}: unreadable list of envs ({exc})",

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from verl_bootstrap import proc
+from verl_bootstrap.safety import jsontext
 
 __all__ = ["SDIST_FILES", "SDIST_MARK", "checkout_work", "record_unpacked"]
 
@@ -100,7 +101,7 @@ def _sdist_work(checkout: Path) -> list[str]:
 
 def _listed(checkout: Path) -> dict[str, str] | None:
     try:
-        body = json.loads((checkout / SDIST_FILES).read_text(encoding="utf-8"))
+        body = jsontext.loads((checkout / SDIST_FILES).read_text(encoding="utf-8"))
         files = body["files"]
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -7,11 +7,11 @@ here, and checked field by field by its model (lifecycle.state.State) before the
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from verl_bootstrap.errors import InputError
+from verl_bootstrap.safety import jsontext
 from verl_bootstrap.safety.yamlfile import read_untrusted
 
 __all__ = ["HINT", "read_state_json"]
@@ -28,7 +28,7 @@ def read_state_json(path: Path, version: int) -> dict[str, Any]:
     except InputError as exc:
         raise InputError(exc.message, hint=HINT) from None
     try:
-        raw = json.loads(text, object_pairs_hook=_no_duplicates)
+        raw = jsontext.loads(text, object_pairs_hook=_no_duplicates)
     except ValueError as exc:
         raise InputError(f"{path}: unreadable state ({exc})", hint=HINT) from None
     if not isinstance(raw, dict) or "version" not in raw:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from verl_bootstrap.lockfile.model import CondaPackage, LockedDist, Lockfile, pr
 from verl_bootstrap.paths import env_lockfile
 from verl_bootstrap.profile.load import load_profile
 from verl_bootstrap.profile.stacks import apply_stack
+from verl_bootstrap.safety import jsontext
 
 __all__ = [
     "Difference",
@@ -198,6 +198,6 @@ def _conda_differences(prefix: Path, locked: tuple[CondaPackage, ...]) -> Iterat
 def _conda_meta(prefix: Path) -> dict[str, Mapping[str, str]]:
     out: dict[str, Mapping[str, str]] = {}
     for meta in sorted((prefix / "conda-meta").glob("*.json")):
-        data = json.loads(meta.read_text(encoding="utf-8"))
+        data = jsontext.loads(meta.read_text(encoding="utf-8"))
         out[str(data["name"])] = {k: str(v) for k, v in data.items() if isinstance(v, str)}
     return out

@@ -132,6 +132,12 @@ def parse_yaml(text: str, path: Path, *, what: str) -> Located:
         raise InputError(
             f"{where}: invalid YAML in {what}: {problem}", hint="fix the syntax"
         ) from None
+    except ValueError as exc:  # a value PyYAML parses but Python refuses: a 5,001-digit int
+        raise InputError(
+            f"{path}: invalid YAML in {what}: a value that cannot be read "
+            f"({str(exc).split(';')[0]})",
+            hint="fix the value (a number of at most a few digits)",
+        ) from None
     except RecursionError:  # a recursive merge key (`<<: *self`) slips past the scan
         raise InputError(f"{path}: {what} refers to itself through an alias") from None
     lines: dict[Key, tuple[Path, int]] = {}

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urljoin, urlparse
+from urllib.parse import ParseResult, unquote, urljoin, urlparse
 
 from pydantic import ValidationError
 
@@ -130,7 +130,7 @@ def load_site(
 
 def read_location(location: str) -> tuple[str, str]:
     """The text at a path or URL, and the base that relative paths in it resolve against."""
-    parsed = urlparse(location)
+    parsed = _parsed(location, "site config")
     if parsed.scheme in ("http", "https"):
         return _fetch(location), location
     path = Path(unquote(parsed.path)) if parsed.scheme == "file" else Path(location).expanduser()
@@ -140,6 +140,17 @@ def read_location(location: str) -> tuple[str, str]:
         )
     text = read_untrusted(path, what="site config", max_bytes=MAX_CONFIG_BYTES)
     return text, str(path.resolve().parent)
+
+
+def _parsed(value: str, what: str) -> ParseResult:
+    """`value` split as a URL; one Python cannot split (`http://[::1`) is an InputError."""
+    try:
+        return urlparse(value)
+    except ValueError as exc:
+        raise InputError(
+            f"{what}: {redact(value)!r} is not a valid URL ({exc})",
+            hint="write the URL whole, e.g. http://[::1]:8080/path",
+        ) from None
 
 
 def _fetch(url: str) -> str:
@@ -165,7 +176,13 @@ def _read_file(
     if not isinstance(raw, dict):
         raise InputError(f"{name}: a site config is a mapping with schema_version: 1")
     _check_version(raw, name)
-    expanded = _map_leaves(raw, lambda leaf, v: _expand(v, f"{name}: {'.'.join(leaf)}", environ))
+    # a config from a URL is someone else's: it may not read your environment (a token, a key)
+    # into the URLs preflight contacts; only your own files' variables are filled in
+    remote = "://" in base
+    expanded = _map_leaves(
+        raw, lambda leaf, v: _expand(v, f"{name}: {'.'.join(leaf)}", environ, remote=remote)
+    )
+    _map_leaves(expanded, lambda leaf, v: _parsed(v, f"{name}: {'.'.join(leaf)}").geturl())
     resolved = _map_leaves(expanded, lambda leaf, v: _resolve(v, _kind(leaf), base, name))
     _validate(resolved, name)
     return raw, resolved
@@ -213,11 +230,19 @@ def _kind(leaf: Leaf) -> str | None:
     return None
 
 
-def _expand(value: str, what: str, environ: Mapping[str, str]) -> str:
-    """`value` with ${VAR} and $VAR filled in; an unset variable is an error naming `what`."""
+def _expand(value: str, what: str, environ: Mapping[str, str], *, remote: bool = False) -> str:
+    """`value` with ${VAR} and $VAR filled in; an unset variable is an error naming `what`, and
+    so is any variable in a config fetched from a URL (`remote`)."""
 
     def one(found: re.Match[str]) -> str:
         var = found["braced"] or found["bare"]
+        if remote:
+            raise InputError(
+                f"{what} names ${{{var}}}: a site config fetched from a URL may not read "
+                "your environment",
+                hint="put the login in your ~/.netrc (sent to that host only), or keep the "
+                "config as a local file, whose ${VAR} are filled in",
+            )
         if var not in environ:
             raise InputError(
                 f"{what} names ${{{var}}}, which is not set",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from verl_bootstrap.lockfile.sources import locked_source
 from verl_bootstrap.paths import env_lockfile
 from verl_bootstrap.plan.model import Plan, Step
 from verl_bootstrap.platforms import host_platform
+from verl_bootstrap.safety import jsontext
 from verl_bootstrap.source.spec import SourceResult
 from verl_bootstrap.steps.base import StepContext
 
@@ -132,7 +132,7 @@ def conda_packages(prefix: Path) -> tuple[CondaPackage, ...]:
     """The conda packages of a conda prefix, from its conda-meta records."""
     records = []
     for meta in sorted((prefix / "conda-meta").glob("*.json")):
-        data = json.loads(meta.read_text(encoding="utf-8"))
+        data = jsontext.loads(meta.read_text(encoding="utf-8"))
         records.append(
             CondaPackage(
                 name=data["name"],
