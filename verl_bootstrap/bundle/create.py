@@ -182,7 +182,6 @@ def _claim(output: Path) -> Path:
         raise InputError(f"--output {output} is a folder", hint="name the archive file to write")
     partial = output.with_name(f".{output.name}.part")
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
         partial.unlink(missing_ok=True)  # the tool's own, from a run that was killed
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         os.close(fd)

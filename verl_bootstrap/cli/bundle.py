@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verl_bootstrap.cli.flags import dry_run_flag
+from verl_bootstrap.cli.flags import dry_run_flag, output_beside
 from verl_bootstrap.cli.lockinput import lock_source_flags, named_lock, scratch_options
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK
@@ -42,6 +42,7 @@ def cmd_bundle(ns: argparse.Namespace) -> int:
 
     lock, path = named_lock(ns)
     default = Path(f"verl-bundle-{lock.profile}-{lock.cuda.variant}-{lock.platform}.tar")
+    output_beside(ns.output or default)
     if ns.dry_run:
         return _dry_run(ns, lock, path, (ns.output or default).absolute())
     options = scratch_options(ns, lock.profile, lock.cuda.variant)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from verl_bootstrap.cli.output import path_arg, seconds_arg
+from verl_bootstrap.errors import InputError
 from verl_bootstrap.options import CONFIG_HELP, Declared, RunOptions, declared
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "env_flag",
     "json_flag",
     "option_flags",
+    "output_beside",
     "renamed",
 ]
 
@@ -131,3 +133,15 @@ def env_flag(p: argparse.ArgumentParser, *, required: bool = False) -> None:
         required=required,
         help="the env (default: the activated one, $VERL_BOOTSTRAP_PREFIX)",
     )
+
+
+def output_beside(output: Path) -> Path:
+    """`--output`, whose folder must be there: a typo in it is refused (exit 2), never made
+    into a new tree of folders."""
+    folder = output.absolute().parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise InputError(
+            f"--output {output}: {folder} {what}", hint=f"create it first (mkdir -p {folder})"
+        )
+    return output

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import datetime
+import re
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verl_bootstrap.cli.flags import dry_run_flag, renamed
+from verl_bootstrap.cli.flags import dry_run_flag, output_beside, renamed
 from verl_bootstrap.cli.lockinput import lock_source_flags, named_lock, scratch_options
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, BootstrapError, InputError
@@ -29,22 +31,55 @@ def flags_lock(lock: argparse.ArgumentParser) -> None:
         "--check", action="store_true", help="exit non-zero when a committed lockfile is stale"
     )
     lock.add_argument(
-        "--python-version", metavar="X.Y", help="the Python to lock for (default: the old lock's)"
+        "--python-version",
+        metavar="X.Y",
+        type=_python_version,
+        help="the Python to lock for (default: the old lock's)",
     )
     renamed(lock, "--python", "--python-version", "--python is an interpreter's path on install")
     lock.add_argument(
-        "--exclude-newer", metavar="DATE", help="ignore files uploaded after DATE (default: kept)"
+        "--exclude-newer",
+        metavar="DATE",
+        type=_cutoff,
+        help="ignore files uploaded after DATE (default: kept)",
     )
     lock.add_argument(
         "--upgrade", action="store_true", help="resolve against today's index, not the old cutoff"
     )
     lock.add_argument(
-        "--glibc", help="the oldest glibc of the machines (default 2.28; SGLang needs 2.34)"
+        "--glibc",
+        type=_glibc,
+        help="the oldest glibc of the machines (default 2.28; SGLang needs 2.34)",
     )
     lock.add_argument("-o", "--output", type=path_arg, help="where to write (one lockfile only)")
     lock.add_argument("--dir", type=path_arg, help="the lockfiles folder (default: lockfiles/)")
     dry_run_flag(lock, "name each lockfile it would write or regenerate")
     lock_source_flags(lock)
+
+
+def _python_version(value: str) -> str:
+    """An argparse type: a Python version as a lock names it (3.12), checked before anything
+    runs (argparse then exits 2 naming the flag, under --dry-run too)."""
+    if not re.fullmatch(r"3\.[0-9]{1,2}", value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a Python version (write it like 3.12)")
+    return value
+
+
+def _glibc(value: str) -> str:
+    """An argparse type: a glibc version, 2.N."""
+    if not re.fullmatch(r"2\.[0-9]{1,3}", value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a glibc version (write it like 2.34)")
+    return value
+
+
+def _cutoff(value: str) -> str:
+    """An argparse type: a date or an ISO time (the lock records it as UTC)."""
+    try:
+        datetime.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        msg = f"{value!r} is not a date or time (write it like 2026-12-01 or 2026-12-01T12:00:00Z)"
+        raise argparse.ArgumentTypeError(msg) from None
+    return value
 
 
 def flags_export(export: argparse.ArgumentParser) -> None:
@@ -264,7 +299,7 @@ def cmd_export(ns: argparse.Namespace) -> int:
         raise InputError("--json reports the files written: pass --output FILE with it")
     output = ns.output or DEFAULT_OUTPUT[ns.format]
     if not to_stdout:
-        _refuse_overwrite(output, force=ns.force)
+        _refuse_overwrite(output_beside(output), force=ns.force)
     if ns.dry_run:
         return _export_dry_run(ns, lock, path, None if to_stdout else output)
     if ns.format in CONTAINER_FORMATS:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from packaging.utils import parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from verl_bootstrap.doctor.inputs import DoctorInputs
 from verl_bootstrap.doctor.model import CheckResult
@@ -114,8 +114,16 @@ def _wheel_tags(plan: Plan) -> tuple[str, ...]:
     tags = set()
     for artifact in plan.locked.artifacts.values():
         if artifact.kind == "wheel":
-            tags |= {t.platform for t in parse_wheel_filename(artifact.filename)[3]}
+            tags |= _platforms(artifact.filename)
     return tuple(sorted(tags))
+
+
+def _platforms(wheel: str) -> set[str]:
+    """The platform tags a wheel's name states (none for a name that is not a wheel's)."""
+    try:
+        return {t.platform for t in parse_wheel_filename(wheel)[3]}
+    except InvalidWheelFilename:
+        return set()
 
 
 def run_preflight_checks(

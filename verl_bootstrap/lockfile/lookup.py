@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from verl_bootstrap import proc
 from verl_bootstrap.commands import uv_binary
@@ -49,8 +50,9 @@ class Artifact:
 
     @property
     def filename(self) -> str:
-        """The file's name (the last part of its URL)."""
-        return self.url.rsplit("/", 1)[-1].split("#", 1)[0]
+        """The file's name (the last part of its URL, decoded: a find-links page writes
+        `torch-2.8.0%2Bcpu-...whl` for the `+` of a local version)."""
+        return unquote(self.url.rsplit("/", 1)[-1].split("#", 1)[0].split("?", 1)[0])
 
 
 Served = Mapping[str, Sequence[Artifact]]  # canonical name -> artifacts of the locked version

@@ -11,7 +11,7 @@ from __future__ import annotations
 import platform as _platform
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit, urlunsplit
 
 from verl_bootstrap.errors import BootstrapError, InputError
 from verl_bootstrap.gpu.model import DriverInfo
@@ -78,10 +78,19 @@ def lab_candidate(
     if not location:
         return None
     relative = default_lockfile(profile, variant, platform, root=Path())
-    if urlparse(location).scheme not in ("http", "https"):
-        folder = Path(urlparse(location).path if location.startswith("file:") else location)
-        return _read("lab", folder.expanduser() / relative)
-    return _fetch_lab(location.rstrip("/") + "/" + relative.as_posix())
+    parts = urlsplit(location)
+    if parts.scheme not in ("http", "https"):
+        folder = Path(parts.path if location.startswith("file:") else location).expanduser()
+        if folder.exists() and not folder.is_dir():
+            raise InputError(
+                f"the site config's lockfiles: {folder} is not a folder",
+                hint="name the folder holding PROFILE/VARIANT-PLATFORM.lock.yaml (or an http(s) "
+                "URL serving one)",
+            )
+        return _read("lab", folder / relative)
+    # the file's path goes before any query (`?private_token=...` stays a query)
+    path = parts.path.rstrip("/") + "/" + relative.as_posix()
+    return _fetch_lab(urlunsplit(parts._replace(path=path, fragment="")))
 
 
 def _fetch_lab(url: str) -> Candidate:
@@ -94,14 +103,18 @@ def _fetch_lab(url: str) -> Candidate:
         body = fetch(url, timeout=30, limit=_LOCK_MAX_BYTES)
     except HttpError as exc:
         shown = redact(url)
-        return Candidate(Path(shown), "lab", None, f"no lab lockfile at {shown} ({exc})")
+        if exc.reason == "HTTP 404":  # the lab locks no such profile, variant or platform
+            return Candidate(Path(shown), "lab", None, f"no lab lockfile at {shown} ({exc})")
+        why = f"cannot fetch the lab lockfile {shown} ({redact(exc.reason)}): the lab's lockfiles "
+        return Candidate(Path(shown), "lab", None, why + "were not read", shown)
     local.parent.mkdir(parents=True, exist_ok=True)
     local.write_bytes(body)
-    return _read("lab", local)
+    return _read("lab", local, redact(url))
 
 
-def _read(origin: str, path: Path) -> Candidate:
-    shown = _shown(path)
+def _read(origin: str, path: Path, shown: str | None = None) -> Candidate:
+    """The candidate at `path` (`shown` as its messages name it: a fetched one by its URL)."""
+    shown = shown or _shown(path)
     if not path.is_file():
         return Candidate(path, origin, None, f"no {origin} lockfile at {shown}", shown)
     try:
