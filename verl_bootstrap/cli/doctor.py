@@ -65,7 +65,9 @@ def cmd_doctor(ns: argparse.Namespace) -> int:
 def doctor_inputs(ns: argparse.Namespace) -> DoctorInputs:
     """Doctor's inputs: from the profile's plan when one is named, else the machine (and env)."""
     from verl_bootstrap.doctor import DoctorInputs, inputs_from_plan
+    from verl_bootstrap.doctor.registry import known_checks
 
+    known_checks(ns.skip_check)
     skip = frozenset(ns.skip_check)
     if ns.prefix is None and ns.env_python is None and os.environ.get(ACTIVE_ENV):
         ns.prefix = Path(os.environ[ACTIVE_ENV])  # inside an activated env: that env

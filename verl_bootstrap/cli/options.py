@@ -75,12 +75,14 @@ def options_and_state(ns: argparse.Namespace, **fixed: Any) -> tuple[RunOptions,
     A flag left out takes the value recorded in the env at --prefix, so `--prefix P` alone
     resumes P as it was made (verl_bootstrap.lifecycle.resume).
     """
+    from verl_bootstrap.doctor.registry import known_checks
     from verl_bootstrap.host.indexes import parse_index_flags
     from verl_bootstrap.lifecycle.resume import merge_indexes, merge_options
     from verl_bootstrap.siteconfig import load_site, named_indexes, site_options
     from verl_bootstrap.siteconfig.files import local_profile, site_lockfile
 
     flag = vars(ns).get
+    known_checks(flag("skip_check") or ())
     flags = parse_index_flags(tuple(flag("index") or ()))
     given = {**_given_flags(ns), "indexes": flags}
     if "profile" in fixed:

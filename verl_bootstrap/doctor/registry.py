@@ -4,7 +4,8 @@ detected first."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from verl_bootstrap.doctor.checks_build import check_build_tools, check_python
@@ -30,8 +31,17 @@ from verl_bootstrap.doctor.checks_machine import (
 from verl_bootstrap.doctor.checks_network import check_network
 from verl_bootstrap.doctor.inputs import Context
 from verl_bootstrap.doctor.model import CheckResult
+from verl_bootstrap.errors import InputError
 
-__all__ = ["ALL_CHECKS", "CHECKS", "NEEDS_DRIVER", "PREFLIGHT_CHECKS", "REGISTRY", "Registered"]
+__all__ = [
+    "ALL_CHECKS",
+    "CHECKS",
+    "NEEDS_DRIVER",
+    "PREFLIGHT_CHECKS",
+    "REGISTRY",
+    "Registered",
+    "known_checks",
+]
 
 Check = Callable[[Context], CheckResult]
 
@@ -70,3 +80,15 @@ CHECKS: dict[str, Check] = {check.name: check.run for check in REGISTRY}
 ALL_CHECKS: tuple[str, ...] = tuple(CHECKS)
 PREFLIGHT_CHECKS: tuple[str, ...] = tuple(c.name for c in REGISTRY if c.preflight)
 NEEDS_DRIVER: frozenset[str] = frozenset(c.name for c in REGISTRY if c.needs_driver)
+
+
+def known_checks(names: Iterable[str]) -> None:
+    """Refuse a `--skip-check NAME` no check has: a typo would otherwise skip nothing, silently."""
+    for name in names:
+        if name not in CHECKS:
+            close = difflib.get_close_matches(name, ALL_CHECKS, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise InputError(
+                f"--skip-check {name!r}: no check has that name",
+                hint=f"{hint}the checks are {', '.join(ALL_CHECKS)}",
+            )

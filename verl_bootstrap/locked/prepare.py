@@ -106,6 +106,7 @@ def _check_matches(
             hint=f"pass --cuda {lock.cuda.variant}, or lock variant {variant}",
         )
     _check_stage_ids(lock, path, profile, variant)
+    _check_editables(lock, path, profile, variant)
     if frozen:
         return
     if lock.profile != profile.name or lock.profile_hash != profile_hash(profile, variant):
@@ -127,6 +128,32 @@ def _check_stage_ids(lock: Lockfile, path: Path, profile: Profile, variant: str)
             hint=f"the lockfile was made for another profile; run `verl-bootstrap lock --profile "
             f"{profile.name}`",
         )
+
+
+_LOCAL = (".", "/", "~", "file:", "-e")  # a profile's requirement of a folder on this machine
+
+
+def _check_editables(lock: Lockfile, path: Path, profile: Profile, variant: str) -> None:
+    """`source: editable` is verl's own checkout, or a stage's local folder: on any other
+    distribution it would install nothing (an editable is never hash-checked), so it is refused."""
+    local = {s.id for s in stage_specs(profile, variant) if any(_is_local(p) for p in s.packages)}
+    odd = [
+        f"{stage.id}: {dist.name}"
+        for stage in lock.stages
+        for dist in stage.distributions
+        if dist.source == "editable" and dist.name != "verl" and stage.id not in local
+    ]
+    if odd:
+        raise InputError(
+            f"{path}: source: editable on {', '.join(odd)}, which the profile installs from an "
+            "index, not from a local folder",
+            hint="regenerate the lockfile (its `Regenerate with:` line); only verl's checkout and "
+            "a stage's local folder are editable",
+        )
+
+
+def _is_local(requirement: str) -> bool:
+    return requirement.startswith(_LOCAL) or " @ file:" in requirement
 
 
 def _check_glibc(lock: Lockfile, path: Path) -> None:

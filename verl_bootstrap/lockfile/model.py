@@ -17,7 +17,7 @@ from typing import Annotated, Any, Final, Literal
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion
 from packaging.version import Version as Pep440
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from verl_bootstrap.profile.models import VARIANT_NAME, Profile
 from verl_bootstrap.profile.stagespec import StageSpec, stage_specs
@@ -235,6 +235,15 @@ class LockedDist(_Strict):
         description="Env records only: the distribution whose whole kernel wheel was installed "
         "in place of this one, which it holds (TransformerEngine's core and torch extension)",
     )
+
+    @model_validator(mode="after")
+    def _hashed(self) -> LockedDist:
+        """A wheel or an sdist is installed by its sha256: with none listed, an install or an
+        export would have nothing to check it against."""
+        if self.source in ("wheel", "sdist") and not self.hashes:
+            msg = f"{self.name}: source {self.source} lists no sha256 in hashes"
+            raise ValueError(msg)
+        return self
 
 
 class LockedStage(_Strict):
