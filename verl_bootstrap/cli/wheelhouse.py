@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verl_bootstrap.cli.output import emit_json, out, path_arg
+from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 
 if TYPE_CHECKING:
@@ -65,8 +65,12 @@ def _house(ns: argparse.Namespace) -> AnyWheelhouse:
 
 def cmd_list(ns: argparse.Namespace) -> int:
     """`wheelhouse list`."""
+    from verl_bootstrap.events import listening  # noqa: PLC0415 - kept off --help
+
     house = _house(ns)
-    entries = house.entries()
+    skipped: list[str] = []
+    with listening(lambda event: skipped.append(event.message)):
+        entries = house.entries()
     writable = house.writable()
     if ns.json:
         emit_json(
@@ -74,9 +78,12 @@ def cmd_list(ns: argparse.Namespace) -> int:
                 "wheelhouse": house.shown(),
                 "writable": writable,
                 "wheels": [e.to_json() for e in entries],
+                "notes": skipped,
             }
         )
         return EXIT_OK
+    for note in skipped:
+        err(f"note: {note}")
     mode = "" if writable else " (read-only for you: used, never written)"
     out(f"wheelhouse {house.shown()}: {len(entries)} wheel(s){mode}")
     for e in entries:
@@ -113,6 +120,7 @@ def cmd_add(ns: argparse.Namespace) -> int:
 
 def _key(ns: argparse.Namespace) -> BuildKey:
     from verl_bootstrap.kernels.key import FIELDS, BuildKey  # noqa: PLC0415 - kept off --help
+    from verl_bootstrap.kernels.wheelhouse import check_key  # noqa: PLC0415 - kept off --help
 
     if ns.key_of is not None:
         from verl_bootstrap.envs.base import env_python  # noqa: PLC0415 - kept off --help
@@ -134,7 +142,9 @@ def _key(ns: argparse.Namespace) -> BuildKey:
             raise InputError(
                 f"--key: unknown field(s) {', '.join(unknown)} (known: {', '.join(FIELDS)})"
             )
-        key = BuildKey.from_mapping({k.strip(): v.strip() for k, v in pairs})
+        given = {k.strip(): v.strip() for k, v in pairs}
+        check_key(given, "--key")  # before anything is written where a lab reads it
+        key = BuildKey.from_mapping(given)
     if not key.complete:
         raise InputError(
             f"the key {key.describe()} is incomplete: a wheel is only used for an env it matches "

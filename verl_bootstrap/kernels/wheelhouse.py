@@ -21,7 +21,7 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,12 +30,22 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from verl_bootstrap.errors import InputError, Refused
+from verl_bootstrap.events import emit
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.paths import cannot_write, file_sha256
 from verl_bootstrap.safety import jsontext
 from verl_bootstrap.safety.shapes import SHA256, control_char_at, inside
 
-__all__ = ["INDEX_NAME", "Entry", "Wheelhouse", "entry_for", "index_text", "parse_index"]
+__all__ = [
+    "INDEX_NAME",
+    "Entry",
+    "Wheelhouse",
+    "check_key",
+    "entry_for",
+    "index_text",
+    "parse_index",
+    "read_index",
+]
 
 INDEX_NAME = "index.json"
 SCHEMA = "verl-bootstrap.wheelhouse/1"
@@ -81,9 +91,12 @@ class Wheelhouse:
         return os.access(at, os.W_OK | os.X_OK)
 
     def entries(self) -> tuple[Entry, ...]:
-        """What the index lists (empty when there is no index yet)."""
+        """What the index lists (empty when there is no index yet); a bad entry is skipped."""
+        return tuple(e for e in self._rows(note=True) if isinstance(e, Entry))
+
+    def _rows(self, *, note: bool = False) -> list[Entry | str]:
         if not self.index_path.is_file():
-            return ()
+            return []
         try:
             text = self.index_path.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
@@ -96,7 +109,9 @@ class Wheelhouse:
                 f"{self.index_path}: cannot be read ({exc.strerror or exc})",
                 hint="ask the wheelhouse's owner to make it readable to you (chmod a+r)",
             ) from None
-        return tuple(parse_index(text, str(self.index_path)))
+        if note:
+            return list(parse_index(text, str(self.index_path)))
+        return read_index(text, str(self.index_path))
 
     def lookup(self, name: str, version: str, key: BuildKey) -> Entry | None:
         """The wheel for (name, version) whose key matches `key` in every field."""
@@ -127,6 +142,7 @@ class Wheelhouse:
                 hint="ask its owner to add the wheel, or to make the folder group-writable",
             )
         name, version = _wheel_name(wheel.name, where=str(wheel))
+        check_key(key.to_json(), "the key")
         self.root.mkdir(parents=True, exist_ok=True)
         digest = file_sha256(wheel)
         entry = Entry(wheel.name, name, version, digest, key)
@@ -138,7 +154,7 @@ class Wheelhouse:
 
     def check(self) -> list[str]:
         """Every problem found by rehashing each listed wheel (empty: all is well)."""
-        problems = []
+        problems = [f"{e} (skipped)" for e in self._rows() if isinstance(e, str)]
         for entry in self.entries():
             path = self.path_of(entry)
             if not path.is_file():
@@ -262,7 +278,18 @@ def _wheel_name(filename: str, *, where: str) -> tuple[str, str]:
 
 
 def parse_index(text: str, path: str) -> Iterator[Entry]:
-    """The entries of an index's text (`path` names it in errors); a bad one is an InputError."""
+    """The usable entries of an index's text (`path` names it in messages). A text that is no
+    index is an InputError; one bad entry is skipped with a note (a `("note", "wheelhouse")`
+    event): anyone who can write a shared index could otherwise deny it to everyone."""
+    for entry in read_index(text, path):
+        if isinstance(entry, Entry):
+            yield entry
+        else:
+            emit(f"skipped an entry of the wheelhouse index: {entry}", kind=("note", "wheelhouse"))
+
+
+def read_index(text: str, path: str) -> list[Entry | str]:
+    """Each entry of an index's text, or for a bad one the reason it is not used."""
     try:
         body = jsontext.loads(text)
         rows = body["wheels"]
@@ -272,16 +299,33 @@ def parse_index(text: str, path: str) -> Iterator[Entry]:
             f"{path}: not a wheelhouse index (expected JSON with a 'wheels' list)",
             hint="run `verl-bootstrap wheelhouse check`, or move the file aside",
         ) from None
+    out: list[Entry | str] = []
     for number, row in enumerate(rows):
-        where = f"{path}: wheels[{number}]"
-        _check_row(row, where)
         try:
-            name, version = _wheel_name(str(row["file"]), where=where)
-            yield Entry(
-                row["file"], name, version, str(row["sha256"]), BuildKey.from_mapping(row["key"])
-            )
-        except (KeyError, TypeError, AttributeError):
-            raise InputError(f"{where}: needs file, sha256 and key") from None
+            out.append(_entry(row, f"{path}: wheels[{number}]"))
+        except InputError as exc:
+            out.append(exc.message)
+    return out
+
+
+def _entry(row: Any, where: str) -> Entry:
+    _check_row(row, where)
+    try:
+        name, version = _wheel_name(str(row["file"]), where=where)
+        return Entry(
+            row["file"], name, version, str(row["sha256"]), BuildKey.from_mapping(row["key"])
+        )
+    except (KeyError, TypeError, AttributeError):
+        raise InputError(f"{where}: needs file, sha256 and key") from None
+
+
+def check_key(fields: Mapping[str, object], where: str) -> None:
+    """Refuse a key whose fields lack their shapes before it is written into an index (where
+    every reader would skip it): `--key 'torch=;rm'` is an InputError naming the field."""
+    _check_key(fields, where)
+    at = control_char_at(dict(fields), "")
+    if at is not None:
+        raise InputError(f"{where}{at}: holds a line break or control character")
 
 
 def _check_row(row: object, where: str) -> None:
@@ -297,13 +341,18 @@ def _check_row(row: object, where: str) -> None:
     if digest is not None and not SHA256.fullmatch(str(digest)):
         raise InputError(f"{where}.sha256: not a sha256 (64 hex digits)")
     key = row.get("key") if isinstance(row, dict) else None
+    if isinstance(key, dict):
+        _check_key(key, f"{where}.key")
+
+
+def _check_key(key: Mapping[str, object], where: str) -> None:
     for field, (shape, what) in _KEY_SHAPES.items():
-        value = key.get(field) if isinstance(key, dict) else None
+        value = key.get(field)
         if value is not None and not (isinstance(value, str) and shape.fullmatch(value)):
-            raise InputError(f"{where}.key.{field}: {value!r} is not {what}")
-    abi = key.get("cxx11abi") if isinstance(key, dict) else None
+            raise InputError(f"{where}.{field}: {value!r} is not {what}")
+    abi = key.get("cxx11abi")
     if abi is not None and not (isinstance(abi, bool) or str(abi).upper() in _ABI_WORDS):
-        raise InputError(f"{where}.key.cxx11abi: {abi!r} is not true or false")
+        raise InputError(f"{where}.cxx11abi: {abi!r} is not true or false")
 
 
 _ABI_WORDS = {"TRUE", "FALSE", "1", "0", "YES", "NO"}
