@@ -50,8 +50,10 @@ class CachedCheckout:
 
 
 def mirror_dir(url: str) -> Path:
-    """The bare mirror of `url` in the user's cache (keyed by the URL, credentials masked)."""
-    key = hashlib.sha256(redact(url).encode()).hexdigest()[:16]
+    """The bare mirror of `url` in the user's cache, keyed by a digest of the whole URL: two
+    URLs that differ only where redaction masks them (a token in the path or the query) are two
+    repositories, and an unreachable one must never be served the other's commit."""
+    key = hashlib.sha256(url.encode()).hexdigest()[:16]
     return cache_root() / "git-mirrors" / f"{key}.git"
 
 
