@@ -10,6 +10,11 @@ HTTPS_PROXY, HTTP_PROXY and ALL_PROXY, with NO_PROXY honoured; a CA bundle from
 REQUESTS_CA_BUNDLE or SSL_CERT_FILE, as for pip and uv; credentials from the URL's userinfo,
 else from $NETRC or ~/.netrc, sent as basic auth and never shown. Errors carry a redacted,
 one-line reason.
+
+`timeout` bounds each wait for a byte; a server that sends one byte just inside it, forever,
+would hold the run forever, so every request also has an overall deadline: the request runs in
+a worker thread, and the caller stops waiting (an HttpError, `timed_out`) when it passes. The
+worker is told to stop at its next chunk, and a daemon thread never keeps the process alive.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +37,8 @@ if TYPE_CHECKING:  # requests is imported only when a remote URL is asked for
 __all__ = ["HttpError", "download", "fetch", "proxies_for", "proxy_for", "reachable", "status"]
 
 PROBE_TIMEOUT = 3.0
+FETCH_DEADLINE = 120.0  # a small file (a config, an index page, a lockfile), whole
+DOWNLOAD_DEADLINE = 3600.0  # a wheel of gigabytes on a slow link, whole
 _NOT_ALLOWED = {405, 501}  # some indexes refuse HEAD; ask again with GET
 _ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
 _PROXY_KEYS = {"http": ("http_proxy", "HTTP_PROXY"), "https": ("https_proxy", "HTTPS_PROXY")}
@@ -134,15 +142,44 @@ def _reason(exc: BaseException) -> str:
     return found[1].strip() if found else redact(f"{type(exc).__name__}: {exc}")[:200]
 
 
-def _request(
-    url: str,
-    method: str,
-    environ: Mapping[str, str],
-    timeout: float,
-    *,
-    sink: BinaryIO | None = None,
-    limit: int = -1,
-) -> tuple[int, bytes]:
+@dataclass(frozen=True)
+class _Ask:
+    """One request: what to ask, and how long to wait for each byte and for all of them."""
+
+    url: str
+    method: str
+    environ: Mapping[str, str]
+    timeout: float
+    deadline: float
+    sink: BinaryIO | None = None
+    limit: int = -1
+
+
+def _request(ask: _Ask) -> tuple[int, bytes]:
+    """(status, body) of `ask.url` within `ask.deadline` seconds in all (see the module's
+    docstring); an HttpError with `timed_out` when it is not whole by then."""
+    done: list[tuple[int, bytes]] = []
+    failed: list[BaseException] = []
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            done.append(_exchange(ask, stop))
+        except BaseException as exc:  # any, Ctrl-C's too: raised again in the caller's thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=work, name="http-request", daemon=True)
+    worker.start()
+    worker.join(ask.deadline)
+    if worker.is_alive():
+        stop.set()
+        raise HttpError(f"no whole answer within {ask.deadline:g}s", timed_out=True)
+    if failed:
+        raise failed[0]
+    return done[0]
+
+
+def _exchange(ask: _Ask, stop: threading.Event) -> tuple[int, bytes]:
     """(status, body) of `url`; the body goes to `sink` instead when one is given. At most
     `limit` bytes of it are read (-1: all), so a server cannot make us buffer gigabytes.
 
@@ -150,6 +187,7 @@ def _request(
     """
     import requests  # noqa: PLC0415 - loaded only for a remote URL: --help and plan start faster
 
+    url, method, environ, timeout = ask.url, ask.method, ask.environ, ask.timeout
     target = _target(url, environ)
     try:
         with (
@@ -166,7 +204,7 @@ def _request(
         ):
             if method == "HEAD" or answer.status_code >= 400:
                 return answer.status_code, b""
-            return answer.status_code, _body(answer, sink, limit)
+            return answer.status_code, _body(answer, ask.sink, ask.limit, stop)
     except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError):
         raise HttpError("the connection dropped mid-transfer (IncompleteRead)") from None
     except requests.exceptions.Timeout as exc:
@@ -176,15 +214,22 @@ def _request(
         raise HttpError(_reason(exc)) from None
 
 
-def _body(answer: requests.Response, sink: BinaryIO | None, limit: int) -> bytes:
-    """The body, into `sink` or read up to `limit`; urllib3 checks it against Content-Length."""
+def _body(
+    answer: requests.Response, sink: BinaryIO | None, limit: int, stop: threading.Event
+) -> bytes:
+    """The body, into `sink` or read up to `limit`; urllib3 checks it against Content-Length.
+    Reading ends at the next chunk once `stop` is set (the caller gave up waiting)."""
     chunks = answer.iter_content(_CHUNK)
     if sink is not None:
         for chunk in chunks:
+            if stop.is_set():
+                return b""
             sink.write(chunk)
         return b""
     body = bytearray()
     for chunk in chunks:
+        if stop.is_set():
+            return b""
         body += chunk
         if 0 <= limit <= len(body):
             return bytes(body[:limit])
@@ -192,11 +237,12 @@ def _body(answer: requests.Response, sink: BinaryIO | None, limit: int) -> bytes
 
 
 def status(url: str, *, environ: Mapping[str, str] | None = None, timeout: float) -> int:
-    """The HTTP status `url` answers with (HEAD, else GET where HEAD is refused)."""
+    """The HTTP status `url` answers with (HEAD, else GET where HEAD is refused); each within
+    twice `timeout` in all."""
     env = _env(environ)
-    code, _ = _request(url, "HEAD", env, timeout)
+    code, _ = _request(_Ask(url, "HEAD", env, timeout, 2 * timeout))
     if code in _NOT_ALLOWED:
-        code, _ = _request(url, "GET", env, timeout)
+        code, _ = _request(_Ask(url, "GET", env, timeout, 2 * timeout, limit=0))
     return code
 
 
@@ -212,33 +258,40 @@ def reachable(url: str, *, timeout: float = PROBE_TIMEOUT) -> bool:
 
 
 def fetch(
-    url: str, *, environ: Mapping[str, str] | None = None, timeout: float = 30, limit: int = -1
+    url: str,
+    *,
+    environ: Mapping[str, str] | None = None,
+    timeout: float = 30,
+    limit: int = -1,
+    deadline: float = FETCH_DEADLINE,
 ) -> bytes:
-    """The body of `url` (at most `limit` bytes); an HTTP error status or no answer is an
-    HttpError."""
-    code, body = _request(url, "GET", _env(environ), timeout, limit=limit)
+    """The body of `url` (at most `limit` bytes), whole within `deadline` seconds; an HTTP
+    error status or no answer is an HttpError."""
+    code, body = _request(_Ask(url, "GET", _env(environ), timeout, deadline, limit=limit))
     if code >= 400:
         raise HttpError(f"HTTP {code}")
     return body
 
 
-def download(url: str, dest: Path, *, timeout: float = 60) -> None:
-    """Write `url` (or a file:// URL) into `dest` atomically."""
+def download(
+    url: str, dest: Path, *, timeout: float = 60, deadline: float = DOWNLOAD_DEADLINE
+) -> None:
+    """Write `url` (or a file:// URL) into `dest` atomically, whole within `deadline` seconds."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_suffix(dest.suffix + ".part")
     try:
-        _download_into(url, partial, timeout)
+        _download_into(url, partial, timeout, deadline)
     except BaseException:
         partial.unlink(missing_ok=True)  # nothing half-written stays, even on Ctrl-C
         raise
     partial.replace(dest)
 
 
-def _download_into(url: str, partial: Path, timeout: float) -> None:
+def _download_into(url: str, partial: Path, timeout: float, deadline: float) -> None:
     if url.startswith("file://"):
         shutil.copyfile(Path(unquote(urlparse(url).path)), partial)
         return
     with partial.open("wb") as sink:
-        code, _ = _request(url, "GET", _env(None), timeout, sink=sink)
+        code, _ = _request(_Ask(url, "GET", _env(None), timeout, deadline, sink=sink))
     if code >= 400:
         raise HttpError(f"HTTP {code}")

@@ -74,10 +74,24 @@ def _public(value: str, what: str) -> str:
     if any(not _REFERENCE.match(s) for s in secrets_in(value)):
         raise InputError(
             f"{what} holds a credential, and a published script must not",
-            hint="write it as a variable in the lab config, e.g. "
+            hint="keep the login in each user's ~/.netrc (the tool sends it to that host only), "
+            "or write it as a variable in the lab config, e.g. "
             "https://user:${LAB_TOKEN}@mirror/simple; users export LAB_TOKEN before running",
         )
     return value
+
+
+def _published(data: Any, where: str = "") -> None:
+    """Every value of the lab config the script points users at (lockfiles, wheelhouse, every
+    mirror, defaults): the config is published with the script, so none may hold a credential."""
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            _published(value, f"{where}.{key}" if where else str(key))
+    elif isinstance(data, (list, tuple)):
+        for value in data:
+            _published(value, where)
+    elif isinstance(data, str):
+        _public(data, where)
 
 
 def _pick(raw: Mapping[str, Any], merged: Mapping[str, Any], *keys: str) -> Any:
@@ -132,6 +146,7 @@ def _network(site: LoadedSite) -> list[str]:
 
 def onboarding_script(site: LoadedSite, *, config: str, tool: str | None = None) -> str:
     """The script's text: settings from the lab config at the top, the same body for every lab."""
+    _published(site.raw)
     header = [
         "#!/bin/sh",
         "# Onboarding to the lab's verl env: installs verl-bootstrap into your user space (no",

@@ -38,6 +38,7 @@ __all__ = [
 ENV_VAR = "VERL_BOOTSTRAP_CONFIG"
 SYSTEM_CONFIG = Path("/etc/verl-bootstrap/config.yaml")
 MAX_CONFIG_BYTES = 1024 * 1024
+CONFIG_DEADLINE = 60.0  # seconds for a config fetched by URL, whole (a slow server is cut off)
 _VAR = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))")
 # Which settings hold locations, and how a relative one is resolved against its file.
 _KINDS: dict[tuple[str, ...], str] = {
@@ -156,7 +157,7 @@ def _parsed(value: str, what: str) -> ParseResult:
 def _fetch(url: str) -> str:
     try:
         # read no more than a config may hold (one byte over says it is too large)
-        body = fetch(url, timeout=30, limit=MAX_CONFIG_BYTES + 1)
+        body = fetch(url, timeout=30, limit=MAX_CONFIG_BYTES + 1, deadline=CONFIG_DEADLINE)
     except HttpError as exc:
         raise InputError(
             f"cannot fetch site config {redact(url)}: {redact(str(exc))}",
