@@ -131,14 +131,14 @@ MORE: dict[str, Case] = {
         env={"VERL_BOOTSTRAP_CONFIG": "{t}/c.yaml"},
     ),
     "ipv6-wheelhouse": show(
-        'wheelhouse: "http://[::1"', "wheelhouse: 'http://[::1' is not a valid URL"
+        'wheelhouse: "http://[::1"', "wheelhouse 'http://[::1' is not a valid URL"
     ),
     "ipv6-lockfiles": planned(
-        'lockfiles: "http://[::1"', "lockfiles: 'http://[::1' is not a valid URL"
+        'lockfiles: "http://[::1"', "lockfiles 'http://[::1' is not a valid URL"
     ),
     "ipv6-index-url": show(
         'mirrors: {pypi: {index_url: "http://[::1/simple"}}',
-        "index_url: 'http://[::1/simple' is not",
+        "index_url 'http://[::1/simple' is not",
     ),
     "ipv6-git-mirror": show(
         'mirrors: {git: {"https://github.com/": "http://[fe80::1/"}}', "is not a valid URL"
@@ -272,7 +272,8 @@ MORE: dict[str, Case] = {
         {SERVED_VAR: config("mirrors: {pypi: {index_url: 'https://x.invalid/?k=${HOME}'}}")},
         ["config", "show", "--config", "{url}/vars.yaml"],
         2,
-        "names ${HOME}: a site config fetched from a URL may not read your environment",
+        "names ${HOME}: a site config fetched from a URL reads only the variables you name in "
+        "$VERL_BOOTSTRAP_CONFIG_VARS",
     ),
     "site-url-names-a-bare-variable": Case(
         {"served/bare.yaml": config("caches: {uv: /scratch/$USER/uv}")},
@@ -284,7 +285,7 @@ MORE: dict[str, Case] = {
         {"served/unset.yaml": config("wheelhouse: 'https://lab.invalid/${VB_NO_SUCH}/wh'")},
         ["config", "show", "--config", "{url}/unset.yaml"],
         2,
-        "may not read your environment",
+        "reads only the variables you name",
     ),
     "site-url-relative-cache": Case(
         {"served/rel.yaml": config("caches: {uv: scratch/uv}")},

@@ -288,3 +288,46 @@ def test_a_wheel_url_with_an_escaped_plus_is_read_by_its_file_name() -> None:
     assert artifact.filename == name
     assert _platforms(artifact.filename) == {"manylinux_2_28_x86_64"}
     assert _platforms("not-a-wheel.whl") == set()
+
+
+# --- a site config fetched by URL reads only the variables you name ---
+
+
+def test_a_config_from_a_url_reads_only_the_variables_you_name(
+    home: Path,
+    lab: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    served = tmp_path / "served" / "c.yaml"
+    served.write_text(
+        "schema_version: 1\nmirrors: {pypi: {index_url: 'https://m.invalid/${LAB_X}/s'}}\n"
+    )
+    url = f"{lab}/c.yaml?private_token=s3cret"
+    monkeypatch.setenv("LAB_X", "abc")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "k")
+    assert cli.main(["config", "show", "--config", url]) == 2
+    assert "names ${LAB_X}" in capsys.readouterr().err
+    monkeypatch.setenv("VERL_BOOTSTRAP_CONFIG_VARS", "AWS_SECRET_ACCESS_KEY")
+    assert cli.main(["config", "show", "--config", url]) == 2  # that one, not this one
+    capsys.readouterr()
+    monkeypatch.setenv("VERL_BOOTSTRAP_CONFIG_VARS", "LAB_X")
+    assert cli.main(["config", "show", "--config", url]) == 0
+    assert "https://m.invalid/abc/s" in capsys.readouterr().out
+
+
+def test_an_onboarding_script_names_the_variables_its_config_reads(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LAB_TOKEN", "t0k")
+    local = tmp_path / "lab.yaml"
+    local.write_text(
+        "schema_version: 1\nmirrors: {pypi: {index_url: 'https://lab:${LAB_TOKEN}@m.invalid/s'}}\n"
+    )
+    script = tmp_path / "onboard.sh"
+    argv = ["onboard", "--config", str(local), "--emit-script", str(script)]
+    assert cli.main([*argv, "--publish-config", "https://lab.invalid/c.yaml"]) == 0
+    text = script.read_text()
+    assert "export VERL_BOOTSTRAP_CONFIG_VARS=${VERL_BOOTSTRAP_CONFIG_VARS-LAB_TOKEN}" in text
+    assert "t0k" not in text

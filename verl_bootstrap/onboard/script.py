@@ -16,10 +16,12 @@ from verl_bootstrap import __version__
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.redact import secrets_in
 from verl_bootstrap.siteconfig import LoadedSite
+from verl_bootstrap.siteconfig.load import CONFIG_VARS
 
 __all__ = ["onboarding_script"]
 
 _REFERENCE = re.compile(r"^\$(\{[A-Za-z_]\w*\}|[A-Za-z_]\w*)$")
+_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))")
 _DOLLAR = re.compile(r"\$(?!\{[A-Za-z_]\w*\}|[A-Za-z_])")
 
 _BODY = r"""
@@ -160,4 +162,14 @@ def onboarding_script(site: LoadedSite, *, config: str, tool: str | None = None)
         for name, value in _settings(site, config, tool or f"verl-bootstrap=={__version__}")
     ]
     home = 'VB_HOME=${VB_HOME:-"${XDG_DATA_HOME:-$HOME/.local/share}/verl-bootstrap"}'
-    return "\n".join([*header, *settings, home, *_network(site)]) + "\n" + _BODY.lstrip("\n")
+    lines = [*header, *settings, home, *_network(site), *_variables(site)]
+    return "\n".join(lines) + "\n" + _BODY.lstrip("\n")
+
+
+def _variables(site: LoadedSite) -> list[str]:
+    """The variables the published config names, which a config fetched by URL may read only
+    when the user lets it ($VERL_BOOTSTRAP_CONFIG_VARS): running the lab's script says yes."""
+    names = sorted({braced or bare for braced, bare in _VARIABLE.findall(repr(site.raw))})
+    if not names:
+        return []
+    return [f"export {CONFIG_VARS}=${{{CONFIG_VARS}-{','.join(names)}}}"]

@@ -26,6 +26,7 @@ from verl_bootstrap.safety.yamlfile import decode_untrusted, parse_yaml, read_un
 from verl_bootstrap.siteconfig.model import SITE_SCHEMA_VERSION, SiteConfig
 
 __all__ = [
+    "CONFIG_VARS",
     "ENV_VAR",
     "SYSTEM_CONFIG",
     "ConfigSource",
@@ -36,6 +37,7 @@ __all__ = [
 ]
 
 ENV_VAR = "VERL_BOOTSTRAP_CONFIG"
+CONFIG_VARS = "VERL_BOOTSTRAP_CONFIG_VARS"  # what a config fetched by URL may read of yours
 SYSTEM_CONFIG = Path("/etc/verl-bootstrap/config.yaml")
 MAX_CONFIG_BYTES = 1024 * 1024
 CONFIG_DEADLINE = 60.0  # seconds for a config fetched by URL, whole (a slow server is cut off)
@@ -149,7 +151,7 @@ def _parsed(value: str, what: str) -> ParseResult:
         return urlparse(value)
     except ValueError as exc:
         raise InputError(
-            f"{what}: {redact(value)!r} is not a valid URL ({exc})",
+            f"{what} {redact(value)!r} is not a valid URL ({exc})",
             hint="write the URL whole, e.g. http://[::1]:8080/path",
         ) from None
 
@@ -179,9 +181,9 @@ def _read_file(
     _check_version(raw, name)
     # a config from a URL is someone else's: it may not read your environment (a token, a key)
     # into the URLs preflight contacts; only your own files' variables are filled in
-    remote = "://" in base
+    allowed = _allowed(environ) if "://" in base else None
     expanded = _map_leaves(
-        raw, lambda leaf, v: _expand(v, f"{name}: {'.'.join(leaf)}", environ, remote=remote)
+        raw, lambda leaf, v: _expand(v, f"{name}: {'.'.join(leaf)}", environ, allowed=allowed)
     )
     _map_leaves(expanded, lambda leaf, v: _parsed(v, f"{name}: {'.'.join(leaf)}").geturl())
     resolved = _map_leaves(expanded, lambda leaf, v: _resolve(v, _kind(leaf), base, name))
@@ -231,18 +233,25 @@ def _kind(leaf: Leaf) -> str | None:
     return None
 
 
-def _expand(value: str, what: str, environ: Mapping[str, str], *, remote: bool = False) -> str:
+def _allowed(environ: Mapping[str, str]) -> frozenset[str]:
+    """The variables you let a config fetched by URL read: $VERL_BOOTSTRAP_CONFIG_VARS."""
+    return frozenset(v.strip() for v in environ.get(CONFIG_VARS, "").split(",") if v.strip())
+
+
+def _expand(
+    value: str, what: str, environ: Mapping[str, str], *, allowed: frozenset[str] | None = None
+) -> str:
     """`value` with ${VAR} and $VAR filled in; an unset variable is an error naming `what`, and
-    so is any variable in a config fetched from a URL (`remote`)."""
+    so is, in a config fetched from a URL, one you did not name in `allowed`."""
 
     def one(found: re.Match[str]) -> str:
         var = found["braced"] or found["bare"]
-        if remote:
+        if allowed is not None and var not in allowed:
             raise InputError(
-                f"{what} names ${{{var}}}: a site config fetched from a URL may not read "
-                "your environment",
-                hint="put the login in your ~/.netrc (sent to that host only), or keep the "
-                "config as a local file, whose ${VAR} are filled in",
+                f"{what} names ${{{var}}}: a site config fetched from a URL reads only the "
+                f"variables you name in ${CONFIG_VARS}",
+                hint=f"export {CONFIG_VARS}={var} if you trust it with ${var}; or put the "
+                "login in your ~/.netrc (sent to that host only)",
             )
         if var not in environ:
             raise InputError(
