@@ -165,7 +165,7 @@ def _request(ask: _Ask) -> tuple[int, bytes]:
     def work() -> None:
         try:
             done.append(_exchange(ask, stop))
-        except BaseException as exc:  # any, Ctrl-C's too: raised again in the caller's thread
+        except BaseException as exc:  # any: raised again in the caller's thread
             failed.append(exc)
 
     worker = threading.Thread(target=work, name="http-request", daemon=True)
