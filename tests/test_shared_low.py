@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from loopback import Server, base_url
+from loopback import Server, base_url, serve
 
 from verl_bootstrap import cli
 from verl_bootstrap.httpclient import HttpError, fetch
@@ -85,6 +85,30 @@ def test_one_bad_entry_in_a_shared_index_is_skipped_with_a_note_not_a_refusal(
     # `check` is where the owner learns of it: a problem, named
     assert cli.main(["wheelhouse", "check", "--wheelhouse", str(house)]) == 1
     assert "wheels[1].key.torch" in capsys.readouterr().out
+
+
+def test_a_wheelhouse_url_with_one_bad_entry_is_read_too(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same index served over http (a lab's read-only wheelhouse URL)."""
+    house = tmp_path / "wh"
+    good = wheel(tmp_path)
+    assert cli.main(["wheelhouse", "add", str(good), "--wheelhouse", str(house), "--key", KEY]) == 0
+    index = json.loads((house / "index.json").read_text())
+    index["wheels"].append({**index["wheels"][0], "sha256": "not-a-sha"})
+    (house / "index.json").write_text(json.dumps(index))
+    server = serve(house)
+    try:
+        site = tmp_path / "site.yaml"
+        site.write_text(f"schema_version: 1\nwheelhouse: '{base_url(server)}'\n")
+        capsys.readouterr()
+        assert cli.main(["wheelhouse", "list", "--config", str(site)]) == 0
+        shown = capsys.readouterr()
+        assert "1 wheel(s)" in shown.out and "wheels[1].sha256: not a sha256" in shown.err
+        assert cli.main(["wheelhouse", "check", "--config", str(site)]) == 1
+        assert "wheels[1].sha256: not a sha256 (64 hex digits) (skipped)" in capsys.readouterr().out
+    finally:
+        server.shutdown()
 
 
 # --- the git mirror cache ---

@@ -13,7 +13,13 @@ from urllib.parse import quote, urlsplit
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.httpclient import HttpError, download, fetch
 from verl_bootstrap.kernels.key import BuildKey
-from verl_bootstrap.kernels.wheelhouse import INDEX_NAME, Entry, Wheelhouse, parse_index
+from verl_bootstrap.kernels.wheelhouse import (
+    INDEX_NAME,
+    Entry,
+    Wheelhouse,
+    parse_index,
+    read_index,
+)
 from verl_bootstrap.paths import file_sha256
 from verl_bootstrap.redact import redact
 from verl_bootstrap.safety.shapes import inside
@@ -56,12 +62,17 @@ class RemoteWheelhouse:
         return redact(self.root)
 
     def entries(self) -> tuple[Entry, ...]:
-        """What its index lists (none when it has no index yet or does not answer)."""
+        """What its index lists (none when it has no index yet or does not answer); a bad entry
+        is skipped with a note."""
+        text = self._index_text()
+        return tuple(parse_index(text, f"{self.shown()}/{INDEX_NAME}")) if text else ()
+
+    def _index_text(self) -> str:
         try:
             body = fetch(f"{self.root}/{INDEX_NAME}", timeout=30, limit=_INDEX_LIMIT)
         except HttpError:
-            return ()
-        return tuple(parse_index(body.decode("utf-8", "replace"), f"{self.shown()}/{INDEX_NAME}"))
+            return ""
+        return body.decode("utf-8", "replace")
 
     def local_wheel(self, file: str, work: Path) -> Path:
         """The listed wheel `file`, downloaded into `work` (its sha256 is checked by the caller)."""
@@ -82,8 +93,11 @@ class RemoteWheelhouse:
         )
 
     def check(self) -> list[str]:
-        """Every problem found by fetching and rehashing each listed wheel."""
-        problems = []
+        """Every problem found by fetching and rehashing each listed wheel (and each entry
+        that readers skip)."""
+        text = self._index_text()
+        rows = read_index(text, f"{self.shown()}/{INDEX_NAME}") if text else []
+        problems = [f"{row} (skipped)" for row in rows if isinstance(row, str)]
         with tempfile.TemporaryDirectory(prefix="verl-wheelhouse-") as tmp:
             for entry in self.entries():
                 try:
