@@ -159,12 +159,18 @@ def test_a_read_only_wheelhouse_is_read_never_written(tmp_path: Path) -> None:
         undo()
 
 
-def test_an_index_entry_that_leaves_the_folder_is_refused(tmp_path: Path) -> None:
+def test_an_index_entry_that_leaves_the_folder_is_never_used(tmp_path: Path) -> None:
+    """Skipped with a note, not a refusal of the whole (shared) index; `check` names it."""
+    from verl_bootstrap.events import listening  # noqa: PLC0415
+
     house = Wheelhouse(tmp_path)
     row = {"file": "../evil-1.0-py3-none-any.whl", "sha256": "0" * 64, "key": {}}
     house.index_path.write_text(json.dumps({"wheels": [row]}))
-    with pytest.raises(InputError, match=r"wheels\[0\]: '../evil"):
-        house.entries()
+    notes: list[str] = []
+    with listening(lambda event: notes.append(event.message)):
+        assert house.entries() == ()
+    assert len(notes) == 1 and "wheels[0]: '../evil" in notes[0]
+    assert ["../evil" in p for p in house.check()] == [True]
     house.index_path.write_text("not json")
     with pytest.raises(InputError, match="not a wheelhouse index"):
         house.entries()
