@@ -72,6 +72,8 @@ class Console:
     def __call__(self, event: Event) -> None:
         with self.lock:  # workers emit too: one event at a time, in the order they came
             if event.kind[:1] == ("note",):
+                if event.message in self.notes:
+                    return  # said once (a shared index is read by several steps)
                 self.notes.append(event.message)
             if event.kind[:1] == ("progress",):
                 self.progress[str(event.data.get("step", ""))] = _progress(event)
