@@ -60,6 +60,22 @@ def test_target_needs_exactly_one_cluster() -> None:
         Target(ray_address="h:1", slurm=True)
 
 
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--ray-address", "h:1", "--time", "10"], "--time: Slurm's options, and --slurm is not"),
+        (["--slurm", "--time", "1 0"], "--time '1 0' cannot go on a #SBATCH line"),
+        (["--slurm", "--partition", "a;b"], "--partition 'a;b' cannot go on a #SBATCH line"),
+        (["--slurm", "--nodes", "0"], "0: one node or more"),
+    ],
+)
+def test_slurms_options_are_checked_before_any_node_is_asked(
+    extra: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["cluster", "verify", "--prefix", "/p", *extra]) == 2
+    assert said in capsys.readouterr().err
+
+
 def test_the_prefix_is_expanded_per_node() -> None:
     assert local_prefix("$SCRATCH/verl-${USER}", {"SCRATCH": "/s", "USER": "u"}) == Path(
         "/s/verl-u"

@@ -196,7 +196,9 @@ def _install_dry_run(ns: argparse.Namespace, command: list[str]) -> int:
 
     mode, scope = install_mode(ns.prefix, os.environ)
     where = "once, from this node" if mode == "once" else "on each node"
-    target = "the Slurm allocation" if ns.slurm else f"the Ray cluster at {ns.ray_address}"
+    target = f"the Ray cluster at {ns.ray_address}"
+    if ns.slurm:
+        target = f"a job of {ns.nodes} nodes srun asks for" if ns.submit else "the Slurm allocation"
     if ns.json:
         emit_json(
             {
