@@ -148,6 +148,6 @@ def test_a_commands_exit_and_tail_per_task() -> None:
     output += "1: @@VB-ANSWER@@ node n2\n1: half way\nsrun: error: n2: task 1: Killed\n"
     answers = read_answers(output, NodeJob(prefix="/p", command=("tool",)), nodes=2)
     assert answers == [
-        {"task": 0, "node_name": "n1", "returncode": 0, "tail": ["installed", ""]},
+        {"task": 0, "node_name": "n1", "returncode": 0, "tail": ["installed"]},
         {"task": 1, "node_name": "n2", "returncode": -1, "tail": ["half way", "srun: Killed"]},
     ]

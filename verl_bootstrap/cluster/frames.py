@@ -15,7 +15,7 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from verl_bootstrap.redact import redact
@@ -37,7 +37,7 @@ class TaskOutput:
     task: int
     lines: tuple[str, ...] = ()
     node: str | None = None
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
 
 
 def split_output(output: str) -> dict[int, TaskOutput]:

@@ -130,6 +130,8 @@ def _answer(task: TaskOutput, job: NodeJob, step: tuple[str, ...]) -> dict[str, 
     notes = task.notes or step
     if job.command:
         code = _rc(task)
+        while said and not said[-1]:  # the line break written before the exit line
+            said.pop()
         tail = [*said, *(f"srun: {note}" for note in (notes if code < 0 else ()))]
         return {**base, "returncode": code, "tail": tail[-30:]}
     answer = read_answer(task.lines)
