@@ -3,9 +3,11 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-# The shells the activation tests source (bash is always there); root and apt-get only, as in CI.
+# The shells the activation tests source (bash is always there), and Slurm with munge for the
+# cluster tests (tests/slurmcluster.py starts its daemons); root and apt-get only, as in CI.
 test-deps:
 	@command -v zsh >/dev/null && command -v fish >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && apt-get install -y -qq zsh fish >/dev/null; } || echo "zsh/fish not installed: their activation tests will say so"
+	@PATH="$$PATH:/usr/sbin"; command -v slurmd >/dev/null && command -v srun >/dev/null && command -v munged >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; } || echo "slurm-wlm/munge not installed: the Slurm tests will say so"
 
 .PHONY: test-deps install lint type test smoke-wheel test-heavy bench bench-heavy lock lock-check gpu-check schema clean
 

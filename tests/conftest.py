@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from cpuenv import Installed, install_cpu_env
 from kernellab import Lab, make_lab
+from slurmcluster import SlurmCluster, running_slurm
 from verlrepo import make_two_release_repo, make_verl_repo
 
 from verl_bootstrap import proc
@@ -48,6 +49,13 @@ def cpu_env_session(tmp_path_factory: pytest.TempPathFactory, verl_repo_session:
 def kernel_lab(tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path) -> Lab:
     """The stand-in kernel's lab (tests/kernellab.py): built from source once per session."""
     return make_lab(tmp_path_factory.mktemp("kernel-lab"), verl_repo_session)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    """A real three-node Slurm on this host (tests/slurmcluster.py), for the session."""
+    with running_slurm(tmp_path_factory.mktemp("slurm")) as cluster:
+        yield cluster
 
 
 @pytest.fixture

@@ -1,29 +1,21 @@
-"""Clusters without Ray: Slurm through srun, the node table, the sbatch script, shared filesystems.
-
-Slurm cannot run here (no slurmctld), so a stand-in `srun` does what `srun --ntasks-per-node=1
---label` does on N nodes: it runs the command once per "node", each with its own environment,
-and labels every output line with the task number. Everything it runs is real: the node report
-runs in real venvs, one of which has an extra package.
+"""Clusters, the parts no cluster needs to show: the node table and the comparison, the sbatch
+script's text, the target's flags, shared filesystems. On a real Slurm: test_cluster_slurm.py;
+on a real Ray: test_cluster_ray.py; srun's output read back: test_cluster_frames.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from labextras import make_wheel
-from slurmfake import FAKE_SRUN
 
 from verl_bootstrap import cli
 from verl_bootstrap.cluster.compare import compare
-from verl_bootstrap.cluster.nodes import NodeJob, slurm_answers
 from verl_bootstrap.cluster.run import Target, local_prefix
 from verl_bootstrap.cluster.table import table_text
-from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.filesystems import (
     lock_scope,
@@ -32,148 +24,6 @@ from verl_bootstrap.host.filesystems import (
     read_mounts,
     storage_notes,
 )
-
-
-@pytest.fixture(scope="module")
-def venvs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """Two real venvs that differ by one package."""
-    base = tmp_path_factory.mktemp("venvs")
-    made = []
-    for name in ("a", "b"):
-        prefix = base / name
-        subprocess.run(
-            [uv_binary(), "venv", "-q", "--python", sys.executable, str(prefix)], check=True
-        )
-        made.append(prefix)
-    wheel = make_wheel(base)
-    subprocess.run(
-        [
-            uv_binary(),
-            "pip",
-            "install",
-            "-q",
-            "--python",
-            str(made[1] / "bin" / "python"),
-            "--offline",
-            "--no-index",
-            str(wheel),
-        ],
-        check=True,
-    )
-    return made[0], made[1]
-
-
-@pytest.fixture
-def slurm(tmp_path: Path, venvs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An allocation of three nodes; node 2 keeps its env elsewhere."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    srun = bin_dir / "srun"
-    srun.write_text(FAKE_SRUN.format(python=sys.executable))
-    srun.chmod(0o755)
-    a, b = venvs
-    nodes = [{"VB_ENV": str(a), "SLURMD_NODENAME": f"node{i}"} for i in range(3)]
-    nodes[2]["VB_ENV"] = str(b)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_SLURM_NODES", json.dumps(nodes))
-    monkeypatch.setenv("FAKE_SRUN_LOG", str(tmp_path / "srun.log"))
-    monkeypatch.setenv("SLURM_JOB_ID", "4242")
-    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "3")
-    monkeypatch.setenv("VB_ENV", str(a))
-    monkeypatch.setenv("HOME", str(tmp_path))
-    return tmp_path / "srun.log"
-
-
-def test_slurm_verify_names_the_differing_node_and_each_failed_check(
-    slurm: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code = cli.main(["cluster", "verify", "--slurm", "--prefix", "$VB_ENV", "--json"])
-    body = json.loads(capsys.readouterr().out)
-    assert code == 1
-    assert json.loads(slurm.read_text().splitlines()[0]) == [
-        "--ntasks-per-node=1",
-        "--label",
-        "--kill-on-bad-exit=0",
-        "--nodes=3",
-    ]
-    assert [n["task"] for n in body["nodes"]] == [0, 1, 2]
-    assert body["differences"] == [
-        {"node": body["nodes"][2]["label"], "field": "distributions", "detail": "+ tinyextra 0.1"}
-    ]
-    # these venvs hold no verl: the default checks fail on every node, and say so
-    failed = {(f["node"], f["failure"].split(":")[0]) for f in body["failures"]}
-    assert (body["nodes"][0]["label"], "import verl") in failed
-
-
-def test_the_table_marks_the_differing_cell(
-    slurm: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert (
-        cli.main(["cluster", "verify", "--slurm", "--prefix", "$VB_ENV", "--fingerprint-only"]) == 1
-    )
-    text = capsys.readouterr().out
-    rows = [line for line in text.splitlines() if line.startswith("node")]
-    assert len(rows) == 3 and "≠" in rows[2] and "≠" not in rows[0]
-    assert "differences:" in text and "distributions: + tinyextra 0.1" in text
-
-
-def test_a_node_without_the_env_says_so(
-    slurm: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    nodes = json.loads(os.environ["FAKE_SLURM_NODES"])
-    nodes[1]["VB_ENV"] = str(tmp_path / "missing")
-    monkeypatch.setenv("FAKE_SLURM_NODES", json.dumps(nodes))
-    assert (
-        cli.main(
-            ["cluster", "verify", "--slurm", "--prefix", "$VB_ENV", "--json", "--fingerprint-only"]
-        )
-        == 1
-    )
-    body = json.loads(capsys.readouterr().out)
-    assert {
-        "node": body["nodes"][1]["label"],
-        "failure": f"no env at {tmp_path / 'missing'}",
-    } in body["failures"]
-
-
-def test_slurm_needs_an_allocation(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    with pytest.raises(InputError, match="SLURM_JOB_ID"):
-        slurm_answers(NodeJob(prefix="/p"), dict(os.environ), log_path=Path(os.devnull))
-
-
-def test_slurm_install_runs_the_command_on_every_node(
-    slurm: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    tool = tmp_path / "fake-tool"
-    tool.write_text(
-        '#!/bin/sh\necho "ran $* on $SLURMD_NODENAME"\n[ "$SLURMD_NODENAME" != node1 ]\n'
-    )
-    tool.chmod(0o755)
-    argv = [
-        "cluster",
-        "install",
-        "--slurm",
-        "--prefix",
-        "$VB_ENV",
-        "--profile",
-        "cpu",
-        "--lockfile",
-        "/labs/cpu.lock.yaml",
-        "--tool",
-        str(tool),
-        "--json",
-    ]
-    assert cli.main(argv) == 1
-    body = json.loads(capsys.readouterr().out)
-    assert body["mode"] == "each-node" and body["lock_scope"]["scope"] == "local"
-    assert [n["returncode"] for n in body["nodes"]] == [0, 1, 0]
-    a = os.environ["VB_ENV"]
-    assert body["nodes"][0]["tail"][0] == (
-        f"ran install --profile cpu --prefix {a} --wait 3600 --locked --lockfile "
-        "/labs/cpu.lock.yaml on node0"
-    )
-    assert body["verify"] is None  # a failed install is not verified
 
 
 def test_cluster_script_emits_a_valid_sbatch_script(tmp_path: Path) -> None:
@@ -208,6 +58,22 @@ def test_target_needs_exactly_one_cluster() -> None:
         Target()
     with pytest.raises(InputError):
         Target(ray_address="h:1", slurm=True)
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--ray-address", "h:1", "--time", "10"], "--time: Slurm's options, and --slurm is not"),
+        (["--slurm", "--time", "1 0"], "--time '1 0' cannot go on a #SBATCH line"),
+        (["--slurm", "--partition", "a;b"], "--partition 'a;b' cannot go on a #SBATCH line"),
+        (["--slurm", "--nodes", "0"], "0: one node or more"),
+    ],
+)
+def test_slurms_options_are_checked_before_any_node_is_asked(
+    extra: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["cluster", "verify", "--prefix", "/p", *extra]) == 2
+    assert said in capsys.readouterr().err
 
 
 def test_the_prefix_is_expanded_per_node() -> None:
@@ -270,44 +136,6 @@ def test_compare_uses_the_majority_as_reference() -> None:
         ("n3", "driver", "570.10 (others: 580.95)")
     ]
     assert "n3" in table_text(report) and not report.ok
-
-
-def test_an_env_on_a_shared_filesystem_is_built_once_then_verified_everywhere(
-    slurm: Path,
-    venvs: tuple[Path, Path],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    shared = (
-        f"40 22 0:50 / {venvs[0].parent} rw - nfs4 fs1:/export/envs rw,vers=4.2,local_lock=none"
-    )
-    monkeypatch.setattr(
-        "verl_bootstrap.cluster.run.read_mounts", lambda: parse_mountinfo(MOUNTINFO + shared)
-    )
-    tool = tmp_path / "fake-tool"
-    tool.write_text('#!/bin/sh\necho "ran $* on ${SLURMD_NODENAME:-the login node}"\n')
-    tool.chmod(0o755)
-    argv = [
-        "cluster",
-        "install",
-        "--slurm",
-        "--prefix",
-        "$VB_ENV",
-        "--profile",
-        "cpu",
-        "--tool",
-        str(tool),
-        "--json",
-    ]
-    assert cli.main(argv) == 1  # these venvs hold no verl: the verification after it fails
-    body = json.loads(capsys.readouterr().out)
-    assert body["mode"] == "once" and body["lock_scope"]["scope"] == "cluster"
-    assert [n["tail"] for n in body["nodes"]] == [
-        [f"ran install --profile cpu --prefix {venvs[0]} --wait 3600 on the login node"]
-    ]
-    assert len(body["verify"]["nodes"]) == 3  # then every node was checked
-    assert json.loads(slurm.read_text().splitlines()[-1])[0] == "--ntasks-per-node=1"
 
 
 def test_the_plan_warns_about_a_shared_prefix_and_a_remote_cache(

@@ -18,7 +18,7 @@ from typing import ClassVar
 import pytest
 import yaml
 from kernellab import PROFILE, Lab, lock_cpu, run_cli
-from slurmfake import fake_allocation
+from slurmcluster import SlurmCluster
 
 from verl_bootstrap.errors import EXIT_OK, InputError
 from verl_bootstrap.kernels.wheelhouse import Wheelhouse
@@ -59,11 +59,13 @@ def stage_log(prefix: Path) -> str:
 
 @pytest.fixture(scope="module")
 def nodes(
-    lab: Lab, lock: Path, tmp_path_factory: pytest.TempPathFactory
+    lab: Lab, lock: Path, slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Path, Path, Path]:
-    """`cluster install --slurm` of the lock on two nodes, each with its own prefix, sharing the
-    site config's wheelhouse. The nodes' tool names the test's verl repo (the profile's default
-    repository is not reachable here)."""
+    """`cluster install --slurm` of the lock on a real Slurm (tests/slurmcluster.py), one node
+    after the other, each with its own prefix, sharing the site config's wheelhouse. Each is its
+    own one-node job (--submit --nodes 1): the second must come after the first, which one
+    allocation's concurrent tasks would not promise. The nodes' tool names the test's verl repo
+    (the profile's default repository is not reachable here)."""
     base = tmp_path_factory.mktemp("kernel-nodes")
     house, site, tool = base / "lab-house", base / "site.yaml", base / "tool"
     site.write_text(f"schema_version: 1\nwheelhouse: {house}\n")
@@ -73,29 +75,15 @@ def nodes(
     )
     tool.chmod(0o755)
     prefixes = [base / "node0", base / "node1"]
-    with pytest.MonkeyPatch.context() as patch:
-        fake_allocation(
-            base / "bin",
-            [{"VB_ENV": str(p), "SLURMD_NODENAME": f"node{i}"} for i, p in enumerate(prefixes)],
-            patch,
-        )
-        patch.setenv("VB_ENV", str(prefixes[0]))
-        argv = [
-            "cluster",
-            "install",
-            "--slurm",
-            "--prefix",
-            "$VB_ENV",
-            "--profile",
-            str(PROFILE),
-            "--lockfile",
-            str(lock),
-            "--config",
-            str(site),
-            "--tool",
-            str(tool),
-        ]
-        run = run_cli(argv)  # verify fails on `uv pip check`: verl comes without its dependencies
+    argv = ["cluster", "install", "--slurm", "--submit", "--nodes", "1", "--prefix", "$VB_ENV"]
+    argv += ["--profile", str(PROFILE), "--lockfile", str(lock), "--config", str(site)]
+    for prefix in prefixes:
+        with pytest.MonkeyPatch.context() as patch:
+            for key, value in slurm_cluster.environ().items():
+                patch.setenv(key, value)
+            patch.setenv("VB_ENV", str(prefix))
+            # verify fails on `uv pip check`: verl comes without its dependencies
+            run = run_cli([*argv, "--tool", str(tool)])
     for prefix in prefixes:
         assert env_lockfile(prefix).is_file(), json.dumps(run.body)[-3000:]
     return house, prefixes[0], prefixes[1]

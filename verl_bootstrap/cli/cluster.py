@@ -74,6 +74,15 @@ def _target_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefix", required=True, help=_PREFIX_HELP)
     p.add_argument("--profile", help="whose checks to run (default: the env's own)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    slurm = p.add_argument_group("Slurm (with --slurm)")
+    slurm.add_argument("--nodes", type=_positive, help="how many nodes (default: the allocation's)")
+    slurm.add_argument("--time", help="the job steps' time limit, as srun reads it (e.g. 00:20:00)")
+    slurm.add_argument("--partition", help="the partition the steps (or --submit's job) run in")
+    slurm.add_argument(
+        "--submit",
+        action="store_true",
+        help="outside an allocation: srun asks Slurm for --nodes nodes itself",
+    )
 
 
 def _install_flags(p: argparse.ArgumentParser) -> None:
@@ -91,8 +100,15 @@ def _log_path() -> Path:
 
 def _target(ns: argparse.Namespace) -> Any:
     from verl_bootstrap.cluster.run import Target
+    from verl_bootstrap.cluster.srun import SlurmOptions
 
-    return Target(ray_address=ns.ray_address, slurm=ns.slurm, ray_python=ns.ray_python)
+    given = [f"--{k}" for k in ("nodes", "time", "partition", "submit") if getattr(ns, k)]
+    if given and not ns.slurm:
+        raise InputError(f"{', '.join(given)}: Slurm's options, and --slurm is not given")
+    options = SlurmOptions(nodes=ns.nodes, time=ns.time, partition=ns.partition, submit=ns.submit)
+    return Target(
+        ray_address=ns.ray_address, slurm=ns.slurm, ray_python=ns.ray_python, slurm_options=options
+    )
 
 
 def cmd_cluster_verify(ns: argparse.Namespace) -> int:
@@ -180,7 +196,9 @@ def _install_dry_run(ns: argparse.Namespace, command: list[str]) -> int:
 
     mode, scope = install_mode(ns.prefix, os.environ)
     where = "once, from this node" if mode == "once" else "on each node"
-    target = "the Slurm allocation" if ns.slurm else f"the Ray cluster at {ns.ray_address}"
+    target = f"the Ray cluster at {ns.ray_address}"
+    if ns.slurm:
+        target = f"a job of {ns.nodes} nodes srun asks for" if ns.submit else "the Slurm allocation"
     if ns.json:
         emit_json(
             {

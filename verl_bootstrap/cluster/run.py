@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from verl_bootstrap import proc
 from verl_bootstrap.cluster.compare import ClusterReport, compare
-from verl_bootstrap.cluster.nodes import NodeJob, ray_answers, slurm_answers
+from verl_bootstrap.cluster.nodes import NodeJob, ray_answers
+from verl_bootstrap.cluster.srun import SlurmOptions, slurm_answers
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.filesystems import LockScope, lock_scope, mount_of, read_mounts
 from verl_bootstrap.lockfile import read_lockfile
@@ -38,11 +39,13 @@ _VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 
 @dataclass(frozen=True)
 class Target:
-    """How to reach the nodes: a Ray address, or the current Slurm allocation."""
+    """How to reach the nodes: a Ray address, or Slurm (the current allocation, or one srun
+    asks for with --submit)."""
 
     ray_address: str | None = None
     slurm: bool = False
     ray_python: Path | None = None  # a Python with the cluster's Ray (default: the env's)
+    slurm_options: SlurmOptions = field(default_factory=SlurmOptions)
 
     def __post_init__(self) -> None:
         if bool(self.ray_address) == self.slurm:
@@ -93,7 +96,7 @@ def _answers(
     target: Target, job: NodeJob, *, log_path: Path, environ: Mapping[str, str]
 ) -> list[dict[str, Any]]:
     if target.slurm:
-        return slurm_answers(job, environ, log_path=log_path)
+        return slurm_answers(job, environ, options=target.slurm_options, log_path=log_path)
     python = target.ray_python or local_prefix(job.prefix, environ) / "bin" / "python"
     return ray_answers(python, str(target.ray_address), job, log_path=log_path)
 

@@ -37,7 +37,7 @@ def sbatch_script(
         f"#SBATCH --nodes={nodes}",
         "#SBATCH --ntasks-per-node=1",
         f"#SBATCH --time={time}",
-        "#SBATCH --output=verl-bootstrap-%x-%j.out",
+        "#SBATCH --output=%x-%j.out",
     ]
     if partition:
         lines.append(f"#SBATCH --partition={partition}")

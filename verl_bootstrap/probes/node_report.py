@@ -6,11 +6,18 @@ expanded here, on the node. The fingerprint: the env's lockfile hash, a digest o
 distributions, verl's commit, Python, the NVIDIA driver, the GPUs, /dev/shm, and the CUDA
 libraries the env's processes really load. The verification runs the verify probe (sent along as
 source) in the env's interpreter, and reads /proc/self/maps in that same process afterwards.
-Usage under srun: python -c "$(cat node_report.py)" '<json args>'   (prints one JSON line)
+Usage under srun: python -c "$(cat node_report.py)" '<json args>'   (prints one framed answer)
+
+Under srun the answer is framed (`frame`), not one JSON line: srun cuts a task's lines at 1 KiB,
+labels each piece, interleaves the tasks and mixes in stderr. So the JSON goes out in base64
+(no newline, no label-like text, untouched by the masking of secrets in logs) as numbered parts
+of a few hundred characters, after a header with its byte length and sha256; the reader checks
+both and names what is missing or garbled instead of guessing.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -21,7 +28,8 @@ import sys
 from pathlib import Path
 
 SCHEMA = "verl-bootstrap.node/1"
-MARK = "@@NODE@@"
+FRAME = "@@VB-ANSWER@@"
+_PART = 512  # base64 characters a line: with srun's label, far below its 1 KiB cut
 _MAPS_MARK = "@@MAPS@@"
 _VERIFY_MARK = "@@VERIFY@@"
 _LOCK = ".verl-bootstrap/verl-bootstrap.lock.yaml"
@@ -194,9 +202,20 @@ def node_report(prefix, verify_source, request, timeout=600.0):
     return report
 
 
+def frame(answer):
+    """`answer` as framed lines: begin (bytes, sha256, parts), the numbered parts, end."""
+    data = json.dumps(answer).encode()
+    text = base64.b64encode(data).decode("ascii")
+    parts = [text[i : i + _PART] for i in range(0, len(text), _PART)]
+    head = f"{FRAME} begin {len(data)} {hashlib.sha256(data).hexdigest()} {len(parts)}"
+    body = [f"{FRAME} {i} {part}" for i, part in enumerate(parts)]
+    return "\n".join(["", head, *body, f"{FRAME} end", ""])
+
+
 def main():
     args = json.loads(sys.argv[1])
-    sys.stdout.write("\n" + MARK + json.dumps(node_report(**args)) + "\n")
+    sys.stdout.write(frame(node_report(**args)))
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

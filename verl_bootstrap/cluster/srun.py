@@ -1,0 +1,159 @@
+"""Reaching every node of a Slurm allocation: one `srun` task per node, each answer read back.
+
+Inside an allocation (salloc, sbatch: SLURM_JOB_ID is set) the job steps run in it; outside one,
+`--submit` lets srun ask Slurm for the nodes itself. What srun prints is read by frames.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from verl_bootstrap import proc
+from verl_bootstrap.cluster.frames import (
+    FRAME,
+    NODE_LINE,
+    TaskOutput,
+    read_answer,
+    split_output,
+    step_notes,
+)
+from verl_bootstrap.cluster.nodes import NodeJob
+from verl_bootstrap.errors import InputError, StepFailed
+from verl_bootstrap.paths import PROBES
+from verl_bootstrap.safety.shellquote import sbatch_value
+
+__all__ = ["SlurmOptions", "read_answers", "slurm_answers", "srun_argv"]
+
+_RC_MARK = f"{FRAME} exit "
+# Each task first says which node Slurm runs it on: a task that dies still has a name.
+_HELLO = f'printf "%s\\n" "{NODE_LINE}${{SLURMD_NODENAME:-$(hostname)}}"; '
+# Runs on each node: the prefix expanded there; its interpreter, else any python3.
+_NODE_SH = _HELLO + (
+    'p=$(eval "printf %s \\"$1\\""); py="$p/bin/python"; [ -x "$py" ] || py=python3; '
+    'exec "$py" -c "$2" "$3"'
+)
+# Runs a command on each node, its arguments' variables expanded there, then reports its exit.
+_COMMAND_SH = _HELLO + (
+    'n=$#; while [ "$n" -gt 0 ]; do a=$1; shift; set -- "$@" "$(eval "printf %s \\"$a\\"")"; '
+    f'n=$((n - 1)); done; "$@"; rc=$?; echo; echo "{_RC_MARK}$rc"'
+)
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """What a Slurm user passes through to the job steps (and to a job `--submit` asks for)."""
+
+    nodes: int | None = None  # default: every node of the allocation
+    time: str | None = None  # the steps' time limit, as srun reads it (10, 01:00:00, 1-0)
+    partition: str | None = None
+    submit: bool = False  # outside an allocation: srun asks Slurm for the nodes itself
+
+    def __post_init__(self) -> None:
+        if self.time:
+            sbatch_value(self.time, "--time")
+        if self.partition:
+            sbatch_value(self.partition, "--partition")
+
+
+def srun_argv(job: NodeJob, options: SlurmOptions, *, nodes: int | None) -> list[str]:
+    """`srun` running the job once on each of `nodes` nodes (unlabelled output is srun's own)."""
+    argv = ["srun", "--ntasks-per-node=1", "--label", "--kill-on-bad-exit=0"]
+    if nodes:
+        argv += [f"--nodes={nodes}", f"--ntasks={nodes}"]
+    if options.time:
+        argv.append(f"--time={options.time}")
+    if options.partition:
+        argv.append(f"--partition={options.partition}")
+    if options.submit:
+        argv.append("--job-name=verl-bootstrap-cluster")
+    if job.command:
+        return [*argv, "sh", "-c", _COMMAND_SH, "sh", *job.command]
+    source = (PROBES / "node_report.py").read_text(encoding="utf-8")
+    return [*argv, "sh", "-c", _NODE_SH, "sh", job.prefix, source, json.dumps(job.report_args())]
+
+
+def _node_count(options: SlurmOptions, environ: Mapping[str, str]) -> int | None:
+    """The nodes to run on: --nodes, else the allocation's; an InputError outside one."""
+    if environ.get("SLURM_JOB_ID"):
+        allocated = environ.get("SLURM_JOB_NUM_NODES") or environ.get("SLURM_NNODES") or ""
+        return options.nodes or (int(allocated) if allocated.isdigit() else None)
+    if not options.submit:
+        raise InputError(
+            "--slurm runs in a Slurm allocation, and this shell has none (SLURM_JOB_ID is unset)",
+            hint="get one: `salloc -N 2 verl-bootstrap cluster verify --slurm --prefix P`; or "
+            "add `--submit --nodes 2` and srun asks Slurm for the nodes; "
+            "`verl-bootstrap cluster script --slurm` writes an sbatch script",
+        )
+    if not options.nodes:
+        raise InputError("--submit needs --nodes N", hint="e.g. --submit --nodes 2")
+    return options.nodes
+
+
+def slurm_answers(
+    job: NodeJob, environ: Mapping[str, str], *, options: SlurmOptions, log_path: Path
+) -> list[dict[str, Any]]:
+    """One answer per node: its report (or command's exit), or an error saying what went wrong."""
+    nodes = _node_count(options, environ)
+    argv = srun_argv(job, options, nodes=nodes)
+    done = proc.run(argv, log_path=log_path, check=False, keep_output=True)
+    answers = read_answers(done.output, job, nodes=nodes)
+    if answers is None:
+        raise StepFailed(
+            f"srun ran no task (exit {done.returncode}): {' | '.join(done.tail[-3:])}",
+            hint=f"check the allocation (`squeue --me`) and the options; the output is in "
+            f"{log_path}",
+        )
+    return answers
+
+
+def read_answers(output: str, job: NodeJob, *, nodes: int | None) -> list[dict[str, Any]] | None:
+    """Each task's answer in what srun printed (a task that said nothing is an error too);
+    None when no task printed anything (srun itself failed)."""
+    tasks = split_output(output)
+    if not any(t.lines for t in tasks.values()):
+        return None
+    numbers = sorted({*range(nodes or 0), *tasks})
+    step = tuple(step_notes(output))
+    return [_answer(tasks.get(n) or TaskOutput(n), job, step) for n in numbers]
+
+
+def _answer(task: TaskOutput, job: NodeJob, step: tuple[str, ...]) -> dict[str, Any]:
+    """The task's answer; srun's notes on it, else on the whole step, say why it has none."""
+    base: dict[str, Any] = {"task": task.task}
+    if task.node:
+        base["node_name"] = task.node
+    said = [ln for ln in task.lines if not ln.startswith(FRAME)]
+    notes = task.notes or step
+    if job.command:
+        code = _rc(task)
+        while said and not said[-1]:  # the line break written before the exit line
+            said.pop()
+        tail = [*said, *(f"srun: {note}" for note in (notes if code < 0 else ()))]
+        return {**base, "returncode": code, "tail": tail[-30:]}
+    answer = read_answer(task.lines)
+    if isinstance(answer, dict):
+        return {**answer, **base}
+    return {**base, "error": _why(answer, task.task, notes, said)}
+
+
+def _why(reason: str, task: int, notes: tuple[str, ...], said: list[str]) -> str:
+    """A node's error: why its answer is unreadable, srun's word on it, its last lines."""
+    parts = [f"task {task}: {reason}"]
+    if notes:
+        parts.append("srun: " + "; ".join(notes))
+    shown = [line[:200] for line in said if line.strip()][-3:]
+    if shown:
+        parts.append("last lines: " + " | ".join(shown))
+    return "; ".join(parts)
+
+
+def _rc(task: TaskOutput) -> int:
+    """The command's exit, as the task reported it; -1 when it died before it could."""
+    for line in reversed(task.lines):
+        if line.startswith(_RC_MARK) and line[len(_RC_MARK) :].strip().isdigit():
+            return int(line[len(_RC_MARK) :])
+    return -1
