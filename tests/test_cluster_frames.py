@@ -151,3 +151,22 @@ def test_a_commands_exit_and_tail_per_task() -> None:
         {"task": 0, "node_name": "n1", "returncode": 0, "tail": ["installed"]},
         {"task": 1, "node_name": "n2", "returncode": -1, "tail": ["half way", "srun: Killed"]},
     ]
+
+
+def test_the_log_holds_each_answer_decoded_and_masked_never_its_base64(tmp_path: Path) -> None:
+    """A framed part is base64, which no redaction reads: the log keeps srun's own lines and the
+    decoded answer instead, masked like every logged line."""
+    from verl_bootstrap.cluster.srun import _log_readable
+    from verl_bootstrap.probes.node_report import frame
+
+    secret = {"index": "https://lab:s3cr3t-t0ken@mirror.lab.example/simple", "ok": True}
+    output = "\n".join(f"0: {line}" for line in frame(secret).splitlines()) + "\nnoise\n"
+    answers = read_answers(output, REPORT, nodes=1)
+    log = tmp_path / "run.log"
+    _log_readable(log, ["srun", "--label", "sh", "-c", "x"], output, answers)
+    text = log.read_text(encoding="utf-8")
+    assert "s3cr3t-t0ken" not in text
+    assert "mirror.lab.example/simple" in text  # the decoded answer, masked
+    assert not [ln for ln in text.splitlines() if ln.startswith("0: @@VB-ANSWER@@ 0 ")]
+    assert text.startswith("$ srun --label sh -c ...\n")
+    assert "noise" in text

@@ -7,6 +7,8 @@ Inside an allocation (salloc, sbatch: SLURM_JOB_ID is set) the job steps run in 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,11 +26,14 @@ from verl_bootstrap.cluster.frames import (
 from verl_bootstrap.cluster.nodes import NodeJob
 from verl_bootstrap.errors import InputError, StepFailed
 from verl_bootstrap.paths import PROBES
+from verl_bootstrap.redact import redact_args
 from verl_bootstrap.safety.shellquote import sbatch_value
 
 __all__ = ["SlurmOptions", "read_answers", "slurm_answers", "srun_argv"]
 
 _RC_MARK = f"{FRAME} exit "
+# A framed answer's numbered base64 part, as srun labels it.
+_PART_LINE = re.compile(rf"^\s*\d+: ?{FRAME} \d+ ")
 # Each task first says which node Slurm runs it on: a task that dies still has a name.
 _HELLO = f'printf "%s\\n" "{NODE_LINE}${{SLURMD_NODENAME:-$(hostname)}}"; '
 # Runs on each node: the prefix expanded there; its interpreter, else any python3.
@@ -99,8 +104,10 @@ def slurm_answers(
     """One answer per node: its report (or command's exit), or an error saying what went wrong."""
     nodes = _node_count(options, environ)
     argv = srun_argv(job, options, nodes=nodes)
-    done = proc.run(argv, log_path=log_path, check=False, keep_output=True)
+    # Not streamed to the log: the framed parts are base64, which no redaction can read.
+    done = proc.run(argv, check=False, keep_output=True)
     answers = read_answers(done.output, job, nodes=nodes)
+    _log_readable(log_path, argv, done.output, answers)
     if answers is None:
         raise StepFailed(
             f"srun ran no task (exit {done.returncode}): {' | '.join(done.tail[-3:])}",
@@ -108,6 +115,19 @@ def slurm_answers(
             f"{log_path}",
         )
     return answers
+
+
+def _log_readable(
+    log_path: Path, argv: list[str], output: str, answers: list[dict[str, Any]] | None
+) -> None:
+    """The run's log as a person reads it: srun's lines less the framed parts, then each
+    node's decoded answer (masked when it was read, as every logged line is)."""
+    kept = [ln for ln in output.splitlines() if not _PART_LINE.match(ln)]
+    decoded = [json.dumps(a, sort_keys=True) for a in answers or []]
+    with log_path.open("a", encoding="utf-8") as log:
+        # srun's options; the node script and its arguments after them are ours, and long
+        log.write(f"$ {shlex.join(redact_args(argv[: argv.index('sh')]))} sh -c ...\n")
+        log.writelines(f"{line}\n" for line in [*kept, *decoded])
 
 
 def read_answers(output: str, job: NodeJob, *, nodes: int | None) -> list[dict[str, Any]] | None:
