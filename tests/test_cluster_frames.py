@@ -11,7 +11,8 @@ import pytest
 
 from verl_bootstrap.cluster.frames import read_answer, split_output
 from verl_bootstrap.cluster.nodes import NodeJob
-from verl_bootstrap.cluster.srun import read_answers
+from verl_bootstrap.cluster.srun import _log_readable, read_answers
+from verl_bootstrap.probes.node_report import frame
 
 DATA = Path(__file__).parent / "data" / "slurm"
 REPORT = NodeJob(prefix="/p")
@@ -156,9 +157,6 @@ def test_a_commands_exit_and_tail_per_task() -> None:
 def test_the_log_holds_each_answer_decoded_and_masked_never_its_base64(tmp_path: Path) -> None:
     """A framed part is base64, which no redaction reads: the log keeps srun's own lines and the
     decoded answer instead, masked like every logged line."""
-    from verl_bootstrap.cluster.srun import _log_readable
-    from verl_bootstrap.probes.node_report import frame
-
     secret = {"index": "https://lab:s3cr3t-t0ken@mirror.lab.example/simple", "ok": True}
     output = "\n".join(f"0: {line}" for line in frame(secret).splitlines()) + "\nnoise\n"
     answers = read_answers(output, REPORT, nodes=1)
