@@ -100,9 +100,9 @@ def test_engine_takes_verl_pins_and_the_variants_substitutions(verl_091: Path) -
     assert engine("sglang", "cu128")[0] == "sglang==0.5.10.post1"
 
 
-def test_deps_stage_leaves_later_stages_their_packages_and_substitutes() -> None:
+def test_deps_stage_leaves_later_stages_their_packages_and_substitutes(verl_091: Path) -> None:
     specs = {s.id: s for s in stage_specs(load_profile("megatron"), "cu128")}
-    deps = specs["verl-deps"]
+    deps = stage_pins(specs["verl-deps"], verl_091, X86)
     assert deps.extras == ("megatron", "vllm")
     assert set(deps.excluded) == {
         "flash-attn",
@@ -110,14 +110,18 @@ def test_deps_stage_leaves_later_stages_their_packages_and_substitutes() -> None
         "megatron-core",
         "megatron-bridge",
     }
-    assert "torch==2.10.0" in deps.overrides
-    assert f"cupy-cuda13x ; {DROPPED_MARKER}" in deps.overrides
-    assert f"apex ; {DROPPED_MARKER}" in deps.overrides
-    assert "cupy-cuda12x==14.0.1" in deps.packages
+    # the substitutes are asked for in place of verl's pins, never as overrides (an override
+    # of torch would erase every dependency's own torch bound)
+    assert "torch==2.10.0" in deps.verl_lines
+    assert "cupy-cuda12x==14.0.1" in deps.verl_lines
+    assert not [line for line in deps.verl_lines if line.startswith(("cupy-cuda13x", "apex"))]
+    assert not [o for o in deps.overrides if o.startswith(("torch", "cupy", "apex"))]
+    assert "transformers==5.9.0" in deps.overrides  # verl's own override-dependencies
     assert specs["megatron-bridge"].no_deps
     cu130 = {s.id: s for s in stage_specs(load_profile("megatron"), "cu130")}["verl-deps"]
-    assert "torch==2.10.0" not in cu130.overrides
-    assert "cupy-cuda12x==14.0.1" not in cu130.packages
+    cu130 = stage_pins(cu130, verl_091, X86)
+    assert "torch==2.11.0" in cu130.verl_lines
+    assert "cupy-cuda13x==14.0.1" in cu130.verl_lines
 
 
 def test_cpu_profile_is_left_as_it_was() -> None:
@@ -241,7 +245,9 @@ def test_a_real_install_takes_verls_pins_and_leaves_later_stages_theirs(
     assert "'tensordict!=0.9.0,<=0.10.0,>=0.8.0' pylatexenc" in logs["early"]
     overrides = (prefix / ".verl-bootstrap" / "overrides" / "verl-deps.txt").read_text("utf-8")
     assert f"codetiming ; {DROPPED_MARKER}" in overrides.splitlines()  # a later stage's
-    assert f"nvtx ; {DROPPED_MARKER}" in overrides.splitlines()  # the substitution
+    # the substitution leaves verl's nvtx out of what the stage asks for: no override
+    assert f"nvtx ; {DROPPED_MARKER}" not in overrides.splitlines()
+    assert " nvtx" not in logs["verl-deps"].split("\n", 1)[0]
     assert " + codetiming" not in logs["verl-deps"]
     assert " + codetiming==1.3.2" in logs["later"]
     final = installed(prefix)

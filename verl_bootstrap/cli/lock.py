@@ -17,6 +17,7 @@ from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, BootstrapError, Inp
 
 if TYPE_CHECKING:
     from verl_bootstrap.lockfile.model import Lockfile
+    from verl_bootstrap.profile.models import Profile
 
 __all__ = ["cmd_export", "cmd_lock", "cmd_verify_against", "flags_export", "flags_lock"]
 
@@ -231,7 +232,7 @@ def _check(ns: argparse.Namespace) -> int:
     paths = committed_lockfiles(ns.dir or LOCKFILES_DIR, ns.profile)
     verdicts = [stale_lockfile(p) for p in paths]
     gaps = {str(p): _extras_gaps(ns, p) for p in paths}
-    stale = [v for v in verdicts if v.reason or gaps[str(v.path)]]
+    stale = [v for v in verdicts if v.reason or _differences(gaps[str(v.path)])]
     if ns.json:
         body = [
             {
@@ -246,7 +247,10 @@ def _check(ns: argparse.Namespace) -> int:
     else:
         for v in verdicts:
             found = gaps[str(v.path)]
-            bad = v.reason or (f"{len(found)} of verl's declared extras differ" if found else None)
+            differences = _differences(found)
+            bad = v.reason or (
+                f"{len(differences)} difference(s) from verl's contract" if differences else None
+            )
             out(f"{'✗ stale' if bad else '✓ current'} {v.path}" + (f": {bad}" if bad else ""))
             for line in found:
                 out(f"    {line}")
@@ -260,13 +264,38 @@ def _check(ns: argparse.Namespace) -> int:
     return EXIT_STEP_FAILED if stale else EXIT_OK
 
 
+def _uv_lock_gaps(lock: Lockfile, profile: Profile, checkout: Path, work: Path) -> list[str]:
+    """Where the lock is not verl's uv.lock, for the stack that lock is made for."""
+    from verl_bootstrap.lockfile.declared import declared_extras
+    from verl_bootstrap.lockfile.uvlock import applies_to, export_uv_lock, uv_lock_gaps
+
+    variant = lock.cuda.variant
+    if not applies_to(profile, variant, lock.python, lock.platform):
+        return []
+    extras = declared_extras(profile, variant)
+    pins = export_uv_lock(checkout, extras, lock.python, lock.platform, work)
+    subs = [s for s in profile.substitutions if s.applies(variant)]
+    return uv_lock_gaps(lock.distributions(), pins, subs) if pins else []
+
+
+def _differences(lines: list[str]) -> list[str]:
+    """The lines that make a lock stale (not those naming what could not be checked here)."""
+    from verl_bootstrap.lockfile.contract import UNCHECKED
+
+    return [line for line in lines if not line.startswith(UNCHECKED)]
+
+
 def _extras_gaps(ns: argparse.Namespace, path: Path) -> list[str]:
-    """What the lockfile lacks or pins otherwise of verl's declared extras (lines)."""
+    """What the lockfile lacks or pins otherwise of verl's declared extras, where it leaves
+    verl's [tool.uv] contract without a stated substitution, and where its pins break their
+    own metadata (lines)."""
     import tempfile
 
     from verl_bootstrap.lockfile import read_lockfile
+    from verl_bootstrap.lockfile.contract import MetadataCheck, contract_gaps, metadata_gaps
     from verl_bootstrap.lockfile.create import verl_pyproject
     from verl_bootstrap.lockfile.declared import declared_extras, extras_gaps
+    from verl_bootstrap.lockfile.origins import lock_index_settings
     from verl_bootstrap.profile import load_profile
     from verl_bootstrap.profile.stacks import apply_stack
 
@@ -280,7 +309,13 @@ def _extras_gaps(ns: argparse.Namespace, path: Path) -> list[str]:
         options = scratch_options(ns, lock.profile, lock.cuda.variant)
         with tempfile.TemporaryDirectory(prefix="verl-lock-check-") as work:
             pyproject = verl_pyproject(profile, options, Path(work))
-            return [g.line() for g in extras_gaps(lock, profile, pyproject)]
+            check = MetadataCheck(lock_index_settings(lock, options), Path(work), ns.offline)
+            return [
+                *(g.line() for g in extras_gaps(lock, profile, pyproject)),
+                *contract_gaps(lock, profile, pyproject),
+                *_uv_lock_gaps(lock, profile, pyproject.parent, Path(work)),
+                *metadata_gaps(lock, profile, pyproject, check),
+            ]
     except BootstrapError as exc:
         return [f"cannot compare with verl's extras: {exc.message}"]
 

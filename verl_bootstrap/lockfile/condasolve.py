@@ -13,7 +13,11 @@ from verl_bootstrap.errors import InputError, StepFailed
 from verl_bootstrap.lockfile.model import CondaPackage, channel_name
 from verl_bootstrap.redact import redact
 
-__all__ = ["conda_records", "solve_conda"]
+__all__ = ["ChannelsUnreachable", "conda_records", "solve_conda"]
+
+
+class ChannelsUnreachable(StepFailed):
+    """The channels could not be read: a lock made here names its conda part as a gap."""
 
 
 def solve_conda(
@@ -41,7 +45,7 @@ def solve_conda(
         )
     except GatewayError as exc:
         shown = ", ".join(redact(c) for c in channels)
-        raise StepFailed(
+        raise ChannelsUnreachable(
             f"could not read the conda channels {shown}: {redact(str(exc).splitlines()[0])}",
             hint="pass --channel with a reachable mirror, or lock with --backend venv "
             "(the conda env's python is then solved when the env is made)",

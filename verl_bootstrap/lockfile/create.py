@@ -11,9 +11,10 @@ import datetime
 import shlex
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -27,21 +28,23 @@ from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.lockfile.buildlock import lock_stage_builds
 from verl_bootstrap.lockfile.io import dump_lockfile, read_lockfile
 from verl_bootstrap.lockfile.model import (
-    CondaPackage,
     CudaTarget,
+    LockedStage,
     Lockfile,
+    channel_name,
     profile_hash,
 )
 from verl_bootstrap.lockfile.resolve import Resolved, Target
 from verl_bootstrap.lockfile.sources import lock_checkout, locked_source
 from verl_bootstrap.lockfile.stages import StageInputs, lock_stages, torch_cuda, verl_version
+from verl_bootstrap.lockfile.uvlock import UvLockPin, applies_to, export_uv_lock, uv_lock_gaps
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import atomic_write, cache_root, default_lockfile
 from verl_bootstrap.platforms import DEFAULT_GLIBC, MACHINES
 from verl_bootstrap.profile.load import load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack
-from verl_bootstrap.profile.stagespec import stage_specs
+from verl_bootstrap.profile.stagespec import StageSpec, stage_specs
 from verl_bootstrap.profile.verlextras import marker_env, stage_pins
 from verl_bootstrap.redact import shareable
 from verl_bootstrap.siteconfig.apply import index_settings
@@ -159,7 +162,9 @@ def _resolve(
     )
     env = marker_env(target.python, target.platform)
     specs = tuple(stage_pins(s, inputs.checkout, env) for s in stage_specs(profile, variant))
-    stages, resolved = lock_stages(specs, inputs)
+    pins = _uv_lock(profile, variant, target, specs, inputs)
+    stages, resolved = lock_stages(specs, replace(inputs, uv_pins=pins))
+    _check_uv_lock(stages, pins, profile, variant, target)
     stages = lock_stage_builds(
         stages, source.path, target, settings, cache=cache_root(), work=work / "build"
     )
@@ -176,7 +181,7 @@ def _resolve(
         cuda=cuda,
         exclude_newer=target.exclude_newer,
         backend=backend,
-        conda=_conda(profile, request.options, target, cuda) if backend == "conda" else (),
+        **(_conda(profile, request.options, target, cuda) if backend == "conda" else {}),
         stages=stages,
         allow_unsupported_ref=request.options.allow_unsupported_ref,
     )
@@ -321,21 +326,63 @@ def _cuda_xy(cuda: str | None) -> str | None:
     return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
 
 
+def _uv_lock(
+    profile: Profile, variant: str, target: Target, specs: Sequence[StageSpec], inputs: StageInputs
+) -> dict[str, UvLockPin]:
+    """verl's uv.lock, exported for the deps stage's extras, where its stack is this one."""
+    if not applies_to(profile, variant, target.python, target.platform):
+        return {}
+    extras = next((s.extras for s in specs if s.kind == "verl-deps"), ())
+    found = export_uv_lock(inputs.checkout, extras, target.python, target.platform, inputs.work)
+    return found or {}
+
+
+def _check_uv_lock(
+    stages: Sequence[LockedStage],
+    pins: Mapping[str, UvLockPin],
+    profile: Profile,
+    variant: str,
+    target: Target,
+) -> None:
+    """A lock made under verl's uv.lock holds its versions and artifacts, or says where not."""
+    if not pins:
+        return
+    locked = {d.name: d for s in stages for d in s.distributions}
+    subs = [s for s in profile.substitutions if s.applies(variant)]
+    gaps = uv_lock_gaps(locked, pins, subs)
+    if gaps:
+        raise InputError(
+            "the lock is not verl's uv.lock: " + "; ".join(gaps),
+            hint="state a substitution with its reason in the profile where it must differ",
+        )
+
+
 def _conda(
     profile: Profile, options: RunOptions, target: Target, cuda: CudaTarget
-) -> tuple[CondaPackage, ...]:
-    from verl_bootstrap.lockfile.condasolve import solve_conda  # noqa: PLC0415 - py-rattler
+) -> dict[str, Any]:
+    """The conda part: its packages (URL by channel and file name, sha256), or, where the
+    channels cannot be read, no packages and the gap named (a run says so, never hides it)."""
+    from verl_bootstrap.lockfile.condasolve import (  # noqa: PLC0415 - py-rattler
+        ChannelsUnreachable,
+        solve_conda,
+    )
 
     channels = channel_urls(options.channels_for(profile.env), load_condarc())
     specs = [f"python {target.python}.*", *profile.env.conda_packages]
-    return solve_conda(
-        channels,
-        specs,
-        platform=target.platform,
-        virtual={**cuda.virtual_packages, "__unix": "0", "__linux": "4.18"},
-        exclude_newer=target.exclude_newer,
-        cache=cache_root(),
-    )
+    try:
+        packages = solve_conda(
+            channels,
+            specs,
+            platform=target.platform,
+            virtual={**cuda.virtual_packages, "__unix": "0", "__linux": "4.18"},
+            exclude_newer=target.exclude_newer,
+            cache=cache_root(),
+        )
+    except ChannelsUnreachable:
+        names = ", ".join(channel_name(c) for c in channels)
+        gap = f"the channels ({names}) were unreachable when it was locked: {' '.join(specs)}"
+        return {"conda": (), "conda_gap": gap}
+    return {"conda": packages}
 
 
 def _regenerate(profile: Profile, variant: str, target: Target, request: LockRequest) -> str:

@@ -67,7 +67,7 @@ def extras_gaps(lock: Lockfile, profile: Profile, pyproject: Path) -> list[Extra
     gaps: list[ExtrasGap] = []
     for item in declared:
         sub = substituted.get(item.name)
-        if sub is None:
+        if sub is None or sub.keeps_requirement():
             name, wanted, origin = item.name, item.requirement, item.origin()
         elif sub.by is None:  # left out, the profile says why
             continue

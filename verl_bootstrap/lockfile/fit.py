@@ -34,6 +34,7 @@ class Wanted:
     ref_commit: str | None = None  # what the ref names in the repository now; None: not known
     blocker: str = ""  # an option no lockfile can serve (--with-tests): never fits
     own_source: str = ""  # the --verl-source the user gave ("" when none)
+    backend: str | None = None  # the env backend the run makes (None: not known, any fits)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,18 @@ def _reason(candidate: Candidate, wanted: Wanted) -> str | None:
 def why_not(lock: Lockfile, wanted: Wanted) -> str | None:
     """Why `lock` does not fit the run (None: it fits). The first reason, in the order a user
     would look: which profile and machine, which verl, which Python, then the profile's content."""
-    checks = (_profile, _platform, _variant, _ref, _source, _moved, _python, _glibc, _content)
+    checks = (
+        _profile,
+        _platform,
+        _variant,
+        _ref,
+        _source,
+        _moved,
+        _backend,
+        _python,
+        _glibc,
+        _content,
+    )
     for check in checks:
         reason = check(lock, wanted)
         if reason:
@@ -147,6 +159,14 @@ def _moved(lock: Lockfile, wanted: Wanted) -> str:
         f"is stale: {wanted.ref} now names commit {wanted.ref_commit[:12]}, it locks "
         f"{locked[:12]} (the tag moved or the branch advanced)"
     )
+
+
+def _backend(lock: Lockfile, wanted: Wanted) -> str:
+    """A venv lock holds no conda part; a conda lock's Python comes from conda: neither stands
+    in for the other."""
+    if wanted.backend is None or lock.backend == wanted.backend:
+        return ""
+    return f"was made for the {lock.backend} backend; this run makes a {wanted.backend} env"
 
 
 def _python(lock: Lockfile, wanted: Wanted) -> str:

@@ -14,7 +14,7 @@ from typing import Final
 
 from verl_bootstrap.lockfile.model import LockedStage, Lockfile
 
-__all__ = ["GAPS", "documented_gaps", "hash_gaps"]
+__all__ = ["GAPS", "LABELS", "documented_gaps", "gap_kinds", "hash_gaps"]
 
 # kind -> (what is not hash-checked, what checks it instead); {what} names the stage's builds
 GAPS: Final[dict[str, tuple[str, str]]] = {
@@ -44,10 +44,25 @@ GAPS: Final[dict[str, tuple[str, str]]] = {
         "nothing but the key the profile states for that source and the load check after install "
         "(the env's own lock records the file's sha256; a lock made with the network pins it)",
     ),
+    "conda-unlocked": (
+        "the conda packages of the env (its Python among them), which the lockfile does not hold",
+        "nothing: they are solved from the channels when the env is made (the lock was made "
+        "where the channels were unreachable; regenerate it where they are reachable)",
+    ),
     "conda-exe": (
         "the conda packages, installed by your own conda executable",
         "name, version and build (`verl-bootstrap verify --against LOCKFILE` compares them after)",
     ),
+}
+# what the route line calls each gap (the plan's hash_gaps say it in full)
+LABELS: Final[dict[str, str]] = {
+    "verl-git": "verl's git checkout",
+    "unlocked-build": "unlocked build envs",
+    "pip-build": "pip's build dependencies",
+    "kernel-unpinned": "a kernel wheel",
+    "kernel-unkeyed": "a kernel wheel whose source states no key",
+    "conda-unlocked": "the conda packages (not locked)",
+    "conda-exe": "the conda packages (your conda)",
 }
 _GENERIC_WHAT = "a stage's source builds"
 _GENERIC = {
@@ -78,22 +93,43 @@ def hash_gaps(
     """The gaps of installing `lock` this way, one line each (empty: all of it is hash-checked).
     `unpinned`: the kernel stages that take a declared source's wheel the lockfile does not
     pin (it pins their sdist); `unkeyed`: those of them whose wheel's name states no key."""
+    kinds = gap_kinds(
+        lock, installer=installer, conda_exe=conda_exe, unpinned=unpinned, unkeyed=unkeyed
+    )
+    return [line for _, line in kinds]
+
+
+def gap_kinds(
+    lock: Lockfile,
+    *,
+    installer: str,
+    conda_exe: bool,
+    unpinned: Iterable[str] = (),
+    unkeyed: Iterable[str] = (),
+) -> list[tuple[str, str]]:
+    """(kind, line) of each gap, as `hash_gaps` lists them (the route line names the kinds)."""
     lines = []
     if lock.verl.kind == "git":
-        lines.append(_line("verl-git"))
+        lines.append(("verl-git", _line("verl-git")))
     for stage in _isolated_builds(lock.stages):
         what = _builds_of(stage)
         if not stage.build:
-            lines.append(_line("unlocked-build", what))
+            lines.append(("unlocked-build", _line("unlocked-build", what)))
         elif installer == "pip":
-            lines.append(_line("pip-build", what))
+            lines.append(("pip-build", _line("pip-build", what)))
+    if lock.backend == "conda" and not lock.conda:
+        lines.append(("conda-unlocked", _line("conda-unlocked") + _why(lock.conda_gap)))
     if lock.conda and conda_exe:
-        lines.append(_line("conda-exe"))
+        lines.append(("conda-exe", _line("conda-exe")))
     named = set(unkeyed)
     for stage_id in unpinned:
         kind = "kernel-unkeyed" if stage_id in named else "kernel-unpinned"
-        lines.append(_line(kind, f"kernel stage {stage_id}"))
+        lines.append((kind, _line(kind, f"kernel stage {stage_id}")))
     return lines
+
+
+def _why(gap: str | None) -> str:
+    return f" ({gap})" if gap else ""
 
 
 def _isolated_builds(stages: Iterable[LockedStage]) -> list[LockedStage]:

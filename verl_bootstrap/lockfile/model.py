@@ -317,6 +317,11 @@ class Lockfile(_Strict):
     exclude_newer: Cutoff | None = None
     backend: Literal["conda", "venv"]
     conda: tuple[CondaPackage, ...] = ()
+    conda_gap: OneLine | None = Field(
+        default=None,
+        description="Why a conda lock holds no conda packages (its channels were unreachable "
+        "when it was made): the env's conda part is then solved when the env is made",
+    )
     stages: tuple[LockedStage, ...]
     skipped_checks: tuple[CheckName, ...] = ()
     allow_unsupported_ref: bool = False
@@ -340,7 +345,7 @@ def _stage_body(stage: StageSpec) -> dict[str, Any]:
         for k, v in asdict(stage).items()
         if k not in {"description", "kernel", "verl_extras", "substitutions"}
     }
-    for key in ("pins_from_verl", "excluded"):
+    for key in ("pins_from_verl", "excluded", "verl_lines", "verl_contract"):
         if not body[key]:
             del body[key]
     if stage.substitutions:

@@ -12,7 +12,7 @@ installed into the env; it is then recorded once, in the stage that installs its
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.lockfile.model import LockedDist, LockedStage
 from verl_bootstrap.lockfile.resolve import Resolved, Target, compile_stage
+from verl_bootstrap.lockfile.uvlock import UvLockPin, uv_lock_constraints
 from verl_bootstrap.paths import atomic_write
 from verl_bootstrap.profile.stagespec import StageSpec
 
@@ -42,6 +43,8 @@ class StageInputs:
     verl_version: str
     protected: frozenset[str]
     work: Path
+    # verl's uv.lock, exported, where the stack is the one it is made for (empty: none)
+    uv_pins: Mapping[str, UvLockPin] = field(default_factory=dict)
 
 
 @dataclass
@@ -50,8 +53,11 @@ class _Locked:
 
     owner: dict[str, tuple[str, Resolved]] = field(default_factory=dict)
     requested: set[str] = field(default_factory=set)
-    overrides: dict[str, str] = field(default_factory=dict)  # name -> override, the latest wins
-    verl: str | None = None  # verl's editable requirement, from its deps stage on
+    # (name, marker) -> override, the latest wins: verl overrides one name per platform
+    overrides: dict[tuple[str, str], str] = field(default_factory=dict)
+    verl: tuple[
+        str, ...
+    ] = ()  # verl's editable requirement (and its extras'), from its deps stage on
 
     def pins(self, names: Iterable[str]) -> list[str]:
         return sorted(
@@ -73,7 +79,7 @@ def lock_stages(
             if dist.source != "editable" and moved:
                 state.owner[dist.name] = (spec.id, dist)
         state.requested |= _names(spec.packages)
-        state.overrides.update(_by_name(spec.overrides))
+        state.overrides.update(_by_key(spec.overrides))
         state.verl = _verl_requirement(spec, inputs) or state.verl
     verl = LockedDist(name="verl", version=inputs.verl_version, source="editable")
     stages = [
@@ -100,8 +106,12 @@ def _names(specs: Iterable[str]) -> set[str]:
     return names
 
 
-def _by_name(specs: Iterable[str]) -> dict[str, str]:
-    return {canonical(Requirement(s).name): s for s in specs}
+def _by_key(specs: Iterable[str]) -> dict[tuple[str, str], str]:
+    out = {}
+    for line in specs:
+        req = Requirement(line)
+        out[(canonical(req.name), str(req.marker or ""))] = line
+    return out
 
 
 def _lock_stage(
@@ -134,23 +144,29 @@ def _carried(spec: StageSpec, stem: Path, inputs: StageInputs, state: _Locked) -
     its deps stage on); the flags that carry them."""
     carried = state.pins(state.requested)
     verl = _verl_requirement(spec, inputs) or state.verl
-    lines = [*([verl] if verl else []), *spec.packages, *carried]
+    lines = [*verl, *spec.packages, *carried]
     atomic_write(stem.with_suffix(".in"), "\n".join(lines) + "\n")
     hard = state.pins(state.requested | (inputs.protected & state.owner.keys()))
+    hard += uv_lock_constraints(inputs.uv_pins, spec.substitutions)
     extra = _file_flag(stem, "constraints", "--constraint", hard)
     # earlier stages' packages are carried, so their overrides are too (this stage's win); what
     # a later stage installs is left out of this one (not carried: that stage installs it)
-    overrides = {**state.overrides, **_by_name(spec.overrides)}
-    overrides.update(_by_name(spec.exclusion_overrides()))
+    overrides = {**state.overrides, **_by_key(spec.overrides)}
+    dropped = _by_key(spec.exclusion_overrides())
+    names = {name for name, _ in dropped}
+    overrides = {k: v for k, v in overrides.items() if k[0] not in names} | dropped
     return extra + _file_flag(stem, "overrides", "--override", sorted(overrides.values()))
 
 
-def _verl_requirement(spec: StageSpec, inputs: StageInputs) -> str | None:
-    """verl's checkout, editable, with the extras its deps stage asks for (that stage only)."""
+def _verl_requirement(spec: StageSpec, inputs: StageInputs) -> tuple[str, ...]:
+    """verl's checkout, editable, with what its deps stage asks of verl's extras (that stage
+    only): their requirements as lines where the stage splits them, else the extras by name."""
     if spec.kind != "verl-deps":
-        return None
+        return ()
+    if spec.verl_lines:
+        return (f"-e {inputs.checkout}", *spec.verl_lines)
     extras = f"[{','.join(spec.extras)}]" if spec.extras else ""
-    return f"-e {inputs.checkout}{extras}"
+    return (f"-e {inputs.checkout}{extras}",)
 
 
 def _stage_target(target: Target, spec: StageSpec) -> Target:

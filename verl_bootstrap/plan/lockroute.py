@@ -9,6 +9,7 @@ names now). `--resolve` skips it; `--locked`/`--lockfile` make a fitting lock a 
 from __future__ import annotations
 
 import platform as _platform
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse, urlsplit, urlunsplit
@@ -138,6 +139,7 @@ def _wanted(
         ref_commit=_ref_commit(profile, options, ref, candidates),
         blocker=_blocker(options),
         own_source=redact(options.verl_source) if options.verl_source else "",
+        backend=options.backend_for(profile.env),
     )
 
 
@@ -195,13 +197,21 @@ def _ref_commit(
     return remote_commit(git_url(options.verl_source or profile.verl.repo), ref)
 
 
-def route_line(path: Path | None, exclude_newer: str | None, reason: str, gaps: int = 0) -> str:
+def route_line(
+    path: Path | None, exclude_newer: str | None, reason: str, gaps: Sequence[str] = ()
+) -> str:
     """The run's first line: "from lockfile … (locked …, every artifact hash-checked)", or
-    "resolving: <why no lockfile fits>"."""
+    "resolving: <why no lockfile fits>"; `gaps` names what is not hash-checked (lockfile.gaps
+    LABELS)."""
     if path is None:
         return f"resolving: {reason}"
     when = f"locked {exclude_newer[:10]}, " if exclude_newer else ""
-    checked = "every artifact hash-checked" if not gaps else f"hash-checked but for {gaps} gap(s)"
+    named = ", ".join(dict.fromkeys(gaps))
+    checked = (
+        f"hash-checked but for {len(gaps)} gap(s): {named}"
+        if gaps
+        else "every artifact hash-checked"
+    )
     return f"from lockfile {_shown(path)} ({when}{checked})"
 
 

@@ -13,7 +13,7 @@ from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.kernels.planning import KernelDecision
 from verl_bootstrap.locked.prepare import LockedInstall
-from verl_bootstrap.lockfile.gaps import hash_gaps
+from verl_bootstrap.lockfile.gaps import gap_kinds
 from verl_bootstrap.lockfile.lookup import Artifact
 from verl_bootstrap.lockfile.model import LockedStage, Lockfile
 from verl_bootstrap.options import RunOptions
@@ -159,12 +159,17 @@ class Plan:
     @property
     def hash_gaps(self) -> list[str]:
         """What this run takes without a hash check (`--locked` only; see lockfile.gaps)."""
+        return [line for _, line in self.hash_gap_kinds]
+
+    @property
+    def hash_gap_kinds(self) -> list[tuple[str, str]]:
+        """(kind, line) of each hash gap: the route line names the kinds."""
         if self.locked is None:
             return []
         conda_exe = self.conda_exe is not None and self.backend != "venv"
         unpinned = [i for i, d in self.kernels.items() if d.choice.unpinned]
         unkeyed = [i for i, d in self.kernels.items() if d.choice.unpinned and d.choice.unnamed]
-        return hash_gaps(
+        return gap_kinds(
             self.locked.lock,
             installer=self.installer,
             conda_exe=conda_exe,

@@ -163,7 +163,20 @@ class Substitution(Strict):
     variants: tuple[str, ...] = Field(
         default=(), description="The CUDA variants it applies to (empty: every variant)."
     )
+    source: str | None = Field(
+        default=None,
+        description="Where it comes from instead of the source verl's [tool.uv.sources] names "
+        "(e.g. 'the default index'); with no `by`, verl's requirement itself is kept.",
+    )
     reason: str = Field(min_length=1)
+
+    def keeps_requirement(self) -> bool:
+        """Only the source differs: verl's own requirement is installed, from elsewhere."""
+        return self.by is None and self.source is not None
+
+    def applies(self, variant: str) -> bool:
+        """Whether it holds for `variant`."""
+        return not self.variants or variant in self.variants
 
 
 class Stage(Strict):

@@ -42,6 +42,12 @@ class StageSpec:
     excluded: tuple[str, ...] = ()
     # where this variant differs from verl's extras (from the deps stage on, and pinned stages)
     substitutions: tuple[Substitution, ...] = ()
+    # the deps stage's requirements from verl's extras, read from the checkout, with the
+    # substitutions in place of verl's pins and what later stages install left out: requested
+    # as they are, never as overrides (an override would erase every dependency's bound)
+    verl_lines: tuple[str, ...] = ()
+    # the stage resolves under verl's own [tool.uv] override-dependencies (read with its extras)
+    verl_contract: bool = False
 
     def promised(self) -> tuple[str, ...]:
         """The packages, after the exact versions the stage promises (`expect`): a stage that
@@ -71,8 +77,10 @@ def stage_specs(profile: Profile, variant: str) -> tuple[StageSpec, ...]:
     deps = next((s for s in specs if s.kind == "verl-deps"), None)
     # a profile splits verl's extras across its stages once a stage takes verl's pins (the GPU
     # profiles' engine); one that only asks for them in its deps stage (cpu) installs them there
-    if deps is None or not deps.extras or not any(s.pins_from_verl for s in specs):
+    if deps is None or not deps.extras:
         return tuple(specs)
+    if not any(s.pins_from_verl for s in specs):  # verl's overrides hold for every stage still
+        return tuple(replace(s, verl_contract=True) for s in specs)
     subs = tuple(s for s in profile.substitutions if not s.variants or variant in s.variants)
     out: list[StageSpec] = []
     holds_extras = False
@@ -85,7 +93,7 @@ def stage_specs(profile: Profile, variant: str) -> tuple[StageSpec, ...]:
         )
         if done.pins_from_verl:
             done = replace(done, verl_extras=deps.extras, substitutions=subs)
-        out.append(done)
+        out.append(replace(done, verl_contract=True))
     return tuple(out)
 
 
@@ -96,27 +104,13 @@ def _with_extras(
     subs: tuple[Substitution, ...],
 ) -> StageSpec:
     """A stage whose resolution holds verl's extras: what later stages install is left out,
-    and each substitution replaces (same name) or drops (another name, or none) verl's pin."""
+    and the substitutions replace verl's pins where its requirements are read (`stage_pins`)."""
     asked = {n for s in upto for n in _names(s.packages)}
     excluded = tuple(sorted({n for s in later for n in _names(s.packages)} - asked))
-    overrides = list(spec.overrides)
-    packages = list(spec.packages)
-    for sub in subs:
-        name = _name(sub.replace)
-        if name in excluded:
-            continue
-        if sub.by is not None and _name(sub.by) == name:
-            overrides.append(sub.by)
-            continue
-        overrides.append(f"{name} ; {DROPPED_MARKER}")
-        if sub.by is not None and spec.kind == "verl-deps" and _name(sub.by) not in asked:
-            packages.append(sub.by)
     return replace(
         spec,
         verl_extras=spec.extras if spec.kind == "verl-deps" else (),
         excluded=excluded,
-        overrides=tuple(overrides),
-        packages=tuple(packages),
         substitutions=subs,
     )
 

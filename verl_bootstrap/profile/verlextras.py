@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
@@ -34,8 +35,12 @@ __all__ = [
     "marker_env",
     "pinned_packages",
     "read_extras",
+    "read_uv_table",
     "stage_pins",
+    "substituted_lines",
     "substitutions_for",
+    "verl_overrides",
+    "with_verl_overrides",
 ]
 
 
@@ -146,7 +151,7 @@ def pinned_packages(
         sub = substituted.get(name)
         if str(req.specifier) or req.url:
             out.append(package)
-        elif sub is not None:
+        elif sub is not None and not sub.keeps_requirement():
             if sub.by is not None:
                 out.append(sub.by)
         elif name in by_name:
@@ -170,16 +175,74 @@ def _merged(asked: Requirement, declared: Sequence[Requirement]) -> str:
 
 
 def stage_pins(spec: StageSpec, checkout: Path, env: Mapping[str, str]) -> StageSpec:
-    """`spec` with its packages at verl's pins, read from `checkout`'s pyproject.toml (a stage
-    that does not take verl's pins is returned as it is)."""
-    if not spec.pins_from_verl:
-        return spec
+    """`spec` with its packages at verl's pins, read from `checkout`'s pyproject.toml; a deps
+    stage that splits verl's extras gets their requirements as lines (`verl_lines`). Any other
+    stage is returned as it is."""
     pyproject = checkout / "pyproject.toml"
+    if spec.verl_contract:
+        spec = replace(spec, overrides=with_verl_overrides(spec.overrides, pyproject))
+    if not spec.pins_from_verl and not (spec.kind == "verl-deps" and spec.verl_extras):
+        return spec
     declared = declared_requirements(
         read_extras(pyproject), spec.verl_extras, env, where=str(pyproject)
     )
     subs = {canonical(s.replace): s for s in spec.substitutions}
+    if not spec.pins_from_verl:
+        return replace(spec, verl_lines=substituted_lines(declared, subs, spec.excluded))
     return replace(spec, packages=pinned_packages(spec.packages, declared, subs))
+
+
+def read_uv_table(pyproject: Path) -> dict[str, Any]:
+    """`[tool.uv]` of verl's `pyproject.toml` (empty when it has none)."""
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise InputError(f"{pyproject}: cannot read verl's [tool.uv]: {exc}") from None
+    table = data.get("tool", {}).get("uv", {})
+    return table if isinstance(table, dict) else {}
+
+
+def verl_overrides(pyproject: Path) -> tuple[str, ...]:
+    """verl's `[tool.uv] override-dependencies`, markers kept (uv evaluates them per target)."""
+    lines = read_uv_table(pyproject).get("override-dependencies", [])
+    if not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
+        raise InputError(f"{pyproject}: [tool.uv] override-dependencies is not a list of strings")
+    return tuple(lines)
+
+
+def with_verl_overrides(own: Sequence[str], pyproject: Path) -> tuple[str, ...]:
+    """verl's overrides, then the stage's own for names verl leaves alone (a profile that copies
+    verl's, for a ref whose pyproject has none, keeps them)."""
+    verl = verl_overrides(pyproject)
+    names = {canonical(Requirement(line).name) for line in verl}
+    return (*verl, *(o for o in own if canonical(Requirement(o).name) not in names))
+
+
+def substituted_lines(
+    declared: Sequence[Declared], substituted: Mapping[str, Substitution], excluded: Sequence[str]
+) -> tuple[str, ...]:
+    """verl's requirements with each substitution in place of verl's (or dropped, with none),
+    less what a later stage installs: what a deps stage asks for, as plain requirements, so
+    every dependency's own bounds keep holding (an override would erase them)."""
+    out: list[str] = []
+    for item in declared:
+        sub = substituted.get(item.name)
+        if item.name in excluded:
+            continue
+        if sub is None or sub.keeps_requirement():
+            out.append(item.requirement)
+        elif sub.by is not None:
+            out.append(sub.by)
+    return tuple(dict.fromkeys(out))
+
+
+def _instead(sub: Substitution) -> str:
+    """What a substitution installs: another requirement, verl's from elsewhere, or nothing."""
+    if sub.by is not None:
+        return sub.by
+    return f"verl's own, from {sub.source}" if sub.source else "nothing"
 
 
 def extras_lines(spec: StageSpec, checkout: Path, python: str = "3.12") -> list[str]:
@@ -213,5 +276,5 @@ def extras_lines(spec: StageSpec, checkout: Path, python: str = "3.12") -> list[
             lines.append(f"  {len(names)} distributions: {', '.join(names)}")
         if spec.excluded:
             lines.append(f"  left to later stages: {', '.join(spec.excluded)}")
-    lines += [f"  instead of verl's {s.replace}: {s.by or 'nothing'} ({s.reason})" for s in subs]
+    lines += [f"  instead of verl's {s.replace}: {_instead(s)} ({s.reason})" for s in subs]
     return lines

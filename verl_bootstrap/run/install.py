@@ -14,6 +14,7 @@ from verl_bootstrap.lifecycle.guard import guarding
 from verl_bootstrap.lifecycle.runlog import begin_run, end_run, top_level
 from verl_bootstrap.lifecycle.state import State
 from verl_bootstrap.locked.prepare import LockedInstall, precheck, prepare_locked
+from verl_bootstrap.lockfile.gaps import LABELS
 from verl_bootstrap.lockfile.lookup import NotServed
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import STATE_DIRNAME, guard_file, state_file
@@ -121,7 +122,8 @@ def _route_line(plan: Plan, reason: str) -> str:
     if plan.locked is None:
         return route_line(None, None, reason)
     lock = plan.locked.lock
-    return route_line(plan.locked.path, lock.exclude_newer, "", gaps=len(plan.hash_gaps))
+    labels = [LABELS[kind] for kind, _ in plan.hash_gap_kinds]
+    return route_line(plan.locked.path, lock.exclude_newer, "", gaps=labels)
 
 
 def run_install(

@@ -63,7 +63,9 @@ def stage_request(plan: Plan, stage: StageSpec) -> InstallRequest:
 
 def _resolving_request(plan: Plan, stage: StageSpec) -> InstallRequest:
     packages = stage.packages
-    if stage.kind == "verl-deps":  # verl is installed editable by now: see steps/verldeps.py
+    if stage.kind == "verl-deps" and stage.verl_lines:  # verl's extras, as plain requirements
+        packages = (verl_requirement(()), *stage.verl_lines, *packages)
+    elif stage.kind == "verl-deps":  # verl is installed editable by now: see steps/verldeps.py
         packages = (verl_requirement(stage.extras), *packages)
     pinned = stage.protect or stage.kind == "verl-deps"
     return InstallRequest(
@@ -84,8 +86,9 @@ def _overrides(stage: StageSpec) -> tuple[str, ...]:
 
 
 def _at_verl_pins(plan: Plan, stage: StageSpec) -> StageSpec:
-    """A `pins_from_verl` stage with verl's pins, read from the checkout (there by now)."""
-    if not stage.pins_from_verl or plan.locked_stage(stage.id):  # a locked stage has its pins
+    """A stage under verl's contract with verl's pins, its extras' requirements and its overrides,
+    read from the checkout (there by now)."""
+    if not stage.verl_contract or plan.locked_stage(stage.id):  # a locked stage has its pins
         return stage
     python = sorted(p.name.removeprefix("python") for p in plan.prefix.glob("lib/python3.*"))
     env = marker_env(python[-1] if python else plan.profile.python.prefer, host_platform())
