@@ -89,7 +89,7 @@ def install_with(ns: argparse.Namespace, options: RunOptions, state: State | Non
     else:
         facts = env_facts(result, time.monotonic() - started)
         err(summary_text(result, facts, paint=paint))
-    return EXIT_OK if result.report.ok else EXIT_STEP_FAILED
+    return EXIT_OK if result.ok else EXIT_STEP_FAILED
 
 
 def env_facts(result: InstallResult, seconds: float) -> EnvFacts:

@@ -215,7 +215,7 @@ def report_json(result: InstallResult) -> dict[str, Any]:
     report = result.report
     return {
         "schema": REPORT_SCHEMA,
-        "ok": report.ok,
+        "ok": result.ok,
         "profile": result.plan.profile.name,
         "prefix": str(result.plan.prefix),
         "variant": result.plan.variant,
@@ -233,6 +233,7 @@ def report_json(result: InstallResult) -> dict[str, Any]:
             for o in report.outcomes
         ],
         "verify": report.outputs.get("verify", {}).get("verify"),
+        "drift": result.drift.to_json(),
     }
 
 
@@ -284,6 +285,12 @@ def summary_text(
             lines.append(f"hint: {failed.hint}")
         lines.append(f"full log: {failed.log}")
         lines.append(f"resume with: {resume_command(result.plan.prefix)}")
+    elif result.drift.cannot:
+        lines += ["", paint("not verified: the env differs from its record", "fail")]
+        lines += [f"  {line}" for line in result.drift.cannot]
+        lines.append(
+            "hint: remove the env and install it again, or re-run with the stage's options"
+        )
     elif result.activate:
         lines += ["", paint("verified.", "ok") + " Enter the env with:", f"  {result.activate}"]
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from verl_bootstrap.profile.stacks import apply_stack
 from verl_bootstrap.safety import jsontext
 
 __all__ = [
+    "REPLACED",
     "Difference",
     "EnvComparison",
     "Staleness",
@@ -26,6 +27,9 @@ __all__ = [
     "compare_env",
     "stale_lockfile",
 ]
+
+
+REPLACED = "files replaced since install"
 
 
 @dataclass(frozen=True)
@@ -129,19 +133,15 @@ def _compare(dist: LockedDist, env: Dist | None, record: LockedDist | None) -> I
     if not _same_version(dist.version, env.version):
         yield Difference("other-version", dist.name, locked=dist.version, found=env.version)
         return
-    if record is None or not record.hashes or not dist.hashes:
+    if record is None:
         return
-    if not set(record.hashes) & set(dist.hashes):
+    if record.hashes and dist.hashes and not set(record.hashes) & set(dist.hashes):
         yield Difference(
             "other-hash", dist.name, locked=_short(dist.hashes), found=_short(record.hashes)
         )
     elif record.record_sha256 and record.record_sha256 != env.record_sha256:
-        yield Difference(
-            "other-hash",
-            dist.name,
-            locked=_short(dist.hashes),
-            found="files replaced since install",
-        )
+        # a resolved env's record has no artifact hashes, but the digest of each RECORD
+        yield Difference("other-hash", dist.name, locked=_short(dist.hashes), found=REPLACED)
 
 
 def _short(hashes: tuple[str, ...]) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from verl_bootstrap.envs.activation import activation_line, write_activation
@@ -24,6 +24,7 @@ from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack
 from verl_bootstrap.run.compile import compile_plan
+from verl_bootstrap.run.repair import Repair, env_drift, take_out_changed
 from verl_bootstrap.run.runner import RunReport, run_plan
 
 __all__ = ["InstallResult", "prepare_plan", "run_install"]
@@ -36,6 +37,12 @@ class InstallResult:
     plan: Plan
     report: RunReport
     activate: str | None
+    drift: Repair = field(default_factory=Repair)
+
+    @property
+    def ok(self) -> bool:
+        """Every step finished, and nothing the env's record lists is left drifted."""
+        return self.report.ok and not self.drift.cannot
 
 
 def prepare_plan(
@@ -142,18 +149,31 @@ def run_install(
             emit(note, kind=("note",))
         # under the lock: the state as loaded, unless another run wrote it while this one waited
         state = (state or State.load(state_file(plan.prefix))).fresh()
+        drift = _check_env(plan, state)  # before begin_run: it reads the record as it stood
         begin_run(plan, state, made_prefix=made_prefix)
         try:
-            report = run_plan(plan, state=state, force=force)
+            take_out_changed(plan, drift)
+            report = run_plan(plan, state=state, force=force | drift.steps)
         except Interrupted:
             end_run(plan, state, "interrupted", before)
             raise
-        end_run(plan, state, "ok" if report.ok else "failed", before, report.log_dir)
-    activate = None
-    if report.ok:
+        result = InstallResult(plan=plan, report=report, activate=None, drift=drift)
+        end_run(plan, state, "ok" if result.ok else "failed", before, report.log_dir)
+    if result.ok:
         write_activation(plan.prefix)
-        activate = activation_line(plan.prefix)
-    return InstallResult(plan=plan, report=report, activate=activate)
+        result = replace(result, activate=activation_line(plan.prefix))
+    return result
+
+
+def _check_env(plan: Plan, state: State) -> Repair:
+    """The env against its record (nothing to check on a first run); what drifted is said
+    before anything runs."""
+    drift = env_drift(plan, state)
+    for line in drift.lines:
+        emit(f"repair: {line}", kind=("note",))
+    for line in drift.cannot:
+        emit(line, kind=("note",))
+    return drift
 
 
 def run_preflight(plan: Plan) -> None:
