@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 from test_lifecycle import Ran, run, state, versions
-from tinyenv import tiny_parts
+from tinyenv import HOST_XY, tiny_parts
+from verlrepo import git
 
 from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED
@@ -121,3 +122,64 @@ def test_drift_no_stage_of_the_plan_repairs_is_said_and_not_verified(tiny: Tiny)
     repaired = tiny.again()
     assert repaired.code == EXIT_OK, repaired.err
     assert versions(tiny.prefix)["vbtiny"] == "1.0"
+
+
+def listed(prefix: Path) -> dict[str, object]:
+    envs = run(["envs", "list", "--json", "--no-size"]).json()["envs"]
+    return next(e for e in envs if e["prefix"] == str(prefix))  # type: ignore[no-any-return]
+
+
+def test_a_standalone_verify_is_recorded_and_a_failed_one_is_not_ok(tiny: Tiny) -> None:
+    tiny.uninstall("vbtiny")
+    failed = run(["verify", "--prefix", str(tiny.prefix)])
+    assert failed.code == EXIT_STEP_FAILED
+    assert listed(tiny.prefix)["status"] == "verify failed"
+    assert listed(tiny.prefix)["verified_at"] is None
+    info = run(["info", "--prefix", str(tiny.prefix), "--json"]).json()
+    assert (info["status"], info["verified"]["ok"]) == ("verify failed", False)
+    assert info["verified"]["failed"] == ["import vbtiny"]
+    text = run(["info", "--prefix", str(tiny.prefix)]).out
+    assert "  verify    FAILED: import vbtiny, " in text
+    assert tiny.again().code == EXIT_OK  # the re-run repairs it, and is the env's news now
+    assert listed(tiny.prefix)["status"] == "ok"
+    passed = run(["verify", "--prefix", str(tiny.prefix)])
+    assert passed.code == EXIT_OK, passed.out
+    info = run(["info", "--prefix", str(tiny.prefix), "--json"]).json()
+    assert (info["status"], info["verified"]["ok"]) == ("ok", True)
+    assert listed(tiny.prefix)["verified_at"] == info["verified"]["at"]
+
+
+STACKED = """schema_version: 1
+name: tinystack
+python: {{requires: ">=3.10,<3.14", prefer: "{python}"}}
+env: {{backend: venv}}
+cuda_variants:
+  cpu: {{description: no CUDA}}
+stages:
+  - {{id: tiny, packages: ["vbtiny==1.1"]}}
+verify: {{imports: [vbtiny], versions: {{vbtiny: "==1.1"}}, gpu_smoke: false, bf16: false}}
+disk_gb: 0.1  # measured: under 1 MB of its own
+stacks:
+  - refs: [v0.9.0]
+    stages:
+      - {{id: tiny, packages: ["vbtiny==1.0"]}}
+    verify: {{imports: [vbtiny], versions: {{vbtiny: "==1.0"}}, gpu_smoke: false, bf16: false}}
+"""
+
+
+def test_verify_checks_the_stack_of_the_ref_the_env_was_made_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parts = tiny_parts(tmp_path, monkeypatch)
+    git(parts.repo, "tag", "v0.9.0")
+    profile = tmp_path / "tinystack.yaml"
+    profile.write_text(STACKED.format(python=HOST_XY), encoding="utf-8")
+    prefix = tmp_path / "old"
+    argv = ["--profile", str(profile), "--prefix", str(prefix), "--verl-source", str(parts.repo)]
+    made = run([*argv, "--verl-ref", "v0.9.0", "--cuda", "cpu"])
+    assert made.code == EXIT_OK, made.err
+    verified = run(["verify", "--prefix", str(prefix), "--json"])
+    assert verified.code == EXIT_OK, verified.out
+    checks = {c["name"]: c for c in verified.json()["checks"]}
+    assert checks["version vbtiny"]["status"] == "ok"  # ==1.0, v0.9.0's, not the profile's 1.1
+    assert "==1.0" in checks["version vbtiny"]["detail"]
