@@ -5,6 +5,8 @@ is repaired by the same command that made it, or the run says it cannot and is n
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -12,11 +14,11 @@ from pathlib import Path
 
 import pytest
 from test_lifecycle import Ran, run, state, versions
-from tinyenv import HOST_XY, tiny_parts
+from tinyenv import HOST_XY, publish_wheel, tiny_parts
 from verlrepo import git
 
 from verl_bootstrap.commands import uv_binary
-from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED
+from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED, EXIT_STEP_FAILED
 from verl_bootstrap.paths import env_lockfile
 
 RECORDED = ["tiny", "record-lock", "verify"]  # the stage, then what depends on it
@@ -183,3 +185,63 @@ def test_verify_checks_the_stack_of_the_ref_the_env_was_made_with(
     checks = {c["name"]: c for c in verified.json()["checks"]}
     assert checks["version vbtiny"]["status"] == "ok"  # ==1.0, v0.9.0's, not the profile's 1.1
     assert "==1.0" in checks["version vbtiny"]["detail"]
+
+
+CPU_ONLY = """schema_version: 1
+name: cpuonly
+python: {{requires: ">=3.10,<3.14", prefer: "{python}"}}
+env: {{backend: venv}}
+indexes:
+  pytorch-cpu: {{url: "{index}", optional: true}}
+cuda_variants:
+  cpu: {{description: no CUDA}}
+stages:
+  - {{id: torch, packages: ["torch=={torch}"], index: pytorch-cpu, no_deps: true}}
+verify: {{imports: [torch], gpu_smoke: false, bf16: false}}
+disk_gb: 0.1  # measured: not installed by these tests
+"""
+
+
+def closed_loopback_url() -> str:
+    """A loopback URL nothing listens on: the CPU index that does not answer."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    return f"http://127.0.0.1:{port}/simple/"
+
+
+def cpu_only(tmp_path: Path, torch: str) -> Path:
+    profile = tmp_path / f"cpuonly-{torch}.yaml"
+    text = CPU_ONLY.format(python=HOST_XY, index=closed_loopback_url(), torch=torch)
+    profile.write_text(text, encoding="utf-8")
+    return profile
+
+
+def test_no_cpu_torch_reachable_refuses_before_anything_is_downloaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # the default index alone: CUDA builds
+    # torch 2.8.0: the default index has only its CUDA build; the CPU index does not answer
+    profile, prefix = cpu_only(tmp_path, "2.8.0"), tmp_path / "env"
+    refused = run(["--profile", str(profile), "--prefix", str(prefix), "--cuda", "cpu"])
+    assert refused.code == EXIT_REFUSED, refused.err
+    assert "cpu-torch: the cpu variant needs a CPU build of torch==2.8.0" in refused.err
+    assert "index 'pytorch-cpu' (http://127.0.0.1:" in refused.err
+    assert "--index pytorch-cpu=URL" in refused.err
+    assert not prefix.exists()  # nothing made, nothing downloaded
+    doctor = run(["doctor", "--profile", str(profile), "--prefix", str(prefix), "--json"])
+    checks = {c["name"]: c for c in doctor.json()["checks"]}
+    assert checks["cpu-torch"]["status"] == "fail"
+
+
+def test_a_cpu_torch_in_the_find_links_passes_the_same_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "wheels"))
+    publish_wheel(tmp_path / "wheels", "torch", "2.13.0+cpu")  # resolved by name, not installed
+    profile = cpu_only(tmp_path, "2.13.0")
+    doctor = run(["doctor", "--profile", str(profile), "--prefix", str(tmp_path / "e"), "--json"])
+    checks = {c["name"]: c for c in doctor.json()["checks"]}
+    assert checks["cpu-torch"]["status"] == "ok", checks["cpu-torch"]
+    assert "torch==2.13.0 resolves to the CPU build 2.13.0+cpu" in checks["cpu-torch"]["finding"]

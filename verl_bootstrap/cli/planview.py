@@ -243,7 +243,7 @@ class EnvFacts:
 
     seconds: float  # the whole run, wall clock
     packages: int
-    size: int  # bytes on disk
+    size: int | None  # bytes on disk (None: not measured, the run changed nothing)
     lockfile_written: Path | None  # the env's own lockfile, when record-lock ran this time
     lockfile_used: Path | None  # the lockfile a --locked run installed
 
@@ -299,7 +299,8 @@ def summary_text(
 def _facts(facts: EnvFacts) -> list[str]:
     lines = [
         f"  {'total':22} {'':11} {facts.seconds:7.1f}s",
-        f"  env: {facts.packages} packages, {human_size(facts.size)}",
+        f"  env: {facts.packages} packages, "
+        + ("unchanged" if facts.size is None else human_size(facts.size)),
     ]
     if facts.lockfile_used is not None:
         lines.append(f"  lockfile installed: {facts.lockfile_used}")

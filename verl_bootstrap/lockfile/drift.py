@@ -95,18 +95,19 @@ class EnvComparison:
     held: dict[str, str]
 
 
-def compare_env(prefix: Path, lock: Lockfile) -> EnvComparison:
+def compare_env(prefix: Path, lock: Lockfile, *, own: bool = False) -> EnvComparison:
     """The env at `prefix` against `lock`, its distributions and its own record read once.
 
     Hashes: an env installed with --locked records which artifacts it got and the digest of each
     installed RECORD; a distribution whose recorded hashes are not the lockfile's, or whose files
     were replaced since, has another hash. An env without that record cannot show hashes. A part
     the record says a whole kernel wheel holds (TransformerEngine's torch extension) is not
-    missing while the env has that wheel's distribution, which is compared itself.
+    missing while the env has that wheel's distribution, which is compared itself. `own`: `lock`
+    is the env's own record (a re-run's check), not read a second time.
     """
     env = installed(prefix)
     locked = lock.distributions()
-    record = _env_record(prefix)
+    record = locked if own else _env_record(prefix)
     held = {n: str(d.replaced_by) for n, d in record.items() if _held_by_whole_wheel(d, env)}
     found = list(_python(prefix, lock))
     for name, dist in sorted(locked.items()):

@@ -141,7 +141,7 @@ def run_install(
     """Preflight, then run the plan under the prefix lock; write the activation script. `state`:
     the env's state as the run loaded it (for its options and change check), else loaded here."""
     if preflight:
-        run_preflight(plan)
+        run_preflight(plan, _settled(plan, state))
     _refuse_foreign_prefix(plan.prefix)
     before, made_prefix = top_level(plan.prefix), not plan.prefix.exists()
     with guarding(guard_file(plan.prefix), wait=plan.options.guard_wait):
@@ -176,12 +176,19 @@ def _check_env(plan: Plan, state: State) -> Repair:
     return drift
 
 
-def run_preflight(plan: Plan) -> None:
-    """Doctor's preflight subset; any failure refuses the run before a download."""
+def _settled(plan: Plan, state: State | None) -> frozenset[str]:
+    """The steps the env already holds done with this plan's inputs (a re-run skips them)."""
+    state = state or State.load(state_file(plan.prefix))
+    return frozenset(i for i, f in plan.fingerprints().items() if state.is_done(i, f))
+
+
+def run_preflight(plan: Plan, settled: frozenset[str] = frozenset()) -> None:
+    """Doctor's preflight subset; any failure refuses the run before a download. `settled`:
+    the steps already done with these inputs (a check of what they install is moot)."""
     # only an install runs doctor: `plan` starts faster without it
     from verl_bootstrap.doctor import preflight_failures  # noqa: PLC0415 - see above
 
-    failures = preflight_failures(plan)
+    failures = preflight_failures(plan, settled=settled)
     if failures:
         lines = "\n  ".join(
             f"{c.name}: {c.finding}" + (f" (fix: {c.fix})" if c.fix else "") for c in failures

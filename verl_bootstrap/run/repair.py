@@ -62,7 +62,7 @@ def env_drift(plan: Plan, state: State) -> Repair:
         return Repair(frozenset({RECORD_STEP}), (line,))
     owners = _owners(lock)
     steps, lines, changed, cannot = set(), [], [], []
-    for diff in compare_env(plan.prefix, lock).differences:
+    for diff in compare_env(plan.prefix, lock, own=True).differences:
         if diff.kind not in _REPAIRED:
             continue
         owner = owners.get(diff.name)
