@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_lifecycle import Ran, run, state, versions
@@ -126,9 +127,9 @@ def test_drift_no_stage_of_the_plan_repairs_is_said_and_not_verified(tiny: Tiny)
     assert versions(tiny.prefix)["vbtiny"] == "1.0"
 
 
-def listed(prefix: Path) -> dict[str, object]:
+def listed(prefix: Path) -> dict[str, Any]:
     envs = run(["envs", "list", "--json", "--no-size"]).json()["envs"]
-    return next(e for e in envs if e["prefix"] == str(prefix))  # type: ignore[no-any-return]
+    return next(e for e in envs if e["prefix"] == str(prefix))
 
 
 def test_a_standalone_verify_is_recorded_and_a_failed_one_is_not_ok(tiny: Tiny) -> None:
