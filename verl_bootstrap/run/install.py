@@ -139,17 +139,23 @@ def run_install(
     preflight: bool = True,
 ) -> InstallResult:
     """Preflight, then run the plan under the prefix lock; write the activation script. `state`:
-    the env's state as the run loaded it (for its options and change check), else loaded here."""
-    if preflight:
-        run_preflight(plan, _settled(plan, state))
+    the env's state as the run loaded it (for its options and change check), else loaded here.
+
+    A finished env whose steps are all up to date is preflighted only when its check against
+    its record finds something to repair: a run that downloads nothing needs no preflight."""
+    settled = _settled(plan, state) - force
+    finished = settled == frozenset(plan.fingerprints())
+    if preflight and not finished:
+        run_preflight(plan, settled)
     _refuse_foreign_prefix(plan.prefix)
     before, made_prefix = top_level(plan.prefix), not plan.prefix.exists()
     with guarding(guard_file(plan.prefix), wait=plan.options.guard_wait):
-        for note in plan.notes:  # said once the run is really going (not on a refused one)
-            emit(note, kind=("note",))
         # under the lock: the state as loaded, unless another run wrote it while this one waited
         state = (state or State.load(state_file(plan.prefix))).fresh()
-        drift = _check_env(plan, state)  # before begin_run: it reads the record as it stood
+        drift = env_drift(plan, state)  # before begin_run: it reads the record as it stood
+        if preflight and finished and drift.steps:
+            run_preflight(plan, settled - drift.steps)
+        _say(plan, drift)
         begin_run(plan, state, made_prefix=made_prefix)
         try:
             take_out_changed(plan, drift)
@@ -165,15 +171,14 @@ def run_install(
     return result
 
 
-def _check_env(plan: Plan, state: State) -> Repair:
-    """The env against its record (nothing to check on a first run); what drifted is said
-    before anything runs."""
-    drift = env_drift(plan, state)
+def _say(plan: Plan, drift: Repair) -> None:
+    """The plan's notes and what drifted, once the run is really going (not on a refused one)."""
+    for note in plan.notes:
+        emit(note, kind=("note",))
     for line in drift.lines:
         emit(f"repair: {line}", kind=("note",))
     for line in drift.cannot:
         emit(line, kind=("note",))
-    return drift
 
 
 def _settled(plan: Plan, state: State | None) -> frozenset[str]:
