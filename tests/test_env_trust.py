@@ -84,6 +84,9 @@ def test_files_replaced_since_install_are_installed_again(tiny: Tiny) -> None:
     )
     assert against.code != EXIT_OK
     assert "vbtiny" in against.out + against.err
+    info = run(["info", "--prefix", str(tiny.prefix), "--json"]).json()  # recorded, as a verify
+    assert (info["status"], info["verified"]["failed"]) == ("verify failed", ["other-hash vbtiny"])
+    assert info["verified"]["against"] == str(env_lockfile(tiny.prefix))
     repaired = tiny.again()
     assert repaired.code == EXIT_OK, repaired.err
     assert repaired.json()["drift"]["repaired"] == [

@@ -238,7 +238,8 @@ def _verify_line(check: dict[str, Any]) -> list[str]:
     if not check:
         return []
     outcome = "passed" if check.get("ok") else "FAILED: " + ", ".join(check.get("failed") or ())
-    return [f"  verify    {outcome}, {_when(check.get('at'))}"]
+    against = f" (against {check['against']})" if check.get("against") else ""
+    return [f"  verify    {outcome}{against}, {_when(check.get('at'))}"]
 
 
 def _origin(record: dict[str, Any]) -> str:

@@ -55,7 +55,9 @@ def end_run(
     state.save()
 
 
-def record_verify(prefix: Path, *, ok: bool, failed: list[str], against: str | None = None) -> bool:
+def record_verify(
+    prefix: Path, *, ok: bool, failed: list[str], against: Path | None = None
+) -> bool:
     """A standalone `verify` of the env at `prefix`, into its state (what `envs list` and `info`
     show); False when it could not be recorded: no env of the tool's, or a run holds it now."""
     path = state_file(prefix)
@@ -66,7 +68,7 @@ def record_verify(prefix: Path, *, ok: bool, failed: list[str], against: str | N
             state = State.load(path)
             state.verified = {"at": time.time(), "ok": ok, "failed": failed[:20]}
             if against is not None:
-                state.verified["against"] = against
+                state.verified["against"] = str(against.absolute())
             state.save()
     except BootstrapError:
         return False
