@@ -6,6 +6,7 @@ is repaired by the same command that made it, or the run says it cannot and is n
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -104,6 +105,8 @@ def test_force_reruns_the_record_and_the_verification_so_nothing_differs(tiny: T
         ["verify", "--prefix", str(tiny.prefix), "--against", str(env_lockfile(tiny.prefix))]
     )
     assert against.code == EXIT_OK, against.out + against.err
+    shown = run([*tiny.argv, "--force", "verify"])  # a run that did work: its size is walked
+    assert re.search(r"\n  env: [0-9]+ packages, [0-9.]+ (B|KiB|MiB|GiB)\n", shown.err)
 
 
 def test_drift_no_stage_of_the_plan_repairs_is_said_and_not_verified(tiny: Tiny) -> None:
