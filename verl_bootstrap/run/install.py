@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from verl_bootstrap.envs.activation import activation_line, write_activation
-from verl_bootstrap.errors import InputError, Interrupted, Refused
+from verl_bootstrap.errors import BootstrapError, InputError, Interrupted, Refused
 from verl_bootstrap.events import emit
 from verl_bootstrap.gpu.detect import detect_driver
 from verl_bootstrap.gpu.model import DriverInfo
@@ -162,6 +162,9 @@ def run_install(
             report = run_plan(plan, state=state, force=force | drift.steps)
         except Interrupted:
             end_run(plan, state, "interrupted", before)
+            raise
+        except BootstrapError:  # the changed distributions could not be taken out
+            end_run(plan, state, "failed", before)
             raise
         result = InstallResult(plan=plan, report=report, activate=None, drift=drift)
         end_run(plan, state, "ok" if result.ok else "failed", before, report.log_dir)

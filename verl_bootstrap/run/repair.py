@@ -60,11 +60,16 @@ def env_drift(plan: Plan, state: State) -> Repair:
     except BootstrapError as exc:  # gone or edited: the env is recorded again as it is
         line = f"the env's record cannot be read ({exc.message}); it is written again"
         return Repair(frozenset({RECORD_STEP}), (line,))
-    owners = _owners(lock)
+    drifted = [
+        d for d in compare_env(plan.prefix, lock, own=True).differences if d.kind in _REPAIRED
+    ]
+    return _triage(drifted, _owners(lock), frozenset(in_plan))
+
+
+def _triage(drifted: list[Difference], owners: dict[str, str], in_plan: frozenset[str]) -> Repair:
+    """Each difference to the stage that installed it, when this plan has that stage."""
     steps, lines, changed, cannot = set(), [], [], []
-    for diff in compare_env(plan.prefix, lock, own=True).differences:
-        if diff.kind not in _REPAIRED:
-            continue
+    for diff in drifted:
         owner = owners.get(diff.name)
         if owner is None or owner not in in_plan:
             cannot.append(f"{_describe(diff)}: cannot be repaired here ({_why(owner)})")
