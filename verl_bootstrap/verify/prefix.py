@@ -80,7 +80,8 @@ def _recorded_stack(prefix: Path) -> _Stack:
 
 
 def _at_ref(name: str, ref: str | None, *, allow_unsupported: bool, tests: bool) -> Profile:
-    options = frozenset({"tests"} if tests else ())
-    return apply_stack(
-        load_profile(name), ref, allow_unsupported=allow_unsupported, options=options
-    )
+    profile, options = load_profile(name), frozenset({"tests"} if tests else ())
+    try:
+        return apply_stack(profile, ref, allow_unsupported=allow_unsupported, options=options)
+    except InputError:  # a ref no stack names (an update pins verl's commit): the profile's own
+        return apply_stack(profile, ref, allow_unsupported=True, options=options)
