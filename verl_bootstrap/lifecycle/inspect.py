@@ -23,9 +23,8 @@ class EnvSummary:
     """One env, as `envs list` shows it."""
 
     prefix: Path
-    status: (
-        str  # ok | verify failed | failed | interrupted | running | killed | missing | not an env
-    )
+    # ok | verify failed | failed | interrupted | running | killed | missing | not an env
+    status: str
     profile: str | None = None
     verl_ref: str | None = None
     commit: str | None = None  # or the release sdist's sha256 (source_kind says which)
