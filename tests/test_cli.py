@@ -40,6 +40,7 @@ INSTALL_KEYS = {
     "steps",
     "route",
     "verify",
+    "drift",  # what the run found changed since the env's record, and repaired (test_env_trust)
     "notes",
     "build_progress",
 }

@@ -59,6 +59,7 @@ def test_check_names_are_kebab_case_and_preflight_is_the_documented_subset() -> 
         "python",
         "root",
         "network",
+        "cpu-torch",
     )
     assert set(PREFLIGHT_CHECKS) < set(ALL_CHECKS)
 

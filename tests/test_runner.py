@@ -194,13 +194,22 @@ def test_a_finished_plan_skips_everything_on_a_rerun(plan: Plan) -> None:
     assert statuses(report) == dict.fromkeys(STEPS, "skipped")
 
 
-def test_force_reruns_the_forced_step_only(plan: Plan) -> None:
+def test_force_reruns_the_forced_step_and_what_depends_on_it(plan: Plan) -> None:
     run_plan(plan, executor=Recorder())
     again = Recorder()
     report = run_plan(plan, executor=again, force=frozenset({"verl-deps"}))
-    assert again.ran == ["verl-deps"]
+    # the env's record and its verification follow the stage that ran again
+    assert again.ran == ["verl-deps", "record-lock", "verify"]
     assert statuses(report)["verl-deps"] == "done"
-    assert statuses(report)["verify"] == "skipped"
+    assert statuses(report)["torch"] == "skipped"
+    assert statuses(report)["verify"] == "done"
+
+
+def test_forcing_the_last_step_runs_it_alone(plan: Plan) -> None:
+    run_plan(plan, executor=Recorder())
+    again = Recorder()
+    run_plan(plan, executor=again, force=frozenset({"verify"}))
+    assert again.ran == ["verify"]
 
 
 def test_a_changed_fingerprint_reruns_that_step_and_every_later_one(

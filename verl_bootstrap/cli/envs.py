@@ -223,6 +223,7 @@ def _info_text(body: dict[str, Any]) -> str:
         f"  site      {', '.join(record.get('site_files', [])) or '(no site config)'}",
         f"  last run  {run.get('status', '?')}, started {_when(run.get('started'))}"
         + (f", logs {run['log_dir']}" if run.get("log_dir") else ""),
+        *_verify_line(body["verified"]),
         "  steps",
     ]
     steps = body["steps"].items()
@@ -230,6 +231,15 @@ def _info_text(body: dict[str, Any]) -> str:
     lines.append(f"  lockfile  {body['lockfile'] or '(none yet)'}")
     lines.append(f"  activate  {body['activate'] or '(not verified yet)'}")
     return "\n".join(lines)
+
+
+def _verify_line(check: dict[str, Any]) -> list[str]:
+    """The last standalone `verify`: when, and what failed."""
+    if not check:
+        return []
+    outcome = "passed" if check.get("ok") else "FAILED: " + ", ".join(check.get("failed") or ())
+    against = f" (against {check['against']})" if check.get("against") else ""
+    return [f"  verify    {outcome}{against}, {_when(check.get('at'))}"]
 
 
 def _origin(record: dict[str, Any]) -> str:

@@ -89,7 +89,7 @@ def install_with(ns: argparse.Namespace, options: RunOptions, state: State | Non
     else:
         facts = env_facts(result, time.monotonic() - started)
         err(summary_text(result, facts, paint=paint))
-    return EXIT_OK if result.report.ok else EXIT_STEP_FAILED
+    return EXIT_OK if result.ok else EXIT_STEP_FAILED
 
 
 def env_facts(result: InstallResult, seconds: float) -> EnvFacts:
@@ -104,10 +104,15 @@ def env_facts(result: InstallResult, seconds: float) -> EnvFacts:
     return EnvFacts(
         seconds=seconds,
         packages=package_count(prefix),
-        size=disk_usage(prefix),
+        # walking every file takes a while; a run that changed nothing leaves the size as it was
+        size=disk_usage(prefix) if _changed(result) else None,
         lockfile_written=env_lockfile(prefix) if wrote else None,
         lockfile_used=locked.path if locked is not None else None,
     )
+
+
+def _changed(result: InstallResult) -> bool:
+    return any(o.status.value != "skipped" for o in result.report.outcomes)
 
 
 def cmd_verify(ns: argparse.Namespace) -> int:

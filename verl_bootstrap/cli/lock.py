@@ -437,6 +437,7 @@ def _against(prefix: Path, given: Path) -> Path:
 
 def cmd_verify_against(ns: argparse.Namespace) -> int:
     """`verify --prefix P --against LOCKFILE`: every difference; non-zero on any."""
+    from verl_bootstrap.lifecycle.runlog import record_verify
     from verl_bootstrap.lockfile import read_lockfile
     from verl_bootstrap.lockfile.drift import compare_env
 
@@ -446,6 +447,9 @@ def cmd_verify_against(ns: argparse.Namespace) -> int:
     lock = read_lockfile(ns.against)
     compared = compare_env(ns.prefix, lock)
     found, unknown, held = compared.differences, not compared.hashes_checked, compared.held
+    record_verify(  # `envs list` and `info` show it, as a plain verify's
+        ns.prefix, ok=not found, failed=[f"{d.kind} {d.name}" for d in found], against=ns.against
+    )
     if ns.json:
         emit_json(
             {

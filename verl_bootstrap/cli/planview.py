@@ -215,7 +215,7 @@ def report_json(result: InstallResult) -> dict[str, Any]:
     report = result.report
     return {
         "schema": REPORT_SCHEMA,
-        "ok": report.ok,
+        "ok": result.ok,
         "profile": result.plan.profile.name,
         "prefix": str(result.plan.prefix),
         "variant": result.plan.variant,
@@ -233,6 +233,7 @@ def report_json(result: InstallResult) -> dict[str, Any]:
             for o in report.outcomes
         ],
         "verify": report.outputs.get("verify", {}).get("verify"),
+        "drift": result.drift.to_json(),
     }
 
 
@@ -242,7 +243,7 @@ class EnvFacts:
 
     seconds: float  # the whole run, wall clock
     packages: int
-    size: int  # bytes on disk
+    size: int | None  # bytes on disk (None: not measured, the run changed nothing)
     lockfile_written: Path | None  # the env's own lockfile, when record-lock ran this time
     lockfile_used: Path | None  # the lockfile a --locked run installed
 
@@ -284,6 +285,12 @@ def summary_text(
             lines.append(f"hint: {failed.hint}")
         lines.append(f"full log: {failed.log}")
         lines.append(f"resume with: {resume_command(result.plan.prefix)}")
+    elif result.drift.cannot:
+        lines += ["", paint("not verified: the env differs from its record", "fail")]
+        lines += [f"  {line}" for line in result.drift.cannot]
+        lines.append(
+            "hint: remove the env and install it again, or re-run with the stage's options"
+        )
     elif result.activate:
         lines += ["", paint("verified.", "ok") + " Enter the env with:", f"  {result.activate}"]
     return "\n".join(lines)
@@ -292,7 +299,8 @@ def summary_text(
 def _facts(facts: EnvFacts) -> list[str]:
     lines = [
         f"  {'total':22} {'':11} {facts.seconds:7.1f}s",
-        f"  env: {facts.packages} packages, {human_size(facts.size)}",
+        f"  env: {facts.packages} packages, "
+        + ("unchanged" if facts.size is None else human_size(facts.size)),
     ]
     if facts.lockfile_used is not None:
         lines.append(f"  lockfile installed: {facts.lockfile_used}")

@@ -221,13 +221,13 @@ def _run_onboard(
         facts = env_facts(result.install, time.monotonic() - started)
         err(summary_text(result.install, facts, paint=paint))
         _print_onboard(result)
-    if not result.install.report.ok:
+    if not result.install.ok:
         return EXIT_STEP_FAILED
     return EXIT_OK if result.ok else int(result.doctor.exit_code if result.doctor else 1)
 
 
 def _print_onboard(result: Any) -> None:
-    if not result.install.report.ok:
+    if not result.install.ok:
         return
     from verl_bootstrap.envs.activation import activation_line
 

@@ -37,6 +37,8 @@ class DoctorInputs:
     urls: tuple[tuple[str, str], ...] = ()  # (label, url) the plan uses; labels like "index:pypi"
     optional_urls: frozenset[str] = frozenset()  # labels whose failure only warns
     skip: frozenset[str] = frozenset()  # --skip-check names
+    # an install's stages already done with these inputs (what they would install is moot)
+    settled: frozenset[str] = frozenset()
     lock_commit: str | None = None  # the verl commit the lockfile names
     expected_versions: Mapping[str, str] = field(default_factory=dict)  # protected name -> version
     network_timeout: float = 3.0

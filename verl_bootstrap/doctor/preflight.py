@@ -54,7 +54,9 @@ def plan_urls(plan: Plan, environ: Mapping[str, str]) -> tuple[tuple[str, str], 
     return tuple(dict.fromkeys(urls))
 
 
-def inputs_from_plan(plan: Plan, environ: Mapping[str, str] | None = None) -> DoctorInputs:
+def inputs_from_plan(
+    plan: Plan, environ: Mapping[str, str] | None = None, settled: frozenset[str] = frozenset()
+) -> DoctorInputs:
     """Doctor's inputs for a plan: its profile, variant, prefix, driver and URLs."""
     env = dict(os.environ if environ is None else environ)
     # verl's release sdist stands in for an unreachable git URL where the plan allows it.
@@ -70,6 +72,7 @@ def inputs_from_plan(plan: Plan, environ: Mapping[str, str] | None = None) -> Do
         urls=plan_urls(plan, env),
         optional_urls=optional,
         skip=frozenset(plan.skip_checks),
+        settled=settled,
         driver=plan.driver,
         detect=False,  # the plan already read the driver; doctor judges the same one
         wheel_tags=_wheel_tags(plan),
@@ -127,14 +130,15 @@ def _platforms(wheel: str) -> set[str]:
 
 
 def run_preflight_checks(
-    plan: Plan, environ: Mapping[str, str] | None = None
+    plan: Plan, environ: Mapping[str, str] | None = None, settled: frozenset[str] = frozenset()
 ) -> tuple[CheckResult, ...]:
-    """Every preflight check's result for this plan."""
-    return run_doctor(inputs_from_plan(plan, environ), only=PREFLIGHT_CHECKS).checks
+    """Every preflight check's result for this plan; `settled`: its steps already done."""
+    return run_doctor(inputs_from_plan(plan, environ, settled), only=PREFLIGHT_CHECKS).checks
 
 
 def preflight_failures(
-    plan: Plan, environ: Mapping[str, str] | None = None
+    plan: Plan, environ: Mapping[str, str] | None = None, settled: frozenset[str] = frozenset()
 ) -> tuple[CheckResult, ...]:
     """The preflight checks that fail for this plan (empty: the install may go ahead)."""
-    return tuple(c for c in run_preflight_checks(plan, environ) if c.status.value == "fail")
+    checks = run_preflight_checks(plan, environ, settled)
+    return tuple(c for c in checks if c.status.value == "fail")

@@ -29,6 +29,7 @@ from verl_bootstrap.doctor.checks_machine import (
     check_root,
 )
 from verl_bootstrap.doctor.checks_network import check_network
+from verl_bootstrap.doctor.checks_torch import check_cpu_torch
 from verl_bootstrap.doctor.inputs import Context
 from verl_bootstrap.doctor.model import CheckResult
 from verl_bootstrap.errors import InputError
@@ -75,6 +76,7 @@ REGISTRY: tuple[Registered, ...] = (
     Registered("python", check_python, preflight=True),
     Registered("root", check_root, preflight=True),
     Registered("network", check_network, preflight=True),
+    Registered("cpu-torch", check_cpu_torch, preflight=True),
 )
 CHECKS: dict[str, Check] = {check.name: check.run for check in REGISTRY}
 ALL_CHECKS: tuple[str, ...] = tuple(CHECKS)

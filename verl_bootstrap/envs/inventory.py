@@ -7,7 +7,6 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from email.parser import HeaderParser
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -51,14 +50,32 @@ def _read(info: Path) -> Dist | None:
     meta = info / "METADATA"
     if not meta.is_file():
         return None
-    with meta.open(encoding="utf-8", errors="replace") as fh:
-        headers = HeaderParser().parse(fh, headersonly=True)
-    name, version = headers.get("Name"), headers.get("Version")
+    name, version = _name_and_version(meta)
     if not name or not version:
         return None
     record = info / "RECORD"
     digest = hashlib.sha256(record.read_bytes()).hexdigest() if record.is_file() else None
     return Dist(canonical(name), version, digest, _direct_url(info))
+
+
+def _name_and_version(meta: Path) -> tuple[str | None, str | None]:
+    """The Name and Version headers of a METADATA file. Read line by line up to the two (or the
+    end of the headers): every run reads every distribution's, and a full e-mail parse of each
+    took most of an intact re-run's check."""
+    found: dict[str, str] = {}
+    with meta.open(encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if not line.strip():  # the headers end; the description follows
+                break
+            if line[0] in " \t":  # a folded header's next line (a long License:), no header
+                continue
+            key, colon, value = line.partition(":")
+            key = key.lower()
+            if colon and key in ("name", "version") and key not in found:
+                found[key] = value.strip()
+                if len(found) == 2:
+                    break
+    return found.get("name"), found.get("version")
 
 
 def _direct_url(info: Path) -> dict[str, object] | None:

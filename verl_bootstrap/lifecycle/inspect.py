@@ -23,7 +23,8 @@ class EnvSummary:
     """One env, as `envs list` shows it."""
 
     prefix: Path
-    status: str  # ok | failed | interrupted | running | killed | missing | not an env
+    # ok | verify failed | failed | interrupted | running | killed | missing | not an env
+    status: str
     profile: str | None = None
     verl_ref: str | None = None
     commit: str | None = None  # or the release sdist's sha256 (source_kind says which)
@@ -50,7 +51,17 @@ def env_status(prefix: Path, state: State) -> str:
     status = str(state.last_run.get("status") or ("ok" if _verified(state) else "unknown"))
     if status == "running" and not _locked(guard_file(prefix)):
         return "killed"
+    if status == "ok" and _verify_failed(state):
+        return "verify failed"
     return status
+
+
+def _verify_failed(state: State) -> bool:
+    """A standalone `verify` failed after the last run finished (a run since re-checks it)."""
+    check, finished = state.verified, state.last_run.get("finished")
+    if not check or check.get("ok") is not False:
+        return False
+    return not isinstance(finished, (int, float)) or float(check.get("at") or 0) >= finished
 
 
 def summarize(prefix: Path, *, size: bool = True) -> EnvSummary:
@@ -86,6 +97,7 @@ def describe(prefix: Path) -> dict[str, Any]:
         "record": state.record,
         "source": _source(state),
         "last_run": state.last_run,
+        "verified": state.verified,  # the last standalone `verify`, if any
         "steps": {  # in the order they ran
             k: {"status": v.status, "finished": v.finished, "log": v.log}
             for k, v in sorted(state.steps.items(), key=lambda kv: kv[1].started)
@@ -123,8 +135,16 @@ def _source(state: State) -> dict[str, Any]:
 
 
 def _verified(state: State) -> float | None:
+    """When the env was last verified: its verify step, or a later standalone `verify` that
+    passed (one that failed since means it is not verified now)."""
+    if _verify_failed(state):
+        return None
     record = state.steps.get("verify")
-    return record.finished if record is not None and record.status == "done" else None
+    step = record.finished if record is not None and record.status == "done" else None
+    check = state.verified
+    at = check.get("at") if check.get("ok") is True else None
+    stamps = [t for t in (step, at) if isinstance(t, (int, float))]
+    return max(stamps) if stamps else None
 
 
 def _locked(path: Path) -> bool:

@@ -7,15 +7,17 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from verl_bootstrap.errors import BootstrapError
+from verl_bootstrap.lifecycle.guard import guarding
 from verl_bootstrap.lifecycle.record import record_of
 from verl_bootstrap.lifecycle.registry import register
 from verl_bootstrap.lifecycle.state import State
-from verl_bootstrap.paths import STATE_DIRNAME
+from verl_bootstrap.paths import STATE_DIRNAME, guard_file, state_file
 
 if TYPE_CHECKING:
     from verl_bootstrap.plan.model import Plan
 
-__all__ = ["PREFIX_ITSELF", "begin_run", "end_run", "top_level"]
+__all__ = ["PREFIX_ITSELF", "begin_run", "end_run", "record_verify", "top_level"]
 
 
 def top_level(prefix: Path) -> set[str]:
@@ -51,3 +53,23 @@ def end_run(
     }
     state.made = sorted(set(state.made) | (top_level(plan.prefix) - before))
     state.save()
+
+
+def record_verify(
+    prefix: Path, *, ok: bool, failed: list[str], against: Path | None = None
+) -> bool:
+    """A standalone `verify` of the env at `prefix`, into its state (what `envs list` and `info`
+    show); False when it could not be recorded: no env of the tool's, or a run holds it now."""
+    path = state_file(prefix)
+    if not path.is_file():
+        return False
+    try:
+        with guarding(guard_file(prefix)):  # a run writing the state now wins; never waits
+            state = State.load(path)
+            state.verified = {"at": time.time(), "ok": ok, "failed": failed[:20]}
+            if against is not None:
+                state.verified["against"] = str(against.absolute())
+            state.save()
+    except BootstrapError:
+        return False
+    return True

@@ -19,6 +19,7 @@ from verl_bootstrap.profile.stacks import apply_stack
 from verl_bootstrap.safety import jsontext
 
 __all__ = [
+    "REPLACED",
     "Difference",
     "EnvComparison",
     "Staleness",
@@ -26,6 +27,9 @@ __all__ = [
     "compare_env",
     "stale_lockfile",
 ]
+
+
+REPLACED = "files replaced since install"
 
 
 @dataclass(frozen=True)
@@ -91,18 +95,19 @@ class EnvComparison:
     held: dict[str, str]
 
 
-def compare_env(prefix: Path, lock: Lockfile) -> EnvComparison:
+def compare_env(prefix: Path, lock: Lockfile, *, own: bool = False) -> EnvComparison:
     """The env at `prefix` against `lock`, its distributions and its own record read once.
 
     Hashes: an env installed with --locked records which artifacts it got and the digest of each
     installed RECORD; a distribution whose recorded hashes are not the lockfile's, or whose files
     were replaced since, has another hash. An env without that record cannot show hashes. A part
     the record says a whole kernel wheel holds (TransformerEngine's torch extension) is not
-    missing while the env has that wheel's distribution, which is compared itself.
+    missing while the env has that wheel's distribution, which is compared itself. `own`: `lock`
+    is the env's own record (a re-run's check), not read a second time.
     """
     env = installed(prefix)
     locked = lock.distributions()
-    record = _env_record(prefix)
+    record = locked if own else _env_record(prefix)
     held = {n: str(d.replaced_by) for n, d in record.items() if _held_by_whole_wheel(d, env)}
     found = list(_python(prefix, lock))
     for name, dist in sorted(locked.items()):
@@ -129,19 +134,15 @@ def _compare(dist: LockedDist, env: Dist | None, record: LockedDist | None) -> I
     if not _same_version(dist.version, env.version):
         yield Difference("other-version", dist.name, locked=dist.version, found=env.version)
         return
-    if record is None or not record.hashes or not dist.hashes:
+    if record is None:
         return
-    if not set(record.hashes) & set(dist.hashes):
+    if record.hashes and dist.hashes and not set(record.hashes) & set(dist.hashes):
         yield Difference(
             "other-hash", dist.name, locked=_short(dist.hashes), found=_short(record.hashes)
         )
     elif record.record_sha256 and record.record_sha256 != env.record_sha256:
-        yield Difference(
-            "other-hash",
-            dist.name,
-            locked=_short(dist.hashes),
-            found="files replaced since install",
-        )
+        # a resolved env's record has no artifact hashes, but the digest of each RECORD
+        yield Difference("other-hash", dist.name, locked=_short(dist.hashes), found=REPLACED)
 
 
 def _short(hashes: tuple[str, ...]) -> str:

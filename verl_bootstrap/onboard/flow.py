@@ -50,7 +50,7 @@ class OnboardResult:
     @property
     def ok(self) -> bool:
         """The install succeeded and doctor found nothing failing."""
-        return self.install.report.ok and (self.doctor is None or self.doctor.ok)
+        return self.install.ok and (self.doctor is None or self.doctor.ok)
 
 
 def lab_defaults(
@@ -78,7 +78,7 @@ def onboard(
     env = dict(os.environ if environ is None else environ)
     plan = prepare_plan(options)
     result = run_install(plan, preflight=True)
-    if not result.report.ok:
+    if not result.ok:
         return OnboardResult(result, {}, (), None, lockfile)
     files = user_activation(plan.prefix, tool_home(env))
     rcs = _shell_init(shells, files, env) if shell_init else ()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from verl_bootstrap.envs.activation import activation_line, write_activation
-from verl_bootstrap.errors import InputError, Interrupted, Refused
+from verl_bootstrap.errors import BootstrapError, InputError, Interrupted, Refused
 from verl_bootstrap.events import emit
 from verl_bootstrap.gpu.detect import detect_driver
 from verl_bootstrap.gpu.model import DriverInfo
@@ -25,6 +25,7 @@ from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack
 from verl_bootstrap.run.compile import compile_plan
+from verl_bootstrap.run.repair import Repair, env_drift, take_out_changed
 from verl_bootstrap.run.runner import RunReport, run_plan
 
 __all__ = ["InstallResult", "prepare_plan", "run_install"]
@@ -37,6 +38,12 @@ class InstallResult:
     plan: Plan
     report: RunReport
     activate: str | None
+    drift: Repair = field(default_factory=Repair)
+
+    @property
+    def ok(self) -> bool:
+        """Every step finished, and nothing the env's record lists is left drifted."""
+        return self.report.ok and not self.drift.cannot
 
 
 def prepare_plan(
@@ -134,36 +141,64 @@ def run_install(
     preflight: bool = True,
 ) -> InstallResult:
     """Preflight, then run the plan under the prefix lock; write the activation script. `state`:
-    the env's state as the run loaded it (for its options and change check), else loaded here."""
-    if preflight:
-        run_preflight(plan)
+    the env's state as the run loaded it (for its options and change check), else loaded here.
+
+    A finished env whose steps are all up to date is preflighted only when its check against
+    its record finds something to repair: a run that downloads nothing needs no preflight."""
+    settled = _settled(plan, state) - force
+    finished = settled == frozenset(plan.fingerprints())
+    if preflight and not finished:
+        run_preflight(plan, settled)
     _refuse_foreign_prefix(plan.prefix)
     before, made_prefix = top_level(plan.prefix), not plan.prefix.exists()
     with guarding(guard_file(plan.prefix), wait=plan.options.guard_wait):
-        for note in plan.notes:  # said once the run is really going (not on a refused one)
-            emit(note, kind=("note",))
         # under the lock: the state as loaded, unless another run wrote it while this one waited
         state = (state or State.load(state_file(plan.prefix))).fresh()
+        drift = env_drift(plan, state)  # before begin_run: it reads the record as it stood
+        if preflight and finished and drift.steps:
+            run_preflight(plan, settled - drift.steps)
+        _say(plan, drift)
         begin_run(plan, state, made_prefix=made_prefix)
         try:
-            report = run_plan(plan, state=state, force=force)
+            take_out_changed(plan, drift)
+            report = run_plan(plan, state=state, force=force | drift.steps)
         except Interrupted:
             end_run(plan, state, "interrupted", before)
             raise
-        end_run(plan, state, "ok" if report.ok else "failed", before, report.log_dir)
-    activate = None
-    if report.ok:
+        except BootstrapError:  # the changed distributions could not be taken out
+            end_run(plan, state, "failed", before)
+            raise
+        result = InstallResult(plan=plan, report=report, activate=None, drift=drift)
+        end_run(plan, state, "ok" if result.ok else "failed", before, report.log_dir)
+    if result.ok:
         write_activation(plan.prefix)
-        activate = activation_line(plan.prefix)
-    return InstallResult(plan=plan, report=report, activate=activate)
+        result = replace(result, activate=activation_line(plan.prefix))
+    return result
 
 
-def run_preflight(plan: Plan) -> None:
-    """Doctor's preflight subset; any failure refuses the run before a download."""
+def _say(plan: Plan, drift: Repair) -> None:
+    """The plan's notes and what drifted, once the run is really going (not on a refused one)."""
+    for note in plan.notes:
+        emit(note, kind=("note",))
+    for line in drift.lines:
+        emit(f"repair: {line}", kind=("note",))
+    for line in drift.cannot:
+        emit(line, kind=("note",))
+
+
+def _settled(plan: Plan, state: State | None) -> frozenset[str]:
+    """The steps the env already holds done with this plan's inputs (a re-run skips them)."""
+    state = state or State.load(state_file(plan.prefix))
+    return frozenset(i for i, f in plan.fingerprints().items() if state.is_done(i, f))
+
+
+def run_preflight(plan: Plan, settled: frozenset[str] = frozenset()) -> None:
+    """Doctor's preflight subset; any failure refuses the run before a download. `settled`:
+    the steps already done with these inputs (a check of what they install is moot)."""
     # only an install runs doctor: `plan` starts faster without it
     from verl_bootstrap.doctor import preflight_failures  # noqa: PLC0415 - see above
 
-    failures = preflight_failures(plan)
+    failures = preflight_failures(plan, settled=settled)
     if failures:
         lines = "\n  ".join(
             f"{c.name}: {c.finding}" + (f" (fix: {c.fix})" if c.fix else "") for c in failures

@@ -167,7 +167,7 @@ class _Loop:
 
     def _select(self, step: Step) -> None:
         fingerprint = self.fingerprints[step.id]
-        if step.id not in self.force and self.state.is_done(step.id, fingerprint):
+        if not self._must_run(step) and self.state.is_done(step.id, fingerprint):
             self.outputs[step.id] = self.state.outputs(step.id)
             self._record(StepOutcome(step.id, Status.SKIPPED, 0.0, "up to date"))
             return
@@ -190,6 +190,13 @@ class _Loop:
         # live tail of its output) reach the listener the CLI installed, not the default log
         job = self.pool.submit(contextvars.copy_context().run, self.executor, ctx)
         self.running[job] = (step, time.monotonic(), ctx)
+
+    def _must_run(self, step: Step) -> bool:
+        """Forced, or a dependency ran again in this run (forced, repaired or resumed): what a
+        step left behind (the env's record, its verification) is stale once what it read moved."""
+        if step.id in self.force:
+            return True
+        return any(self.outcomes[d].status is Status.DONE for d in step.deps)
 
     def _finish(self, future: Future[dict[str, Any]]) -> None:
         step, started, ctx = self.running.pop(future)

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from verl_bootstrap import __version__, proc
 from verl_bootstrap.envs.base import env_python
-from verl_bootstrap.envs.inventory import canonical, installed
+from verl_bootstrap.envs.inventory import Dist, canonical, installed
 from verl_bootstrap.locked.install import record_locked_env
 from verl_bootstrap.lockfile import (
     CondaPackage,
@@ -48,7 +48,9 @@ def write_env_lock(
         added = {n: v for n, v in snapshot.items() if seen.get(n) != v}
         seen.update(added)
         dists = tuple(
-            LockedDist(name=n, version=v, kernel_wheel=wheels.get(n))
+            LockedDist(
+                name=n, version=v, kernel_wheel=wheels.get(n), record_sha256=_digest(now, n, v)
+            )
             for n, v in sorted(added.items())
         )
         stages.append(
@@ -110,6 +112,13 @@ def replaced_parts(outputs: Mapping[str, Mapping[str, object]]) -> dict[str, str
             for name in done.get("replaces") or ():
                 out[str(name)] = done["distribution"]
     return out
+
+
+def _digest(now: Mapping[str, Dist], name: str, version: str) -> str | None:
+    """The digest of the installed RECORD, when the env still has the version the stage left
+    (a re-run compares it, to tell files replaced since)."""
+    dist = now.get(name)
+    return dist.record_sha256 if dist is not None and dist.version == version else None
 
 
 def _verl_stage(now: Mapping[str, object]) -> LockedStage:
