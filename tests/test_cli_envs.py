@@ -30,14 +30,18 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 
 
 @pytest.mark.parametrize("command", [["verify"], ["info"], ["test"]])
-def test_without_prefix_or_active_env_the_command_says_how_to_name_one(
-    command: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+def test_without_any_env_the_command_says_how_to_build_one(
+    command: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("VERL_BOOTSTRAP_PREFIX", raising=False)
+    monkeypatch.setenv("VERL_BOOTSTRAP_HOME", str(tmp_path / "empty-home"))
     code, _, err = run(command, capsys)
     assert code == EXIT_BAD_INPUT
-    assert f"error: {command[0]}: no --prefix given, and no env is active" in err
-    assert "verl-bootstrap activate --prefix PATH" in err
+    assert f"error: {command[0]}: no env named, none is active, and none is built yet" in err
+    assert "verl-bootstrap --profile NAME` builds one" in err
 
 
 @pytest.mark.parametrize("command", [["verify"], ["info"], ["test"]])

@@ -25,7 +25,15 @@ from verl_bootstrap.errors import CommandFailed, Interrupted
 from verl_bootstrap.redact import redact, redact_args
 from verl_bootstrap.safety.credentials import Lifted, lift
 
-__all__ = ["Completed", "allow_new_children", "capture", "marked", "run", "terminate_all"]
+__all__ = [
+    "Completed",
+    "allow_new_children",
+    "capture",
+    "interactive",
+    "marked",
+    "run",
+    "terminate_all",
+]
 
 TAIL_LINES = 30
 _GRACE_SECONDS = 5.0
@@ -157,6 +165,23 @@ def marked(output: str, mark: str) -> Any:
         if mark in line:
             return json.loads(line.split(mark, 1)[1])
     return None
+
+
+def interactive(args: Sequence[str], *, env: Mapping[str, str | None] | None = None) -> int:
+    """Run `args` on the user's own terminal (stdin, stdout and stderr ours, our process group,
+    so Ctrl-C and job control reach it as they would from the shell); return its exit code, a
+    signal's death as a shell reports it (128 + the signal)."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the child's to answer
+    try:
+        child = subprocess.Popen(list(args), env=child_env(env), preexec_fn=_default_sigint)  # noqa: PLW1509 - a signal reset
+        code = child.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return 128 - code if code < 0 else code
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def allow_new_children() -> None:

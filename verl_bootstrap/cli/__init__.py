@@ -68,11 +68,13 @@ def _main(args: list[str]) -> int:
         args.insert(0, "install")  # `verl-bootstrap --profile fsdp` is the main job
     elif args[0] not in NAMES and args[0] not in _TOP_FLAGS:
         return _unknown_command(args[0])
+    args, command_line = _split_command_line(args)
     parser = build_parser(args[0])
     try:
         ns = parser.parse_args(args)
     except SystemExit as exc:  # argparse exits 2 on bad flags; keep that code
         return int(exc.code or 0)
+    ns.command_line = command_line
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     set_color(getattr(ns, "color", "auto"))
     try:
@@ -82,6 +84,15 @@ def _main(args: list[str]) -> int:
     except KeyboardInterrupt:
         err("interrupted")
         return EXIT_INTERRUPTED
+
+
+def _split_command_line(args: list[str]) -> tuple[list[str], list[str] | None]:
+    """`run ... -- CMD ARGS`: the command after the first `--` is the user's, never our flags
+    (argparse would take its first word for the ENV and its flags for ours)."""
+    if args[0] != "run" or "--" not in args:
+        return args, None
+    cut = args.index("--")
+    return args[:cut], args[cut + 1 :]
 
 
 def _help(command: list[str]) -> int:

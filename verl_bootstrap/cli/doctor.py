@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from verl_bootstrap.cli.flags import renamed
-from verl_bootstrap.cli.options import ACTIVE_ENV, recorded_profile, run_options
+from verl_bootstrap.cli.options import ACTIVE_ENV, chosen_env, recorded_profile, run_options
 from verl_bootstrap.cli.output import emit_json, mark, out, path_arg
 from verl_bootstrap.errors import Refused
 
@@ -25,7 +25,11 @@ def flags_doctor(p: argparse.ArgumentParser) -> None:
         "--profile",
         help="judge the machine against this profile's plan (default: the --prefix env's own)",
     )
+    p.add_argument(
+        "env", nargs="?", metavar="ENV", help="an env to check: its name (`envs list`) or folder"
+    )
     where = p.add_mutually_exclusive_group()
+    where.add_argument("--name", help="an env to check, by its name (as `envs list` shows it)")
     where.add_argument(
         "--prefix",
         type=path_arg,
@@ -69,6 +73,9 @@ def doctor_inputs(ns: argparse.Namespace) -> DoctorInputs:
 
     known_checks(ns.skip_check)
     skip = frozenset(ns.skip_check)
+    if ns.env is not None or ns.name is not None:
+        ns.prefix = chosen_env(ns, command="doctor")
+        ns.name = None  # named once: the options builder takes the prefix
     if ns.prefix is None and ns.env_python is None and os.environ.get(ACTIVE_ENV):
         ns.prefix = Path(os.environ[ACTIVE_ENV])  # inside an activated env: that env
     if ns.prefix is not None and not ns.profile:

@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from verl_bootstrap.cli.flags import env_flag, json_flag
-from verl_bootstrap.cli.output import emit_json, err, out, path_arg
+from verl_bootstrap.cli.output import emit_json, err, out
 from verl_bootstrap.cli.planview import human_size
 from verl_bootstrap.errors import EXIT_OK, Declined, InputError, Refused
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ask",
     "cmd_envs_prune",
+    "cmd_run",
     "confirm",
     "confirm_changes",
     "flags_completion",
@@ -28,6 +29,7 @@ __all__ = [
     "flags_envs_prune",
     "flags_info",
     "flags_remove",
+    "flags_run",
 ]
 
 
@@ -51,7 +53,7 @@ def flags_info(p: argparse.ArgumentParser) -> None:
 
 def flags_remove(p: argparse.ArgumentParser) -> None:
     """remove."""
-    p.add_argument("--prefix", type=path_arg, required=True, help="the env to delete")
+    env_flag(p)
     p.add_argument("--yes", "-y", action="store_true", help="do not ask first")
     p.add_argument("--dry-run", action="store_true", help="show what would go; delete nothing")
     p.add_argument(
@@ -60,6 +62,32 @@ def flags_remove(p: argparse.ArgumentParser) -> None:
         help="remove the env but keep verl's checkout (src/verl) as it is, with your work in it",
     )
     json_flag(p)
+
+
+def flags_run(p: argparse.ArgumentParser) -> None:
+    """run [ENV] -- COMMAND...: the command is everything after `--` (cli.main splits it off)."""
+    p.usage = "verl-bootstrap run [ENV] [--name NAME | --prefix PATH] -- COMMAND [ARG ...]"
+    env_flag(p)
+
+
+def cmd_run(ns: argparse.Namespace) -> int:
+    """`run NAME -- CMD`: the command inside the env, activated, the shell left as it was; its
+    exit code is ours."""
+    from verl_bootstrap import proc
+    from verl_bootstrap.cli.options import chosen_env
+    from verl_bootstrap.envs.activation import inside
+    from verl_bootstrap.envs.base import env_python
+
+    command = list(getattr(ns, "command_line", None) or ())
+    if not command:
+        raise InputError(
+            "run: no command given (it goes after --)",
+            hint="verl-bootstrap run NAME -- python -c 'import verl'",
+        )
+    prefix = chosen_env(ns, command="run")
+    if not env_python(prefix).exists():
+        raise InputError(f"run: {prefix} is not an env (no {env_python(prefix)})")
+    return proc.interactive(inside(prefix, command))
 
 
 def flags_completion(p: argparse.ArgumentParser) -> None:
@@ -191,10 +219,10 @@ def cmd_envs_prune(ns: argparse.Namespace) -> int:
 
 def cmd_info(ns: argparse.Namespace) -> int:
     """`info --prefix P`."""
-    from verl_bootstrap.cli.options import env_prefix
+    from verl_bootstrap.cli.options import chosen_env
     from verl_bootstrap.lifecycle.inspect import describe
 
-    body = describe(env_prefix(ns.prefix, command="info"))
+    body = describe(chosen_env(ns, command="info"))
     if ns.json:
         emit_json({"schema": "verl-bootstrap.info/1", **body})
     else:
@@ -252,9 +280,15 @@ def _origin(record: dict[str, Any]) -> str:
 
 def cmd_remove(ns: argparse.Namespace) -> int:
     """`remove --prefix P`: what will go, a question, then the removal."""
+    from verl_bootstrap.cli.options import chosen_env
     from verl_bootstrap.lifecycle.remove import check_removal, remove_env
 
-    prefix = ns.prefix.absolute()
+    if ns.prefix is None and ns.env is None and ns.name is None:
+        raise InputError(
+            "remove: which env? name it (`verl-bootstrap remove NAME`) or give --prefix PATH",
+            hint="`verl-bootstrap envs list` shows the envs and their names",
+        )
+    prefix = ns.prefix.absolute() if ns.prefix is not None else chosen_env(ns, command="remove")
     if not prefix.exists():
         raise InputError(
             f"{prefix} is not there (deleted by hand?)",

@@ -20,6 +20,7 @@ __all__ = [
     "config_flag",
     "dry_run_flag",
     "env_flag",
+    "env_named",
     "json_flag",
     "option_flags",
     "output_beside",
@@ -125,13 +126,23 @@ def renamed(p: argparse.ArgumentParser, old: str, new: str, why: str) -> None:
     p.add_argument(old, action=_Renamed, nargs="?", help=argparse.SUPPRESS)
 
 
-def env_flag(p: argparse.ArgumentParser, *, required: bool = False) -> None:
-    """--prefix of a command that reads an existing env."""
-    p.add_argument(
+def env_flag(p: argparse.ArgumentParser, *, positional: bool = True) -> None:
+    """The env of a command that reads an existing one: ENV (its name or folder), --name or
+    --prefix; none given, the activated env, else the only env there is."""
+    if positional:
+        p.add_argument(
+            "env",
+            nargs="?",
+            metavar="ENV",
+            help="the env's name as `envs list` shows it, or its folder "
+            "(default: the activated env, else the only one)",
+        )
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--name", help="the env's name (as `envs list` shows it)")
+    where.add_argument(
         "--prefix",
         type=path_arg,
-        required=required,
-        help="the env (default: the activated one, $VERL_BOOTSTRAP_PREFIX)",
+        help="the env's folder (default: the activated one, $VERL_BOOTSTRAP_PREFIX)",
     )
 
 
@@ -145,3 +156,11 @@ def output_beside(output: Path) -> Path:
             f"--output {output}: {folder} {what}", hint=f"create it first (mkdir -p {folder})"
         )
     return output
+
+
+def env_named(ns: argparse.Namespace) -> str | None:
+    """The env's name as given: the ENV word or --name (both: the word, refused if they differ)."""
+    word, flag = vars(ns).get("env"), vars(ns).get("name")
+    if word is not None and flag is not None and word != flag:
+        raise InputError(f"the env is given twice: {word!r} and --name {flag}", hint="name it once")
+    return word if word is not None else flag

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from verl_bootstrap.lifecycle.state import State
 
 __all__ = [
+    "chosen_env",
     "env_prefix",
+    "named_env",
     "options_and_state",
     "profile_stem",
     "recorded_profile",
@@ -30,17 +32,28 @@ __all__ = [
 ACTIVE_ENV = "VERL_BOOTSTRAP_PREFIX"  # set by the env's activation script
 
 
-def env_prefix(given: Path | None, *, command: str) -> Path:
-    """The env a command that reads one works on: --prefix, else the activated env's. A folder
-    that is not there is bad input, said as such (not as a missing file inside it)."""
+def chosen_env(ns: argparse.Namespace, *, command: str) -> Path:
+    """The env a command's ENV word, --name or --prefix names (see env_prefix)."""
+    from verl_bootstrap.cli.flags import env_named
+
+    return env_prefix(vars(ns).get("prefix"), command=command, name=env_named(ns))
+
+
+def env_prefix(given: Path | None, *, command: str, name: str | None = None) -> Path:
+    """The env a command that reads one works on: --prefix, else the env named `name` (a name
+    `envs list` shows, or a folder), else the activated env's, else the only env there is. A
+    folder that is not there is bad input, said as such (not as a missing file inside it)."""
+    if given is not None and name is not None:
+        raise InputError(
+            f"{command}: the env is given twice ({name!r} and --prefix {given})",
+            hint="name it once: by its name, or by --prefix PATH",
+        )
+    if given is None and name is not None:
+        return named_env(name, command=command)
     active = os.environ.get(ACTIVE_ENV)
     prefix = given if given is not None else Path(active) if active else None
     if prefix is None:
-        raise InputError(
-            f"{command}: no --prefix given, and no env is active",
-            hint="pass --prefix PATH (`verl-bootstrap envs list` shows your envs), or enter one "
-            'first: eval "$(verl-bootstrap activate --prefix PATH)"',
-        )
+        return _only_env(command)
     if not prefix.is_dir():
         where = "--prefix" if given is not None else f"${ACTIVE_ENV}"
         raise InputError(
@@ -48,6 +61,57 @@ def env_prefix(given: Path | None, *, command: str) -> Path:
             hint="`verl-bootstrap envs list` shows the envs there are",
         )
     return prefix.absolute()
+
+
+def named_env(name: str, *, command: str) -> Path:
+    """The env called `name` (its folder's name, as `envs list` shows it); a word with a slash,
+    or ~ or . first, is the env's folder itself."""
+    from verl_bootstrap.lifecycle.registry import env_name, live_prefixes
+
+    if "/" in name or name.startswith(("~", ".")):
+        return env_prefix(Path(name).expanduser(), command=command)
+    envs = live_prefixes()
+    found = [p for p in envs if env_name(p) == name]
+    if len(found) > 1:
+        raise InputError(
+            f"{command}: {len(found)} envs are named {name!r}: " + ", ".join(str(p) for p in found),
+            hint=f"name the one you mean by its folder: --prefix {found[0]}",
+        )
+    if not found:
+        from verl_bootstrap.cli.parse import did_you_mean
+
+        names = sorted({env_name(p) for p in envs})
+        guess = did_you_mean(name, names)
+        raise InputError(
+            f"{command}: no env is named {name!r}"
+            + (f"; did you mean {guess!r}?" if guess else ""),
+            hint=f"the envs: {', '.join(names)}" if names else _NO_ENV_HINT,
+        )
+    return found[0]
+
+
+_NO_ENV_HINT = "`verl-bootstrap --profile NAME` builds one (`verl-bootstrap envs list` lists them)"
+
+
+def _only_env(command: str) -> Path:
+    """No env named and none active: the one env there is, when there is exactly one."""
+    from verl_bootstrap.lifecycle.registry import env_name, live_prefixes
+
+    envs = live_prefixes()
+    if len(envs) == 1:
+        return envs[0]
+    if not envs:
+        raise InputError(
+            f"{command}: no env named, none is active, and none is built yet",
+            hint=_NO_ENV_HINT,
+        )
+    listed = ", ".join(f"{env_name(p)} ({p})" for p in envs)
+    raise InputError(
+        f"{command}: which env? none is named and none is active, and there are {len(envs)}: "
+        f"{listed}",
+        hint=f"name one: `verl-bootstrap {command} NAME` (or --prefix PATH), or enter one "
+        'first: eval "$(verl-bootstrap activate NAME)"',
+    )
 
 
 def recorded_profile(prefix: Path) -> str | None:
@@ -88,7 +152,7 @@ def options_and_state(ns: argparse.Namespace, **fixed: Any) -> tuple[RunOptions,
     if "profile" in fixed:
         given["profile"] = fixed.pop("profile")
     own_prefix = "prefix" not in fixed  # lock's scratch prefix has no record
-    given_prefix = flag("prefix")
+    given_prefix = flag("prefix") if not own_prefix else _target(ns)
     state = _state(given_prefix) if own_prefix and given_prefix else None
     recorded = _recorded(state)
     values = merge_options(given, recorded)
@@ -100,7 +164,7 @@ def options_and_state(ns: argparse.Namespace, **fixed: Any) -> tuple[RunOptions,
             hint="pass --profile NAME (see `verl-bootstrap profiles list`)",
         )
     envs_dir = site.config.defaults.envs_dir
-    name = profile_stem(profile)
+    name = flag("name") or profile_stem(profile)
     prefix = given_prefix or (Path(envs_dir) / name if envs_dir else default_prefix(name))
     if state is None and own_prefix:  # the default prefix's record
         state = _state(Path(prefix))
@@ -125,6 +189,43 @@ def options_and_state(ns: argparse.Namespace, **fixed: Any) -> tuple[RunOptions,
 
         chosen["python"] = interpreter_for(str(chosen["python"]))
     return RunOptions(**{**chosen, **fixed}), state
+
+
+def _target(ns: argparse.Namespace) -> Path | None:
+    """The env an install or plan works on when the user named one: --prefix; else --name, an
+    env of that name (None: a new env of that name goes in the envs folder); else, inside an
+    activated env, that env, unless --profile names another profile than the env's."""
+    flag = vars(ns).get
+    if flag("prefix") is not None and flag("name") is not None:
+        raise InputError(
+            f"--name {flag('name')} and --prefix {flag('prefix')} both name the env",
+            hint="give one: --name NAME (an env in the envs folder) or --prefix PATH",
+        )
+    if flag("prefix") is not None:
+        return Path(str(flag("prefix")))
+    if flag("name") is not None:
+        return _existing(str(flag("name")))
+    active = os.environ.get(ACTIVE_ENV)
+    if not active or not Path(active).is_dir():
+        return None
+    profile = flag("profile")
+    if profile and profile_stem(profile) != profile_stem(recorded_profile(Path(active)) or ""):
+        return None  # another profile: its own env, not the active one
+    return Path(active)
+
+
+def _existing(name: str) -> Path | None:
+    """The env called `name` if there is one (a new env of that name: None)."""
+    from verl_bootstrap.lifecycle.registry import named
+
+    if "/" in name or name in (".", ".."):
+        raise InputError(
+            f"--name {name!r} is a path, not a name", hint=f"for a folder: --prefix {name}"
+        )
+    found = named(name)
+    if len(found) > 1:
+        return named_env(name, command="install")  # refused, listing them
+    return found[0] if found else None
 
 
 def _cuda_archs(values: Sequence[str]) -> tuple[str, ...]:

@@ -131,6 +131,11 @@ def _install_flags(p: argparse.ArgumentParser, command: str) -> Any:
     """Every install option, as RunOptions declares it, in its --help group; returns the group
     the command's own behaviour flags join."""
     groups = option_flags(p, command=command)
+    groups["where"].add_argument(
+        "--name",
+        help="the env by name: an env `envs list` shows, else a new one in the envs folder "
+        "(default: the activated env, else the profile's name)",
+    )
     bundle_flag(groups["sources"])
     json_flag(groups["behaviour"])
     return groups["behaviour"]

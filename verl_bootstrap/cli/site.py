@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from verl_bootstrap.cli.flags import config_flag, dry_run_flag, json_flag
+from verl_bootstrap.cli.flags import config_flag, dry_run_flag, env_flag, json_flag
 from verl_bootstrap.cli.options import run_options
 from verl_bootstrap.cli.output import emit_json, err, out, paint, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
@@ -73,7 +73,7 @@ def flags_onboard(p: argparse.ArgumentParser) -> None:
 
 def flags_activate(p: argparse.ArgumentParser) -> None:
     """activate's flags."""
-    p.add_argument("--prefix", type=path_arg, required=True, help="the env to enter")
+    env_flag(p)
     p.add_argument("--shell", choices=["bash", "zsh", "fish"], help="default: your $SHELL")
 
 
@@ -103,12 +103,13 @@ def _storage_notes(envs_dir: str | None, site_env: dict[str, str | None]) -> lis
 
 
 def cmd_activate(ns: argparse.Namespace) -> int:
-    """`activate --prefix P`: the shell code that enters the env."""
+    """`activate NAME` (or --prefix P): the shell code that enters the env."""
+    from verl_bootstrap.cli.options import chosen_env
     from verl_bootstrap.envs.activation import activation_script
     from verl_bootstrap.envs.base import env_python
     from verl_bootstrap.onboard import default_shell
 
-    prefix = ns.prefix.absolute()
+    prefix = chosen_env(ns, command="activate")
     if not env_python(prefix).exists():
         raise InputError(f"{prefix} is not an env (no {env_python(prefix)})")
     out(activation_script(prefix, ns.shell or default_shell(os.environ)).rstrip("\n"))

@@ -9,7 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verl_bootstrap.cli.output import emit_json, err, out, path_arg, seconds_arg
+from verl_bootstrap.cli.flags import env_flag
+from verl_bootstrap.cli.output import emit_json, err, out, seconds_arg
 from verl_bootstrap.errors import EXIT_OK, Refused
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ __all__ = ["cmd_update", "flags_update"]
 
 def flags_update(update: argparse.ArgumentParser) -> None:
     """update's flags."""
-    update.add_argument("--prefix", type=path_arg, required=True, help="the env to update")
+    env_flag(update)
     update.add_argument("--dry-run", action="store_true", help="show the version diff and stop")
     update.add_argument("--yes", "-y", action="store_true", help="apply it without asking")
     update.add_argument(
@@ -36,12 +37,13 @@ def flags_update(update: argparse.ArgumentParser) -> None:
 
 def cmd_update(ns: argparse.Namespace) -> int:
     """Resolve, show, ask, apply."""
-    from verl_bootstrap.cli.options import run_options
+    from verl_bootstrap.cli.options import chosen_env, run_options
     from verl_bootstrap.lifecycle.update import require_record, resolve_update
     from verl_bootstrap.siteconfig.apply import applied_environment
 
-    require_record(ns.prefix.absolute())
-    options = run_options(argparse.Namespace(prefix=ns.prefix.absolute(), wait=ns.wait))
+    prefix = chosen_env(ns, command="update")
+    require_record(prefix)
+    options = run_options(argparse.Namespace(prefix=prefix, wait=ns.wait))
     from verl_bootstrap.cli.render import Console
 
     with (

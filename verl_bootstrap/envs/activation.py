@@ -21,6 +21,7 @@ __all__ = [
     "SHELLS",
     "activation_line",
     "activation_script",
+    "inside",
     "prompt_mark",
     "write_activation",
 ]
@@ -208,6 +209,14 @@ def _fish(prefix: Path, variables: dict[str, str]) -> str:
 
 def _fq(value: str) -> str:
     return quote(value, "fish")
+
+
+def inside(prefix: Path, argv: list[str]) -> list[str]:
+    """The argv that runs `argv` in the env at `prefix` as if typed after activating it: a POSIX
+    shell sources the env's activation (its PATH, library paths, variables and conda hooks, the
+    very lines `activate` prints), then replaces itself with the command."""
+    script = activation_script(prefix, "bash") + 'exec "$@"\n'
+    return ["/bin/sh", "-c", script, "verl-bootstrap-run", *argv]
 
 
 def write_activation(prefix: Path) -> Path:

@@ -15,7 +15,17 @@ from verl_bootstrap.lifecycle.guard import guarding as holding
 from verl_bootstrap.paths import STATE_DIRNAME, atomic_write, tool_home
 from verl_bootstrap.safety import jsontext
 
-__all__ = ["forget", "gone_prefixes", "known_prefixes", "prune", "register", "registry_path"]
+__all__ = [
+    "env_name",
+    "forget",
+    "gone_prefixes",
+    "known_prefixes",
+    "live_prefixes",
+    "named",
+    "prune",
+    "register",
+    "registry_path",
+]
 
 
 def registry_path() -> Path:
@@ -57,6 +67,22 @@ def known_prefixes() -> list[Path]:
     if envs.is_dir():
         found |= {p for p in envs.iterdir() if (p / STATE_DIRNAME).is_dir()}
     return sorted(found)
+
+
+def live_prefixes() -> list[Path]:
+    """The known prefixes that still hold an env."""
+    return [p for p in known_prefixes() if _holds_env(p)]
+
+
+def env_name(prefix: Path) -> str:
+    """An env's name: its folder's name (`--profile cpu` makes ~/.verl-bootstrap/envs/cpu, named
+    cpu; `--prefix ~/envs/rl` makes rl), as conda names the envs in its envs folder."""
+    return prefix.name
+
+
+def named(name: str) -> list[Path]:
+    """The live envs called `name` (more than one when two folders share a name)."""
+    return [p for p in live_prefixes() if env_name(p) == name]
 
 
 def _change(edit: Callable[[set[str]], set[str]]) -> None:
