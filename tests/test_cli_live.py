@@ -14,6 +14,9 @@ import time
 from pathlib import Path
 
 from cpuenv import Installed
+from lockfixtures import CUTOFF, HOST_XY
+
+from verl_bootstrap.paths import LOCKFILES_DIR
 
 BIN = Path(sys.executable).parent
 TOOL = str(BIN / "verl-bootstrap")
@@ -26,6 +29,7 @@ def _in_pty(
     answer: bytes | None = None,
     env: dict[str, str] | None = None,
     limit: float = 600,
+    cwd: Path | None = None,
 ) -> tuple[int, str]:
     """Run `argv` with a terminal as its stdin, stdout and stderr; what the terminal showed."""
     leader, follower = pty.openpty()
@@ -36,6 +40,7 @@ def _in_pty(
         stderr=follower,
         env={**os.environ, **(env or {})},
         close_fds=True,
+        cwd=cwd,
     )
     os.close(follower)
     shown = b""
@@ -103,3 +108,86 @@ def test_answering_no_at_the_prompt_changes_nothing_and_exits_0(
     assert f"{prefix} was not changed" in shown
     assert "error:" not in shown
     assert (prefix / ".verl-bootstrap" / "state.json").read_bytes() == before
+
+
+_TESTS = """\
+import pytest
+
+
+def test_passes():
+    pass
+
+
+def test_fails():
+    assert False, "as written"
+
+
+@pytest.mark.skip(reason="as written")
+def test_skipped():
+    pass
+
+
+def test_passes_too():
+    pass
+"""
+
+
+def _checkout(tmp_path: Path) -> Path:
+    """A checkout with one CPU test file: two tests pass, one fails, one is skipped."""
+    checkout = tmp_path / "verl"
+    (checkout / "tests").mkdir(parents=True)
+    (checkout / "tests" / "test_live_on_cpu.py").write_text(_TESTS)
+    return checkout
+
+
+_COUNTS = re.compile(r"test +\d+s │ (\d+) passed, (\d+) failed, (\d+) skipped · ([^\s\x1b]+)")
+
+
+def test_verls_tests_show_a_live_line_with_the_counts(
+    cpu_env_session: Installed, tmp_path: Path
+) -> None:
+    argv = [TOOL, "test", "--prefix", str(cpu_env_session.prefix)]
+    code, shown = _in_pty([*argv, "--checkout", str(_checkout(tmp_path))])
+    assert code == 0, shown  # the failure is the test's own, not the env's
+    counts = [(int(p), int(f), int(s)) for p, f, s, _ in _COUNTS.findall(shown)]
+    # a redraw as each test's outcome comes, in the order the tests ran (the ticker repeats it)
+    assert list(dict.fromkeys(counts)) == [(1, 0, 0), (1, 1, 0), (1, 1, 1), (2, 1, 1)], shown
+    assert "passed 2, failed 1, error 0, skipped 1" in shown
+
+
+def test_verls_tests_take_node_ids_and_k(cpu_env_session: Installed, tmp_path: Path) -> None:
+    checkout = str(_checkout(tmp_path))
+    argv = [TOOL, "test", "--prefix", str(cpu_env_session.prefix), "--checkout", checkout]
+    _, by_id = _in_pty([*argv, "tests/test_live_on_cpu.py::test_fails"])
+    assert {c[3] for c in _COUNTS.findall(by_id)} == {"tests/test_live_on_cpu.py::test_fails"}
+    assert "passed 0, failed 1, error 0, skipped 0" in by_id
+    _, by_k = _in_pty([*argv, "-k", "passes"])
+    assert "passed 2, failed 0, error 0, skipped 0" in by_k, by_k[-2000:]
+    piped = subprocess.run([*argv, "-k", "passes"], capture_output=True, text=True, check=False)
+    assert "\r" not in piped.stderr and "@@verl-bootstrap" not in piped.stdout + piped.stderr
+
+
+def test_lock_shows_a_live_line_the_count_the_changes_and_where_it_wrote(
+    verl_repo_session: Path, tmp_path: Path
+) -> None:
+    shipped = LOCKFILES_DIR / "cpu" / "cpu-linux-64.lock.yaml"
+    before = shipped.read_bytes()
+    argv = [TOOL, "lock", "--profile", "cpu", "--cuda", "cpu", "--python-version", HOST_XY]
+    argv += ["--exclude-newer", CUTOFF, "--verl-source", str(verl_repo_session)]
+    code, shown = _in_pty(argv, cwd=tmp_path)
+    assert code == 0, shown
+    assert re.search(r"⠋ lock +\d+s │ resolving cpu cpu \(linux-64\)", shown), shown
+    assert re.search(r"resolved \d+ packages in \d+\.\ds", shown), shown
+    assert "a new lockfile (no previous one to compare with)" in shown
+    assert "wrote lockfiles/cpu/cpu-linux-64.lock.yaml" in shown  # the current folder's
+    written = tmp_path / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"
+    assert shipped.read_bytes() == before  # the tool's own lockfile is never the default
+    # a version changed by hand: the re-lock names the change, from and to
+    text = written.read_text()
+    pinned = re.search(r"name: msgspec\n\s+source: \S+\n\s+version: (\S+)", text)
+    assert pinned, text[:2000]
+    written.write_text(text.replace(pinned.group(0), pinned.group(0).replace(pinned[1], "0.0.1")))
+    code, again = _in_pty(argv, cwd=tmp_path)
+    assert code == 0, again
+    assert f"msgspec: 0.0.1 → {pinned[1]}" in again, again
+    assert "wrote lockfiles/cpu/cpu-linux-64.lock.yaml" in again

@@ -166,3 +166,19 @@ def test_run_with_no_command_or_an_unknown_one(home: Path) -> None:
     missing = _tool(["run", "cpu", "--", "no-such-command-here"], home)
     assert missing.returncode == 127  # as a shell reports a command it cannot find
     assert "no-such-command-here" in missing.stderr
+
+
+def test_test_takes_the_env_by_name_then_node_ids(home: Path, tmp_path: Path) -> None:
+    checkout = tmp_path / "verl"
+    (checkout / "tests").mkdir(parents=True)
+    (checkout / "tests" / "test_n_on_cpu.py").write_text(
+        "def test_one():\n    pass\n\n\ndef test_two():\n    assert False\n"
+    )
+    argv = ["test", "cpu", "tests/test_n_on_cpu.py::test_one", "--checkout", str(checkout)]
+    done = _tool([*argv, "--json"], home)
+    assert done.returncode == EXIT_OK, done.stderr
+    counts = json.loads(done.stdout)["counts"]
+    assert (counts["passed"], counts["failed"]) == (1, 0)
+    wrong = _tool(["test", "cpu", "tests/nope_on_cpu.py::t", "--checkout", str(checkout)], home)
+    assert wrong.returncode == EXIT_BAD_INPUT
+    assert "not a CPU test file" in wrong.stderr

@@ -16,6 +16,7 @@ from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, BootstrapError, InputError
 
 if TYPE_CHECKING:
+    from verl_bootstrap.lockfile.create import LockResult
     from verl_bootstrap.lockfile.model import Lockfile
     from verl_bootstrap.profile.models import Profile
 
@@ -53,7 +54,11 @@ def flags_lock(lock: argparse.ArgumentParser) -> None:
         help="the oldest glibc of the machines (default 2.28; SGLang needs 2.34)",
     )
     lock.add_argument("-o", "--output", type=path_arg, help="where to write (one lockfile only)")
-    lock.add_argument("--dir", type=path_arg, help="the lockfiles folder (default: lockfiles/)")
+    lock.add_argument(
+        "--dir",
+        type=path_arg,
+        help="the lockfiles folder to write (default: lockfiles/ in the current folder)",
+    )
     dry_run_flag(lock, "name each lockfile it would write or regenerate")
     lock_source_flags(lock)
 
@@ -130,12 +135,25 @@ def cmd_lock(ns: argparse.Namespace) -> int:
 
 
 def _lock_path(ns: argparse.Namespace, profile: str, variant: str, *, single: bool) -> Path:
-    """Where one lockfile goes: --output (one lockfile), else its place in --dir or lockfiles/."""
-    from verl_bootstrap.paths import LOCKFILES_DIR, default_lockfile
+    """Where one lockfile goes: --output (one lockfile), else its place in --dir, else in the
+    current folder's lockfiles/ (never the tool's own shipped copy, which installs trust)."""
+    from verl_bootstrap.paths import default_lockfile
 
     if ns.output is not None and single:
         return Path(ns.output)
-    return default_lockfile(Path(profile).stem, variant, ns.platform, ns.dir or LOCKFILES_DIR)
+    return default_lockfile(Path(profile).stem, variant, ns.platform, ns.dir or _OWN_FOLDER)
+
+
+_OWN_FOLDER = Path("lockfiles")  # relative: the current folder's
+
+
+def shown_path(path: Path) -> str:
+    """A path as the user reads it: relative to the current folder when under it, else whole."""
+    whole = path.absolute()
+    try:
+        return str(whole.relative_to(Path.cwd()))
+    except ValueError:
+        return str(whole)
 
 
 def _lock_dry_run(ns: argparse.Namespace, targets: list[tuple[str, str]]) -> int:
@@ -151,34 +169,43 @@ def _lock_dry_run(ns: argparse.Namespace, targets: list[tuple[str, str]]) -> int
             {"schema": "verl-bootstrap.lock/1", "ok": True, "dry_run": True, "lockfiles": rows}
         )
     for row in [] if ns.json else rows:
-        out(f"{row['state']} {row['path']} ({row['profile']} {row['variant']} {ns.platform})")
+        where = shown_path(Path(row["path"]))
+        out(f"{row['state']} {where} ({row['profile']} {row['variant']} {ns.platform})")
     return EXIT_OK
 
 
 def _lock_one(
     ns: argparse.Namespace, profile: str, variant: str, *, single: bool, said: set[str]
 ) -> dict[str, Any]:
-    """Lock one profile variant; a failure is reported and the others still run."""
-    from dataclasses import replace
+    """Lock one profile variant, with a live line while it resolves; a failure is reported and
+    the others still run."""
+    import time
 
+    from verl_bootstrap.cli.render import Console
+    from verl_bootstrap.events import listening
     from verl_bootstrap.kernels.lockwheels import record_kernel_wheels
     from verl_bootstrap.lockfile.create import LockRequest, lock_profile
-    from verl_bootstrap.paths import default_lockfile
 
+    path = _lock_path(ns, profile, variant, single=single)
     request = LockRequest(
         options=scratch_options(ns, profile, variant),
         platform=ns.platform,
         python=ns.python_version,
         exclude_newer=ns.exclude_newer,
-        output=ns.output if single else None,
+        output=path,
         upgrade=ns.upgrade,
         glibc=ns.glibc,
+        base=None if ns.dir or ns.output else _shipped(profile, variant, ns.platform),
     )
-    if ns.dir is not None and request.output is None:
-        folder = default_lockfile(Path(profile).stem, variant, ns.platform, ns.dir)
-        request = replace(request, output=folder)
+    existed = path.is_file()  # what the changes are said against (not the shipped base)
+    started = time.monotonic()
     try:
-        result = lock_profile(request, after=record_kernel_wheels(request.options))
+        with (
+            Console(quiet=ns.json) as console,
+            listening(console),
+            console.activity("lock", f"resolving {profile} {variant} ({ns.platform})"),
+        ):
+            result = lock_profile(request, after=record_kernel_wheels(request.options))
     except BootstrapError as exc:
         err(f"✗ {profile} {variant}: {exc.message}" + (f"\n  hint: {exc.hint}" if exc.hint else ""))
         return {"profile": profile, "variant": variant, "error": exc.message}
@@ -186,9 +213,54 @@ def _lock_one(
         if note not in said:
             said.add(note)
             err(f"note: {note}")
+    previous = result.previous if existed else None
+    seconds = time.monotonic() - started
+    return _said_lock(ns, profile, variant, result, previous=previous, seconds=seconds)
+
+
+def _shipped(profile: str, variant: str, platform: str) -> Path:
+    """The tool's own lockfile of a profile variant: a new lockfile in the current folder keeps
+    its Python, cutoff and backend, as a re-lock of it did."""
+    from verl_bootstrap.paths import LOCKFILES_DIR, default_lockfile
+
+    return default_lockfile(Path(profile).stem, variant, platform, LOCKFILES_DIR)
+
+
+def _said_lock(
+    ns: argparse.Namespace,
+    profile: str,
+    variant: str,
+    result: LockResult,
+    *,
+    previous: Lockfile | None,
+    seconds: float,
+) -> dict[str, Any]:
+    """What one lock resolved, what changed against the lockfile it replaced, where it went."""
+    from verl_bootstrap.lifecycle.update import version_diff
+
+    lock = result.lock
+    packages = len(lock.distributions()) + len(lock.conda)
+    changes = version_diff(previous, lock) if previous is not None else None
     state = "wrote" if result.changed else "unchanged"
-    out(f"{state} {result.path}")
-    return {"profile": profile, "variant": variant, "path": str(result.path), "state": state}
+    if not ns.json:
+        err(f"resolved {packages} packages in {seconds:.1f}s")
+        if changes is None:
+            err("  a new lockfile (no previous one to compare with)")
+        for change in changes or ():
+            err(f"  {change.line()}")
+        if changes == ():
+            err("  no version changed against the previous lockfile")
+        out(f"{state} {shown_path(result.path)}")
+    return {
+        "profile": profile,
+        "variant": variant,
+        "path": str(result.path.absolute()),
+        "state": state,
+        "packages": packages,
+        "changes": None
+        if changes is None
+        else [{"name": c.name, "old": c.old, "new": c.new} for c in changes],
+    }
 
 
 def _targets(ns: argparse.Namespace) -> list[tuple[str, str]]:

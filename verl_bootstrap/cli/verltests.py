@@ -31,7 +31,17 @@ def _seconds(value: str) -> float:
 
 def flags_test(p: argparse.ArgumentParser) -> None:
     """test's flags."""
-    env_flag(p)
+    p.add_argument(
+        "targets",
+        nargs="*",
+        metavar="[ENV] TEST",
+        help="the env's name first (default: the activated env, else the only one), then test "
+        "files or node ids FILE::TEST relative to the checkout",
+    )
+    env_flag(p, positional=False)
+    p.add_argument(
+        "-k", dest="keyword", metavar="EXPR", help="only tests matching EXPR (pytest -k)"
+    )
     p.add_argument(
         "--checkout",
         type=lambda v: Path(v).expanduser(),
@@ -72,24 +82,45 @@ def flags_test(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_test(ns: argparse.Namespace) -> int:
-    """Run the suite; exit 1 when a failure is the env's own (the others are reported)."""
+    """Run the suite with a live line of counts; exit 1 when a failure is the env's own (the
+    others are reported)."""
     from verl_bootstrap.cli.options import env_prefix
+    from verl_bootstrap.cli.render import Console
+    from verl_bootstrap.events import listening
     from verl_bootstrap.verltests import run_verl_tests
 
-    report = run_verl_tests(
-        env_prefix(ns.prefix, command="test"),
-        checkout=ns.checkout.absolute() if ns.checkout else None,
-        files=tuple(ns.file),
-        allow_downloads=ns.allow_downloads,
-        collect_only=ns.collect_only,
-        timeout=ns.timeout,
-        test_timeout=ns.test_timeout,
-    )
+    name, tests = _env_and_tests(ns)
+    prefix = env_prefix(ns.prefix, command="test", name=name)
+    with (
+        Console(quiet=ns.json) as console,
+        listening(console),
+        console.activity("test", "starting pytest"),
+    ):
+        report = run_verl_tests(
+            prefix,
+            checkout=ns.checkout.absolute() if ns.checkout else None,
+            files=tuple(ns.file),
+            allow_downloads=ns.allow_downloads,
+            collect_only=ns.collect_only,
+            timeout=ns.timeout,
+            test_timeout=ns.test_timeout,
+            tests=tests,
+            keyword=ns.keyword,
+        )
     if ns.json:
         emit_json({"schema": "verl-bootstrap.test/1", **report.to_json()})
     else:
         out(render(report))
     return EXIT_OK if report.ok else EXIT_STEP_FAILED
+
+
+def _env_and_tests(ns: argparse.Namespace) -> tuple[str | None, tuple[str, ...]]:
+    """The env's name (the first word, when it is no test, or --name) and the tests named."""
+    words = list(ns.targets)
+    looks_like_test = not words or "::" in words[0] or "/" in words[0] or ".py" in words[0]
+    if words and not looks_like_test and ns.name is None and ns.prefix is None:
+        return words[0], tuple(words[1:])
+    return ns.name, tuple(words)
 
 
 def render(report: SuiteReport) -> str:

@@ -73,6 +73,9 @@ class LockRequest:
     output: Path | None = None
     upgrade: bool = False  # ignore the old lock's cutoff: resolve against today's index
     glibc: str | None = None  # the oldest glibc of the target machines (default 2.28)
+    # the lock whose Python, cutoff and backend are kept when `output` holds none yet (a new
+    # lockfile in the user's folder keeps the shipped one's)
+    base: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class LockResult:
     lock: Lockfile
     changed: bool
     notes: tuple[str, ...] = ()
+    previous: Lockfile | None = None  # the lockfile it replaced (or was based on)
 
 
 def load_locked_profile(options: RunOptions) -> Profile:
@@ -104,7 +108,7 @@ def lock_profile(
     variant = _variant(profile, request.options.cuda)
     _check_platform(request.platform)
     path = request.output or default_lockfile(profile.name, variant, request.platform)
-    previous = _previous(path)
+    previous = _previous(path) or (_previous(request.base) if request.base else None)
     target = Target(
         python=_python(request.python or (previous.python if previous else None), profile),
         platform=request.platform,
@@ -139,7 +143,7 @@ def lock_profile(
     if changed:
         atomic_write(path, text)
         path.chmod(0o644)  # committed and shared: readable by all
-    return LockResult(path=path, lock=lock, changed=changed, notes=tuple(notes))
+    return LockResult(path=path, lock=lock, changed=changed, notes=tuple(notes), previous=previous)
 
 
 def _resolve(

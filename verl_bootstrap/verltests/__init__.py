@@ -20,10 +20,13 @@ def run_verl_tests(
     collect_only: bool = False,
     timeout: float | None = None,
     test_timeout: float | None = None,
+    tests: tuple[str, ...] = (),
+    keyword: str | None = None,
 ) -> SuiteReport:
-    """Run the CPU test files of the env's checkout (default PREFIX/src/verl) in the env."""
+    """Run the CPU test files of the env's checkout (default PREFIX/src/verl) in the env: all,
+    the `files`, or the tests `tests` names (files or node ids FILE::TEST), -k `keyword`."""
     source = checkout or checkout_dir(prefix)
-    selected = find_test_files(source, files)
+    selected = find_test_files(source, files + tests)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log = logs_dir(prefix) / f"verl-tests-{stamp}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -36,4 +39,6 @@ def run_verl_tests(
         collect_only=collect_only,
         timeout=timeout,
         test_timeout=test_timeout,
+        targets=(*files, *tests) if tests else (),
+        keyword=keyword,
     )

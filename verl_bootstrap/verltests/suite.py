@@ -20,6 +20,7 @@ from typing import Any
 from verl_bootstrap import proc
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.errors import InputError, StepFailed
+from verl_bootstrap.events import emit
 from verl_bootstrap.verltests.classify import (
     CLASSES,
     Verdict,
@@ -36,6 +37,7 @@ _RUN = ("passed", "failed", "error", "skipped", "timeout")
 _COLLECT_ONLY = ("collected", "error", "timeout")
 _TOOLS = ("pytest", "pytest_asyncio", "pytest_rerunfailures", "pytest_timeout")
 PLUGIN = "verl_bootstrap_progress"  # the module name progress_plugin.py gets in the run
+_MARK = "@@verl-bootstrap-test "  # progress_plugin.MARK (that module runs in the env only)
 _INTERRUPTED = 2  # pytest's exit code when a signal, Ctrl-C or pytest.exit() stopped the run
 # As verl's CPU workflow sets them; the hub is offline unless the user allows downloads, so a
 # test that needs one fails at once (and is classified) instead of waiting on the network.
@@ -107,20 +109,23 @@ class SuiteReport:
 
 
 def find_test_files(checkout: Path, selected: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The checkout's CPU test files, relative and sorted; `selected` narrows them (paths)."""
+    """The checkout's CPU test files, relative and sorted; `selected` narrows them (paths, or
+    node ids `file::test`, whose file must be one of them)."""
     tests = checkout / "tests"
     if not tests.is_dir():
         raise InputError(f"{checkout} has no tests/ folder: is it verl's checkout?")
     found = sorted(p.relative_to(checkout).as_posix() for p in tests.rglob(PATTERN))
     if not selected:
         return tuple(found)
-    missing = [s for s in selected if s not in found]
+    wanted = {s.split("::", 1)[0] for s in selected}
+    missing = sorted(wanted - set(found))
     if missing:
         raise InputError(
             f"not a CPU test file of {checkout}: {', '.join(missing)}",
-            hint=f"pass paths relative to the checkout that match tests/**/{PATTERN}",
+            hint=f"pass paths relative to the checkout that match tests/**/{PATTERN}, "
+            "or node ids FILE::TEST of such a file",
         )
-    return tuple(s for s in found if s in selected)
+    return tuple(s for s in found if s in wanted)
 
 
 def run_suite(
@@ -133,11 +138,16 @@ def run_suite(
     collect_only: bool = False,
     timeout: float | None = None,
     test_timeout: float | None = None,
+    targets: tuple[str, ...] = (),
+    keyword: str | None = None,
 ) -> SuiteReport:
-    """Run `files` with pytest in the env at `prefix`, from `checkout`; classify each failure.
+    """Run `files` (or the node ids `targets` within them) with pytest in the env at `prefix`,
+    from `checkout`; classify each failure.
 
     `collect_only` imports the test files without running them (what a host without the GPU an
     env is for can still check): a file that cannot be imported is an error, classified.
+    `keyword` is pytest's -k expression. Each test's outcome is emitted as it comes (a
+    ("step", "line") event of the step "test": the counts so far), for a live line.
     Past `timeout` seconds the run is stopped: the file or test it was stuck in is a failure of
     class `timeout`. `test_timeout` is each test's limit (pytest-timeout, when the env has it).
     """
@@ -151,11 +161,12 @@ def run_suite(
         args = _pytest_args(
             python,
             where / "junit.xml",
-            files,
+            targets or files,
             tools=tools,
             settings=_confined_to(checkout, scratch=where),
             collect_only=collect_only,
             test_timeout=test_timeout,
+            keyword=keyword,
         )
         done = proc.run(
             args,
@@ -165,6 +176,7 @@ def run_suite(
             check=False,
             keep_output=True,
             timeout=timeout,
+            on_line=_Tally(),
         )
         cases = read_junit(where / "junit.xml") if (where / "junit.xml").exists() else ()
         interrupted = not done.timed_out and done.returncode == _INTERRUPTED
@@ -191,6 +203,22 @@ def run_suite(
         timed_out=done.timed_out,
         interrupted=interrupted,
     )
+
+
+class _Tally:
+    """Counts the outcome lines of the progress plugin and says the counts so far."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def __call__(self, line: str) -> None:
+        at = line.find(_MARK)  # after pytest's own progress mark (`.`, `F`) on the line
+        if at < 0:
+            return
+        outcome, _, nodeid = line[at + len(_MARK) :].partition(" ")
+        self.counts["failed" if outcome == "error" else outcome] += 1
+        said = ", ".join(f"{self.counts[k]} {k}" for k in ("passed", "failed", "skipped"))
+        emit(f"{said} · {nodeid}", kind=("step", "line"), step="test", **self.counts)
 
 
 def _require_tools(python: Path, prefix: Path, *, per_test: bool) -> dict[str, bool]:
@@ -295,6 +323,7 @@ def _pytest_args(
     settings: list[str],
     collect_only: bool,
     test_timeout: float | None,
+    keyword: str | None = None,
 ) -> list[str]:
     args = [
         str(python),
@@ -318,6 +347,8 @@ def _pytest_args(
         args.append("--asyncio-mode=auto")
     if test_timeout is not None:
         args.append(f"--timeout={test_timeout:g}")
+    if keyword:
+        args += ["-k", keyword]
     return [*args, *files]
 
 
