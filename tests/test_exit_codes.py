@@ -44,6 +44,7 @@ BAD_INPUT: dict[str, list[str]] = {
     "info": ["--prefix", GONE],
     "remove": ["--prefix", GONE],
     "activate": ["--prefix", GONE],
+    "run": ["--prefix", GONE, "--", "python", "-V"],
     "profiles list": ["--color", "sometimes"],
     "profiles show": ["nosuch"],
     "profiles validate": [f"{GONE}.yaml"],

@@ -5,6 +5,7 @@ community wheelhouse's doc/packages.md), and release assets answering HEAD (flas
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import pytest
 import yaml
 from loopback import base_url, serve
 
+from verl_bootstrap import cli
+from verl_bootstrap.errors import EXIT_STEP_FAILED
 from verl_bootstrap.kernels.coverage import coverage
 from verl_bootstrap.kernels.record import load_record, record_path
 from verl_bootstrap.kernels.refresh import refresh_record
@@ -132,7 +135,7 @@ def test_refresh_asks_each_source_and_rewrites_the_recorded_lists(
         )
     )
     day = dt.date(2026, 12, 4)
-    notes = refresh_record(path, load_record(path), search=profiles, today=day)
+    notes = refresh_record(path, load_record(path), search=profiles, today=day).notes
     record = load_record(path)
     assert record.sources["community"].wheels == (
         f"{base}/{COMMUNITY}/v0.9.4/{x86}",
@@ -170,8 +173,68 @@ def test_a_source_that_does_not_answer_keeps_its_recorded_list(tmp_path: Path) -
             }
         )
     )
-    notes = refresh_record(path, load_record(path), search=profiles)
+    refreshed = refresh_record(path, load_record(path), search=profiles)
+    notes = refreshed.notes
     assert any(n.startswith("verl-wheelhouse: not refreshed (") for n in notes), notes
+    assert "verl-wheelhouse" in refreshed.failed
     record = load_record(path)
     assert record.sources["verl-wheelhouse"].wheels == (kept,)
     assert record.sources["verl-wheelhouse"].recorded == dt.date(2026, 1, 1)
+
+
+def test_offline_a_refresh_keeps_every_recorded_list_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No network: the release assets' HEADs get no answer, which is not "gone"."""
+    dead = "http://127.0.0.1:9"  # nothing listens there
+    profiles = _profiles(tmp_path / "profiles", dead)
+    path = record_path(profiles / "gpu.yaml")
+    path.parent.mkdir()
+    asset = (
+        f"{dead}/{OFFICIAL}/flash_attn-2.8.3+cu12torch2.8cxx11abiTRUE-cp312-cp312-linux_x86_64.whl"
+    )
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "schema_version": 1,
+                "sources": {
+                    "official": {
+                        "recorded": "2026-01-01",
+                        "from": "its workflow",
+                        "wheels": [asset],
+                    }
+                },
+            }
+        )
+    )
+    code = cli.main(["kernels", "coverage", "--refresh", "--record", str(path)])
+    _, said = capsys.readouterr()
+    assert code == EXIT_STEP_FAILED
+    assert "official: not refreshed (" in said and "did not answer" in said
+    assert "could not refresh official, verl-wheelhouse (its recorded list is kept)" in said
+    assert load_record(path).sources["official"].wheels == (asset,)
+    assert "official: 0 wheel(s)" not in said
+    assert load_record(path).sources["official"].recorded == dt.date(2026, 1, 1)
+
+
+def test_a_dry_run_refresh_shows_the_fresh_table_and_writes_nothing(
+    host: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, base = host
+    verl = "flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl"
+    _touch(root / "assets" / verl)
+    page = root / "simple" / "flash-attn" / "index.html"
+    page.parent.mkdir(parents=True)
+    page.write_text(f'<a href="../../assets/{verl}#sha256=00">{verl}</a>\n')
+    profiles = _profiles(tmp_path / "profiles", base)
+    path = record_path(profiles / "gpu.yaml")
+    path.parent.mkdir()
+    path.write_text(yaml.safe_dump({"schema_version": 1, "sources": {}}))
+    before = path.read_bytes()
+    argv = ["kernels", "coverage", "--refresh", "--dry-run", "--record", str(path), "--json"]
+    cli.main(argv)
+    body = json.loads(capsys.readouterr().out)
+    assert path.read_bytes() == before  # nothing written
+    assert body["dry_run"] is True
+    x86 = next(r for r in body["rows"] if r["platform"] == "linux_x86_64")
+    assert x86["source"] == "verl-wheelhouse" and x86["wheel"].endswith(verl)

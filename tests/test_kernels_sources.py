@@ -324,13 +324,21 @@ def test_a_bad_recorded_list_is_an_input_error_naming_the_file(tmp_path: Path) -
 
 
 def test_kernels_coverage_prints_the_table_and_its_json(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["kernels", "coverage", "--profile", "fsdp"]) == 0
+    assert cli.main(["kernels", "coverage", "--profile", "fsdp", "--format", "markdown"]) == 0
     text = capsys.readouterr().out
     assert (
         "| fsdp | cu130 | linux_x86_64 | cp312 | flash-attn | 2.11.0 | verl-wheelhouse (project) |"
         in text
     )
     assert "- community: recorded 2026-12-04 from mjun0812/flash-attention-prebuild-wheels" in text
+    # by default: columns aligned for a terminal, each starting where its header does
+    assert cli.main(["kernels", "coverage", "--profile", "fsdp"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["PROFILE", "CUDA", "PLATFORM"] and "|" not in lines[0]
+    at = lines[0].index("SOURCE (TRUST)")
+    rows = [line for line in lines[1:] if line.startswith("fsdp ")]
+    assert len(rows) == 4
+    assert all(row[at - 2 : at] == "  " and row[at] != " " for row in rows), rows
     assert cli.main(["kernels", "coverage", "--profile", "sglang", "--json"]) == 0
     body = json.loads(capsys.readouterr().out)
     assert {r["profile"] for r in body["rows"]} == {"sglang"} and len(body["rows"]) == 4
@@ -341,7 +349,7 @@ def test_kernels_coverage_prints_the_table_and_its_json(capsys: pytest.CaptureFi
 def test_the_readmes_coverage_table_is_what_the_command_prints(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert cli.main(["kernels", "coverage"]) == 0
+    assert cli.main(["kernels", "coverage", "--format", "markdown"]) == 0
     printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8").splitlines()
     start = readme.index(printed[0])

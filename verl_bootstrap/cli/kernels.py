@@ -4,16 +4,17 @@ shipped stack, from the recorded lists (offline), or asked of each source (--ref
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verl_bootstrap.cli.output import emit_json, out, path_arg
-from verl_bootstrap.errors import EXIT_OK
+from verl_bootstrap.cli.output import emit_json, err, out, path_arg
+from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 
 if TYPE_CHECKING:
     from verl_bootstrap.kernels.coverage import CoverageRow
     from verl_bootstrap.kernels.record import KernelRecord
 
-__all__ = ["cmd_coverage", "flags_coverage", "table"]
+__all__ = ["aligned", "cmd_coverage", "flags_coverage", "table"]
 
 
 def flags_coverage(cover: argparse.ArgumentParser) -> None:
@@ -27,38 +28,67 @@ def flags_coverage(cover: argparse.ArgumentParser) -> None:
         "--refresh",
         action="store_true",
         help="ask each source (its index page, its published list, a HEAD of each release "
-        "asset) and rewrite the recorded lists (needs the network)",
+        "asset) and rewrite the recorded lists (needs the network); a source that does not "
+        "answer keeps its list, and the command exits 1",
+    )
+    cover.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --refresh: ask the sources and show the table they give; write nothing",
+    )
+    cover.add_argument(
+        "--format",
+        choices=("table", "markdown"),
+        default="table",
+        help="table: columns aligned for a terminal (default); markdown: a Markdown table",
     )
     cover.add_argument("--json", action="store_true", help="print one JSON document")
 
 
 def cmd_coverage(ns: argparse.Namespace) -> int:
-    """`kernels coverage`."""
+    """`kernels coverage`: the table from the recorded lists (after --refresh, the fresh ones);
+    exit 1 when a source could not be asked (its recorded list kept)."""
     from verl_bootstrap.kernels.coverage import coverage  # noqa: PLC0415 - kept off --help
     from verl_bootstrap.kernels.record import load_record, record_path  # noqa: PLC0415 - same
     from verl_bootstrap.profile.load import PROFILES_DIR  # noqa: PLC0415 - same
 
+    if ns.dry_run and not ns.refresh:
+        raise InputError(
+            "--dry-run goes with --refresh", hint="kernels coverage --refresh --dry-run"
+        )
     path = ns.record or record_path(PROFILES_DIR / "fsdp.yaml")
+    # the recorded lists of a profiles folder sit in its kernel-wheels/ (record_path)
+    search = path.parent.parent if path.parent.name == "kernel-wheels" else PROFILES_DIR
     order = None
     if ns.config:
         from verl_bootstrap.siteconfig import load_site  # noqa: PLC0415 - kept off --help
 
         order = load_site(ns.config).config.kernel_sources
+    record, failed = load_record(path), tuple[str, ...]()
     if ns.refresh:
         from verl_bootstrap.kernels.refresh import refresh_record  # noqa: PLC0415 - network
 
-        for note in refresh_record(path, load_record(path)):
-            if not ns.json:
-                out(note)
-    record = load_record(path)
-    rows = coverage(record, profiles=ns.profile or None, order=order)
+        refreshed = refresh_record(path, record, search=search, write=not ns.dry_run)
+        record, failed = refreshed.record, refreshed.failed
+        for note in () if ns.json else refreshed.notes:
+            err(note)
+        if not ns.json:
+            err(_refresh_verdict(path, failed, dry_run=ns.dry_run))
+    rows = coverage(record, profiles=ns.profile or None, order=order, search=search)
     if ns.json:
-        body = {"record": str(path), "sources": _sources(record)}
-        emit_json({**body, "rows": [r.to_json() for r in rows]})
-        return EXIT_OK
-    for line in table(rows, record):
-        out(line)
-    return EXIT_OK
+        body = {"record": str(path), "sources": _sources(record), "not_refreshed": list(failed)}
+        emit_json({**body, "dry_run": ns.dry_run, "rows": [r.to_json() for r in rows]})
+    else:
+        for line in table(rows, record) if ns.format == "markdown" else aligned(rows, record):
+            out(line)
+    return EXIT_STEP_FAILED if failed else EXIT_OK
+
+
+def _refresh_verdict(path: Path, failed: tuple[str, ...], *, dry_run: bool) -> str:
+    kept = f"could not refresh {', '.join(failed)} (its recorded list is kept); " if failed else ""
+    if dry_run:
+        return f"{kept}dry run: {path} is not rewritten"
+    return f"{kept}rewrote {path}"
 
 
 def _sources(record: KernelRecord) -> dict[str, dict[str, str]]:
@@ -82,4 +112,36 @@ def table(rows: list[CoverageRow], record: KernelRecord) -> list[str]:
     lines.append("")
     for name, seen in record.sources.items():
         lines.append(f"- {name}: recorded {seen.recorded.isoformat()} from {seen.origin}")
+    return lines
+
+
+_HEAD = (
+    "PROFILE",
+    "CUDA",
+    "PLATFORM",
+    "PYTHON",
+    "STAGE",
+    "TORCH",
+    "SOURCE (TRUST)",
+    "WHEEL, OR WHY",
+)
+
+
+def aligned(rows: list[CoverageRow], record: KernelRecord) -> list[str]:
+    """The rows in columns aligned for a terminal (the last, long one left free), then where
+    each recorded list came from."""
+    cells: list[tuple[str, ...]] = [_HEAD]
+    for r in rows:
+        served = f"{r.source} ({r.trust})" if r.trust else r.source
+        detail = r.wheel.rsplit("/", 1)[-1] if r.wheel else r.why
+        key = (str(r.key.python), r.stage, str(r.key.torch))
+        cells.append((r.profile, r.variant, r.platform, *key, served, detail))
+    widths = [max(len(row[i]) for row in cells) for i in range(len(_HEAD) - 1)]
+    lines = [
+        "  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]])
+        for row in cells
+    ]
+    lines.append("")
+    for name, seen in record.sources.items():
+        lines.append(f"{name}: recorded {seen.recorded.isoformat()} from {seen.origin}")
     return lines

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urljoin
 
@@ -24,7 +25,7 @@ from verl_bootstrap.paths import atomic_write
 from verl_bootstrap.profile.kernel import PrebuiltSource
 from verl_bootstrap.profile.load import PROFILES_DIR, list_profiles, load_profile
 
-__all__ = ["declared", "refresh_record", "write_record"]
+__all__ = ["Refreshed", "declared", "refresh_record", "write_record"]
 
 _HEADER = """\
 # The prebuilt kernel wheels each declared source publishes, as recorded from the source's own
@@ -67,11 +68,27 @@ def declared(search: Path = PROFILES_DIR) -> dict[str, Wanted]:
     return out
 
 
+@dataclass(frozen=True)
+class Refreshed:
+    """What a refresh found: a line per source, the sources it could not ask (their recorded
+    lists kept as they were), and the record it wrote (or, with write=False, would write)."""
+
+    notes: tuple[str, ...]
+    failed: tuple[str, ...]
+    record: KernelRecord
+
+
 def refresh_record(
-    path: Path, record: KernelRecord, *, search: Path = PROFILES_DIR, today: dt.date | None = None
-) -> list[str]:
-    """Ask every declared source again, rewrite `path`; a line per source saying what changed."""
-    notes = []
+    path: Path,
+    record: KernelRecord,
+    *,
+    search: Path = PROFILES_DIR,
+    today: dt.date | None = None,
+    write: bool = True,
+) -> Refreshed:
+    """Ask every declared source again and rewrite `path` (with `write`); a source that could
+    not be asked in full keeps its recorded list: an unreachable host is never "0 wheels"."""
+    notes, failed = [], []
     sources = dict(record.sources)
     day = today or dt.date.today()
     for name, wanted in sorted(declared(search).items()):
@@ -80,6 +97,7 @@ def refresh_record(
             wheels, origin = _ask(wanted, old)
         except HttpError as exc:
             notes.append(f"{name}: not refreshed ({exc}); the recorded list is kept")
+            failed.append(name)
             continue
         before = set(old.wheels) if old else set()
         added, gone = len(set(wheels) - before), len(before - set(wheels))
@@ -87,8 +105,10 @@ def refresh_record(
         sources[name] = RecordedSource(
             recorded=day, origin=origin, wheels=tuple(wheels), list=old.list if old else None
         )
-    write_record(path, KernelRecord(schema_version=1, sources=sources))
-    return notes
+    fresh = KernelRecord(schema_version=1, sources=sources)
+    if write:
+        write_record(path, fresh)
+    return Refreshed(notes=tuple(notes), failed=tuple(failed), record=fresh)
 
 
 def _ask(wanted: Wanted, old: RecordedSource | None) -> tuple[list[str], str]:
@@ -103,8 +123,12 @@ def _ask(wanted: Wanted, old: RecordedSource | None) -> tuple[list[str], str]:
     if old is not None and old.list:
         found = [u for u in _links(old.list) if _wanted(wanted, u)]
         return list(dict.fromkeys(found)), f"its published list {old.list}"
-    candidates = [*(old.wheels if old else ()), *sorted(wanted.rendered)]
-    there = [u for u in dict.fromkeys(candidates) if _answers(u)]
+    candidates = list(dict.fromkeys([*(old.wheels if old else ()), *sorted(wanted.rendered)]))
+    answers = {u: _answers(u) for u in candidates}
+    unreached = [u for u, said in answers.items() if said is None]
+    if unreached:  # no answer is not "gone": the list cannot be told from this run
+        raise HttpError(f"{len(unreached)} of {len(candidates)} asset(s) did not answer")
+    there = [u for u, said in answers.items() if said]
     return there, "a HEAD of each recorded release asset and of each asset a shipped stack names"
 
 
@@ -125,11 +149,14 @@ def _wanted(wanted: Wanted, url: str) -> bool:
     return False
 
 
-def _answers(url: str, check: Callable[..., int] = status) -> bool:
+def _answers(url: str, check: Callable[..., int] = status) -> bool | None:
+    """True: the asset is there; False: the host says it is not (a 4xx); None: no answer (no
+    network, a refused connection, a server error)."""
     try:
-        return check(url, timeout=30) < 400
+        code = check(url, timeout=30)
     except HttpError:
-        return False
+        return None
+    return None if code >= 500 else code < 400
 
 
 def write_record(path: Path, record: KernelRecord) -> None:
