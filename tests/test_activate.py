@@ -186,3 +186,59 @@ def test_the_rc_block_is_written_once_and_replaced_in_place(tmp_path: Path) -> N
 def test_activation_line_names_the_written_file(tmp_path: Path) -> None:
     assert activation_line(tmp_path) == f". {tmp_path / '.verl-bootstrap' / 'activate'}"
     assert activation_line(tmp_path, "fish").startswith("source ")
+
+
+@pytest.fixture
+def outer(tmp_path: Path) -> Path:
+    """A real venv (python -m venv) the user is inside when entering the verl env."""
+    venv = tmp_path / "outer"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    return venv
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_leaving_the_env_entered_from_a_venv_gives_the_venv_back(
+    shell: str, dirs: dict[str, Path], outer: Path
+) -> None:
+    _needs(shell)
+    prefix = dirs["prefix"]
+    script = write_activation(prefix)
+    out = _posix(
+        shell,
+        # a prompt set (venv's deactivate leaves an empty one changed, with or without us)
+        f"export PS1='$ '; {SNAPSHOT} > before; . {outer}/bin/activate; . {script}; "
+        "echo IN=$VIRTUAL_ENV; "
+        'deactivate; echo BACK=$VIRTUAL_ENV; echo "PY=$(command -v python)"; '
+        f"deactivate; {SNAPSHOT} > after; cmp before after && echo RESTORED",
+        {**_environ(""), "HOME": str(prefix.parent)},
+        prefix.parent,
+    )
+    assert f"IN={prefix}" in out
+    assert f"BACK={outer}" in out and f"PY={outer / 'bin' / 'python'}" in out
+    assert "RESTORED" in out  # the venv's own deactivate ran, and left the shell as it was
+
+
+def test_fish_gives_the_outer_venv_back_too(dirs: dict[str, Path], outer: Path) -> None:
+    _needs("fish")
+    prefix = dirs["prefix"]
+    write_activation(prefix)
+    fish_file = prefix / ".verl-bootstrap" / "activate.fish"
+    done = subprocess.run(
+        [
+            "fish",
+            "--no-config",
+            "-c",
+            f"{SNAPSHOT} > before; source {outer}/bin/activate.fish; source {fish_file}; "
+            "echo IN=$VIRTUAL_ENV; deactivate; echo BACK=$VIRTUAL_ENV; deactivate; "
+            f"{SNAPSHOT} > after; cmp before after; and echo RESTORED",
+        ],
+        env={**_environ(""), "HOME": str(prefix.parent)},
+        cwd=prefix.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"IN={prefix}" in done.stdout and f"BACK={outer}" in done.stdout
+    assert "RESTORED" in done.stdout, done.stdout + done.stderr

@@ -25,8 +25,9 @@ __all__ = [
     "option",
 ]
 
-# value: one string; path: one path; number: a float; switch: on when given; repeat: repeatable
-Kind = Literal["value", "path", "number", "switch", "repeat"]
+# value: one string; path: one path; number: a float; switch: on when given; repeat: repeatable;
+# toggle: --NAME on, --no-NAME off (off given wins over the record, where a switch cannot say off)
+Kind = Literal["value", "path", "number", "switch", "repeat", "toggle"]
 # the heading an option is shown under in `install --help`
 Group = Literal["where", "what", "sources", "behaviour"]
 
@@ -227,9 +228,10 @@ class RunOptions:
     with_tests: bool = option(
         False,
         "--with-tests",
-        kind="switch",
+        kind="toggle",
         group="what",
-        help="also install what verl's own test suite needs (the profile's test stages)",
+        help="also install what verl's own test suite needs (the profile's test stages); "
+        "--no-with-tests: no longer (an env keeps the choice it was made with)",
     )
     site: SiteOptions = SiteOptions()  # from the site config; CLI flags override it
     # install exactly a lockfile whose profile hash matches the profile

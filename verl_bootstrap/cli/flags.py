@@ -80,6 +80,8 @@ def _argparse_kwargs(option: Declared, help_text: str | None) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"help": help_text or spec.help}
     if spec.kind == "switch":
         kwargs["action"] = "store_true"
+    elif spec.kind == "toggle":  # --NAME / --no-NAME; None when neither is given
+        kwargs.update(action=argparse.BooleanOptionalAction, default=None)
     elif spec.kind == "repeat":
         kwargs.update(action="append", default=[])
     elif spec.kind == "path":

@@ -155,7 +155,7 @@ def options_and_state(ns: argparse.Namespace, **fixed: Any) -> tuple[RunOptions,
     given_prefix = flag("prefix") if not own_prefix else _target(ns)
     state = _state(given_prefix) if own_prefix and given_prefix else None
     recorded = _recorded(state)
-    values = merge_options(given, recorded)
+    values = _locked_without_tests(merge_options(given, recorded), given)
     site = load_site(values["config"])
     profile = values["profile"] or local_profile(site.config.defaults.profile or "", os.environ)
     if not profile:
@@ -169,7 +169,9 @@ def options_and_state(ns: argparse.Namespace, **fixed: Any) -> tuple[RunOptions,
     if state is None and own_prefix:  # the default prefix's record
         state = _state(Path(prefix))
         recorded = _recorded(state)
-        values = merge_options({**given, "profile": profile}, recorded)
+        values = _locked_without_tests(
+            merge_options({**given, "profile": profile}, recorded), given
+        )
     _check_prefix(Path(prefix))
     indexes = merge_indexes(named_indexes(site.config), (recorded or {}).get("indexes"), flags)
     lockfile = _path(values["lockfile"])
@@ -228,6 +230,22 @@ def _existing(name: str) -> Path | None:
     return found[0] if found else None
 
 
+def _locked_without_tests(values: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """A lockfile install (--locked, --frozen, --lockfile) of an env made --with-tests: the
+    lockfile holds no test stages, so the recorded choice gives way (said), the test tools
+    already in the env stay; --with-tests given with it is still refused (run.install)."""
+    lock_mode = given.get("locked") or given.get("frozen") or given.get("lockfile")
+    if not (lock_mode and values.get("with_tests") and given.get("with_tests") is None):
+        return values
+    from verl_bootstrap.cli.output import err
+
+    err(
+        "note: this env was made --with-tests; a lockfile install holds no test stages, so its "
+        "test tools are left as they are (run without --locked, with --with-tests, to update them)"
+    )
+    return {**values, "with_tests": False}
+
+
 def _cuda_archs(values: Sequence[str]) -> tuple[str, ...]:
     """--cuda-arch 9.0 --cuda-arch 10.0, or --cuda-arch 9.0,10.0."""
     from verl_bootstrap.siteconfig.model import check_cuda_arch
@@ -262,7 +280,9 @@ def _given_flags(ns: argparse.Namespace) -> dict[str, Any]:
             value = flag(option.spec.dest)
             kind = option.spec.kind
             given[option.name] = (
-                bool(value)
+                value  # a toggle: None left out, False said off
+                if kind == "toggle"
+                else bool(value)
                 if kind == "switch"
                 else list(value or ())
                 if kind == "repeat"
@@ -285,7 +305,7 @@ def _chosen(values: dict[str, Any], ns: argparse.Namespace) -> dict[str, Any]:
 
 def _typed(option: Declared, value: Any) -> Any:
     kind = option.spec.kind
-    if kind == "switch":
+    if kind in ("switch", "toggle"):
         return bool(value)
     if kind == "repeat":
         return tuple(value or ())

@@ -19,8 +19,11 @@ __all__ = ["merge_indexes", "merge_options"]
 def merge_options(given: Mapping[str, Any], recorded: Mapping[str, Any] | None) -> dict[str, Any]:
     """Each option: the flag when given, else the record's (indexes are merged by name)."""
     recorded = recorded or {}
+    toggles = {o.name for o in declared() if o.spec.kind == "toggle"}  # off is a given value too
     merged = {
-        name: given.get(name) if _given(given.get(name)) else recorded.get(name)
+        name: given.get(name)
+        if _given(given.get(name)) or (name in toggles and given.get(name) is not None)
+        else recorded.get(name)
         for name in {**given, **recorded}
     }
     for option in declared():
