@@ -297,3 +297,28 @@ def test_a_folder_remove_cannot_read_refuses_it_naming_the_folder(
         assert files_of(prefix) == before
     finally:
         shutil.rmtree(base)
+
+
+def test_one_refusal_names_the_users_files_of_every_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A name at the top, a file deep inside and work in the checkout: all said at once, so
+    moving them out takes one try, not three."""
+    prefix, _repo = tiny_env(tmp_path, monkeypatch)
+    top = write(prefix / "my-notes.txt")[0]
+    deep = write(prefix / SITE / "mynotes.txt")[0]
+    work = work_in(prefix / "src" / "verl")
+    refused = run(["remove", "--prefix", str(prefix), "--yes"])
+    assert refused.code == EXIT_REFUSED, refused.err
+    said = refused.err
+    assert f"holds files verl-bootstrap did not make: my-notes.txt, {SITE}/mynotes.txt;" in said, (
+        said
+    )
+    assert "holds work of yours: checkpoints/x.pt (ignored by git)" in said
+    assert "my_experiment.py (untracked)" in said and "nothing was deleted" in said
+    assert "move them out of the prefix first" in said and "--keep-source" in said
+    for path in (top, deep):
+        path.unlink()
+    kept = run(["remove", "--prefix", str(prefix), "--yes", "--keep-source"])
+    assert kept.code == EXIT_OK, kept.err
+    assert {p: p.read_text(encoding="utf-8") for p in work} == work

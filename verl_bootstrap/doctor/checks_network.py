@@ -121,7 +121,10 @@ def _replacement(reach: Reach) -> str:
     if kind == "git" or reach.url.endswith(".git"):
         return f"git config --global url.<mirror>.insteadOf {reach.url}"
     if kind == "channel":
-        return f"a mirror (or local folder) in place of {reach.url} in the profile's env.channels"
+        return (
+            f"a mirror (or local folder) in place of {reach.url}: pass --channel URL_OR_PATH "
+            "(repeatable; it replaces the profile's channels)"
+        )
     return (
         f"a mirror for {reach.label}: PIP_INDEX_URL / UV_DEFAULT_INDEX for the default index, "
         "or the index's entry in the profile"

@@ -64,18 +64,9 @@ def _check(prefix: Path, *, keep_source: bool) -> Removal:
             f"{prefix} was made before verl-bootstrap recorded what it creates",
             hint="check its contents and delete it yourself",
         )
-    foreign = sorted(top_level(prefix) - set(state.made))
-    if foreign:
-        raise Refused(
-            f"{prefix} holds files verl-bootstrap did not make: {', '.join(foreign)}; "
-            "nothing was deleted",
-            hint="move them out of the prefix first",
-        )
-    _refuse_foreign_files(prefix)
     checkout = checkout_dir(prefix)
     kept = checkout if keep_source and (checkout.exists() or checkout.is_symlink()) else None
-    if kept is None:
-        _refuse_checkout_work(checkout)
+    _refuse_users_files(prefix, set(state.made), None if kept else checkout)
     entries = tuple(sorted(n for n in state.made if n not in (PREFIX_ITSELF, STATE_DIRNAME)))
     size = disk_usage(prefix) - (disk_usage(checkout) if kept else 0)
     return Removal(prefix, entries, PREFIX_ITSELF in state.made and kept is None, size, kept)
@@ -100,15 +91,24 @@ def _locked(prefix: Path) -> Iterator[None]:
         yield
 
 
-def _refuse_foreign_files(prefix: Path) -> None:
-    """A file anywhere inside that no install, package or env backend made is the user's."""
-    foreign = foreign_files(prefix)
-    if foreign:
-        raise Refused(
-            f"{prefix} holds files verl-bootstrap did not make: {_shown(foreign)}; "
-            "nothing was deleted",
-            hint="move them out of the prefix first",
+def _refuse_users_files(prefix: Path, made: set[str], checkout: Path | None) -> None:
+    """Every file of the user's, of every kind, in one refusal: names at the top the tool did not
+    make and files inside that no install, package or env backend made; and (when the checkout
+    goes) edits, new files and files git ignores in verl's checkout."""
+    foreign = list(dict.fromkeys([*sorted(top_level(prefix) - made), *foreign_files(prefix)]))
+    work = checkout_work(checkout) if checkout is not None else []
+    found = [f"{prefix} holds files verl-bootstrap did not make: {_shown(foreign)}"] * bool(foreign)
+    if work:
+        found.append(f"verl's checkout {checkout} holds work of yours: {_shown(work)}")
+    if not found:
+        return
+    hints = ["move them out of the prefix first"] * bool(foreign)
+    if work:
+        hints.append(
+            "copy your work in the checkout elsewhere (or commit and push it), or pass "
+            "--keep-source to remove the env and keep the checkout as it is"
         )
+    raise Refused("; ".join(found) + "; nothing was deleted", hint="; ".join(hints))
 
 
 _SHOWN = 10
@@ -118,17 +118,6 @@ def _shown(paths: list[str]) -> str:
     """The first few paths, and how many more there are."""
     more = f" and {len(paths) - _SHOWN} more" if len(paths) > _SHOWN else ""
     return ", ".join(paths[:_SHOWN]) + more
-
-
-def _refuse_checkout_work(checkout: Path) -> None:
-    """Edits, new files and files git ignores in verl's checkout are the user's work."""
-    work = checkout_work(checkout)
-    if work:
-        raise Refused(
-            f"verl's checkout {checkout} holds work of yours: {_shown(work)}; nothing was deleted",
-            hint="copy them elsewhere (or commit and push them), or pass --keep-source to "
-            "remove the env and keep the checkout as it is",
-        )
 
 
 def _delete(path: Path, keep: Path | None = None) -> None:

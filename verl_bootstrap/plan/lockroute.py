@@ -21,7 +21,7 @@ from verl_bootstrap.lockfile.fit import Candidate, Choice, Wanted, choose
 from verl_bootstrap.lockfile.io import read_lockfile
 from verl_bootstrap.lockfile.model import profile_hash
 from verl_bootstrap.options import RunOptions
-from verl_bootstrap.paths import LOCKFILES_DIR, cache_root, default_lockfile
+from verl_bootstrap.paths import cache_root, default_lockfile
 from verl_bootstrap.platforms import host_platform
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.redact import redact
@@ -216,8 +216,11 @@ def route_line(
 
 
 def _shown(path: Path) -> str:
-    """A committed lockfile as `lockfiles/…`; any other as given."""
+    """A lockfile as the user can open it from where they are: relative to the current folder
+    when under it (`lockfiles/…` in a checkout), else its whole path (the tool's shipped copy
+    after `uv tool install`, say), never relative to the tool's own folder."""
+    whole = path.absolute()
     try:
-        return str(Path("lockfiles") / path.resolve().relative_to(LOCKFILES_DIR.resolve()))
+        return str(whole.relative_to(Path.cwd()))
     except ValueError:
-        return str(path)
+        return str(whole)

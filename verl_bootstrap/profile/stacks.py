@@ -57,8 +57,11 @@ def _at_ref(profile: Profile, ref: str | None, *, allow_unsupported: bool) -> Pr
     if stack is None:
         if allow_unsupported:
             return profile.model_copy(update=at_ref)
+        refs = supported_refs(profile)
+        close = f"v{wanted}" if f"v{wanted}" in refs else None  # a tag written without its v
         raise InputError(
-            f"profile {profile.name!r} has no stack for verl ref {wanted!r}",
+            f"profile {profile.name!r} has no stack for verl ref {wanted!r}"
+            + (f"; did you mean {close}?" if close else ""),
             hint=f"supported refs: {', '.join(supported_refs(profile))}; "
             "--allow-unsupported-ref installs today's stack at that ref (recorded in the lockfile)",
         )

@@ -13,7 +13,16 @@ from verl_bootstrap.redact import redact
 from verl_bootstrap.source.fetch import fetch_source
 from verl_bootstrap.steps.base import StepContext
 
-__all__ = ["describe", "execute"]
+__all__ = ["describe", "execute", "locked_sdist"]
+
+
+def locked_sdist(plan: Plan) -> str:
+    """The release sdist the plan's lock pins verl to ("name, sha256 …"), or "" (a git lock, or
+    no lock: the checkout comes from git, the sdist only when the repo is unreachable)."""
+    verl = plan.locked.lock.verl if plan.locked is not None else None
+    if verl is None or verl.kind != "sdist" or not verl.sdist_sha256:
+        return ""
+    return f"{verl.sdist or 'verl'} (sha256 {verl.sdist_sha256[:12]})"
 
 
 def describe(plan: Plan) -> Step:
@@ -31,12 +40,15 @@ def describe(plan: Plan) -> Step:
     fallback = (
         f"if unreachable: verl=={src.release} sdist from the index" if src.sdist_fallback else ""
     )
+    said = f"get verl {src.ref} from {redact(src.repo)}" + (f" ({fallback})" if fallback else "")
+    sdist = locked_sdist(plan)
+    if sdist:  # the lock pins the release sdist: fetched by sha256, the repo never asked
+        said = f"get verl {src.ref}: its release sdist {sdist}, unpacked into {src.checkout}"
     return Step(
         id="fetch-source",
         kind="fetch-source",
         deps=(),
-        description=f"get verl {src.ref} from {redact(src.repo)}"
-        + (f" ({fallback})" if fallback else ""),
+        description=said,
         commands=(command,),
         inputs={"repo": src.repo, "ref": src.ref, "fallback": src.sdist_fallback},
     )

@@ -10,6 +10,7 @@ from verl_bootstrap.locked.install import build_constraints_file, write_build_co
 from verl_bootstrap.plan.model import Plan, Step
 from verl_bootstrap.redact import redact
 from verl_bootstrap.steps.base import StepContext, run_cache_first
+from verl_bootstrap.steps.fetch_source import locked_sdist
 
 __all__ = ["describe", "execute"]
 
@@ -38,7 +39,12 @@ def describe(plan: Plan) -> Step:
         id="install-verl",
         kind="install-verl",
         deps=("create-env", "fetch-source"),
-        description="install verl from its checkout, editable, with no dependencies",
+        description=(
+            f"install verl from its release sdist {sdist} (unpacked), editable, with no "
+            "dependencies"
+            if (sdist := locked_sdist(plan))
+            else "install verl from its checkout, editable, with no dependencies"
+        ),
         commands=(tuple(redact(a) for a in _argv(plan)),),
     )
 
