@@ -122,7 +122,7 @@ def test_envs_list_has_a_header(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["envs", "list", "--no-size"], capsys)
     assert code == EXIT_OK
     header = out.splitlines()[0].split()
-    assert header[:3] == ["PREFIX", "STATUS", "PROFILE"]
+    assert header[:4] == ["NAME", "PREFIX", "STATUS", "PROFILE"]
 
 
 def test_the_summary_says_time_packages_size_and_lockfile(cpu_env_session: Installed) -> None:

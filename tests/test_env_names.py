@@ -182,3 +182,12 @@ def test_test_takes_the_env_by_name_then_node_ids(home: Path, tmp_path: Path) ->
     wrong = _tool(["test", "cpu", "tests/nope_on_cpu.py::t", "--checkout", str(checkout)], home)
     assert wrong.returncode == EXIT_BAD_INPUT
     assert "not a CPU test file" in wrong.stderr
+
+
+def test_envs_list_shows_each_envs_name(home: Path, cpu_env_session: Installed) -> None:
+    done = _tool(["envs", "list", "--no-size", "--json"], home)
+    assert done.returncode == EXIT_OK, done.stderr
+    envs = json.loads(done.stdout)["envs"]
+    assert [(e["name"], e["prefix"]) for e in envs] == [("cpu", str(cpu_env_session.prefix))]
+    text = _tool(["envs", "list", "--no-size"], home).stdout.splitlines()
+    assert text[1].split()[:2] == ["cpu", str(cpu_env_session.prefix)]

@@ -68,6 +68,7 @@ def flags_run(p: argparse.ArgumentParser) -> None:
     """run [ENV] -- COMMAND...: the command is everything after `--` (cli.main splits it off)."""
     p.usage = "verl-bootstrap run [ENV] [--name NAME | --prefix PATH] -- COMMAND [ARG ...]"
     env_flag(p)
+    p.add_argument("words", nargs="*", metavar="COMMAND", help="the command to run, after --")
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
@@ -78,7 +79,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     from verl_bootstrap.envs.activation import inside
     from verl_bootstrap.envs.base import env_python
 
-    command = list(getattr(ns, "command_line", None) or ())
+    command = list(getattr(ns, "command_line", None) or ns.words)
     if not command:
         raise InputError(
             "run: no command given (it goes after --)",
@@ -164,16 +165,21 @@ def cmd_envs_list(ns: argparse.Namespace) -> int:
 
 
 def _summary_json(env: EnvSummary) -> dict[str, Any]:
-    return {**env.__dict__, "prefix": str(env.prefix)}
+    from verl_bootstrap.lifecycle.registry import env_name
+
+    return {"name": env_name(env.prefix), **env.__dict__, "prefix": str(env.prefix)}
 
 
-_HEADER = ("PREFIX", "STATUS", "PROFILE", "VERL", "VARIANT", "VERIFIED", "SIZE")
+_HEADER = ("NAME", "PREFIX", "STATUS", "PROFILE", "VERL", "VARIANT", "VERIFIED", "SIZE")
 
 
 def _summary_row(env: EnvSummary) -> tuple[str, ...]:
     verified = _when(env.verified_at) if env.verified_at else "no"
     size = human_size(env.size) if env.size is not None else ""
+    from verl_bootstrap.lifecycle.registry import env_name
+
     fields = (
+        env_name(env.prefix),
         str(env.prefix),
         env.status,
         env.profile or "-",
