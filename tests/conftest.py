@@ -24,6 +24,7 @@ def tool_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("tool-home")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("VERL_BOOTSTRAP_HOME", str(home))
+        patch.delenv("VERL_BOOTSTRAP_PREFIX", raising=False)  # an env active where tests run
         yield home
 
 

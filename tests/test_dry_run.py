@@ -50,11 +50,11 @@ def test_lock_dry_run_names_each_lockfile_and_writes_none(
     before = _tree(home)
     code, out, err = run(["lock", "--profile", "cpu", "--dir", str(folder), "--dry-run"], capsys)
     assert code == EXIT_OK, err
-    assert out == f"would regenerate {old} (cpu cpu linux-64)\n"
+    assert out == f"would regenerate {old.relative_to(home)} (cpu cpu linux-64)\n"  # as cwd
     new = home / "elsewhere" / "cpu.lock.yaml"
     code, out, err = run(["lock", "--profile", "cpu", "-o", str(new), "--dry-run"], capsys)
     assert code == EXIT_OK, err
-    assert out == f"would write {new} (cpu cpu linux-64)\n"
+    assert out == f"would write {new.relative_to(home)} (cpu cpu linux-64)\n"
     assert _tree(home) == before
 
 
@@ -65,11 +65,12 @@ def test_lock_dry_run_of_every_variant_names_each(
     assert code == EXIT_OK, err
     rows = json.loads(out)["lockfiles"]
     assert {r["variant"] for r in rows} == {"cu130", "cu128"}
-    for row in rows:
+    for row in rows:  # the current folder's lockfiles/, never the tool's own shipped ones
         assert row["path"] == str(
-            REPO / "lockfiles" / "fsdp" / f"{row['variant']}-linux-64.lock.yaml"
+            home / "lockfiles" / "fsdp" / f"{row['variant']}-linux-64.lock.yaml"
         )
-        assert row["state"] == "would regenerate"
+        assert not row["path"].startswith(str(REPO))
+        assert row["state"] == "would write"
     assert _tree(home) == {}
 
 

@@ -191,3 +191,19 @@ def test_envs_list_shows_each_envs_name(home: Path, cpu_env_session: Installed) 
     assert [(e["name"], e["prefix"]) for e in envs] == [("cpu", str(cpu_env_session.prefix))]
     text = _tool(["envs", "list", "--no-size"], home).stdout.splitlines()
     assert text[1].split()[:2] == ["cpu", str(cpu_env_session.prefix)]
+
+
+def test_bash_completes_an_envs_name(home: Path) -> None:
+    bindir = Path(sys.executable).parent
+    script = (
+        "source <(verl-bootstrap completion --shell bash)\n"
+        "COMP_LINE='verl-bootstrap verify c'; COMP_POINT=${#COMP_LINE}\n"
+        'read -ra COMP_WORDS <<< "$COMP_LINE"; COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))\n'
+        '_python_argcomplete verl-bootstrap "${COMP_WORDS[-1]}" "${COMP_WORDS[-2]}"\n'
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(home), "VERL_BOOTSTRAP_HOME": str(home)}
+    done = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, env=env, check=False
+    )
+    assert done.stdout.split() == ["cpu"], done.stderr

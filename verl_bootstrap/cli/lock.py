@@ -163,7 +163,8 @@ def _lock_dry_run(ns: argparse.Namespace, targets: list[tuple[str, str]]) -> int
     for profile, variant in targets:
         path = _lock_path(ns, profile, variant, single=single)
         state = "would regenerate" if path.is_file() else "would write"
-        rows.append({"profile": profile, "variant": variant, "path": str(path), "state": state})
+        row = {"profile": profile, "variant": variant, "path": str(path.absolute())}
+        rows.append({**row, "state": state})
     if ns.json:
         emit_json(
             {"schema": "verl-bootstrap.lock/1", "ok": True, "dry_run": True, "lockfiles": rows}

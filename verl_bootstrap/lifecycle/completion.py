@@ -13,7 +13,7 @@ import argcomplete
 from argcomplete.completers import DirectoriesCompleter
 from argcomplete.shell_integration import shellcode
 
-from verl_bootstrap.lifecycle.registry import known_prefixes
+from verl_bootstrap.lifecycle.registry import env_name, known_prefixes, live_prefixes
 from verl_bootstrap.paths import PROFILES_DIR
 
 __all__ = ["SHELLS", "complete", "shell_script"]
@@ -54,6 +54,8 @@ def _attach_completers(parser: argparse.ArgumentParser) -> None:
             action.completer = _profiles  # type: ignore[attr-defined]
         elif "--prefix" in action.option_strings:
             action.completer = _prefixes  # type: ignore[attr-defined]
+        elif "--name" in action.option_strings or action.dest == "env":
+            action.completer = _names  # type: ignore[attr-defined]
 
 
 def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
@@ -69,6 +71,11 @@ def _profiles(**_: Any) -> dict[str, str]:
     """The shipped profiles' names (read from the folder: loading them takes too long for a Tab)."""
     names = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
     return dict.fromkeys(names, "a shipped profile")  # zsh and fish show the words
+
+
+def _names(prefix: str, **_: Any) -> dict[str, str]:
+    """The names of the envs the tool knows (`verify cpu`), each with its folder."""
+    return {env_name(p): str(p) for p in live_prefixes() if env_name(p).startswith(prefix)}
 
 
 def _prefixes(prefix: str, **_: Any) -> dict[str, str]:
