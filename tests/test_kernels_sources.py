@@ -295,12 +295,19 @@ def test_a_whole_wheel_holds_only_the_parts_its_source_names_and_the_kernel() ->
         id="transformer-engine",
         kind="packages",
         distributions=tuple(
-            LockedDist(name=n, version="0.8.1" if n == "einops" else "2.16.1", source="wheel")
+            LockedDist(
+                name=n,
+                version="0.8.1" if n == "einops" else "2.16.1",
+                source="wheel",
+                hashes=("0" * 64,),  # a locked wheel always lists its sha256
+            )
             for n in names
         ),
     )
     key = BuildKey("2.11.0", "13.0", True, "cp312", "linux_x86_64")
-    te = LockedDist(name="transformer-engine-torch", version="2.16.1", source="sdist")
+    te = LockedDist(
+        name="transformer-engine-torch", version="2.16.1", source="sdist", hashes=("1" * 64,)
+    )
     record = load_record(RECORD)
     first = locked_choices(stage.kernel, te, key, (), None, record=record, stage=locked)
     assert first[0].distribution == "transformer-engine" and first[0].unpinned
