@@ -41,6 +41,7 @@ from verl_bootstrap.platforms import MACHINES, host_platform
 from verl_bootstrap.profile.kernel import KernelSpec
 from verl_bootstrap.profile.models import RESERVED_STEP_IDS, Profile, PythonSpec
 from verl_bootstrap.profile.stagespec import StageSpec, stage_specs
+from verl_bootstrap.safety.buildvars import not_covered
 from verl_bootstrap.source.spec import SourceSpec
 
 __all__ = [
@@ -107,6 +108,7 @@ def _check_matches(
         )
     _check_stage_ids(lock, path, profile, variant)
     _check_editables(lock, path, profile, variant)
+    _check_stage_env(lock, path, profile, variant)
     if frozen:
         return
     if lock.profile != profile.name or lock.profile_hash != profile_hash(profile, variant):
@@ -154,6 +156,25 @@ def _check_editables(lock: Lockfile, path: Path, profile: Profile, variant: str)
 
 def _is_local(requirement: str) -> bool:
     return requirement.startswith(_LOCAL) or " @ file:" in requirement
+
+
+def _check_stage_env(lock: Lockfile, path: Path, profile: Profile, variant: str) -> None:
+    """A lockfile sets no variable beyond the known build ones (safety/buildvars.py) that the
+    profile's own stage does not set to the same value, also under --frozen: the profile is the
+    user's, the lockfile may be a lab mate's."""
+    own = {spec.id: spec.env for spec in stage_specs(profile, variant)}
+    for stage in lock.stages:
+        envs = [("env", stage.env)]
+        envs += [(f"{d.name}'s build_env", d.build_env) for d in stage.distributions]
+        for what, env in envs:
+            extra = not_covered(env, own.get(stage.id, {}))
+            if extra:
+                raise InputError(
+                    f"{path}: stage {stage.id}'s {what} sets {', '.join(extra)}, which neither "
+                    f"is a known build variable nor is set so by profile {profile.name!r}",
+                    hint="a lockfile may set only build variables (MAX_JOBS, "
+                    "TORCH_CUDA_ARCH_LIST, ...); regenerate it with `verl-bootstrap lock`",
+                )
 
 
 def _check_glibc(lock: Lockfile, path: Path) -> None:

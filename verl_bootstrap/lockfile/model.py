@@ -21,6 +21,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from verl_bootstrap.profile.models import VARIANT_NAME, Profile
 from verl_bootstrap.profile.stagespec import StageSpec, stage_specs
+from verl_bootstrap.safety.buildvars import value_problem
 from verl_bootstrap.safety.shapes import (
     FILE_NAME,
     PACKAGE_NAME,
@@ -125,6 +126,19 @@ CondaVersion = Annotated[
 EnvMap = Annotated[
     dict[str, str], _names_values(re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"), "variable name")
 ]
+
+
+def _build_env(value: dict[str, str]) -> dict[str, str]:
+    """A stage's env reaches every build it runs: no variable that names code or a search path
+    (safety/buildvars.py); whether the rest may be set is checked against the profile."""
+    for name, item in value.items():
+        problem = value_problem(name, item)
+        if problem:
+            raise ValueError(problem)
+    return value
+
+
+BuildEnv = Annotated[EnvMap, AfterValidator(_build_env)]
 VirtualPackages = Annotated[
     dict[str, str], _names_values(re.compile(r"^__[a-z0-9_-]{1,32}$"), "virtual package")
 ]
@@ -219,7 +233,7 @@ class LockedDist(_Strict):
     index: IndexName | None = Field(default=None, description="Index name; None: no index")
     url: OneLine | None = Field(default=None, description="For git-sourced builds: the repository")
     commit: Commit | None = Field(default=None, description="For git-sourced builds: the commit")
-    build_env: EnvMap = Field(default_factory=dict)
+    build_env: BuildEnv = Field(default_factory=dict)
     built_sha256: Sha256 | None = Field(
         default=None,
         description="Env records of --locked installs: sha256 of the wheel built from the sdist",
@@ -252,7 +266,7 @@ class LockedStage(_Strict):
     id: StageId
     kind: StageId
     options: tuple[Flag, ...] = Field(default=(), description="installer flags the stage used")
-    env: EnvMap = Field(default_factory=dict)
+    env: BuildEnv = Field(default_factory=dict)
     distributions: tuple[LockedDist, ...] = ()
     build: tuple[LockedDist, ...] = Field(
         default=(),

@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from verl_bootstrap.profile.kernel import KernelSpec
+from verl_bootstrap.safety.buildvars import never_allowed
 from verl_bootstrap.safety.shapes import PROFILE_NAME, relative_path
 
 __all__ = [
@@ -230,6 +231,17 @@ class Stage(Strict):
         return value
 
     _expect_ranges = field_validator("expect")(_check_ranges)
+
+    @field_validator("env")
+    @classmethod
+    def _env_no_code(cls, value: dict[str, str]) -> dict[str, str]:
+        # a lockfile made from this stage carries its env to every lab member: the same rule
+        for name in value:
+            if never_allowed(name):
+                msg = f"{name} may not be set in a stage's env (it names code, a search path, a "
+                msg += "proxy or an installer setting); set it in your own shell instead"
+                raise ValueError(msg)
+        return value
 
     @model_validator(mode="after")
     def _kind_fields(self) -> Stage:

@@ -23,7 +23,7 @@ from verl_bootstrap.errors import InputError
 from verl_bootstrap.httpclient import HttpError, fetch
 from verl_bootstrap.redact import redact
 from verl_bootstrap.safety.yamlfile import decode_untrusted, parse_yaml, read_untrusted
-from verl_bootstrap.siteconfig.model import SITE_SCHEMA_VERSION, SiteConfig
+from verl_bootstrap.siteconfig.model import SITE_SCHEMA_VERSION, SiteConfig, plain_http
 
 __all__ = [
     "CONFIG_VARS",
@@ -124,9 +124,10 @@ def load_site(
     origins: dict[Leaf, str] = {}
     raw: dict[str, Any] = {}
     for source in (s for s in sources if s.found):
-        raw, data = _read_file(source, env)
+        raw, data = _read_file(source, env, tuple(merged.get("trusted_http_hosts", ())))
         merged = _merge(merged, data, f"{source.label} {redact(source.location)}", origins)
     config = _validate(merged, "the merged site config")
+    _check_http(config, origins)
     last = next((s.location for s in reversed(sources) if s.found), None)
     return LoadedSite(config, origins, tuple(sources), raw, last)
 
@@ -168,13 +169,35 @@ def _fetch(url: str) -> str:
     return decode_untrusted(body, name=redact(url), what="site config", max_bytes=MAX_CONFIG_BYTES)
 
 
+def _check_http(config: SiteConfig, origins: Mapping[Leaf, str]) -> None:
+    """A lab's lockfiles and wheelhouse come over https, from this machine, or from a plain-http
+    host the merged config trusts (`trusted_http_hosts`)."""
+    for key in ("lockfiles", "wheelhouse"):
+        problem = plain_http(getattr(config, key) or "", config.trusted_http_hosts)
+        if problem:
+            raise InputError(
+                f"{origins.get((key,), 'the site config')}: {key}: {problem}",
+                hint="serve it over https, or name the host in the site config's "
+                "trusted_http_hosts if the network to it is yours",
+            )
+
+
 def _read_file(
-    source: ConfigSource, environ: Mapping[str, str]
+    source: ConfigSource, environ: Mapping[str, str], trusted: tuple[str, ...]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the file's raw mapping, its checked, expanded and resolved mapping)."""
+    """(the file's raw mapping, its checked, expanded and resolved mapping); a plain-http
+    location must be trusted by a config read before it (one cannot vouch for itself)."""
     name = redact(source.location)
     # a location may name variables too (`https://u:${LAB_TOKEN}@lab/c.yaml`): no token in argv
-    text, base = read_location(_expand(source.location, f"{source.label} {name}", environ))
+    location = _expand(source.location, f"{source.label} {name}", environ)
+    problem = plain_http(location, trusted)
+    if problem:
+        raise InputError(
+            f"{source.label} {name}: {problem}",
+            hint="serve it over https, copy it to a local file, or name the host in "
+            "trusted_http_hosts of your own site config (~/.config/verl-bootstrap/config.yaml)",
+        )
+    text, base = read_location(location)
     raw = parse_yaml(text, Path(name), what="site config").data
     if not isinstance(raw, dict):
         raise InputError(f"{name}: a site config is a mapping with schema_version: 1")

@@ -24,6 +24,7 @@ __all__ = [
     "Proxy",
     "PypiMirror",
     "SiteConfig",
+    "plain_http",
 ]
 
 SITE_SCHEMA_VERSION = 1
@@ -41,6 +42,27 @@ def check_cuda_arch(value: str) -> str:
 _VARIANT = re.compile(r"^(cpu|cu1[0-9]{2})$")
 _INDEX_SCHEMES = ("http", "https", "file")
 _PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
+
+
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def plain_http(url: str, trusted: tuple[str, ...]) -> str | None:
+    """Why `url` may not be fetched (None: it may): plain http to a host neither on this machine
+    (loopback) nor named in the site config's `trusted_http_hosts`. What it serves (a lockfile,
+    a wheelhouse, a config) decides what runs, and plain http lets anyone on the path change it."""
+    parsed = urlparse(url)
+    if parsed.scheme != "http":
+        return None
+    try:
+        host = (parsed.hostname or "").lower()
+    except ValueError:
+        host = ""
+    if host in _LOOPBACK or host in {h.lower() for h in trusted}:
+        return None
+    return (
+        f"{redact(url)} is plain http to {host or 'no host'}, which the site config does not trust"
+    )
 
 
 class _Strict(BaseModel):
@@ -200,6 +222,13 @@ class SiteConfig(_Strict):
         description="The lab wheelhouse: a folder (on a shared filesystem) where every kernel "
         "wheel the tool builds is published and looked up, or an http(s) URL serving such a "
         "folder, which is only read (default: $VERL_BOOTSTRAP_HOME/wheelhouse).",
+    )
+
+    trusted_http_hosts: tuple[str, ...] = Field(
+        default=(),
+        description="Hosts whose plain-http URLs the tool may fetch a lab's lockfiles, "
+        "wheelhouse or a later site config from (https, and this machine's loopback, need no "
+        "entry).",
     )
 
     kernel_sources: tuple[str, ...] | None = Field(

@@ -8,6 +8,7 @@ promise (`expect`) and against the protected packages.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -125,6 +126,13 @@ def _kernel_wheel_line(count: int, choice: KernelChoice) -> str:
     return line + (f", left out: {', '.join(held)}, which it holds" if held else "")
 
 
+def _lock_env(locked: LockedStage) -> str:
+    """The variables a locked stage's lockfile sets on its install and builds, shown in the plan
+    and the run (a lab's lockfile may set known build variables only: safety/buildvars.py)."""
+    env = {**locked.env, **{k: v for d in locked.distributions for k, v in d.build_env.items()}}
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
+
+
 def describe(plan: Plan, stage: StageSpec, previous: str) -> Step:
     decision = plan.kernels.get(stage.id)
     description = stage.description or f"install {', '.join(stage.packages)}"
@@ -133,6 +141,8 @@ def describe(plan: Plan, stage: StageSpec, previous: str) -> Step:
         description += "".join(f"\n{line}" for line in extras_lines(stage, plan.source.checkout))
     elif decision is not None and (decision.choice.unpinned or decision.choice.replaces):
         description = _kernel_wheel_line(len(locked.distributions), decision.choice)
+    if locked and _lock_env(locked):
+        description += f"\nthe lockfile sets: {_lock_env(locked)}"
     if decision is not None:
         description += f"\n{decision.line()}"
         if decision.choice.source != "build" and (stage.env or decision.env):

@@ -1,0 +1,184 @@
+"""What a lab mate's lockfile or site config may make a run do: a stage's env in a lockfile is a
+known build variable of its shape or the profile's own, never a loader, search path or proxy;
+what a lockfile sets is shown; plain http for a lab's lockfiles, wheelhouse or a site config is
+refused unless a site config trusts the host. Real lockfiles (the committed cpu lock, edited as
+a hostile lab mate would), real site configs, the real CLI in a fresh process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+CPU_LOCK = REPO / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"
+
+
+def cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "verl_bootstrap", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def lab_lock(folder: Path, torch_env: dict[str, str], *, dist_env: bool = False) -> Path:
+    """The committed cpu lock with `torch_env` on its torch stage (or, with `dist_env`, on the
+    build env of the stage's first distribution), laid out as a lab's lockfiles folder."""
+    body: dict[str, Any] = yaml.safe_load(CPU_LOCK.read_text())
+    torch = next(s for s in body["stages"] if s["id"] == "torch")
+    if dist_env:
+        torch["distributions"][0]["build_env"] = torch_env
+    else:
+        torch["env"] = torch_env
+    path = folder / "lab" / "cpu" / "cpu-linux-64.lock.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+def site(folder: Path, **fields: object) -> Path:
+    path = folder / "site.yaml"
+    path.write_text(yaml.safe_dump({"schema_version": 1, **fields}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("LD_PRELOAD", "/tmp/evil.so"),
+        ("LD_LIBRARY_PATH", "/tmp/evil"),
+        ("PYTHONPATH", "/tmp/evil"),
+        ("PYTHONSTARTUP", "/tmp/evil.py"),
+        ("PATH", "/tmp/evil:/usr/bin"),
+        ("https_proxy", "http://evil.example:3128"),
+        ("UV_INDEX_URL", "https://evil.example/simple"),
+        ("PIP_CONFIG_FILE", "/tmp/evil.conf"),
+    ],
+)
+def test_a_lockfile_setting_a_loader_search_path_or_proxy_is_refused_at_read_time(
+    tmp_path: Path, variable: str, value: str
+) -> None:
+    lock = lab_lock(tmp_path, {variable: value})
+    prefix = tmp_path / "env"
+    done = cli("--profile", "cpu", "--lockfile", lock, "--prefix", prefix)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{lock}: invalid lockfile: stages.1.env" in done.stderr
+    assert f"{variable} may not be set by a lockfile" in done.stderr
+    assert not prefix.exists()  # refused before anything was made
+
+
+def test_a_build_env_of_a_locked_sdist_is_held_to_the_same_rule(tmp_path: Path) -> None:
+    lock = lab_lock(tmp_path, {"LD_PRELOAD": "/tmp/evil.so"}, dist_env=True)
+    done = cli("plan", "--profile", "cpu", "--lockfile", lock)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "build_env" in done.stderr and "LD_PRELOAD may not be set" in done.stderr
+
+
+def test_a_lab_lockfile_with_ld_preload_is_never_the_route_and_the_plan_says_why(
+    tmp_path: Path,
+) -> None:
+    lab_lock(tmp_path, {"LD_PRELOAD": "/tmp/evil.so"})
+    config = site(tmp_path, lockfiles=str(tmp_path / "lab"))
+    done = cli("plan", "--profile", "cpu", "--config", config)
+    assert done.returncode == 0, done.stderr
+    assert "from lockfile lockfiles/cpu/cpu-linux-64.lock.yaml" in done.stdout
+    assert "not the lab's lockfile" in done.stdout and "LD_PRELOAD may not be set" in done.stdout
+    assert "LD_PRELOAD=" not in done.stdout  # no step runs with it
+
+
+def test_a_variable_neither_known_nor_the_profiles_is_refused_even_frozen(tmp_path: Path) -> None:
+    lock = lab_lock(tmp_path, {"CC": "/tmp/evil-gcc"})
+    for extra in ((), ("--frozen",)):
+        done = cli("plan", "--profile", "cpu", "--lockfile", lock, *extra)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert f"{lock}: stage torch's env sets CC, which neither is a known build variable" in (
+            done.stderr
+        )
+
+
+def test_a_variable_the_profile_sets_to_the_same_value_is_taken(tmp_path: Path) -> None:
+    profile: dict[str, Any] = yaml.safe_load((REPO / "profiles" / "cpu.yaml").read_text())
+    profile["stages"][0]["env"] = {"CC": "gcc-12"}
+    path = tmp_path / "cpu.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    lock = lab_lock(tmp_path, {"CC": "gcc-12"})
+    done = cli("plan", "--profile", path, "--lockfile", lock, "--frozen")
+    assert done.returncode == 0, done.stderr
+    assert "the lockfile sets: CC=gcc-12" in done.stdout
+    other = lab_lock(tmp_path, {"CC": "/tmp/evil-gcc"})  # the profile's name, another value
+    refused = cli("plan", "--profile", path, "--lockfile", other, "--frozen")
+    assert refused.returncode == 2 and "sets CC," in refused.stderr
+
+
+def test_a_known_build_variable_of_its_shape_is_taken_and_shown(tmp_path: Path) -> None:
+    lock = lab_lock(tmp_path, {"MAX_JOBS": "2", "TORCH_CUDA_ARCH_LIST": "8.0;9.0+PTX"})
+    done = cli("plan", "--profile", "cpu", "--lockfile", lock)
+    assert done.returncode == 0, done.stderr
+    assert "the lockfile sets: MAX_JOBS=2 TORCH_CUDA_ARCH_LIST='8.0;9.0+PTX'" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("MAX_JOBS", "2; rm -rf ~"), ("TORCH_CUDA_ARCH_LIST", "9.0 $(id)"), ("NVTE_FRAMEWORK", "/x")],
+)
+def test_a_known_build_variable_of_another_shape_is_refused(
+    tmp_path: Path, variable: str, value: str
+) -> None:
+    lock = lab_lock(tmp_path, {variable: value})
+    done = cli("plan", "--profile", "cpu", "--lockfile", lock)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{variable}=" in done.stderr and "is not a value of its shape" in done.stderr
+
+
+def test_a_profile_may_not_set_a_loader_variable_on_a_stage(tmp_path: Path) -> None:
+    profile: dict[str, Any] = yaml.safe_load((REPO / "profiles" / "cpu.yaml").read_text())
+    profile["stages"][0]["env"] = {"LD_PRELOAD": "/tmp/evil.so"}
+    path = tmp_path / "cpu.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    done = cli("plan", "--profile", path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "LD_PRELOAD may not be set in a stage's env" in done.stderr
+
+
+@pytest.mark.parametrize("field", ["lockfiles", "wheelhouse"])
+def test_plain_http_for_a_labs_lockfiles_or_wheelhouse_is_refused_unless_trusted(
+    tmp_path: Path, field: str
+) -> None:
+    url = "http://lab.invalid/share"
+    refused = cli("plan", "--profile", "cpu", "--config", site(tmp_path, **{field: url}))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"{field}: {url} is plain http to lab.invalid, which the site config does not" in (
+        refused.stderr
+    )
+    trusted = site(tmp_path, **{field: url, "trusted_http_hosts": ["lab.invalid"]})
+    done = cli("plan", "--profile", "cpu", "--config", trusted)
+    assert done.returncode == 0, done.stderr  # the host is tried (and is not there)
+    https = cli(
+        "plan", "--profile", "cpu", "--config", site(tmp_path, **{field: "https://x.invalid/s"})
+    )
+    assert https.returncode == 0, https.stderr
+
+
+def test_a_site_config_over_plain_http_needs_a_config_read_before_it_to_trust_the_host(
+    tmp_path: Path,
+) -> None:
+    url = "http://lab.invalid/site.yaml"
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path)}
+    refused = cli("plan", "--profile", "cpu", "--config", url, env=env)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"--config {url}: {url} is plain http to lab.invalid" in refused.stderr
+    user = tmp_path / "xdg" / "verl-bootstrap" / "config.yaml"
+    user.parent.mkdir(parents=True)
+    user.write_text(yaml.safe_dump({"schema_version": 1, "trusted_http_hosts": ["lab.invalid"]}))
+    tried = cli("plan", "--profile", "cpu", "--config", url, env=env)
+    assert "cannot fetch site config" in tried.stderr, tried.stderr  # trusted: fetched

@@ -1,0 +1,84 @@
+"""The environment variables a lockfile may set on an install: known build variables only.
+
+A lockfile is shared (a lab's `lockfiles:` folder or URL), and a stage's `env:` reaches the
+installer and every build it runs. A variable that names a program, a library or a search path
+(`LD_PRELOAD`, `PYTHONPATH`, `PATH`, `CC`, a proxy) would run or redirect code as the user, so a
+lockfile may set only the build knobs the tool's own profiles use, each with a value of its
+shape (a number, an arch list, a flag word, a date). Any other variable is taken only where the
+profile's own stage sets it to the same value: the profile is the user's, and its env is in the
+profile hash.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Final
+
+__all__ = ["BUILD_VARIABLES", "never_allowed", "not_covered", "value_problem"]
+
+_COUNT = re.compile(r"^[0-9]{1,4}$")
+_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9;,.+_-]{0,63}$")  # a flag or an arch list: no path
+_SWITCH = re.compile(r"^(0|1|TRUE|FALSE|true|false|True|False|ON|OFF|yes|no)$")
+_ARCHS = re.compile(r"^[0-9]{1,3}\.[0-9][af]?(\+PTX)?([; ][0-9]{1,3}\.[0-9][af]?(\+PTX)?){0,31}$")
+_DAY = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9:.]{2,15}(Z|[+-][0-9:]{2,5})?)?$")
+
+# name -> the shape of its value; names ending in "*" are a family (the prefix before it)
+BUILD_VARIABLES: Final[dict[str, re.Pattern[str]]] = {
+    "MAX_JOBS": _COUNT,
+    "NVCC_THREADS": _COUNT,
+    "CMAKE_BUILD_PARALLEL_LEVEL": _COUNT,
+    "TORCH_CUDA_ARCH_LIST": _ARCHS,
+    "NVTE_FRAMEWORK": re.compile(r"^[a-z]{1,16}(,[a-z]{1,16}){0,3}$"),
+    "NVTE_CUDA_ARCHS": _WORD,
+    "FLASH_ATTN_*": _WORD,
+    "FLASH_ATTENTION_*": _WORD,
+    "USE_MEGATRON": _SWITCH,
+    "USE_SGLANG": _SWITCH,
+    "UV_EXCLUDE_NEWER": _DAY,
+    "PIP_UPLOADED_PRIOR_TO": _DAY,
+}
+
+# Never from a lockfile, whatever the profile says: loaders, interpreters' search paths and
+# start-up hooks, PATH-like lists, proxies and the installers' own settings.
+_NEVER = re.compile(
+    r"^(LD_|DYLD_|PYTHON|PIP_|UV_|CONDA|MAMBA|GIT_|SSL_|CURL_|REQUESTS_|BASH_|NETRC|HOME$|ENV$|"
+    r"SHELL|PS4$|IFS$|TMPDIR$|XDG_)|PATH|PROXY",
+    re.IGNORECASE,
+)
+
+
+def _shape_of(name: str) -> re.Pattern[str] | None:
+    if name in BUILD_VARIABLES:
+        return BUILD_VARIABLES[name]
+    family = next((k for k in BUILD_VARIABLES if k.endswith("*") and name.startswith(k[:-1])), "")
+    return BUILD_VARIABLES.get(family)
+
+
+def never_allowed(name: str) -> bool:
+    """A variable no lockfile may set (a known build variable never is one)."""
+    return _shape_of(name) is None and bool(_NEVER.search(name))
+
+
+def value_problem(name: str, value: str) -> str | None:
+    """Why a lockfile may not set `name` to `value` whatever the profile says; None: it may,
+    as far as the lockfile alone tells (an unknown variable still needs the profile)."""
+    if never_allowed(name):
+        return (
+            f"{name} may not be set by a lockfile (it names code, a search path, a proxy or an "
+            "installer setting)"
+        )
+    shape = _shape_of(name)
+    if shape is not None and not shape.match(value):
+        return f"{name}={value!r} is not a value of its shape ({shape.pattern})"
+    return None
+
+
+def not_covered(env: Mapping[str, str], profile_env: Mapping[str, str]) -> list[str]:
+    """The variables of a locked stage's `env` that are neither known build variables nor set
+    to the same value by the profile's own stage."""
+    return [
+        name
+        for name, value in sorted(env.items())
+        if _shape_of(name) is None and profile_env.get(name) != value
+    ]
