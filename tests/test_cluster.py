@@ -113,7 +113,8 @@ def test_storage_notes_offer_a_node_local_cache_and_warn_about_the_lock(tmp_path
     mounts = parse_mountinfo(MOUNTINFO)
     notes = storage_notes(Path("/scratch/u/envs/fsdp"), {"HOME": "/home/u"}, mounts=mounts)
     assert "cannot promise that its prefix lock holds across nodes" in notes[0]
-    assert any("UV_CACHE_DIR=/tmp/$USER/uv_cache_dir" in n and "nfs4" in n for n in notes)
+    assert any("UV_CACHE_DIR=$(mktemp -d)" in n and "nfs4" in n for n in notes)
+    assert not any("/tmp/$USER" in n for n in notes)  # a fixed shared name it would refuse
     fine = storage_notes(Path("/project/envs/x"), {"HOME": "/home/u/fast"}, mounts=mounts)
     assert fine == [
         "/project/envs/x is on a shared filesystem (lustre; mounted with flock: locks are "

@@ -6,6 +6,7 @@ where things live. Also the one atomic write, since every file here is written t
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -16,7 +17,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from verl_bootstrap.errors import CannotWrite
+from verl_bootstrap.errors import CannotWrite, Refused
 from verl_bootstrap.safety.shapes import inside
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "atomic_write",
     "built_wheels_dir",
     "bytecode_store",
+    "cache_folder",
     "cache_root",
     "cannot_write",
     "checkout_dir",
@@ -39,7 +41,9 @@ __all__ = [
     "locked_requirements_file",
     "logs_dir",
     "override_file",
+    "private_folder",
     "protected_file",
+    "shared_path",
     "state_dir",
     "state_file",
     "tool_home",
@@ -173,7 +177,7 @@ def default_wheelhouse(environ: Mapping[str, str] | None = None) -> Path:
     return tool_home(environ) / "wheelhouse"
 
 
-def atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str | bytes) -> None:
     """Write through a temp file in the same folder, then rename: readers never see half a file.
 
     A full disk, a read-only folder or a missing permission is a CannotWrite naming the file;
@@ -217,12 +221,14 @@ _WRITE_HINTS = {
 }
 
 
-def _write_then_rename(path: Path, text: str) -> None:
+def _write_then_rename(path: Path, text: str | bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    # mkstemp: a new file (O_EXCL), never a link someone planted; the rename replaces one
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    data = text.encode() if isinstance(text, str) else text
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         Path(tmp).replace(path)
@@ -256,10 +262,67 @@ def not_private(path: Path, *, folder: bool) -> str | None:
 
 
 def private_folder(path: Path) -> str | None:
-    """Make `path` (0700, its parents as usual) unless it exists; why it is not private, or None."""
+    """Make `path` and any missing parent (each 0700) unless there; why it is not private, or
+    None. Private: this user's folder, no symlink, writable by no one else, and every folder on
+    the way to it (as written and as resolved) root's or this user's and writable by no one
+    else but for a sticky one (/tmp), whose entries only their owners can move. Checked after
+    making it: a folder another user planted first in a sticky /tmp is theirs, and refused."""
+    there = next(p for p in [path, *path.parents] if os.path.lexists(p))
+    why = shared_path(there, own=there == path)  # nothing is made inside another's folder
+    if why:
+        return why
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.mkdir(mode=0o700, exist_ok=True)
+        _make_private(path)
     except OSError as exc:
         return f"cannot be made ({exc.strerror or exc})"
-    return not_private(path, folder=True)
+    return shared_path(path) or not_private(path, folder=True)
+
+
+def cache_folder(*parts: str, environ: Mapping[str, str] | None = None) -> Path:
+    """A folder of the user's cache (cache_root/PARTS), made private (private_folder), or
+    Refused naming what another user could change: what a cache holds is code later runs use."""
+    path = cache_root(environ).joinpath(*parts)
+    why = private_folder(path)
+    if why is not None:
+        raise Refused(
+            f"the cache folder {path} is not private: {why}",
+            hint="point VERL_BOOTSTRAP_CACHE at a folder only you can write (one you made, mode "
+            "0700, e.g. `mkdir -m 700 DIR` on a node-local disk), or remove the one in the way",
+        )
+    return path
+
+
+def _make_private(path: Path) -> None:
+    missing = [p for p in [path, *path.parents] if not os.path.lexists(p)]
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o700)
+
+
+def shared_path(path: Path, *, own: bool = True) -> str | None:
+    """Why another user could change what is at `path` (None: no one but root and this user):
+    a folder on its way (as written, then as resolved) of another user's, or writable by others
+    and not sticky; `path` itself must be this user's (with `own`; else root's will do)."""
+    written = Path.cwd() / path  # as written (absolute), links not resolved
+    for chain in (written, written.resolve()):
+        for folder in [*reversed(chain.parents), chain]:
+            why = _loose(folder, last=own and folder == chain)
+            if why:
+                return why
+    return None
+
+
+def _loose(folder: Path, *, last: bool) -> str | None:
+    try:
+        info = folder.lstat()
+    except OSError as exc:
+        return f"{folder} cannot be read ({exc.strerror or exc})"
+    me = os.geteuid()
+    if info.st_uid != me and (last or info.st_uid != 0):
+        return f"{folder} belongs to another user (uid {info.st_uid})"
+    if stat.S_ISLNK(info.st_mode):
+        return None  # a link's own mode means nothing; its target's folders are checked too
+    sticky = info.st_mode & stat.S_ISVTX and not last
+    if info.st_mode & 0o022 and not sticky:
+        return f"{folder} is writable by others (mode {stat.S_IMODE(info.st_mode):o})"
+    return None

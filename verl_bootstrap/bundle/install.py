@@ -16,7 +16,7 @@ from verl_bootstrap.gpu.detect import detect_driver
 from verl_bootstrap.host.interpreters import find_interpreter
 from verl_bootstrap.host.variants import choose_variant
 from verl_bootstrap.options import RunOptions
-from verl_bootstrap.paths import cache_root
+from verl_bootstrap.paths import cache_folder
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.models import Profile
 
@@ -37,7 +37,7 @@ def open_bundle(archive: Path, options: RunOptions) -> OpenedBundle:
     manifest = read_manifest(archive)
     profile = check_fits(archive, manifest, options)
     started = time.monotonic()
-    unpacked = unpack_bundle(archive, manifest, unpack_folder(cache_root(), manifest))
+    unpacked = unpack_bundle(archive, manifest, unpack_folder(cache_folder(), manifest))
     seconds = time.monotonic() - started
     return OpenedBundle(bundle_options(options, unpacked, profile), unpacked, seconds)
 

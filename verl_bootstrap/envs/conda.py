@@ -107,7 +107,7 @@ class CondaBackend(EnvBackend):
         self, *, cache_root: Path | None = None, settings: CondaSettings | None = None
     ) -> None:
         """`cache_root` holds conda-pkgs/ and conda-repodata/; `settings` default to .condarc."""
-        self._cache_root = cache_root or paths.cache_root()
+        self._cache_root = cache_root or paths.cache_folder()
         self._settings = settings
 
     def describe(self, request: EnvRequest) -> list[str]:

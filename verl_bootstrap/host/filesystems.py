@@ -181,8 +181,10 @@ def storage_notes(
         if mount is not None and mount.network:
             notes.append(
                 f"the cache {folder} is on {mount.fstype} (a network filesystem): installs read it "
-                f"over the network and cannot hard-link from it; use a node-local cache, e.g. "
-                f"{variable}=/tmp/$USER/{variable.lower()} or the site config's `caches:`"
+                f"over the network and cannot hard-link from it; use a node-local cache only you "
+                f"can write, e.g. {variable}=$(mktemp -d) (a new 0700 folder; a fixed name in "
+                "/tmp another user could make first, and verl-bootstrap refuses a cache folder "
+                "another user owns or can write) or the site config's `caches:`"
             )
     return notes
 

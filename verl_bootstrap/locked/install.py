@@ -27,7 +27,7 @@ from verl_bootstrap.lockfile.model import (
 )
 from verl_bootstrap.paths import (
     atomic_write,
-    cache_root,
+    cache_folder,
     env_lockfile,
     locked_build_file,
     locked_requirements_file,
@@ -142,7 +142,7 @@ def fetch_locked_sdist(
     if want.kind != "sdist" or not want.sdist_sha256 or spec.checkout.exists():
         return None
     if cache is None:
-        cache = cache_root()
+        cache = cache_folder()
     archive = cached_archive(cache, want.sdist_sha256, want.sdist or "verl.tar.gz")
     if not archive.is_file() and artifact is None:
         return None

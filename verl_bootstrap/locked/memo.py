@@ -28,7 +28,7 @@ from verl_bootstrap.errors import CannotWrite
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.lockfile.lookup import Artifact
 from verl_bootstrap.lockfile.model import LockedDist
-from verl_bootstrap.paths import atomic_write, cache_root
+from verl_bootstrap.paths import atomic_write, cache_folder
 
 __all__ = ["memo_key", "recall", "remember"]
 
@@ -74,7 +74,7 @@ def memo_key(lockfile: Path, settings: IndexSettings, environ: Mapping[str, str]
 
 
 def _path(key: str) -> Path:
-    return cache_root() / "prechecks" / f"{key}.json"
+    return cache_folder("prechecks") / f"{key}.json"
 
 
 def recall(key: str, dists: Sequence[LockedDist]) -> dict[str, Artifact] | None:

@@ -39,7 +39,7 @@ from verl_bootstrap.lockfile.sources import lock_checkout, locked_source
 from verl_bootstrap.lockfile.stages import StageInputs, lock_stages, torch_cuda, verl_version
 from verl_bootstrap.lockfile.uvlock import UvLockPin, applies_to, export_uv_lock, uv_lock_gaps
 from verl_bootstrap.options import RunOptions
-from verl_bootstrap.paths import atomic_write, cache_root, default_lockfile
+from verl_bootstrap.paths import atomic_write, cache_folder, default_lockfile
 from verl_bootstrap.platforms import DEFAULT_GLIBC, MACHINES
 from verl_bootstrap.profile.load import load_profile
 from verl_bootstrap.profile.models import Profile
@@ -170,7 +170,7 @@ def _resolve(
     stages, resolved = lock_stages(specs, replace(inputs, uv_pins=pins))
     _check_uv_lock(stages, pins, profile, variant, target)
     stages = lock_stage_builds(
-        stages, source.path, target, settings, cache=cache_root(), work=work / "build"
+        stages, source.path, target, settings, cache=cache_folder(), work=work / "build"
     )
     cuda = _cuda_target(profile, variant, target, resolved)
     backend = request.options.backend_for(profile.env)  # lock_profile chose it (or the previous)
@@ -380,7 +380,7 @@ def _conda(
             platform=target.platform,
             virtual={**cuda.virtual_packages, "__unix": "0", "__linux": "4.18"},
             exclude_newer=target.exclude_newer,
-            cache=cache_root(),
+            cache=cache_folder(),
         )
     except ChannelsUnreachable:
         names = ", ".join(channel_name(c) for c in channels)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from verl_bootstrap import proc
 from verl_bootstrap.lockfile.model import LockedSource
-from verl_bootstrap.paths import cache_root
+from verl_bootstrap.paths import cache_folder
 from verl_bootstrap.redact import shareable
 from verl_bootstrap.source.spec import SourceResult
 
@@ -29,7 +29,7 @@ def lock_checkout(repo: str, ref: str, *, offline: bool) -> Path:
     """
     names = "" if offline else _remote_names(repo, ref)
     key = hashlib.sha256(f"{repo}@{ref}".encode() + (f"@{names}".encode() if names else b""))
-    return cache_root() / "lock-sources" / key.hexdigest()[:16] / "verl"
+    return cache_folder("lock-sources") / key.hexdigest()[:16] / "verl"
 
 
 def _remote_names(repo: str, ref: str) -> str:

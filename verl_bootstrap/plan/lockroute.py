@@ -21,7 +21,7 @@ from verl_bootstrap.lockfile.fit import Candidate, Choice, Wanted, choose
 from verl_bootstrap.lockfile.io import read_lockfile
 from verl_bootstrap.lockfile.model import profile_hash
 from verl_bootstrap.options import RunOptions
-from verl_bootstrap.paths import cache_root, default_lockfile
+from verl_bootstrap.paths import atomic_write, cache_folder, default_lockfile
 from verl_bootstrap.platforms import host_platform
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.redact import redact
@@ -99,7 +99,6 @@ def _fetch_lab(url: str) -> Candidate:
     from verl_bootstrap.httpclient import HttpError, fetch  # noqa: PLC0415 - only labs with a URL
 
     name = urlparse(url).path.strip("/").replace("/", "-")
-    local = cache_root() / "lab-lockfiles" / name
     try:
         body = fetch(url, timeout=30, limit=_LOCK_MAX_BYTES)
     except HttpError as exc:
@@ -108,8 +107,10 @@ def _fetch_lab(url: str) -> Candidate:
             return Candidate(Path(shown), "lab", None, f"no lab lockfile at {shown} ({exc})")
         why = f"cannot fetch the lab lockfile {shown} ({redact(exc.reason)}): the lab's lockfiles "
         return Candidate(Path(shown), "lab", None, why + "were not read", shown)
-    local.parent.mkdir(parents=True, exist_ok=True)
-    local.write_bytes(body)
+    # a new file renamed into a private folder: a link planted at its name is replaced, never
+    # written through (a shared cache folder is refused before anything is written)
+    local = cache_folder("lab-lockfiles") / name
+    atomic_write(local, body)
     return _read("lab", local, redact(url))
 
 

@@ -96,57 +96,75 @@ def _file_sha256(path):
 
 
 class Store:
-    """One interpreter's folder of the store: TAG/<sha256[:2]>/<sha256>.pyc, no symlinks."""
+    """One interpreter's folder of the store: TAG/<sha256[:2]>/<sha256>.pyc, no symlinks.
+
+    Every folder is opened (never followed if a symlink) and checked through its descriptor:
+    this user's, writable by no one else; what is read, linked or written inside it goes
+    through that descriptor, so a folder swapped for a link after the check is never used."""
 
     def __init__(self, root):
-        self.root = os.path.join(root, TAG)
-        self.checked = {}  # folder -> it is a real folder of ours
+        self.root = _open_private(root)
+        self.folders = {}  # name under the root ("TAG", "TAG/ab") -> its descriptor, or None
 
-    def entry(self, key):
-        return os.path.join(self.root, key[:2], key + ".pyc")
+    def folder(self, key, create=False):
+        """The descriptor of the folder holding `key`'s entry (None: not there yet)."""
+        tag = self._sub(self.root, TAG, TAG, create)
+        return None if tag is None else self._sub(tag, key[:2], f"{TAG}/{key[:2]}", create)
 
-    def real_folder(self, folder, create=False):
-        """`folder` is a folder, not a symlink to one (made 0700 when asked and missing)."""
-        if folder not in self.checked:
+    def _sub(self, parent, name, label, create):
+        if self.folders.get(label) is None:
             if create:
-                _mkdir(folder)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o700, dir_fd=parent)
             try:
-                self.checked[folder] = stat.S_ISDIR(os.lstat(folder).st_mode)
+                self.folders[label] = _open_private(name, parent)
             except FileNotFoundError:
-                return False  # not cached: a harvest may make it later
-        return self.checked[folder]
+                return None  # not cached: a harvest may make it later
+        return self.folders[label]
 
     def lookup(self, key):
-        """The stored pyc for `key` when it is a plain file in real folders, else None."""
-        entry = self.entry(key)
-        if not (self.real_folder(self.root) and self.real_folder(os.path.dirname(entry))):
+        """(folder descriptor, name) of the stored pyc for `key` when it is a plain file of this
+        user's that no one else can write, else None."""
+        folder = self.folder(key)
+        name = key + ".pyc"
+        if folder is None:
             return None
         try:
-            return entry if stat.S_ISREG(os.lstat(entry).st_mode) else None
+            info = os.stat(name, dir_fd=folder, follow_symlinks=False)
         except FileNotFoundError:
             return None
+        return (folder, name) if _own_file(info) else None
 
     def put(self, key, data):
-        """Store `data` under `key` atomically: a temp file then a rename (two harvests may race;
-        each rename installs a whole file, and the rename replaces a planted symlink itself)."""
-        entry = self.entry(key)
-        folder = os.path.dirname(entry)
-        if not (self.real_folder(self.root, True) and self.real_folder(folder, True)):
-            raise OSError(f"{folder} is not a plain folder")
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".pyc", dir=folder)
+        """Store `data` under `key` atomically: a new temp file then a rename (two harvests may
+        race; each rename installs a whole file, and the rename replaces a planted symlink)."""
+        folder = self.folder(key, create=True)
+        if folder is None:
+            raise OSError(f"the store's folder for {key[:2]} cannot be made")
+        tmp = f".tmp-{os.getpid()}-{os.urandom(6).hex()}.pyc"
+        # read-only: an env's hard link to it must not write through
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444, dir_fd=folder
+        )
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
-            os.chmod(tmp, 0o444)  # read-only: an env's hard link to it must not write through
-            os.replace(tmp, entry)
+            os.replace(tmp, key + ".pyc", src_dir_fd=folder, dst_dir_fd=folder)
         except BaseException:
-            _unlink(tmp)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=folder)
             raise
 
 
-def _mkdir(folder):
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(folder, 0o700)
+def _open_private(name, parent=None):
+    """A folder's descriptor, opened without following a link, when it is this user's and no one
+    else can write it; else PermissionError (its contents could be anyone's code)."""
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+    info = os.fstat(fd)
+    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        os.close(fd)
+        raise PermissionError(f"{name} is another user's or writable by others")
+    return fd
 
 
 def _unlink(path):
@@ -154,17 +172,24 @@ def _unlink(path):
         os.unlink(path)
 
 
-def _is_checked_pyc(path):
-    with open(path, "rb") as handle:
-        head = handle.read(16)
+def _read_stored(stored):
+    folder, name = stored
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=folder)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
+def _is_checked_pyc(stored):
+    head = _read_stored(stored)[:16]
     return len(head) == 16 and head[:4] == MAGIC and head[4:8] == CHECKED_HASH
 
 
 def _place(stored, pyc):
     """Link (else copy) the stored pyc to `pyc`; False when a pyc is already there."""
     os.makedirs(os.path.dirname(pyc), exist_ok=True)
+    folder, name = stored
     try:
-        os.link(stored, pyc, follow_symlinks=False)
+        os.link(name, pyc, src_dir_fd=folder, follow_symlinks=False)
         return True
     except FileExistsError:
         return False
@@ -173,8 +198,7 @@ def _place(stored, pyc):
 
 
 def _copy_new(stored, pyc):
-    with open(stored, "rb") as handle:
-        data = handle.read()
+    data = _read_stored(stored)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(pyc))
     try:
         with os.fdopen(fd, "wb") as out:
@@ -246,7 +270,11 @@ def harvest_one(store, source, key, counts):
 
 def run(request):
     started = time.monotonic()
-    store = Store(request["store"])
+    try:
+        store = Store(request["store"])
+    except OSError as exc:  # not private (or not there): nothing is restored from it or stored
+        error = f"{request['store']} not used: {exc}"
+        return {"mode": request["mode"], "tag": TAG, "error": error, "first_error": None}
     action = restore_one if request["mode"] == "restore" else harvest_one
     counts = {"sources": 0, "restored": 0, "stored": 0, "present": 0, "not_own": 0, "errors": 0}
     sources = [*_record_sources()]

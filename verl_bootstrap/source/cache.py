@@ -19,7 +19,7 @@ from pathlib import Path
 
 from verl_bootstrap import proc
 from verl_bootstrap.lifecycle.checkout import MARK
-from verl_bootstrap.paths import cache_root
+from verl_bootstrap.paths import cache_folder
 from verl_bootstrap.redact import redact
 
 __all__ = ["CachedCheckout", "GitFailed", "checkout_from_cache", "mirror_dir"]
@@ -54,7 +54,7 @@ def mirror_dir(url: str) -> Path:
     URLs that differ only where redaction masks them (a token in the path or the query) are two
     repositories, and an unreachable one must never be served the other's commit."""
     key = hashlib.sha256(url.encode()).hexdigest()[:16]
-    return cache_root() / "git-mirrors" / f"{key}.git"
+    return cache_folder("git-mirrors") / f"{key}.git"
 
 
 def checkout_from_cache(

@@ -20,7 +20,7 @@ from verl_bootstrap.errors import InputError, StepFailed
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.lifecycle.checkout import commit_of, move_checkout
 from verl_bootstrap.lifecycle.sourcework import SDIST_MARK
-from verl_bootstrap.paths import atomic_write, cache_root, file_sha256
+from verl_bootstrap.paths import atomic_copy, atomic_write, cache_folder, file_sha256, not_private
 from verl_bootstrap.redact import redact
 from verl_bootstrap.safety.credentials import lift
 from verl_bootstrap.source.cache import GitFailed, checkout_from_cache, mirror_dir
@@ -177,7 +177,6 @@ def _from_sdist(
     if archive is None:
         archive = _download_release(version, settings, pip=pip, log_path=log_path)
         where = "the configured index"
-        pointer.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(pointer, f"{archive.parent.name} {archive.name}\n")
     sha = archive.parent.name
     unpack_sdist(archive, spec.checkout, sha)
@@ -200,17 +199,23 @@ def _from_sdist(
 def _release_pointer(version: str, settings: IndexSettings) -> Path:
     """Where the cache notes which archive the configured indexes gave for verl `version`."""
     indexes = json.dumps([version, settings.index_url, list(settings.extra_index_urls)])
-    return cache_root() / "sdists" / "releases" / hashlib.sha256(indexes.encode()).hexdigest()[:16]
+    return cache_folder("sdists", "releases") / hashlib.sha256(indexes.encode()).hexdigest()[:16]
 
 
 def _cached_release(pointer: Path) -> Path | None:
-    """The cached archive the pointer names, when it is there and still has its sha256."""
+    """The cached archive the pointer names, when it is there and still has its sha256, and
+    both are plain files of this user's that no one else can write (what a cache holds runs:
+    the archive's build)."""
+    if not_private(pointer, folder=False):
+        return None
     try:
         sha, name = pointer.read_text(encoding="utf-8").split()
     except (OSError, ValueError):
         return None
-    archive = cache_root() / "sdists" / sha / name
-    if not _SHA256.match(sha) or "/" in name or not archive.is_file():
+    if not _SHA256.match(sha) or "/" in name or name.startswith("."):
+        return None
+    archive = cache_folder("sdists", sha) / name
+    if not_private(archive, folder=False):
         return None
     return archive if file_sha256(archive) == sha else None
 
@@ -228,9 +233,8 @@ def _download_release(
         found = next(Path(tmp).glob("verl-*.tar.gz"), None)
         if found is None:
             raise StepFailed(f"the index has no sdist of verl {version}")
-        archive = cache_root() / "sdists" / file_sha256(found) / found.name
-        archive.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(found, archive)
+        archive = cache_folder("sdists", file_sha256(found)) / found.name
+        atomic_copy(found, archive)  # a new file renamed in: never through a planted link
     return archive
 
 

@@ -36,7 +36,7 @@ from verl_bootstrap.lockfile.lookup import Artifact
 from verl_bootstrap.lockfile.model import LockedStage
 from verl_bootstrap.paths import (
     atomic_write,
-    cache_root,
+    cache_folder,
     kernel_dir,
     locked_requirements_file,
     override_file,
@@ -305,7 +305,7 @@ def _build_locked_sdists(
         prefix=ctx.plan.prefix,
         request=stage_request(ctx.plan, stage),
         settings=ctx.plan.settings,
-        cache=cache_root(),
+        cache=cache_folder(),
         run=lambda argv: run_in_env(watched, argv, env=env),
         log=lambda line: _log(ctx, line),
     )
