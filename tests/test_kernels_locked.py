@@ -237,3 +237,27 @@ def test_a_wheelhouse_url_is_read_never_written(
         f"no compiler ran (installing {second}/.verl-bootstrap/kernels/standin/wheelhouse/" in log
     )
     assert "s3cret" not in log + run.stderr + json.dumps(run.body)
+
+
+def test_a_wheelhouse_wheel_in_place_of_the_locked_sdist_is_a_named_hash_gap(
+    lab: Lab, lock: Path, nodes: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """The lockfile pins the stand-in's sdist and records no wheel: a lab-wheelhouse wheel of
+    its key is taken, checked by the wheelhouse's sha256 and its key, not the lockfile's. The
+    plan, its route line and `hash_gaps` name that gap (on main: "every artifact hash-checked",
+    `hash_gaps: []`)."""
+    house, _, _ = nodes
+    site = tmp_path / "site.yaml"
+    site.write_text(f"schema_version: 1\nwheelhouse: {house}\n")
+    argv = ["plan", "--profile", str(PROFILE), "--prefix", str(tmp_path / "env"), "--locked"]
+    argv += ["--lockfile", str(lock), "--config", str(site), "--verl-source", str(lab.repo)]
+    plan = run_cli(argv)
+    assert plan.code == EXIT_OK, plan.stderr
+    step = next(s for s in plan.body["steps"] if s["id"] == "standin")
+    assert step["kernel"]["reason"].startswith("prebuilt from the lab wheelhouse")
+    assert "the lockfile pins the sdist, not this wheel" in step["kernel"]["reason"]
+    gaps = plan.body["hash_gaps"]
+    assert any(
+        "the prebuilt wheel kernel stage standin takes in place of the sdist" in g for g in gaps
+    )
+    assert "hash-checked but for" in plan.body["route"]["line"], plan.body["route"]

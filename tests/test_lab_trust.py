@@ -182,3 +182,64 @@ def test_a_site_config_over_plain_http_needs_a_config_read_before_it_to_trust_th
     user.write_text(yaml.safe_dump({"schema_version": 1, "trusted_http_hosts": ["lab.invalid"]}))
     tried = cli("plan", "--profile", "cpu", "--config", url, env=env)
     assert "cannot fetch site config" in tried.stderr, tried.stderr  # trusted: fetched
+
+
+FSDP_LOCK = REPO / "lockfiles" / "fsdp" / "cu128-linux-64.lock.yaml"
+OFFICIAL = (
+    "https://github.com/Dao-AILab/flash-attention/releases/download/v2.8.3/"
+    "flash_attn-2.8.3+cu12torch2.10cxx11abiTRUE-cp312-cp312-linux_x86_64.whl"
+)
+
+
+def fsdp_lock(folder: Path, url: str, **wheel: object) -> Path:
+    """The committed fsdp cu128 lock whose flash-attn records a release kernel wheel at `url`."""
+    body: dict[str, Any] = yaml.safe_load(FSDP_LOCK.read_text())
+    stage = next(s for s in body["stages"] if s["id"] == "flash-attn")
+    key = {"torch": "2.10.0", "cuda": "12.8", "cxx11abi": True, "python": "cp312"}
+    stage["distributions"][0]["kernel_wheel"] = {
+        "file": url.rsplit("/", 1)[-1].replace("+", "-") if "/" in url else "x.whl",
+        "sha256": "a" * 64,
+        "source": "release",
+        "key": {**key, "platform": "linux_x86_64"},
+        "url": url,
+        **wheel,
+    }
+    path = folder / "fsdp.lock.yaml"
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+def fsdp_plan(lock: Path) -> subprocess.CompletedProcess[str]:
+    return cli("plan", "--profile", "fsdp", "--cuda", "cu128", "--lockfile", lock)
+
+
+def test_a_kernel_wheel_url_over_plain_http_is_refused_at_read_time(tmp_path: Path) -> None:
+    lock = fsdp_lock(tmp_path, OFFICIAL.replace("https://", "http://"))
+    done = fsdp_plan(lock)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "kernel_wheel.url" in done.stderr and "must be an https URL" in done.stderr
+
+
+def test_a_kernel_wheel_url_from_no_declared_source_is_refused(tmp_path: Path) -> None:
+    lock = fsdp_lock(tmp_path, "https://evil.example/flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl")
+    done = fsdp_plan(lock)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "is not from a source profile 'fsdp' declares for the stage" in done.stderr
+    # the official releases' own path, a sibling repository on the same host: still not it
+    sibling = fsdp_lock(tmp_path, OFFICIAL.replace("Dao-AILab/flash-attention", "evil/flash"))
+    assert fsdp_plan(sibling).returncode == 2
+    declared = fsdp_plan(fsdp_lock(tmp_path, OFFICIAL))
+    assert "declares for the stage" not in declared.stderr, declared.stderr
+    assert declared.returncode == 0, declared.stderr
+
+
+@pytest.mark.parametrize("outside", ["torch", "numpy"])
+def test_a_whole_kernel_wheel_may_not_replace_another_stages_distribution(
+    tmp_path: Path, outside: str
+) -> None:
+    lock = fsdp_lock(tmp_path, OFFICIAL, distribution="flash-attn", replaces=[outside])
+    done = fsdp_plan(lock)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"flash-attn's kernel_wheel names {outside}, which stage flash-attn does not lock" in (
+        done.stderr
+    )

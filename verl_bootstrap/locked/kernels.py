@@ -1,6 +1,7 @@
 """Kernel stages of a `--locked` install, decided: the wheel the lockfile records (the same file,
 by sha256, from the bundle installed from, the lab wheelhouse or its release URL), else a
-wheelhouse wheel of the locked version whose build key matches the env, else (the lockfile
+wheelhouse wheel of the locked version whose build key matches the env (a hash gap: its sha256
+is the wheelhouse's, not the lockfile's), else (the lockfile
 records no wheel) the first declared prebuilt source that serves the locked version for the
 env's key, as the resolving route chooses it (a hash gap: the lockfile pins the sdist, not that
 wheel), else a source build of the locked sdist (published to the wheelhouse afterwards, so the
@@ -117,8 +118,9 @@ def locked_choices(
     found: list[KernelChoice] = []
     if dist.kernel_wheel is None:
         entry = wheelhouse_match(kernel, dist.version, key, entries, why_not)
-        if entry is not None:
-            return [_from_house(entry, root, "")]
+        if entry is not None:  # the wheelhouse's sha256, not the lockfile's: a named gap
+            house = _from_house(entry, root, "")
+            return [replace(house, reason=house.reason + UNPINNED, unpinned=True)]
         if online:
             found = _declared(
                 kernel, dist.version, key, why_not, stage=stage, record=record, order=order

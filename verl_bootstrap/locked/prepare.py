@@ -41,6 +41,7 @@ from verl_bootstrap.platforms import MACHINES, host_platform
 from verl_bootstrap.profile.kernel import KernelSpec
 from verl_bootstrap.profile.models import RESERVED_STEP_IDS, Profile, PythonSpec
 from verl_bootstrap.profile.stagespec import StageSpec, stage_specs
+from verl_bootstrap.redact import redact
 from verl_bootstrap.safety.buildvars import not_covered
 from verl_bootstrap.source.spec import SourceSpec
 
@@ -109,6 +110,7 @@ def _check_matches(
     _check_stage_ids(lock, path, profile, variant)
     _check_editables(lock, path, profile, variant)
     _check_stage_env(lock, path, profile, variant)
+    _check_kernel_urls(lock, path, profile, variant)
     if frozen:
         return
     if lock.profile != profile.name or lock.profile_hash != profile_hash(profile, variant):
@@ -174,6 +176,26 @@ def _check_stage_env(lock: Lockfile, path: Path, profile: Profile, variant: str)
                     f"is a known build variable nor is set so by profile {profile.name!r}",
                     hint="a lockfile may set only build variables (MAX_JOBS, "
                     "TORCH_CUDA_ARCH_LIST, ...); regenerate it with `verl-bootstrap lock`",
+                )
+
+
+def _check_kernel_urls(lock: Lockfile, path: Path, profile: Profile, variant: str) -> None:
+    """A kernel wheel the lockfile records by URL comes from a source the profile declares for
+    that stage (its release pattern, or its index's host): a lab mate's lockfile cannot send the
+    download (its sha256 is the lockfile's own word) to a host the profile never named."""
+    kernels = {s.id: s.kernel for s in stage_specs(profile, variant) if s.kernel}
+    urls = {name: index.url for name, index in profile.indexes.items()}
+    for stage in lock.stages:
+        for dist in stage.distributions:
+            url = dist.kernel_wheel.url if dist.kernel_wheel else None
+            kernel = kernels.get(stage.id)
+            prefixes = kernel.url_prefixes(urls) if kernel else ()
+            if url and not any(url.startswith(p) for p in prefixes):
+                raise InputError(
+                    f"{path}: stage {stage.id}: {dist.name}'s kernel_wheel.url {redact(url)} "
+                    f"is not from a source profile {profile.name!r} declares for the stage",
+                    hint="take kernel wheels from the profile's declared sources (or the lab "
+                    "wheelhouse); regenerate the lockfile from an env that did",
                 )
 
 

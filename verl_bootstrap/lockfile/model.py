@@ -162,8 +162,12 @@ def _wheel_url(value: str | None) -> str | None:
         return None
     _one_line(value)
     scheme, _, rest = value.partition("://")
-    if scheme not in {"https", "http"} or "@" in rest.split("/", 1)[0] or " " in value:
-        raise ValueError("must be an http(s) URL without credentials")
+    host = rest.split("/", 1)[0]
+    loopback = host.rsplit(":", 1)[0] in {"127.0.0.1", "localhost", "[::1]"}
+    if scheme != "https" and not (scheme == "http" and loopback):
+        raise ValueError("must be an https URL (plain http only to this machine)")
+    if "@" in host or " " in value:
+        raise ValueError("must be an https URL without credentials")
     if not rest.rsplit("/", 1)[-1].split("?", 1)[0].endswith(".whl"):
         raise ValueError("must name a .whl file")
     return value
@@ -273,6 +277,24 @@ class LockedStage(_Strict):
         description="The build backends and build dependencies of what the stage builds from "
         "source (its sdists; verl's checkout for install-verl), each with its sha256",
     )
+
+    @model_validator(mode="after")
+    def _replaces_inside(self) -> LockedStage:
+        """A whole kernel wheel stands in only for this stage's own distributions: a lockfile
+        cannot leave out what another stage installs (torch, numpy)."""
+        for dist in self.distributions:
+            wheel = dist.kernel_wheel
+            names = [
+                *(wheel.replaces if wheel else ()),
+                *([wheel.distribution] if wheel and wheel.distribution else []),
+            ]
+            outside = [n for n in names if self.find(n) is None]
+            if outside:
+                raise ValueError(
+                    f"{dist.name}'s kernel_wheel names {', '.join(outside)}, which stage "
+                    f"{self.id} does not lock (a whole wheel replaces only its own stage's parts)"
+                )
+        return self
 
     def find(self, name: str) -> LockedDist | None:
         """The distribution the stage locks under `name` (any spelling of it), or None."""

@@ -7,7 +7,9 @@ after the stage, where prebuilt wheels may come from, and which variables size i
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -198,6 +200,30 @@ class KernelSpec(_Strict):
     @classmethod
     def _patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(check_template(v) for v in value)
+
+    def url_prefixes(self, index_urls: Mapping[str, str]) -> tuple[str, ...]:
+        """Where the declared sources' wheels lie: each release pattern up to its first
+        placeholder, each index's scheme and host (and, for a GitHub Pages index, the release
+        assets of the same repository, which such an index links). `index_urls`: the profile's
+        named indexes (a `prebuilt_index` names one)."""
+        found = [t.split("{", 1)[0] for t in self.release_wheels]
+        found += [s.release.split("{", 1)[0] for s in self.sources if s.release]
+        indexes = [s.index for s in self.sources if s.index]
+        if self.prebuilt_index and self.prebuilt_index.index in index_urls:
+            indexes.append(index_urls[self.prebuilt_index.index])
+        for url in indexes:
+            found.extend(_index_prefixes(url))
+        return tuple(found)
+
+
+def _index_prefixes(url: str) -> list[str]:
+    parsed = urlsplit(url)
+    found = [f"{parsed.scheme}://{parsed.netloc}/"]
+    owner = parsed.netloc.removesuffix(".github.io")
+    repo = parsed.path.strip("/").split("/", 1)[0]
+    if owner != parsed.netloc and repo:
+        found.append(f"https://github.com/{owner}/{repo}/releases/download/")
+    return found
 
 
 def check_template(template: str) -> str:
