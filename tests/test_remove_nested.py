@@ -20,6 +20,7 @@ from verlrepo import git, verl_sdist
 
 from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED, EXIT_STEP_FAILED
 from verl_bootstrap.lifecycle.owned import foreign_files
+from verl_bootstrap.lifecycle.sourcework import checkout_work
 from verl_bootstrap.paths import file_sha256
 from verl_bootstrap.source.sdist import unpack_sdist
 
@@ -181,6 +182,36 @@ def test_remove_refuses_an_edit_a_new_file_and_an_ignored_checkpoint_in_a_git_ch
         "verl/__init__.py (modified)",
     ]
     refused_then_kept(prefix, work, listed)
+
+
+def test_remove_refuses_unpushed_commits_a_stash_and_local_branches_listing_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What git keeps beyond the files is work too (on main, `remove` deleted it): a commit on
+    no remote branch, a stash entry and a local branch, all named in one message with the files;
+    --keep-source keeps every one; a clean checkout the tool made still goes with its env."""
+    prefix, _repo = tiny_env(tmp_path, monkeypatch)
+    checkout = prefix / "src" / "verl"
+    assert checkout_work(checkout) == []  # the checkout as the tool made it: no work
+    git(checkout, "branch", "experiment")  # a local branch at the tool's commit
+    (checkout / "notes.py").write_text("x = 1\n", encoding="utf-8")
+    git(checkout, "add", "notes.py")
+    git(checkout, "stash", "push", "-q", "-m", "half done")
+    git(checkout, "commit", "-q", "--allow-empty", "-m", "my fix")  # on the detached HEAD
+    mine = git(checkout, "rev-parse", "--short", "HEAD")
+    work = work_in(checkout)
+    listed = [
+        "branch experiment (a local branch)",
+        "stash@{0} (stashed: On (no branch): half done)",
+        f"commit {mine} (on no remote branch: my fix)",
+        "checkpoints/x.pt (ignored by git)",
+        "my_experiment.py (untracked)",
+        "verl/__init__.py (modified)",
+    ]
+    refused_then_kept(prefix, work, listed)
+    assert git(checkout, "rev-parse", "--short", "HEAD") == mine
+    assert git(checkout, "stash", "list", "--format=%s") == "On (no branch): half done"
+    assert git(checkout, "branch", "--list", "experiment").strip() == "experiment"
 
 
 def test_remove_refuses_an_edit_a_new_file_and_a_checkpoint_in_an_unpacked_sdist(

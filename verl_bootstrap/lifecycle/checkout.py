@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from verl_bootstrap.errors import InputError, StepFailed
-from verl_bootstrap.lifecycle.sourcework import checkout_work
+from verl_bootstrap.lifecycle.sourcework import MARK, checkout_work
 from verl_bootstrap.redact import redact
 
-__all__ = ["commit_of", "mark_made", "move_checkout"]
+__all__ = ["MARK", "commit_of", "mark_made", "move_checkout"]
 
-MARK = "verl-bootstrap-checkout"
 _ENV = {"GIT_TERMINAL_PROMPT": "0"}  # a prompt for credentials would hang a batch run
 
 

@@ -19,7 +19,9 @@ from pathlib import Path
 from verl_bootstrap import proc
 from verl_bootstrap.safety import jsontext
 
-__all__ = ["SDIST_FILES", "SDIST_MARK", "checkout_work", "record_unpacked"]
+__all__ = ["MARK", "SDIST_FILES", "SDIST_MARK", "checkout_work", "record_unpacked"]
+
+MARK = "verl-bootstrap-checkout"  # in .git: the commit the tool checked out (lifecycle/checkout)
 
 SDIST_MARK = ".verl-bootstrap-sdist"  # in a checkout unpacked from the release sdist
 SDIST_FILES = ".verl-bootstrap-sdist-files.json"  # beside it: each unpacked file's sha256
@@ -41,7 +43,7 @@ def checkout_work(checkout: Path) -> list[str]:
     if checkout.is_symlink() or not checkout.is_dir():
         return [f"{checkout.name} (not a folder verl-bootstrap made)"]
     if (checkout / ".git").exists():
-        return _git_work(checkout)
+        return _git_history(checkout) + _git_work(checkout)
     if (checkout / SDIST_MARK).is_file():
         return _sdist_work(checkout)
     return ["(every file: this is not a checkout verl-bootstrap made)"]
@@ -75,6 +77,43 @@ def _git_work(checkout: Path) -> list[str]:
         if why and not _generated(path):
             work.append(f"{path} ({why})")
     return sorted(work)
+
+
+def _git_history(checkout: Path) -> list[str]:
+    """What git keeps beyond the files: local branches other than the checked-out one, stash
+    entries, and commits on no remote branch or tag (nor the commit the tool checked out). A
+    git command that fails is listed too: what it would have shown is not known to be nothing."""
+    work: list[str] = []
+    head = proc.capture(["git", "-C", str(checkout), "symbolic-ref", "--quiet", "--short", "HEAD"])
+    current = head.stdout.strip()  # none on a detached HEAD (exit 1), as the tool leaves it
+    branches = _git(checkout, work, "for-each-ref", "--format=%(refname:short)", "refs/heads")
+    work += [f"branch {b} (a local branch)" for b in branches if b != current]
+    for line in _git(checkout, work, "stash", "list", "--format=%gd %s"):
+        entry, _, what = line.partition(" ")
+        work.append(f"{entry} (stashed: {what})")
+    log = ["log", "--format=%h %s", "HEAD", "--branches", "--not", "--remotes", "--tags"]
+    for line in _git(checkout, work, *log, *_made(checkout)):
+        commit, _, subject = line.partition(" ")
+        work.append(f"commit {commit} (on no remote branch: {subject})")
+    return work
+
+
+def _git(checkout: Path, work: list[str], *args: str) -> list[str]:
+    """The lines git prints in the checkout; a failure is added to `work`, naming the command."""
+    done = proc.capture(["git", "-C", str(checkout), *args])
+    if done.returncode != 0:
+        work.append(f"(git {args[0]} failed: {done.stderr.strip()[-200:]})")
+        return []
+    return done.stdout.splitlines()
+
+
+def _made(checkout: Path) -> list[str]:
+    """The commit the tool checked out, as git's `log --not` takes it (none: no mark)."""
+    try:
+        commit = (checkout / ".git" / MARK).read_text(encoding="utf-8").strip()
+    except OSError:
+        return []
+    return [commit] if commit and all(c in "0123456789abcdef" for c in commit) else []
 
 
 # a deletion loses nothing; every other change (staged or not) is an edit
