@@ -199,6 +199,14 @@ def test_remove_refuses_unpushed_commits_a_stash_and_local_branches_listing_all(
     git(checkout, "stash", "push", "-q", "-m", "half done")
     git(checkout, "commit", "-q", "--allow-empty", "-m", "my fix")  # on the detached HEAD
     mine = git(checkout, "rev-parse", "--short", "HEAD")
+    history = [
+        "branch experiment (a local branch)",
+        "stash@{0} (stashed: On (no branch): half done)",
+        f"commit {mine} (on no remote branch: my fix)",
+    ]
+    alone = run(["remove", "--prefix", str(prefix), "--yes"])  # no file of the user's at all
+    assert alone.code == EXIT_REFUSED, alone.err
+    assert "holds work of yours: " + ", ".join(history) + "; nothing was deleted" in alone.err
     work = work_in(checkout)
     listed = [
         "branch experiment (a local branch)",
