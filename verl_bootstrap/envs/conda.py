@@ -107,7 +107,7 @@ class CondaBackend(EnvBackend):
         self, *, cache_root: Path | None = None, settings: CondaSettings | None = None
     ) -> None:
         """`cache_root` holds conda-pkgs/ and conda-repodata/; `settings` default to .condarc."""
-        self._cache_root = cache_root or paths.cache_folder()
+        self._cache_root = cache_root  # None: the user's cache, checked private when used
         self._settings = settings
 
     def describe(self, request: EnvRequest) -> list[str]:
@@ -129,7 +129,8 @@ class CondaBackend(EnvBackend):
             )
         if not prefix_matches(request, installed):
             channels = self._channels(request)
-            _install_prefix(request, channels, installed, self._cache_root)
+            cache = self._cache_root or paths.cache_folder()
+            _install_prefix(request, channels, installed, cache)
             changed = True
         else:
             _note(request, f"reused conda env at {request.prefix}", kind=("env", "reuse"))
