@@ -32,6 +32,7 @@ __all__ = [
     "cache_folder",
     "cache_root",
     "cannot_write",
+    "checked_folder",
     "checkout_dir",
     "default_lockfile",
     "default_prefix",
@@ -281,7 +282,11 @@ def private_folder(path: Path) -> str | None:
 def cache_folder(*parts: str, environ: Mapping[str, str] | None = None) -> Path:
     """A folder of the user's cache (cache_root/PARTS), made private (private_folder), or
     Refused naming what another user could change: what a cache holds is code later runs use."""
-    path = cache_root(environ).joinpath(*parts)
+    return checked_folder(cache_root(environ).joinpath(*parts))
+
+
+def checked_folder(path: Path) -> Path:
+    """`path`, made private (private_folder), or Refused naming what is not."""
     why = private_folder(path)
     if why is not None:
         raise Refused(

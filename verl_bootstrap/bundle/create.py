@@ -36,7 +36,7 @@ from verl_bootstrap.kernels.remotehouse import AnyWheelhouse
 from verl_bootstrap.lockfile.buildlock import build_requirements, sdist_pyproject
 from verl_bootstrap.lockfile.io import read_lockfile
 from verl_bootstrap.lockfile.model import Lockfile
-from verl_bootstrap.paths import cannot_write, file_sha256
+from verl_bootstrap.paths import cannot_write, checked_folder, file_sha256
 
 __all__ = ["BundleRequest", "BundleResult", "create_bundle", "install_script"]
 
@@ -94,7 +94,7 @@ def create_bundle(request: BundleRequest) -> BundleResult:
 
 
 def _gather(lock: Lockfile, request: BundleRequest, work: Path) -> tuple[list[_File], list[str]]:
-    cache, settings = request.cache, request.settings
+    cache, settings = checked_folder(request.cache), request.settings
     files = [_File(f"lockfile/{request.lockfile.name}", request.lockfile, "lockfile")]
     # first: a recorded wheel that is another file now refuses the bundle before the rest is got
     kernels, notes = collect_kernel_wheels(lock, cache=cache, house=request.wheelhouse, work=work)

@@ -38,7 +38,7 @@ def cmd_bundle(ns: argparse.Namespace) -> int:
     from verl_bootstrap.bundle.create import BundleRequest, create_bundle
     from verl_bootstrap.kernels.host import open_wheelhouse
     from verl_bootstrap.lockfile.origins import lock_channels, lock_index_settings
-    from verl_bootstrap.paths import cache_folder
+    from verl_bootstrap.paths import cache_root
 
     lock, path = named_lock(ns)
     default = Path(f"verl-bundle-{lock.profile}-{lock.cuda.variant}-{lock.platform}.tar")
@@ -51,7 +51,7 @@ def cmd_bundle(ns: argparse.Namespace) -> int:
         output=(ns.output or default).absolute(),
         settings=lock_index_settings(lock, options),
         channels=lock_channels(lock, options),
-        cache=cache_folder("bundle"),
+        cache=cache_root() / "bundle",  # checked private when first used
         verl_source=ns.verl_source,
         with_tool=not ns.no_tool,
         wheelhouse=open_wheelhouse(options.site.wheelhouse, os.environ),

@@ -51,13 +51,13 @@ def plain_http(url: str, trusted: tuple[str, ...]) -> str | None:
     """Why `url` may not be fetched (None: it may): plain http to a host neither on this machine
     (loopback) nor named in the site config's `trusted_http_hosts`. What it serves (a lockfile,
     a wheelhouse, a config) decides what runs, and plain http lets anyone on the path change it."""
-    parsed = urlparse(url)
+    try:
+        parsed = urlparse(url)
+        host = (parsed.hostname or "").lower()
+    except ValueError:  # not a URL at all: the field's own check says so
+        return None
     if parsed.scheme != "http":
         return None
-    try:
-        host = (parsed.hostname or "").lower()
-    except ValueError:
-        host = ""
     if host in _LOOPBACK or host in {h.lower() for h in trusted}:
         return None
     return (
