@@ -33,7 +33,7 @@ _ASSETS = PROBES / "train_assets.py"
 _MARK = "@@TRAIN@@"
 _STEP = re.compile(r"\bstep:(\d+) - (.*)$")
 _METRIC = re.compile(r"([\w/()@.-]+):(-?[\d.]+(?:e-?\d+)?|nan|-?inf)")
-_LOADED = re.compile(r"Loaded model from (\S+)")
+_LOADED = re.compile(r"(?:Loaded model from|Resuming from) (\S+)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m|[\x00-\x08\x0b-\x1f\x7f]")
 _ERROR = re.compile(r"\b((?!RayTaskError|ChildFailedError)\w*(?:Error|Exception)): (.+)$")
 

@@ -7,6 +7,7 @@ one checkpoint, Ray started with placeholder accelerator units on a CPU.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,6 +137,8 @@ class Route:
             f"{a}.rollout.agent.num_workers=1",
             *self._rollout_overrides(a),
             "reward.num_workers=1",
+            # one storage actor, not eight: main_ppo turns TransferQueue on, and each is a process
+            "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
             f"reward.custom_reward_function.path={_ASSETS}",
             "trainer.n_gpus_per_node=1",
             "trainer.nnodes=1",
@@ -213,9 +216,9 @@ def _cannot_run(route: Route, python: Path, log_path: Path | None) -> str:
         return "no rollout engine in this env (neither vllm nor sglang): the RL step needs one"
     if route.name == "cpu" and not found.get("platform_registry"):
         return (
-            f"verl {found.get('version')} has no platform registry (verl/plugin/platform, "
-            "new in 0.9.1), through which the tool supplies a CPU platform: on a CPU this "
-            "release cannot train without edits to verl; on a GPU host it runs as is"
+            f"verl {found.get('version')} has no platform registry (verl/plugin/platform), "
+            "through which the tool supplies a CPU platform: on a CPU this release cannot "
+            "train without edits to verl; on a GPU host it runs as is"
         )
     return ""
 
@@ -247,8 +250,6 @@ def _missing_parts(route: Route, level: str, log_path: Path | None) -> str:
 
 
 def _last_json(output: str) -> dict[str, str | None] | None:
-    import json  # noqa: PLC0415  (only here: the one plain-JSON probe answer of this module)
-
     for line in reversed(output.splitlines()):
         if line.startswith("{"):
             try:

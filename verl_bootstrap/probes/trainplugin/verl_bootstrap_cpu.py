@@ -169,13 +169,18 @@ class CPURolloutServer:
         self.model.eval()
         self.eos = self.model.generation_config.eos_token_id
         self.weight_updates = 0
+        self.global_steps = 0  # the trainer's step whose weights this server holds
 
     def ready(self):
         return True
 
-    def load_weights(self, state):
-        self.model.load_state_dict(state, strict=False)
+    def load_weights(self, state, global_steps=None):
+        _missing, unexpected = self.model.load_state_dict(state, strict=False)
+        if unexpected:  # names that fit no parameter would leave the rollout on the old weights
+            raise RuntimeError(f"the rollout's model has no parameters named {unexpected[:3]}")
         self.weight_updates += 1
+        if global_steps is not None:
+            self.global_steps = global_steps
         return self.weight_updates
 
     @torch.no_grad()
@@ -199,7 +204,10 @@ class CPURolloutServer:
             token_ids=tokens,
             log_probs=logprobs,
             stop_reason="completed",
-            extra_fields={"weight_updates": self.weight_updates},
+            extra_fields={
+                "global_steps": self.global_steps,
+                "weight_updates": self.weight_updates,
+            },
         )
 
     def wake_up(self):
@@ -233,7 +241,8 @@ def _adapter_class():
             world = self.config.tensor_model_parallel_size * self.config.data_parallel_size
             replica = torch.distributed.get_rank() // world
             if torch.distributed.get_rank() % world == 0:
-                await ray.get_actor(_server_name(replica)).load_weights.remote(state)
+                server = ray.get_actor(_server_name(replica))
+                await server.load_weights.remote(state, kwargs.get("global_steps"))
 
     return Adapter
 
@@ -247,8 +256,13 @@ def __getattr__(name):
 def _load():
     _register_platform()
     _gloo_process_groups()
-    _register_engine()
-    _register_rollout()
+    for register in (_register_engine, _register_rollout):
+        try:
+            register()
+        except ImportError:
+            # a damaged env: verl must still import, so that `verify --train`, which imports
+            # each part a level needs before it runs, names the one that is missing
+            continue
 
 
 _load()
