@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from cpuenv import Installed, install_cpu_env, run_cli
 
+from verl_bootstrap import cli
+from verl_bootstrap.errors import InputError
 from verl_bootstrap.paths import state_file
 from verl_bootstrap.verify.train import LOGPROB_TOLERANCE, train_step
 
@@ -92,14 +94,17 @@ def test_an_env_without_its_rollout_module_fails_naming_it(
     report = train_step(env.prefix, "rl")
     assert not report.ok
     (check,) = report.checks
-    assert check.status == "skipped"
-    assert "verl.workers.rollout.replica" in check.detail
-    assert "does not import" in check.detail
+    assert check.status == "fail"
+    assert "No module named 'verl.workers.rollout.replica'" in check.detail
+    assert "verl.workers.rollout.llm_server" in check.detail  # the part that needs it
 
 
-def test_an_unknown_level_is_bad_input(env: Installed) -> None:
-    from cpuenv import run_cli as run  # noqa: PLC0415  (same helper; argparse exits 2 itself)
+def test_an_unknown_level_is_bad_input(env: Installed, capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["verify", "--prefix", str(env.prefix), "--train", "dpo"])
+    assert code == 2
+    assert "invalid choice: 'dpo'" in capsys.readouterr().err
 
-    with pytest.raises(SystemExit) as exited:
-        run(["verify", "--prefix", str(env.prefix), "--train", "dpo", "--json"])
-    assert exited.value.code == 2
+
+def test_a_level_name_the_library_does_not_know_is_bad_input(env: Installed) -> None:
+    with pytest.raises(InputError, match="not a level"):
+        train_step(env.prefix, "dpo")

@@ -145,7 +145,9 @@ def cmd_verify(ns: argparse.Namespace) -> int:
         out("verified" if report.ok else "verification FAILED")
         if trained is not None:
             _show_train(trained)
-    ok = report.ok and (trained is None or trained.ok) and not (ns.train and trained is None)
+        elif ns.train:
+            out(f"training step ({ns.train}) not run: the env failed the checks above")
+    ok = report.ok and (trained.ok if ns.train and trained else not ns.train)
     return EXIT_OK if ok else EXIT_STEP_FAILED
 
 

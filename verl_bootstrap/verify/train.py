@@ -92,7 +92,8 @@ def train_step(prefix: Path, level: str, *, log_path: Path | None = None) -> Tra
     started = time.monotonic()
     route = route_for(prefix, python, level, log_path)
     if route.blocked:
-        check = Check(name=f"{level} step", status="skipped", detail=route.blocked)
+        status = "fail" if route.broken else "skipped"  # a damaged env fails; a ref says why not
+        check = Check(name=f"{level} step", status=status, detail=route.blocked)
         return TrainReport(str(prefix), level, route.name, (check,))
     work = _fresh_workdir(prefix, level)
     assets = _probe(python, ["build", str(work)], log_path)

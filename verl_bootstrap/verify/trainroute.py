@@ -53,6 +53,7 @@ class Route:
     name: str
     rollout: str
     blocked: str = ""
+    broken: bool = False  # blocked because a part is missing (a failure), not unsupported
 
     def environment(self) -> dict[str, str | None]:
         """The variables of the training processes (Ray's workers inherit them)."""
@@ -199,7 +200,7 @@ def route_for(prefix: Path, python: Path, level: str, log_path: Path | None) -> 
         return Route(python=python, name=route.name, rollout=rollout, blocked=why)
     missing = _missing_parts(route, level, log_path)
     if missing:
-        return Route(python=python, name=route.name, rollout=rollout, blocked=missing)
+        return Route(python, route.name, rollout, blocked=missing, broken=True)
     return route
 
 
@@ -246,7 +247,10 @@ def _missing_parts(route: Route, level: str, log_path: Path | None) -> str:
     broken = {k: v for k, v in answer.items() if v} if answer is not None else None
     if broken is None:
         return f"the env could not import verl's training parts (exit {done.returncode})"
-    return "; ".join(f"{name} does not import ({error})" for name, error in broken.items())
+    by_error: dict[str, list[str]] = {}
+    for name, error in broken.items():  # one line per cause: a missing module breaks several
+        by_error.setdefault(str(error).strip().splitlines()[-1], []).append(name)
+    return "; ".join(f"{', '.join(names)} do not import: {e}" for e, names in by_error.items())
 
 
 def _last_json(output: str) -> dict[str, str | None] | None:
