@@ -2,7 +2,8 @@
 
 One cpu env (verl 0.9.1, from a local repo made from verl's real sdist, as the tests do), then
 each level once through the CLI: its wall time (the ordinary verify included, the level's own
-seconds apart) and the peak resident memory of the largest process it started. Asserts nothing.
+seconds apart) and the peak resident memory of the largest single process it started (not the sum
+over Ray's processes). Asserts nothing.
 Run alone: `.venv/bin/python bench/bench_train.py`.
 """
 
@@ -53,10 +54,10 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     title = "measurement (cpu profile, verl 0.9.1)"
-    print(f"{title:50} {'seconds':>8} {'step':>6} {'peak GiB':>9}  ok")
+    print(f"{title:50} {'seconds':>8} {'step':>6} {'largest GiB':>11}  ok")
     for level, total, own, peak, ok in rows:
         name = f"`verify --train {level}` (verify + {level} step + resume)"
-        print(f"{name:50} {total:8.1f} {own:6.1f} {peak:9.2f}  {ok}")
+        print(f"{name:50} {total:8.1f} {own:6.1f} {peak:11.2f}  {ok}")
 
 
 if __name__ == "__main__":
