@@ -30,6 +30,8 @@ __all__ = ["LEVELS", "LOGPROB_TOLERANCE", "TrainReport", "record_train", "train_
 LEVELS = ("sft", "rl")
 LOGPROB_TOLERANCE = 1e-3  # rollout vs trainer log-prob of the same token, same weights
 _ASSETS = PROBES / "train_assets.py"
+# one run's limit: ten to twenty times what a run took on a loaded 2-core host (docs/train.md)
+_LIMIT_S = {"sft": 900.0, "rl": 1800.0}
 _MARK = "@@TRAIN@@"
 _STEP = re.compile(r"\bstep:(\d+) - (.*)$")
 _METRIC = re.compile(r"([\w/()@.-]+):(-?[\d.]+(?:e-?\d+)?|nan|-?inf)")
@@ -145,10 +147,15 @@ def _launch(
     route: Route, level: str, work: Path, ckpt: Path, *, steps: int, log_path: Path | None
 ) -> _Run:
     args = route.command(level, work, ckpt, steps)
+    env = route.environment()
+    limit = _LIMIT_S[level]
     done = proc.run(
-        args, log_path=log_path, env=route.environment(), cwd=work, check=False, keep_output=True
+        args, log_path=log_path, env=env, cwd=work, check=False, keep_output=True, timeout=limit
     )
-    return _parse(done.returncode, done.output)
+    run = _parse(done.returncode, done.output)
+    if done.timed_out:  # a Ray that never schedules its workers waits forever: say so instead
+        return _Run(done.returncode or 1, run.steps, run.loaded, f"stopped after {limit:.0f} s")
+    return run
 
 
 def _parse(code: int, output: str) -> _Run:
