@@ -108,3 +108,19 @@ def test_an_unknown_level_is_bad_input(env: Installed, capsys: pytest.CaptureFix
 def test_a_level_name_the_library_does_not_know_is_bad_input(env: Installed) -> None:
     with pytest.raises(InputError, match="not a level"):
         train_step(env.prefix, "dpo")
+
+
+def test_a_release_without_the_platform_registry_says_why_it_cannot_train(env: Installed) -> None:
+    """As verl 0.8.0 and older on a CPU: the level is skipped with the reason, not run, not ok."""
+    registry = env.prefix / "src" / "verl" / "verl" / "plugin" / "platform" / "platform_manager.py"
+    hidden = registry.with_suffix(".removed")
+    registry.rename(hidden)
+    try:
+        report = train_step(env.prefix, "sft")
+    finally:
+        hidden.rename(registry)
+    assert not report.ok
+    (check,) = report.checks
+    assert check.status == "skipped"
+    assert "has no platform registry" in check.detail
+    assert "on a GPU host it runs as is" in check.detail
