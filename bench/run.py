@@ -272,7 +272,13 @@ def main() -> None:
         print(f"{name:66} {seconds:8.2f}  {ratio}")
     if "--main-only" in sys.argv:  # the table above alone (the others take minutes)
         return
-    for extra in ("bench_lock.py", "bench_kernels.py", "bench_bundle.py", "bench_rerun.py"):
+    for extra in (
+        "bench_lock.py",
+        "bench_kernels.py",
+        "bench_bundle.py",
+        "bench_rerun.py",
+        "bench_train.py",
+    ):
         if (ROOT / "bench" / extra).exists():
             print()
             subprocess.run([sys.executable, str(ROOT / "bench" / extra)], check=False)

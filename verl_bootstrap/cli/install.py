@@ -11,12 +11,15 @@ from verl_bootstrap.cli.output import emit_json, err, mark, out, paint
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 from verl_bootstrap.events import listening
 from verl_bootstrap.options import RunOptions
-from verl_bootstrap.paths import state_file
+from verl_bootstrap.paths import logs_dir, state_file
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from verl_bootstrap.cli.planview import EnvFacts
     from verl_bootstrap.lifecycle.state import State
     from verl_bootstrap.run.install import InstallResult
+    from verl_bootstrap.verify.train import TrainReport
 
 __all__ = [
     "cmd_install",
@@ -130,13 +133,44 @@ def cmd_verify(ns: argparse.Namespace) -> int:
 
     with Console(quiet=ns.json) as console, console.activity("verify", "importing the stack"):
         report = verify_prefix(prefix, profile=ns.profile, require_gpu=ns.require_gpu)
+    trained = _train_level(prefix, ns) if ns.train and report.ok else None
     if ns.json:
-        emit_json({"schema": "verl-bootstrap.verify/1", **report.to_json()})
+        body = {"schema": "verl-bootstrap.verify/1", **report.to_json()}
+        if ns.train:
+            body["train"] = trained.to_json() if trained else None
+        emit_json(body)
     else:
         for check in report.checks:
             out(f"{mark(check.status)} {check.name}: {check.detail}")
         out("verified" if report.ok else "verification FAILED")
-    return EXIT_OK if report.ok else EXIT_STEP_FAILED
+        if trained is not None:
+            _show_train(trained)
+        elif ns.train:
+            out(f"training step ({ns.train}) not run: the env failed the checks above")
+    ok = report.ok and (trained.ok if ns.train and trained else not ns.train)
+    return EXIT_OK if ok else EXIT_STEP_FAILED
+
+
+def _train_level(prefix: Path, ns: argparse.Namespace) -> TrainReport:
+    """`verify --train LEVEL`: one real training step, its checks recorded in the env."""
+    from verl_bootstrap.cli.render import Console
+    from verl_bootstrap.verify.train import record_train, train_step
+
+    what = "one SFT step" if ns.train == "sft" else "one GRPO step (rollout, reward, update)"
+    with Console(quiet=ns.json) as console, console.activity("train", what):
+        log = logs_dir(prefix) / f"train-{ns.train}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("")  # this run's alone
+        trained = train_step(prefix, ns.train, log_path=log)
+    record_train(prefix, trained)
+    return trained
+
+
+def _show_train(trained: TrainReport) -> None:
+    out(f"training step: {trained.level} ({trained.route}), {trained.seconds:.0f} s")
+    for check in trained.checks:
+        out(f"{mark(check.status)} {check.name}: {check.detail}")
+    out(f"trained ({trained.level})" if trained.ok else f"training step FAILED ({trained.level})")
 
 
 def cmd_profiles_list(ns: argparse.Namespace) -> int:

@@ -180,6 +180,12 @@ def flags_verify(p: argparse.ArgumentParser) -> None:
         help="list every difference between the env and this lockfile (non-zero on any); "
         "alone: the lockfile the env was installed from",
     )
+    p.add_argument(
+        "--train",
+        choices=("sft", "rl"),
+        help="also run one real verl training step, offline, on a tiny model made locally: "
+        "sft (seconds) or rl (one GRPO step with a rollout; about a minute on a CPU)",
+    )
     json_flag(p)
 
 

@@ -52,6 +52,8 @@ class State(BaseModel):
     made: list[str] = Field(default_factory=list)
     # the last standalone `verify` of the env: when, whether it passed, the checks that failed
     verified: dict[str, Any] = Field(default_factory=dict)
+    # the last `verify --train` of each level: whether it trained, its figures, when
+    train: dict[str, Any] = Field(default_factory=dict)
     _stamp: tuple[int, int, int] | None = PrivateAttr(default=None)  # the file as last read/written
 
     @field_validator("steps")
@@ -68,7 +70,7 @@ class State(BaseModel):
             raise ValueError(f"field 'made' must be a list of names inside the prefix; {_EDITED}")
         return value
 
-    @field_validator("record", "last_run", "made", "verified")
+    @field_validator("record", "last_run", "made", "verified", "train")
     @classmethod
     def _one_line_each(cls, value: Any, info: Any) -> Any:
         at = control_char_at(value, info.field_name)  # names, paths, URLs, times: each one line

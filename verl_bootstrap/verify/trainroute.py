@@ -1,0 +1,264 @@
+"""How `verify --train` runs a level in a given env: on a CPU through the tool's plugin, on a GPU
+with the env's own rollout engine (vLLM or SGLang) and no plugin; or why it cannot run at all.
+
+The commands are verl's own entry points with Hydra overrides sized for a tiny model: one step,
+one checkpoint, Ray started with placeholder accelerator units on a CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from verl_bootstrap import proc
+from verl_bootstrap.gpu.detect import detect_driver
+from verl_bootstrap.paths import PROBES
+
+__all__ = ["Route", "route_for"]
+
+_PLUGIN_DIR = PROBES / "trainplugin"
+_PLUGIN = "verl_bootstrap_cpu"
+_ASSETS = PROBES / "train_assets.py"
+_LOAD = PROBES / "load_modules.py"
+# the part each level needs; an env that lacks one fails naming it, before any step runs
+_PARTS = {
+    "sft": ("verl.trainer.sft_trainer", "verl.workers.engine.fsdp.transformer_impl"),
+    "rl": (
+        "verl.trainer.main_ppo",
+        "verl.workers.engine_workers",
+        "verl.workers.rollout.replica",
+        "verl.workers.rollout.llm_server",
+        "verl.experimental.agent_loop",
+    ),
+}
+_OFFLINE = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "WANDB_MODE": "disabled",
+    "TOKENIZERS_PARALLELISM": "false",
+    "RAY_DEDUP_LOGS": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "PYTHONNOUSERSITE": "1",
+}
+
+
+@dataclass(frozen=True)
+class Route:
+    """One way to run a level: `cpu` (the plugin) or `gpu:<rollout>`; `blocked` says why none."""
+
+    python: Path
+    name: str
+    rollout: str
+    blocked: str = ""
+    broken: bool = False  # blocked because a part is missing (a failure), not unsupported
+
+    def environment(self) -> dict[str, str | None]:
+        """The variables of the training processes (Ray's workers inherit them)."""
+        env: dict[str, str | None] = dict(_OFFLINE)
+        if self.name == "cpu":
+            # the plugin folder first; a PYTHONPATH the user set stays after it
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(_PLUGIN_DIR), os.environ.get("PYTHONPATH")) if p
+            )
+            env["VERL_USE_EXTERNAL_MODULES"] = _PLUGIN
+            env["VERL_PLATFORM"] = "cpu"
+        return env
+
+    def command(self, level: str, work: Path, ckpt: Path, steps: int) -> list[str]:
+        """The entry point and its overrides for `steps` steps (2 resumes from step 1)."""
+        if level == "sft":
+            return self._sft(work, ckpt, steps)
+        return self._rl(work, ckpt, steps)
+
+    def _sft(self, work: Path, ckpt: Path, steps: int) -> list[str]:
+        torchrun = [
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nnodes=1",
+            "--nproc_per_node=1",
+        ]
+        return [
+            str(self.python),
+            *torchrun,
+            "-m",
+            "verl.trainer.sft_trainer",
+            f"data.train_files={work / 'sft.parquet'}",
+            "data.micro_batch_size_per_gpu=2",
+            "data.train_batch_size=4",
+            "data.max_length=128",
+            "data.use_dynamic_bsz=False",
+            "data.num_workers=0",
+            "data.pad_mode=no_padding",
+            f"model.path={work / 'model'}",
+            "model.enable_gradient_checkpointing=False",
+            *self._model_overrides("model"),
+            "engine.use_torch_compile=False",
+            "engine.strategy=fsdp2",
+            f"engine.dtype={self._dtype}",
+            "optim.lr=1e-3",
+            *_trainer(ckpt, steps, self._device),
+        ]
+
+    def _rl(self, work: Path, ckpt: Path, steps: int) -> list[str]:
+        a = "actor_rollout_ref"
+        return [
+            str(self.python),
+            "-m",
+            "verl.trainer.main_ppo",
+            "algorithm.adv_estimator=grpo",
+            "algorithm.use_kl_in_reward=False",
+            f"data.train_files={work / 'rl.parquet'}",
+            f"data.val_files={work / 'rl.parquet'}",
+            "data.train_batch_size=2",
+            "data.max_prompt_length=64",
+            "data.max_response_length=16",
+            "data.dataloader_num_workers=0",
+            f"{a}.model.path={work / 'model'}",
+            f"{a}.model.enable_gradient_checkpointing=False",
+            *self._model_overrides(f"{a}.model"),
+            f"{a}.actor.strategy=fsdp2",
+            f"{a}.actor.fsdp_config.strategy=fsdp2",
+            f"{a}.actor.fsdp_config.dtype={self._dtype}",
+            f"{a}.actor.fsdp_config.use_torch_compile=False",
+            f"{a}.actor.use_torch_compile=False",
+            f"{a}.actor.ppo_mini_batch_size=2",
+            f"{a}.actor.ppo_micro_batch_size_per_gpu=4",
+            f"{a}.actor.use_kl_loss=False",
+            f"{a}.actor.optim.lr=1e-3",
+            f"{a}.ref.strategy=fsdp2",
+            f"{a}.rollout.name={self.rollout}",
+            f"{a}.rollout.n=4",
+            f"{a}.rollout.tensor_model_parallel_size=1",
+            f"{a}.rollout.log_prob_micro_batch_size_per_gpu=4",
+            f"{a}.rollout.calculate_log_probs=True",
+            f"{a}.rollout.agent.num_workers=1",
+            *self._rollout_overrides(a),
+            "reward.num_workers=1",
+            # one storage actor, not eight: main_ppo turns TransferQueue on, and each is a process
+            "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+            f"reward.custom_reward_function.path={_ASSETS}",
+            "trainer.n_gpus_per_node=1",
+            "trainer.nnodes=1",
+            "trainer.val_before_train=False",
+            "trainer.test_freq=-1",
+            *_trainer(ckpt, steps, self._device),
+            *self._ray_overrides(),
+        ]
+
+    @property
+    def _device(self) -> str:
+        return "cpu" if self.name == "cpu" else "cuda"
+
+    @property
+    def _dtype(self) -> str:
+        # float32 on a CPU: the rollout samples in float32, so both sides score alike
+        return "float32" if self.name == "cpu" else "bfloat16"
+
+    def _model_overrides(self, key: str) -> list[str]:
+        if self.name != "cpu":
+            return []
+        # no flash-attention on a CPU: SDPA, and no remove-padding (it needs flash-attn's kernels)
+        return [
+            f"{key}.use_remove_padding=False",
+            f"+{key}.override_config.attn_implementation=sdpa",
+        ]
+
+    def _rollout_overrides(self, a: str) -> list[str]:
+        if self.name == "cpu":
+            return []
+        return [f"{a}.rollout.gpu_memory_utilization=0.3", f"{a}.rollout.enforce_eager=True"]
+
+    def _ray_overrides(self) -> list[str]:
+        if self.name != "cpu":
+            return []
+        # verl's worker groups ask Ray for "GPU" units: one placeholder unit for the one worker
+        return ["+ray_kwargs.ray_init.num_gpus=1", "ray_kwargs.ray_init.num_cpus=16"]
+
+
+def _trainer(ckpt: Path, steps: int, device: str) -> list[str]:
+    return [
+        f"trainer.total_training_steps={steps}",
+        "trainer.save_freq=1",
+        "trainer.resume_mode=auto",
+        "trainer.logger=[console]",
+        f"trainer.default_local_dir={ckpt}",
+        f"trainer.device={device}",
+    ]
+
+
+def route_for(prefix: Path, python: Path, level: str, log_path: Path | None) -> Route:
+    """The route for `level` in this env on this machine, with the parts it needs checked."""
+    gpu = detect_driver() is not None
+    rollout = _gpu_rollout(python, log_path) if gpu else "hf"
+    route = Route(python=python, name=f"gpu:{rollout}" if gpu else "cpu", rollout=rollout)
+    why = _cannot_run(route, python, log_path)
+    if why:
+        return Route(python=python, name=route.name, rollout=rollout, blocked=why)
+    missing = _missing_parts(route, level, log_path)
+    if missing:
+        return Route(python, route.name, rollout, blocked=missing, broken=True)
+    return route
+
+
+def _gpu_rollout(python: Path, log_path: Path | None) -> str:
+    answer = _locate(python, log_path)
+    return "vllm" if answer.get("vllm") else "sglang" if answer.get("sglang") else "none"
+
+
+def _cannot_run(route: Route, python: Path, log_path: Path | None) -> str:
+    found = _locate(python, log_path)
+    if not found.get("verl"):
+        return "verl is not installed in this env"
+    if route.name == "gpu:none":
+        return "no rollout engine in this env (neither vllm nor sglang): the RL step needs one"
+    if route.name == "cpu" and not found.get("platform_registry"):
+        return (
+            f"verl {found.get('version')} has no platform registry (verl/plugin/platform), "
+            "through which the tool supplies a CPU platform: on a CPU this release cannot "
+            "train without edits to verl; on a GPU host it runs as is"
+        )
+    return ""
+
+
+def _locate(python: Path, log_path: Path | None) -> dict[str, object]:
+    done = proc.run(
+        [str(python), str(_ASSETS), "locate"], log_path=log_path, check=False, keep_output=True
+    )
+    answer = proc.marked(done.output, "@@TRAIN@@")
+    return answer if isinstance(answer, dict) else {}
+
+
+def _missing_parts(route: Route, level: str, log_path: Path | None) -> str:
+    parts = list(_PARTS[level])
+    if level == "rl" and route.name != "cpu":
+        parts.append(route.rollout)
+    done = proc.run(
+        [str(route.python), str(_LOAD), *parts],
+        log_path=log_path,
+        env=route.environment(),
+        check=False,
+        keep_output=True,
+    )
+    answer = _last_json(done.output)
+    broken = {k: v for k, v in answer.items() if v} if answer is not None else None
+    if broken is None:
+        return f"the env could not import verl's training parts (exit {done.returncode})"
+    by_error: dict[str, list[str]] = {}
+    for name, error in broken.items():  # one line per cause: a missing module breaks several
+        by_error.setdefault(str(error).strip().splitlines()[-1], []).append(name)
+    return "; ".join(f"{', '.join(names)} do not import: {e}" for e, names in by_error.items())
+
+
+def _last_json(output: str) -> dict[str, str | None] | None:
+    for line in reversed(output.splitlines()):
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                return None
+            return value if isinstance(value, dict) else None
+    return None
