@@ -242,8 +242,9 @@ def test_only_the_cli_output_module_prints() -> None:
     assert not printing
 
 
-def test_the_readme_layout_names_every_package() -> None:
+def test_the_readme_layout_names_every_package_and_top_level_module() -> None:
     readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Layout (for contributors)", 1)[1].split("\n## ", 1)[0]
-    packages = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
-    assert [name for name in packages if f"{name}/" not in section] == []
+    packages = sorted(p.parent.name + "/" for p in PACKAGE.glob("*/__init__.py"))
+    modules = sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+    assert [name for name in packages + modules if name not in section] == []
