@@ -27,10 +27,10 @@ import pytest
 
 from verl_bootstrap.errors import StepFailed
 from verl_bootstrap.httpclient import HttpError, download
-from verl_bootstrap.lifecycle.sourcework import SDIST_MARK
 from verl_bootstrap.lockfile.fetch import cached_archive, fetch_checked
 from verl_bootstrap.lockfile.lookup import Artifact
 from verl_bootstrap.source.sdist import unpack_sdist
+from verl_bootstrap.source.sourcework import SDIST_MARK
 
 PAYLOAD = os.urandom(256 * 1024)
 SHA = hashlib.sha256(PAYLOAD).hexdigest()

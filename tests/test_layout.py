@@ -1,6 +1,6 @@
-"""The package's house rules, checked on its source: no import circles between modules, no two
-packages that import each other, step kinds only in steps/, a short top level, and every import
-deferred into a function says why."""
+"""The package's house rules, checked on its source: no import circles between modules, no circle
+of any length between top-level packages, step kinds only in steps/, a short top level, and every
+import deferred into a function says why."""
 
 from __future__ import annotations
 
@@ -85,6 +85,70 @@ def _package_pairs(graph: dict[str, set[str]]) -> list[str]:
     ]
 
 
+def _package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Which top-level packages (and modules) each one imports, deferred imports included."""
+    packages: dict[str, set[str]] = defaultdict(set)
+    for source, targets in graph.items():
+        packages[_package(source)] |= {_package(t) for t in targets} - {_package(source)}
+    return packages
+
+
+def _package_loops(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one package (each one loop or more), with
+    one import of each edge inside them, so a failure says which import climbs back up."""
+    packages = _package_graph(graph)
+    loops = [sorted(c) for c in _components(packages) if len(c) > 1]
+    return [[*comp, *_edges_within(graph, set(comp))] for comp in sorted(loops)]
+
+
+def _edges_within(graph: dict[str, set[str]], packages: set[str]) -> list[str]:
+    edges: dict[tuple[str, str], str] = {}
+    for source, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            pair = (_package(source), _package(target))
+            if pair[0] != pair[1] and set(pair) <= packages:
+                edges.setdefault(pair, f"{source} -> {target}")
+    return [edges[pair] for pair in sorted(edges)]
+
+
+def _components(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Strongly connected components (Kosaraju: finish order, then the reversed graph)."""
+    nodes = set(graph) | {t for targets in graph.values() for t in targets}
+    order: list[str] = []
+    seen: set[str] = set()
+    for node in sorted(nodes):
+        _finish(graph, node, seen, order)
+    reverse: dict[str, set[str]] = defaultdict(set)
+    for source, targets in graph.items():
+        for target in targets:
+            reverse[target].add(source)
+    seen.clear()
+    components = []
+    for node in reversed(order):
+        if node not in seen:
+            found: list[str] = []
+            _finish(reverse, node, seen, found)
+            components.append(set(found))
+    return components
+
+
+def _finish(graph: dict[str, set[str]], start: str, seen: set[str], order: list[str]) -> None:
+    """Append every node reached from `start` to `order` once it is finished (iterative DFS)."""
+    if start in seen:
+        return
+    seen.add(start)
+    stack = [(start, iter(sorted(graph.get(start, ()))))]
+    while stack:
+        node, rest = stack[-1]
+        nxt = next((n for n in rest if n not in seen), None)
+        if nxt is None:
+            stack.pop()
+            order.append(node)
+        else:
+            seen.add(nxt)
+            stack.append((nxt, iter(sorted(graph.get(nxt, ())))))
+
+
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     """One import circle, as a path of module names, or None."""
     state: dict[str, int] = {}  # 1: on the current path, 2: done
@@ -127,6 +191,20 @@ def test_the_pair_finder_finds_packages_that_import_each_other() -> None:
     assert _package_pairs({"p.a.x": {"p.b.y"}, "p.a.w": {"p.b.z"}}) == []
 
 
+def test_no_loop_of_any_length_between_packages() -> None:
+    # a pair is a loop of two; a longer one (a -> b -> c -> a) climbs back up a layer just as well
+    assert _package_loops(_imports(_modules())) == []
+
+
+def test_the_loop_finder_finds_a_loop_of_packages() -> None:
+    graph = {"p.a.x": {"p.b.y"}, "p.b.y": {"p.c.z"}, "p.c.z": {"p.a.w"}, "p.d": {"p.a.x"}}
+    assert _package_loops(graph) == [
+        ["a", "b", "c", "p.a.x -> p.b.y", "p.b.y -> p.c.z", "p.c.z -> p.a.w"]
+    ]
+    assert _package_loops({"p.a.x": {"p.b.y"}, "p.b.y": {"p.c.z"}, "p.a.w": {"p.c.z"}}) == []
+    assert _package_loops({"p.a.x": {"p.a.y"}, "p.a.y": {"p.a.x"}}) == []  # inside one package
+
+
 def test_only_the_runner_uses_the_step_kinds() -> None:
     # steps/ holds step kinds (and their own helpers); a library others need lives elsewhere
     users = {
@@ -164,8 +242,9 @@ def test_only_the_cli_output_module_prints() -> None:
     assert not printing
 
 
-def test_the_readme_layout_names_every_package() -> None:
+def test_the_readme_layout_names_every_package_and_top_level_module() -> None:
     readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Layout (for contributors)", 1)[1].split("\n## ", 1)[0]
-    packages = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
-    assert [name for name in packages if f"{name}/" not in section] == []
+    packages = sorted(p.parent.name + "/" for p in PACKAGE.glob("*/__init__.py"))
+    modules = sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+    assert [name for name in packages + modules if name not in section] == []

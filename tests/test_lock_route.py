@@ -1,7 +1,10 @@
-"""The route a run takes, for real: the committed lockfile by default, the lab's when it fits,
-resolving (and why) when none fits. Real installs from the real index and pip settings: the
-lockfile route, a lab's lockfile, and the three ways a run resolves (an edited profile, another
-verl ref, another Python), each with verl from the local stand-in repo made from verl's sdists."""
+"""The route a run takes: the committed lockfile by default, the lab's when it fits, resolving (and
+why) when none fits. The route is the plan's: `plan` shows it, the run's report and the env's
+record are made from the same plan (checked here from the plan, as the run would record it).
+Two real installs from the real index and pip settings prove what no plan can: an env from the
+committed lockfile (queued behind another process holding the prefix lock, with --wait) and an
+env that resolved (another verl ref, from the local stand-in repo made from verl's sdists) each
+record their route, and info and `verify --against` read it back."""
 
 from __future__ import annotations
 
@@ -15,12 +18,19 @@ import pytest
 import yaml
 from lockfixtures import make_lock
 from packaging.version import Version
+from prefixholder import Holder, released_at
 
+from verl_bootstrap.cli.options import run_options
+from verl_bootstrap.cli.parse import build_parser
 from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.host.interpreters import interpreter_for
+from verl_bootstrap.host.interpreters import interpreter_for, interpreter_version
+from verl_bootstrap.lifecycle.record import record_of
 from verl_bootstrap.lockfile.io import read_lockfile
 from verl_bootstrap.paths import env_lockfile
+from verl_bootstrap.plan.model import Plan
+from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.siteconfig.apply import applied_environment
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"
@@ -52,13 +62,41 @@ def record(prefix: Path) -> dict[str, object]:
     return dict(state["record"])
 
 
+def planned(*args: str | Path) -> Plan:
+    """The plan `verl-bootstrap plan ARGS` shows, in this process (the run and its record are
+    made from this same plan)."""
+    ns = build_parser("plan").parse_args(["plan", *map(str, args)])
+    options = run_options(ns)
+    with applied_environment(dict(options.site.environment)):
+        return prepare_plan(options)
+
+
+def plan_route(*args: str | Path) -> dict[str, object]:
+    """The route `plan --json ARGS` shows (the run's report shows the same: route_json)."""
+    done = cli("plan", *args, "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(json.loads(done.stdout)["route"])
+
+
+Committed = tuple[Path, subprocess.CompletedProcess[str], float]
+
+
 @pytest.fixture(scope="module")
-def committed_env(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    """A fresh `verl-bootstrap --profile cpu`, as on a fresh clone (no flag but where)."""
+def committed_env(tmp_path_factory: pytest.TempPathFactory) -> Committed:
+    """A fresh `verl-bootstrap --profile cpu`, as on a fresh clone (no flag but where, and --wait:
+    another real process holds the prefix lock when it starts, and lets it go 2 s later).
+
+    One of the two real installs here: a plan cannot show that the run says its route first,
+    that the env records its lockfile for info and `verify --against`, nor that a run queued with
+    --wait runs every step once the other process is done."""
     prefix = tmp_path_factory.mktemp("route") / "cpu"
-    return prefix, cli("--profile", "cpu", "--prefix", prefix, "--json")
+    holder = Holder(prefix)
+    try:
+        child = holder.start(2)
+        done = cli("--profile", "cpu", "--prefix", prefix, "--json", "--wait", "300")
+        return prefix, done, released_at(child)
+    finally:
+        holder.stop()
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +115,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path) -> Pa
 
 
 def test_a_fresh_default_run_installs_the_committed_lockfile_and_says_so(
-    committed_env: tuple[Path, subprocess.CompletedProcess[str]],
+    committed_env: Committed,
 ) -> None:
-    prefix, done = committed_env
+    prefix, done, _ = committed_env
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stderr.splitlines()[0] == COMMITTED_LINE  # the run's first line
     route = json.loads(done.stdout)["route"]
@@ -95,10 +133,23 @@ def test_a_fresh_default_run_installs_the_committed_lockfile_and_says_so(
     assert f"from      lockfile {COMMITTED} (committed, hash-checked)" in info.stdout, info.stdout
 
 
-def test_an_env_made_from_a_lockfile_verifies_against_it_by_default(
-    committed_env: tuple[Path, subprocess.CompletedProcess[str]],
+def test_with_wait_a_run_queues_behind_the_holder_then_runs_every_step(
+    committed_env: Committed,
 ) -> None:
-    prefix, _ = committed_env
+    prefix, done, released = committed_env
+    assert done.returncode == 0, done.stderr[-3000:]
+    body = json.loads(done.stdout)
+    assert body["ok"] is True
+    assert {s["status"] for s in body["steps"]} == {"done"}
+    state = json.loads((prefix / ".verl-bootstrap" / "state.json").read_text(encoding="utf-8"))
+    first_start = min(record["started"] for record in state["steps"].values())
+    assert first_start >= released  # nothing ran while the other process held the lock
+
+
+def test_an_env_made_from_a_lockfile_verifies_against_it_by_default(
+    committed_env: Committed,
+) -> None:
+    prefix, _, _ = committed_env
     done = cli("verify", "--prefix", prefix, "--against", "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     body = json.loads(done.stdout)
@@ -110,25 +161,17 @@ def test_the_labs_lockfile_wins_over_the_committed_one(
     lab: Path, verl_repo_session: Path, tmp_path: Path
 ) -> None:
     lock = lab / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"
-    prefix = tmp_path / "env"
-    done = cli(
-        "--profile",
-        "cpu",
-        "--prefix",
-        prefix,
-        "--verl-source",
-        verl_repo_session,
-        "--config",
-        lab / "site.yaml",
-        "--json",
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    route = json.loads(done.stdout)["route"]
+    args: list[str | Path] = ["--profile", "cpu", "--prefix", tmp_path / "env"]
+    args += ["--verl-source", verl_repo_session, "--config", lab / "site.yaml"]
+    route = plan_route(*args)
     assert route["kind"] == "lockfile" and route["origin"] == "lab"
-    assert route["lockfile"] == str(lock) and route["line"].startswith(f"from lockfile {lock} (")
-    against = cli("verify", "--prefix", prefix, "--against")
-    assert against.returncode == 0, against.stdout + against.stderr
-    assert against.stdout.strip().endswith(f"the env matches {lock}")
+    assert route["lockfile"] == str(lock) and str(route["line"]).startswith(
+        f"from lockfile {lock} ("
+    )
+    # the env records the lab's lockfile: `verify --against` with no path checks the env against
+    # it (as for the committed one: test_an_env_made_from_a_lockfile_verifies_against_it_by_default)
+    made = record_of(planned(*args))
+    assert made["route"] == route["line"] and made["lockfile"]["path"] == str(lock)
 
 
 def test_a_lab_lockfile_whose_tag_moved_is_stale_and_never_used(
@@ -247,11 +290,14 @@ def test_resolve_and_locked_together_are_refused(tmp_path: Path) -> None:
     assert done.returncode == 2 and "--resolve" in done.stderr
 
 
-# The three ways a run resolves, installed for real. verl comes from the local stand-in repo
-# (v0.9.0 and v0.9.1, each from its release sdist): through an edited profile that points at it
-# (which is what makes it an edited profile), or --verl-source for another ref (whose reason,
-# "no lockfile for <ref>", comes before the source's). --verl-source would name the source as the
-# reason for an edited profile or another Python, so those two take the edited profile.
+# The three ways a run resolves. verl comes from the local stand-in repo (v0.9.0 and v0.9.1, each
+# from its release sdist): through an edited profile that points at it (which is what makes it an
+# edited profile), or --verl-source for another ref (whose reason, "no lockfile for <ref>", comes
+# before the source's). --verl-source would name the source as the reason for an edited profile
+# or another Python, so those two take the edited profile. Which route and why is the plan's, so
+# each is checked from the plan; one of them (another ref: its own stack) is installed for real,
+# since what a resolved env holds and records is what no plan can show, and that is the same
+# whichever reason made it resolve (another Python's is heavy: a 4 GB CUDA torch).
 
 STALE = (
     "resolving: the committed lockfile lockfiles/cpu/cpu-linux-64.lock.yaml is stale: "
@@ -347,13 +393,20 @@ def assert_resolved(
     assert own.stdout.strip().endswith(f"the env matches {env_lockfile(prefix)}")
 
 
-def test_an_edited_profile_resolves_installs_and_says_the_lockfile_is_stale(
-    edited_profile: Path, tmp_path: Path
+def test_an_edited_profile_resolves_and_says_the_lockfile_is_stale(
+    edited_profile: Path, verl_two_releases: Path, tmp_path: Path
 ) -> None:
-    prefix = tmp_path / "env"
-    done = cli("--profile", edited_profile, "--prefix", prefix, "--json")
-    assert_resolved(prefix, done, STALE, verl="0.9.1", python=read_lockfile(COMMITTED).python)
-    assert Version(env_holds(prefix)["torch"]) == Version("2.13.0+cpu")  # the committed lock's
+    args = ("--profile", edited_profile, "--prefix", tmp_path / "env")
+    assert first_line(cli("plan", *args)) == STALE
+    assert plan_route(*args) == {"kind": "resolve", "line": STALE, "lockfile": None, "origin": None}
+    plan = planned(*args)
+    made = record_of(plan)  # what the run records in the env, from this plan
+    assert made["route"] == STALE and made["lockfile"] is None
+    assert made["verl_ref"] == "v0.9.1" and made["verl_repo"] == verl_two_releases.as_uri()
+    python = interpreter_version(Path(str(made["interpreter"]))) or ""
+    assert python.startswith(read_lockfile(COMMITTED).python + ".")  # the committed lock's
+    # installed, it resolves as another ref does (test_another_ref_resolves_installs_its_stack...):
+    # the committed lock's CPU torch, verl at the ref, and the route in the record, info and verify
 
 
 def test_another_ref_resolves_installs_its_stack_and_says_no_lockfile_holds_it(
@@ -377,6 +430,7 @@ def test_another_ref_resolves_installs_its_stack_and_says_no_lockfile_holds_it(
     )
     assert_resolved(prefix, done, why, verl="0.9.0", python=read_lockfile(COMMITTED).python)
     assert env_holds(prefix)["transferqueue"] == "0.1.8"  # v0.9.0's stack, not v0.9.1's
+    assert Version(env_holds(prefix)["torch"]) == Version("2.13.0+cpu")  # the committed lock's
 
 
 def _other_python_line(python: str) -> str:

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from verl_bootstrap.envs.inventory import canonical
+from packaging.utils import canonicalize_name
+
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.lockfile.buildlock import resolve_pylock
 from verl_bootstrap.lockfile.fetch import fetch_checked
@@ -56,7 +57,7 @@ def download(artifacts: Iterable[tuple[str, Artifact]], cache: Path) -> list[Col
     for name, artifact in artifacts:
         dest = artifact_cache(cache, artifact.sha256, artifact.filename)
         fetch_checked(artifact, dest, artifact.sha256)
-        out.append(Collected(path=dest, name=canonical(name), sha256=artifact.sha256))
+        out.append(Collected(path=dest, name=canonicalize_name(name), sha256=artifact.sha256))
     return out
 
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from verl_bootstrap.bundle.collect import Collected, artifact_cache
 from verl_bootstrap.bundle.manifest import Manifest
-from verl_bootstrap.envs.inventory import canonical
 from verl_bootstrap.errors import InputError, Refused, StepFailed
 from verl_bootstrap.httpclient import HttpError, download
 from verl_bootstrap.kernels.key import BuildKey
@@ -54,7 +55,7 @@ def recorded_kernel_wheels(lock: Lockfile) -> list[tuple[str, KernelWheel]]:
             wheel = dist.kernel_wheel
             if wheel is None:
                 continue
-            seen = found.setdefault(wheel.file, (canonical(dist.name), wheel))
+            seen = found.setdefault(wheel.file, (canonicalize_name(dist.name), wheel))
             if seen[1].sha256 != wheel.sha256:
                 raise InputError(
                     f"the lockfile records {wheel.file} twice, with sha256 {seen[1].sha256} and "

@@ -121,7 +121,7 @@ def _changed(result: InstallResult) -> bool:
 def cmd_verify(ns: argparse.Namespace) -> int:
     """`verify --prefix P`: the verification checks on any env."""
     from verl_bootstrap.cli.options import chosen_env
-    from verl_bootstrap.verify.prefix import verify_prefix
+    from verl_bootstrap.lifecycle.reverify import verify_prefix
 
     prefix = ns.prefix = chosen_env(ns, command="verify")  # the activated env by default
     if getattr(ns, "against", None) is not None:  # `--against LOCKFILE`: the drift report

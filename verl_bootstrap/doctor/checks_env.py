@@ -17,8 +17,8 @@ from verl_bootstrap.commands import find_uv
 from verl_bootstrap.doctor.inputs import Context, EnvFacts, exact_env
 from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped, warn
 from verl_bootstrap.envs.inventory import editable_path
-from verl_bootstrap.lifecycle.sourcework import SDIST_MARK
 from verl_bootstrap.paths import state_dir
+from verl_bootstrap.source.sourcework import SDIST_MARK
 
 __all__ = [
     "check_pip_check",

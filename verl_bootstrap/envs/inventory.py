@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from packaging.utils import canonicalize_name
+
 from verl_bootstrap.safety import jsontext
 
-__all__ = ["Dist", "canonical", "editable_path", "installed", "site_packages"]
+__all__ = ["Dist", "editable_path", "installed", "site_packages"]
 
 
 @dataclass(frozen=True)
@@ -23,11 +24,6 @@ class Dist:
     version: str
     record_sha256: str | None  # digest of its RECORD: changes when another build replaces it
     direct_url: dict[str, object] | None = None  # PEP 610: editable installs and VCS sources
-
-
-def canonical(name: str) -> str:
-    """PEP 503 normalised name."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def site_packages(prefix: Path) -> list[Path]:
@@ -55,7 +51,7 @@ def _read(info: Path) -> Dist | None:
         return None
     record = info / "RECORD"
     digest = hashlib.sha256(record.read_bytes()).hexdigest() if record.is_file() else None
-    return Dist(canonical(name), version, digest, _direct_url(info))
+    return Dist(canonicalize_name(name), version, digest, _direct_url(info))
 
 
 def _name_and_version(meta: Path) -> tuple[str | None, str | None]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from verl_bootstrap.envs.inventory import canonical
+from packaging.utils import canonicalize_name
+
 from verl_bootstrap.errors import BootstrapError
 from verl_bootstrap.httpclient import HttpError, download
 from verl_bootstrap.kernels.coverage import stack_keys
@@ -142,7 +143,9 @@ def _record(choice: KernelChoice, path: Path) -> KernelWheel:
 
 def _with_wheel(stage: LockedStage, distribution: str, wheel: KernelWheel) -> LockedStage:
     dists = tuple(
-        replace_dist(d, wheel) if canonical(d.name) == canonical(distribution) else d
+        replace_dist(d, wheel)
+        if canonicalize_name(d.name) == canonicalize_name(distribution)
+        else d
         for d in stage.distributions
     )
     return stage.model_copy(update={"distributions": dists})

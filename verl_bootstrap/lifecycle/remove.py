@@ -3,7 +3,7 @@
 What the tool made is the list of top-level names its runs created (kept in the state) and, inside
 them, the files its installs made (verl_bootstrap.lifecycle.owned). A name outside that list, a file
 at any depth that no install made, or any work of the user's in verl's checkout (an edit, a new
-file, a file git ignores: verl_bootstrap.lifecycle.sourcework) refuses the removal before anything
+file, a file git ignores: verl_bootstrap.source.sourcework) refuses the removal before anything
 is deleted; `keep_source` removes the env and leaves the checkout as it is. The prefix lock is
 held throughout, so a running install is never pulled from under.
 """
@@ -22,8 +22,8 @@ from verl_bootstrap.lifecycle.inspect import disk_usage, load_state
 from verl_bootstrap.lifecycle.owned import foreign_files
 from verl_bootstrap.lifecycle.registry import forget
 from verl_bootstrap.lifecycle.runlog import PREFIX_ITSELF, top_level
-from verl_bootstrap.lifecycle.sourcework import checkout_work
 from verl_bootstrap.paths import STATE_DIRNAME, checkout_dir, guard_file, state_dir
+from verl_bootstrap.source.sourcework import checkout_work
 
 __all__ = ["Removal", "check_removal", "remove_env"]
 

@@ -18,11 +18,11 @@ from typing import Any
 
 from packaging.markers import InvalidMarker, Marker
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from verl_bootstrap import proc
 from verl_bootstrap.commands import uv_binary
-from verl_bootstrap.envs.inventory import canonical
 from verl_bootstrap.errors import CommandFailed, InputError
 from verl_bootstrap.host.indexes import DEFAULT, IndexSettings
 from verl_bootstrap.lockfile.model import LockedDist, Lockfile
@@ -65,7 +65,11 @@ def contract_gaps(lock: Lockfile, profile: Profile, pyproject: Path) -> list[str
 
 
 def _substitutions(profile: Profile, lock: Lockfile) -> dict[str, Substitution]:
-    return {canonical(s.replace): s for s in profile.substitutions if s.applies(lock.cuda.variant)}
+    return {
+        canonicalize_name(s.replace): s
+        for s in profile.substitutions
+        if s.applies(lock.cuda.variant)
+    }
 
 
 def _override_gaps(
@@ -79,7 +83,7 @@ def _override_gaps(
     override no platform has drops the name: the lock must not hold it)."""
     for line in _strings(table.get("override-dependencies"), where, "override-dependencies"):
         req = _requirement(line, where)
-        name = canonical(req.name)
+        name = canonicalize_name(req.name)
         if req.marker is not None and not _holds(req.marker, env):
             if DROPPED_MARKER not in line and name in locked and _never(req.marker, env):
                 yield f"holds {name} {locked[name].version}, which verl's override {line!r} drops"
@@ -110,7 +114,7 @@ def _metadata_version_gaps(
     """verl states the metadata of one version of each deps-free install: the lock's must be
     that version (or a substitution says why not)."""
     for entry in _entries(table.get("dependency-metadata")):
-        name, version = canonical(str(entry.get("name", ""))), entry.get("version")
+        name, version = canonicalize_name(str(entry.get("name", ""))), entry.get("version")
         dist = locked.get(name)
         if dist is None or version is None or _replaced(subs.get(name)):
             continue
@@ -139,7 +143,7 @@ def _source_gaps(
     if not isinstance(sources, dict):
         return
     for raw, value in sorted(sources.items()):
-        name = canonical(str(raw))
+        name = canonicalize_name(str(raw))
         dist = locked.get(name)
         entry = _source_for(value, extras)
         if dist is None or entry is None or name in subs:
@@ -241,7 +245,7 @@ def _deps_free_config(
     the version verl states, or any), and the profile's no-deps stages' distributions."""
     entries: dict[str, tuple[str, list[str]]] = {}
     for entry in _entries(table.get("dependency-metadata")):
-        name = canonical(str(entry.get("name", "")))
+        name: str = canonicalize_name(str(entry.get("name", "")))
         dist = locked.get(name)
         version = entry.get("version")
         if dist is not None and (version is None or _same(dist.version, str(version))):
@@ -284,7 +288,7 @@ def _shorten(text: str, limit: int = 600) -> str:
 
 
 def _names(specs: Sequence[str]) -> set[str]:
-    return {canonical(Requirement(s).name) for s in specs}
+    return {canonicalize_name(Requirement(s).name) for s in specs}
 
 
 def _strings(value: Any, where: Path, key: str) -> tuple[str, ...]:

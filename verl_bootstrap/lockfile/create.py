@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from verl_bootstrap import __version__
 from verl_bootstrap.commands import pip_launcher
 from verl_bootstrap.envs.condarc import channel_urls, load_condarc
-from verl_bootstrap.envs.inventory import canonical
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.lockfile.buildlock import lock_stage_builds
@@ -161,7 +161,7 @@ def _resolve(
         settings=settings,
         checkout=_scratch_copy(source.path, work),
         verl_version=verl_version(source.path, source.ref),
-        protected=frozenset(canonical(n) for n in profile.protected),
+        protected=frozenset(canonicalize_name(n) for n in profile.protected),
         work=work,
     )
     env = marker_env(target.python, target.platform)

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from verl_bootstrap.envs.inventory import canonical
 from verl_bootstrap.lockfile.model import Lockfile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stagespec import stage_specs
@@ -72,7 +72,7 @@ def extras_gaps(lock: Lockfile, profile: Profile, pyproject: Path) -> list[Extra
         elif sub.by is None:  # left out, the profile says why
             continue
         else:  # the substitute must be there instead
-            name, wanted = canonical(Requirement(sub.by).name), sub.by
+            name, wanted = canonicalize_name(Requirement(sub.by).name), sub.by
             origin = f"instead of {item.requirement} of {item.origin()}"
         version = locked.get(name)
         if version is None or not _within(Requirement(wanted), version):

@@ -7,9 +7,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from verl_bootstrap.envs.inventory import Dist, canonical, installed
+from verl_bootstrap.envs.inventory import Dist, installed
 from verl_bootstrap.errors import BootstrapError
 from verl_bootstrap.lockfile.io import read_lockfile
 from verl_bootstrap.lockfile.model import CondaPackage, LockedDist, Lockfile, profile_hash
@@ -124,7 +125,7 @@ def compare_env(prefix: Path, lock: Lockfile, *, own: bool = False) -> EnvCompar
 def _held_by_whole_wheel(record: LockedDist, env: Mapping[str, Dist]) -> bool:
     """The env's record says a whole kernel wheel holds this locked part, and the env has that
     wheel's distribution."""
-    return record.replaced_by is not None and canonical(record.replaced_by) in env
+    return record.replaced_by is not None and canonicalize_name(record.replaced_by) in env
 
 
 def _compare(dist: LockedDist, env: Dist | None, record: LockedDist | None) -> Iterator[Difference]:

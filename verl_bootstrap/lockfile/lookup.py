@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from packaging.utils import canonicalize_name
+
 from verl_bootstrap import proc
 from verl_bootstrap.commands import uv_binary
-from verl_bootstrap.envs.inventory import canonical
 from verl_bootstrap.errors import CommandFailed, InputError, Refused
 from verl_bootstrap.host.indexes import DEFAULT, IndexSettings
 from verl_bootstrap.lockfile.model import LockedDist, LockedStage, Lockfile
@@ -140,7 +141,7 @@ def served_artifacts(data: Mapping[str, Any]) -> dict[str, list[Artifact]]:
         files = [(w, "wheel") for w in package.get("wheels", [])]
         if "sdist" in package:
             files.append((package["sdist"], "sdist"))
-        out[canonical(str(package["name"]))] = [
+        out[canonicalize_name(str(package["name"]))] = [
             Artifact(
                 url=str(f.get("url") or Path(str(f.get("path"))).absolute().as_uri()),
                 sha256=str(f["hashes"]["sha256"]),

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from verl_bootstrap import proc
 from verl_bootstrap.commands import uv_binary
-from verl_bootstrap.envs.inventory import canonical
 from verl_bootstrap.errors import CommandFailed, InputError, StepFailed
 from verl_bootstrap.host.indexes import DEFAULT, IndexSettings
 from verl_bootstrap.lockfile.model import DistSource
@@ -153,7 +154,7 @@ def parse_pylock(text: str) -> list[Resolved]:
 
 
 def _from_package(package: Mapping[str, Any]) -> Resolved:
-    name = canonical(str(package["name"]))
+    name = canonicalize_name(str(package["name"]))
     version = str(package.get("version", ""))
     if "directory" in package:
         return Resolved(name, version, "editable")
@@ -192,7 +193,7 @@ def parse_annotated(text: str) -> dict[str, tuple[str | None, tuple[str, ...]]]:
             if current is not None:
                 out[current] = (origin, tuple(via))
             match = _PIN.match(line) if starts_entry else None
-            current, origin, via = (canonical(match.group(1)) if match else None), None, []
+            current, origin, via = (canonicalize_name(match.group(1)) if match else None), None, []
         elif line.startswith("# from "):
             origin = line.removeprefix("# from ").strip()
         elif line.startswith("# via") or line.startswith("#   "):
@@ -206,7 +207,9 @@ Origins = Mapping[str, tuple[str | None, tuple[str, ...]]]
 def _with_origin(dist: Resolved, origins: Origins, settings: IndexSettings) -> Resolved:
     url, via = origins.get(dist.name, (None, ()))
     index = None if dist.source in ("git", "editable") else index_name(url, settings)
-    return Resolved(**{**dist.__dict__, "index": index, "via": tuple(canonical(v) for v in via)})
+    return Resolved(
+        **{**dist.__dict__, "index": index, "via": tuple(canonicalize_name(v) for v in via)}
+    )
 
 
 def index_name(url: str | None, settings: IndexSettings) -> str:

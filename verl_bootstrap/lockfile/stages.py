@@ -17,9 +17,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from verl_bootstrap.envs.inventory import canonical
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.lockfile.model import LockedDist, LockedStage
@@ -97,20 +97,20 @@ def lock_stages(
 
 
 def _names(specs: Iterable[str]) -> set[str]:
-    names = set()
+    names: set[str] = set()
     for spec in specs:
         try:
-            names.add(canonical(Requirement(spec).name))
+            names.add(canonicalize_name(Requirement(spec).name))
         except InvalidRequirement as exc:
             raise InputError(f"package {spec!r} is not a requirement: {exc}") from None
     return names
 
 
 def _by_key(specs: Iterable[str]) -> dict[tuple[str, str], str]:
-    out = {}
+    out: dict[tuple[str, str], str] = {}
     for line in specs:
         req = Requirement(line)
-        out[(canonical(req.name), str(req.marker or ""))] = line
+        out[(canonicalize_name(req.name), str(req.marker or ""))] = line
     return out
 
 

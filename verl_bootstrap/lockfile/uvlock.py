@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from packaging.markers import InvalidMarker, Marker
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from verl_bootstrap import proc
 from verl_bootstrap.commands import uv_binary
-from verl_bootstrap.envs.inventory import canonical
 from verl_bootstrap.errors import CommandFailed, InputError
 from verl_bootstrap.lockfile.model import LockedDist
 from verl_bootstrap.lockfile.resolve import load_toml
@@ -80,7 +80,10 @@ def _pin(package: Mapping[str, Any]) -> UvLockPin:
     artifacts = [*package.get("wheels", []), *([package["sdist"]] if "sdist" in package else [])]
     hashes = tuple(sorted(str(a["hashes"]["sha256"]) for a in artifacts if a.get("hashes")))
     return UvLockPin(
-        canonical(str(package["name"])), str(package.get("version", "")), hashes, "vcs" in package
+        canonicalize_name(str(package["name"])),
+        str(package.get("version", "")),
+        hashes,
+        "vcs" in package,
     )
 
 
@@ -97,7 +100,7 @@ def uv_lock_constraints(
     pins: Mapping[str, UvLockPin], substitutions: Iterable[Substitution]
 ) -> list[str]:
     """The pins as constraints: each stage resolves to uv.lock's versions."""
-    subs = {canonical(s.replace): s for s in substitutions}
+    subs: dict[str, Substitution] = {canonicalize_name(s.replace): s for s in substitutions}
     out = []
     for name, pin in sorted(pins.items()):
         wanted = _wanted_version(pin, subs.get(name))
@@ -122,7 +125,7 @@ def uv_lock_gaps(
 ) -> list[str]:
     """Where the lock's distributions are not uv.lock's: another version, or (where uv.lock
     records hashes for a distribution from the same source) other artifacts."""
-    subs = {canonical(s.replace): s for s in substitutions}
+    subs: dict[str, Substitution] = {canonicalize_name(s.replace): s for s in substitutions}
     gaps = []
     for name, pin in sorted(pins.items()):
         dist = locked.get(name)

@@ -17,8 +17,8 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 
-from verl_bootstrap.envs.inventory import canonical
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.platforms import MACHINES
 from verl_bootstrap.profile.models import Substitution
@@ -113,12 +113,12 @@ def declared_requirements(
                 raise InputError(f"{where}: verl[{extra}]: {line!r}: {exc}") from None
             if req.marker is not None and not req.marker.evaluate({**env, "extra": extra}):
                 continue
-            if canonical(req.name) == "verl":
+            if canonicalize_name(req.name) == "verl":
                 for inner in sorted(req.extras):
                     expand(inner, (*via, inner))
                 continue
             req.marker = None
-            out.append(Declared(canonical(req.name), str(req), via))
+            out.append(Declared(canonicalize_name(req.name), str(req), via))
 
     for extra in extras:
         expand(extra, (extra,))
@@ -130,7 +130,9 @@ def substitutions_for(
 ) -> dict[str, Substitution]:
     """name -> the substitution that applies to `variant`."""
     return {
-        canonical(s.replace): s for s in substitutions if not s.variants or variant in s.variants
+        canonicalize_name(s.replace): s
+        for s in substitutions
+        if not s.variants or variant in s.variants
     }
 
 
@@ -147,7 +149,7 @@ def pinned_packages(
     out: list[str] = []
     for package in packages:
         req = Requirement(package)
-        name = canonical(req.name)
+        name = canonicalize_name(req.name)
         sub = substituted.get(name)
         if str(req.specifier) or req.url:
             out.append(package)
@@ -186,7 +188,7 @@ def stage_pins(spec: StageSpec, checkout: Path, env: Mapping[str, str]) -> Stage
     declared = declared_requirements(
         read_extras(pyproject), spec.verl_extras, env, where=str(pyproject)
     )
-    subs = {canonical(s.replace): s for s in spec.substitutions}
+    subs: dict[str, Substitution] = {canonicalize_name(s.replace): s for s in spec.substitutions}
     if not spec.pins_from_verl:
         return replace(spec, verl_lines=substituted_lines(declared, subs, spec.excluded))
     return replace(spec, packages=pinned_packages(spec.packages, declared, subs))
@@ -216,8 +218,8 @@ def with_verl_overrides(own: Sequence[str], pyproject: Path) -> tuple[str, ...]:
     """verl's overrides, then the stage's own for names verl leaves alone (a profile that copies
     verl's, for a ref whose pyproject has none, keeps them)."""
     verl = verl_overrides(pyproject)
-    names = {canonical(Requirement(line).name) for line in verl}
-    return (*verl, *(o for o in own if canonical(Requirement(o).name) not in names))
+    names = {canonicalize_name(Requirement(line).name) for line in verl}
+    return (*verl, *(o for o in own if canonicalize_name(Requirement(o).name) not in names))
 
 
 def substituted_lines(
@@ -259,7 +261,7 @@ def extras_lines(spec: StageSpec, checkout: Path, python: str = "3.12") -> list[
     )
     where = str(pyproject) if table else f"{pyproject} (read once verl is fetched)"
     if spec.pins_from_verl:
-        wanted = {canonical(Requirement(p).name) for p in spec.packages}
+        wanted = {canonicalize_name(Requirement(p).name) for p in spec.packages}
         pins: dict[str, list[str]] = {}
         for item in declared:
             if item.name in wanted:
@@ -267,9 +269,9 @@ def extras_lines(spec: StageSpec, checkout: Path, python: str = "3.12") -> list[
         lines = [f"takes the pins {asked} declares, from {where}"]
         if pins:
             lines.append("  " + ", ".join(f"{r} ({', '.join(o)})" for r, o in pins.items()))
-        subs = [s for s in spec.substitutions if canonical(s.replace) in wanted]
+        subs = [s for s in spec.substitutions if canonicalize_name(s.replace) in wanted]
     else:
-        subs = [s for s in spec.substitutions if canonical(s.replace) not in spec.excluded]
+        subs = [s for s in spec.substitutions if canonicalize_name(s.replace) not in spec.excluded]
         lines = [f"takes {asked} as declared in {where}"]
         if declared:
             names = sorted({d.name for d in declared} - set(spec.excluded))

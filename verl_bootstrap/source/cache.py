@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verl_bootstrap import proc
-from verl_bootstrap.lifecycle.checkout import MARK
 from verl_bootstrap.paths import cache_folder
 from verl_bootstrap.redact import redact
+from verl_bootstrap.source.sourcework import MARK
 
 __all__ = ["CachedCheckout", "GitFailed", "checkout_from_cache", "mirror_dir"]
 

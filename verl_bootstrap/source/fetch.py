@@ -18,13 +18,13 @@ from pathlib import Path
 from verl_bootstrap import proc
 from verl_bootstrap.errors import InputError, StepFailed
 from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.lifecycle.checkout import commit_of, move_checkout
-from verl_bootstrap.lifecycle.sourcework import SDIST_MARK
 from verl_bootstrap.paths import atomic_copy, atomic_write, cache_folder, file_sha256, not_private
 from verl_bootstrap.redact import redact
 from verl_bootstrap.safety.credentials import lift
 from verl_bootstrap.source.cache import GitFailed, checkout_from_cache, mirror_dir
+from verl_bootstrap.source.checkout import commit_of, move_checkout
 from verl_bootstrap.source.sdist import unpack_sdist
+from verl_bootstrap.source.sourcework import SDIST_MARK
 from verl_bootstrap.source.spec import SourceResult, SourceSpec
 
 __all__ = ["fetch_source"]

@@ -8,7 +8,7 @@ import zlib
 from pathlib import Path
 
 from verl_bootstrap.errors import StepFailed
-from verl_bootstrap.lifecycle.sourcework import SDIST_MARK, record_unpacked
+from verl_bootstrap.source.sourcework import SDIST_MARK, record_unpacked
 
 __all__ = ["unpack_sdist"]
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from verl_bootstrap.envs.inventory import Dist, canonical
+from packaging.utils import canonicalize_name
+
+from verl_bootstrap.envs.inventory import Dist
 from verl_bootstrap.errors import StepFailed
 
 __all__ = ["check_protected", "protected_pins", "refused_by_pins"]
@@ -22,7 +24,7 @@ def check_protected(
     Returns the updated record (a new dict: the caller persists it).
     """
     updated = dict(recorded)
-    for name in (canonical(n) for n in names):
+    for name in (canonicalize_name(n) for n in names):
         dist = now.get(name)
         before = recorded.get(name)
         if before is None or before.get("stage") == stage:

@@ -6,11 +6,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import canonicalize_name
 from pydantic import ValidationError
 
 from verl_bootstrap import __version__, proc
 from verl_bootstrap.envs.base import env_python
-from verl_bootstrap.envs.inventory import Dist, canonical, installed
+from verl_bootstrap.envs.inventory import Dist, installed
 from verl_bootstrap.locked.install import record_locked_env
 from verl_bootstrap.lockfile import (
     CondaPackage,
@@ -79,7 +80,7 @@ def kernel_wheels(
 ) -> dict[str, KernelWheel]:
     """distribution -> the wheel its kernel stage installed (prebuilt or built here), from the
     stages' outputs; a stage whose outputs do not name a whole key records none."""
-    out = {}
+    out: dict[str, KernelWheel] = {}
     for stage in plan.stages:
         done = outputs.get(stage.id, {}).get("kernel")
         if stage.kernel is None or not isinstance(done, dict) or "sha256" not in done:
@@ -96,7 +97,7 @@ def kernel_wheels(
         body = {field: done.get(name) for field, name in names.items()}
         try:
             dist = done.get("distribution") or stage.kernel.distribution
-            out[canonical(str(dist))] = KernelWheel.model_validate(body)
+            out[canonicalize_name(str(dist))] = KernelWheel.model_validate(body)
         except ValidationError:
             continue
     return out
@@ -133,7 +134,7 @@ def _stage_snapshot(outputs: Mapping[str, object], now: Mapping[str, object]) ->
     """The env as that stage left it (from its recorded outputs), else as it is now."""
     recorded = outputs.get("installed")
     if isinstance(recorded, dict):
-        return {canonical(k): str(v) for k, v in recorded.items()}
+        return {canonicalize_name(k): str(v) for k, v in recorded.items()}
     return {n: d.version for n, d in now.items()}  # type: ignore[attr-defined]
 
 

@@ -14,10 +14,11 @@ from dataclasses import replace
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 
 from verl_bootstrap.commands import InstallRequest, install_command, uninstall_command
 from verl_bootstrap.envs.base import env_python
-from verl_bootstrap.envs.inventory import canonical, installed
+from verl_bootstrap.envs.inventory import installed
 from verl_bootstrap.errors import CommandFailed, StepFailed
 from verl_bootstrap.events import emit
 from verl_bootstrap.kernels.host import open_bundled, open_wheelhouse
@@ -386,7 +387,7 @@ def _check_expect(stage_id: str, expect: Mapping[str, str], now: Mapping[str, An
     """The versions a stage promises, checked after it: this catches scripts that fail silently."""
     problems = []
     for name, spec in expect.items():
-        dist = now.get(canonical(name))
+        dist = now.get(canonicalize_name(name))
         if dist is None:
             problems.append(f"{name} is not installed (expected {spec})")
         elif dist.version not in SpecifierSet(spec, prereleases=True):

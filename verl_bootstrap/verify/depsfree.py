@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
-from verl_bootstrap.envs.inventory import canonical
 from verl_bootstrap.errors import InputError
 
 if sys.version_info >= (3, 11):
@@ -51,14 +51,16 @@ class Mismatch:
 def mismatches(output: str) -> list[Mismatch]:
     """The requirement mismatches `uv pip check` printed."""
     found = (_MISMATCH.match(line.strip()) for line in output.splitlines())
-    return [Mismatch(canonical(m[1]), canonical(m[2]), m.string) for m in found if m]
+    return [
+        Mismatch(canonicalize_name(m[1]), canonicalize_name(m[2]), m.string) for m in found if m
+    ]
 
 
 def unexplained(
     found: Iterable[Mismatch], free: Mapping[str, DepsFree], overridden: Iterable[str]
 ) -> list[Mismatch]:
     """The mismatches neither a deps-free install nor one of the profile's overrides explains."""
-    overrides = {canonical(n) for n in overridden}
+    overrides = {canonicalize_name(n) for n in overridden}
     return [
         m
         for m in found
@@ -70,8 +72,10 @@ def unexplained(
 def deps_free(checkout: Path, no_deps: Iterable[tuple[str, str]] = ()) -> dict[str, DepsFree]:
     """name -> DepsFree, from verl's pyproject.toml in `checkout` (none there: none from it) and
     the (stage id, package) pairs of the profile's no_deps stages."""
-    out = {
-        canonical(name): DepsFree(canonical(name), frozenset(), f"stage {stage} (no_deps)")
+    out: dict[str, DepsFree] = {
+        canonicalize_name(name): DepsFree(
+            canonicalize_name(name), frozenset(), f"stage {stage} (no_deps)"
+        )
         for stage, name in no_deps
     }
     path = checkout / "pyproject.toml"
@@ -107,11 +111,11 @@ def _entry(item: Any, path: Path, at: int) -> DepsFree:
     if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
         raise _bad(path, f"{where}.requires-dist", "a list of requirement strings")
     try:
-        declared = frozenset(canonical(Requirement(r).name) for r in requires)
+        declared = frozenset(canonicalize_name(Requirement(r).name) for r in requires)
     except InvalidRequirement as exc:
         raise _bad(path, f"{where}.requires-dist", f"requirements ({exc})") from None
     said = "verl's [[tool.uv.dependency-metadata]]"
-    return DepsFree(canonical(item["name"]), declared, said)
+    return DepsFree(canonicalize_name(item["name"]), declared, said)
 
 
 def _bad(path: Path, field: str, wanted: str) -> InputError:

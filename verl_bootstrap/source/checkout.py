@@ -1,6 +1,6 @@
 """Moving verl's checkout to another ref, safely: only a checkout the tool made and left as it was
 (its HEAD is still the commit the tool checked out) and that holds no work of the user's (no edit,
-no new file, no file git ignores: verl_bootstrap.lifecycle.sourcework) is ever moved.
+no new file, no file git ignores: verl_bootstrap.source.sourcework) is ever moved.
 
 The tool's mark sits inside `.git`, so it never shows as a change in the user's working tree.
 """
@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from verl_bootstrap.errors import InputError, StepFailed
-from verl_bootstrap.lifecycle.sourcework import MARK, checkout_work
 from verl_bootstrap.redact import redact
+from verl_bootstrap.source.sourcework import MARK, checkout_work
 
-__all__ = ["MARK", "commit_of", "mark_made", "move_checkout"]
+__all__ = ["commit_of", "mark_made", "move_checkout"]
 
 _ENV = {"GIT_TERMINAL_PROMPT": "0"}  # a prompt for credentials would hang a batch run
 

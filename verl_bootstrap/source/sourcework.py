@@ -21,7 +21,7 @@ from verl_bootstrap.safety import jsontext
 
 __all__ = ["MARK", "SDIST_FILES", "SDIST_MARK", "checkout_work", "record_unpacked"]
 
-MARK = "verl-bootstrap-checkout"  # in .git: the commit the tool checked out (lifecycle/checkout)
+MARK = "verl-bootstrap-checkout"  # in .git: the commit the tool checked out (source/checkout)
 
 SDIST_MARK = ".verl-bootstrap-sdist"  # in a checkout unpacked from the release sdist
 SDIST_FILES = ".verl-bootstrap-sdist-files.json"  # beside it: each unpacked file's sha256

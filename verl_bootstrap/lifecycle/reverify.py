@@ -1,4 +1,5 @@
-"""`verify --prefix P`: the verification of an existing env, with the checks of its profile."""
+"""`verify --prefix P`: an existing env verified again, with the checks of its profile (the one its
+record names, unless --profile says another)."""
 
 from __future__ import annotations
 
