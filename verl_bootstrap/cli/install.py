@@ -154,7 +154,8 @@ def cmd_verify(ns: argparse.Namespace) -> int:
 def _train_level(prefix: Path, ns: argparse.Namespace) -> TrainReport:
     """`verify --train LEVEL`: one real training step, its checks recorded in the env."""
     from verl_bootstrap.cli.render import Console
-    from verl_bootstrap.verify.train import record_train, train_step
+    from verl_bootstrap.lifecycle.runlog import record_train
+    from verl_bootstrap.verify.train import record_entry, train_step
 
     what = "one SFT step" if ns.train == "sft" else "one GRPO step (rollout, reward, update)"
     with Console(quiet=ns.json) as console, console.activity("train", what):
@@ -162,7 +163,7 @@ def _train_level(prefix: Path, ns: argparse.Namespace) -> TrainReport:
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text("")  # this run's alone
         trained = train_step(prefix, ns.train, log_path=log)
-    record_train(prefix, trained)
+    record_train(prefix, trained.level, record_entry(trained))
     return trained
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from verl_bootstrap.errors import BootstrapError
 from verl_bootstrap.lifecycle.guard import guarding
@@ -17,7 +17,7 @@ from verl_bootstrap.paths import STATE_DIRNAME, guard_file, state_file
 if TYPE_CHECKING:
     from verl_bootstrap.plan.model import Plan
 
-__all__ = ["PREFIX_ITSELF", "begin_run", "end_run", "record_verify", "top_level"]
+__all__ = ["PREFIX_ITSELF", "begin_run", "end_run", "record_train", "record_verify", "top_level"]
 
 
 def top_level(prefix: Path) -> set[str]:
@@ -69,6 +69,22 @@ def record_verify(
             state.verified = {"at": time.time(), "ok": ok, "failed": failed[:20]}
             if against is not None:
                 state.verified["against"] = str(against.absolute())
+            state.save()
+    except BootstrapError:
+        return False
+    return True
+
+
+def record_train(prefix: Path, level: str, entry: dict[str, Any]) -> bool:
+    """A `verify --train` level's result, into the env's state (field `train`, beside `verified`);
+    False when it could not be recorded: no env of the tool's, or a run holds it now."""
+    path = state_file(prefix)
+    if not path.is_file():
+        return False
+    try:
+        with guarding(guard_file(prefix)):  # a run writing the state now wins; never waits
+            state = State.load(path)
+            state.train[level] = entry
             state.save()
     except BootstrapError:
         return False

@@ -20,12 +20,11 @@ from typing import Any
 from verl_bootstrap import proc
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.lifecycle.state import State
-from verl_bootstrap.paths import PROBES, state_dir, state_file
+from verl_bootstrap.paths import PROBES, state_dir
 from verl_bootstrap.verify.env import Check
 from verl_bootstrap.verify.trainroute import Route, route_for
 
-__all__ = ["LEVELS", "LOGPROB_TOLERANCE", "TrainReport", "record_train", "train_step"]
+__all__ = ["LEVELS", "LOGPROB_TOLERANCE", "TrainReport", "record_entry", "train_step"]
 
 LEVELS = ("sft", "rl")
 LOGPROB_TOLERANCE = 1e-3  # rollout vs trainer log-prob of the same token, same weights
@@ -256,14 +255,9 @@ def _resume_check(run: _Run, checkpoint: Path) -> Check:
     return Check(name="resume", status="fail", detail=f"resume from {checkpoint.name}: {why}")
 
 
-def record_train(prefix: Path, report: TrainReport) -> bool:
-    """Keep the level's result in the env's state (field `train`), beside its record; False for
-    an env the tool did not make (it has no state to keep it in)."""
-    path = state_file(prefix)
-    if not path.is_file():
-        return False
-    state = State.load(path)
-    state.train[report.level] = {
+def record_entry(report: TrainReport) -> dict[str, Any]:
+    """The level's result as the env's state keeps it (field `train`; lifecycle/runlog)."""
+    return {
         "ok": report.ok,
         "route": report.route,
         "seconds": report.seconds,
@@ -271,8 +265,6 @@ def record_train(prefix: Path, report: TrainReport) -> bool:
         "figures": _plain(report.figures),
         "failed": report.failures(),
     }
-    state.save()
-    return True
 
 
 def _plain(value: Any) -> Any:
