@@ -48,6 +48,7 @@ def make_bundle(lock: Path, output: Path) -> Path:
     """`bundle --lockfile LOCK -o OUTPUT`, once (kept when it exists)."""
     if output.is_file():
         return output
+    output.parent.mkdir(parents=True, exist_ok=True)  # bundle -o writes into an existing folder
     done = run_tool("bundle", "--lockfile", str(lock), "-o", str(output))
     assert done.returncode == 0, done.stdout + done.stderr
     return output

@@ -99,6 +99,7 @@ def test_a_changed_release_file_refuses_the_bundle_and_writes_none(
     good = asset.read_bytes()
     monkeypatch.setenv("VERL_BOOTSTRAP_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "out" / "kernel.tar"
+    out.parent.mkdir()
     asset.write_bytes(good[:-1] + bytes([good[-1] ^ 0xFF]))
     try:
         run = bundle(kernel_lock[1], out, kernel_lab.repo)

@@ -219,9 +219,10 @@ def test_envs_list_and_info_describe_the_env(made: Made) -> None:
     assert mine["commit"] == git(made.repo, "rev-parse", "v0.9.0")
     assert mine["size"] > 100_000_000 and mine["verified_at"] is not None
     text = run(["envs", "list"]).out
-    row = next(line.split() for line in text.splitlines() if line.startswith(str(made.prefix)))
-    assert row[1:6] == ["ok", "light", "v0.9.0", "(commit", f"{mine['commit'][:12]})"]
-    assert row[6] == "cpu"
+    row = next(line.split() for line in text.splitlines() if str(made.prefix) in line.split())
+    assert row[:2] == [mine["name"], str(made.prefix)]  # NAME, then PREFIX
+    assert row[2:7] == ["ok", "light", "v0.9.0", "(commit", f"{mine['commit'][:12]})"]
+    assert row[7] == "cpu"
 
     info = run(["info", "--prefix", str(made.prefix), "--json"]).json()
     assert info["record"]["options"]["cuda"] == "cpu"

@@ -130,6 +130,7 @@ def test_an_authenticated_install_keeps_the_token_off_every_command_line(tmp_pat
     assert TOKEN not in (prefix / "src" / "verl" / ".git" / "config").read_text()
     lock = prefix / ".verl-bootstrap" / "verl-bootstrap.lock.yaml"
     outputs = {"requirements": "req", "pylock": "pylock.toml", "conda-lock": "conda-lock.yml"}
+    (tmp_path / "exports").mkdir()  # export -o writes into an existing folder
     for kind, name in outputs.items():
         done = subprocess.run(
             [
