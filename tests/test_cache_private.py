@@ -7,8 +7,10 @@ writes a lab lockfile it fetched (served on loopback)."""
 
 from __future__ import annotations
 
+import grp
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -276,3 +278,22 @@ def test_the_bytecode_probe_never_uses_a_store_swapped_for_a_link_to_another_use
     assert "another user's" in str(direct.get("error")), direct
     mine = _probe("restore", tmp_path / "hers" / "store", [str(source.parent)])
     assert mine.get("restored") == 1, mine  # the user's own store still serves
+
+
+def test_a_group_writable_folder_of_the_users_own_private_group_is_private(
+    tmp_path: Path,
+) -> None:
+    """Systems with umask 002 give each user a group of their own, so their ~/.cache is 0775
+    and still only theirs: used. The same mode with a group another user is in: refused."""
+    me = pwd.getpwuid(os.geteuid())
+    own = grp.getgrgid(me.pw_gid)
+    if own.gr_name != me.pw_name or set(own.gr_mem) - {me.pw_name}:
+        pytest.skip(f"{me.pw_name}'s primary group is not a private group of theirs")
+    home_cache = tmp_path / "home" / ".cache"
+    home_cache.mkdir(parents=True)
+    home_cache.chmod(0o775)  # as umask 002 makes it
+    assert private_folder(home_cache / "verl-bootstrap") is None
+    shared_group = grp.getgrgid(NOBODY).gr_gid  # a group the lab mate is in
+    os.chown(home_cache, -1, shared_group)
+    why = private_folder(home_cache / "verl-bootstrap" / "more")
+    assert why is not None and "writable by others (mode 775)" in why

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import grp
 import hashlib
 import os
+import pwd
 import shutil
 import stat
 import sysconfig
@@ -257,9 +259,29 @@ def not_private(path: Path, *, folder: bool) -> str | None:
         return "is not there"
     if not (stat.S_ISDIR(info.st_mode) if folder else stat.S_ISREG(info.st_mode)):
         return f"is not a {'folder' if folder else 'file'} (a symlink or another kind)"
-    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+    if info.st_uid != os.geteuid() or _others_can_write(info):
         return "is another user's or writable by others"
     return None
+
+
+def _others_can_write(info: os.stat_result) -> bool:
+    """Writable by a user other than its owner: by all, or by a group that is not the owner's
+    private group (the group of one user, named after them, that umask 002 systems give each
+    user: their ~/.cache is then 0775 and still only theirs)."""
+    if info.st_mode & 0o002:
+        return True
+    return bool(info.st_mode & 0o020) and not _private_group(info.st_uid, info.st_gid)
+
+
+def _private_group(uid: int, gid: int) -> bool:
+    """`gid` is `uid`'s own group: its primary group, named after it, with no other member."""
+    try:
+        user, group = pwd.getpwuid(uid), grp.getgrgid(gid)
+    except KeyError:
+        return False
+    if user.pw_gid != gid or group.gr_name != user.pw_name or set(group.gr_mem) - {user.pw_name}:
+        return False
+    return not any(u.pw_gid == gid and u.pw_uid != uid for u in pwd.getpwall())
 
 
 def private_folder(path: Path) -> str | None:
@@ -328,6 +350,6 @@ def _loose(folder: Path, *, last: bool) -> str | None:
     if stat.S_ISLNK(info.st_mode):
         return None  # a link's own mode means nothing; its target's folders are checked too
     sticky = info.st_mode & stat.S_ISVTX and not last
-    if info.st_mode & 0o022 and not sticky:
+    if _others_can_write(info) and not sticky:
         return f"{folder} is writable by others (mode {stat.S_IMODE(info.st_mode):o})"
     return None
