@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["NODES", "SlurmCluster", "running_slurm", "slurm_or_skip"]
+__all__ = ["NODES", "SlurmCluster", "running_slurm", "slurm_or_fail"]
 
 NODES = ("n1", "n2", "n3")
 _SBIN = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
@@ -45,19 +45,17 @@ class SlurmCluster:
         return {**env, "SLURM_CONF": str(self.conf), "PATH": _SBIN}
 
 
-def slurm_or_skip() -> None:
-    """Skip (saying why) where Slurm is missing and cannot be installed; fail where it could."""
+def slurm_or_fail() -> None:
+    """Fail, saying how to fix it, where the real Slurm cannot run: only a missing GPU skips a
+    test, and CI (root, apt-get) always has what `make test-deps` installs."""
     missing = [tool for tool in _TOOLS if shutil.which(tool, path=_SBIN) is None]
-    root = os.geteuid() == 0
-    if missing and (root and shutil.which("apt-get")):
-        pytest.fail(f"Slurm is not installed ({', '.join(missing)}): run `make test-deps`")
     if missing:
-        pytest.skip(
-            f"Slurm is not installed ({', '.join(missing)}), and without root and apt-get "
-            "`make test-deps` cannot install it: the real-Slurm tests do not run"
+        pytest.fail(
+            f"Slurm is not installed ({', '.join(missing)}): run `make test-deps` as root "
+            "(it installs slurm-wlm and munge with apt-get)"
         )
-    if not root:
-        pytest.skip("slurmd runs jobs as their users only when it runs as root: not root here")
+    if os.geteuid() != 0:
+        pytest.fail("slurmd runs jobs as their users only when it runs as root: run as root")
 
 
 def _free_ports(count: int) -> list[int]:
@@ -129,7 +127,7 @@ def _wait_idle(cluster: SlurmCluster, logs: list[Path]) -> None:
 @contextmanager
 def running_slurm(folder: Path) -> Iterator[SlurmCluster]:
     """munged, slurmctld and one slurmd per node, up and idle; stopped afterwards."""
-    slurm_or_skip()
+    slurm_or_fail()
     for sub in ("state", "spool", "log"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
     key = folder / "munge.key"

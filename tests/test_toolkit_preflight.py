@@ -121,9 +121,8 @@ def test_a_fallback_build_without_a_toolkit_is_refused_naming_the_stage(tmp_path
     require_toolkit("standin", "standin-kernel", "cpu", empty)  # a CPU torch builds without one
 
 
-@pytest.mark.skipif(HOST_NVCC is None, reason="needs a CUDA toolkit (nvcc) on PATH")
 def test_a_fallback_build_checks_the_real_nvcc_against_torchs_cuda() -> None:
-    assert HOST_NVCC is not None
+    assert HOST_NVCC is not None, "these machines ship a CUDA toolkit (nvcc) on PATH, as CI's do"
     nvcc = find_nvcc({"PATH": str(Path(HOST_NVCC).parent)})
     assert nvcc is not None
     environ = {"PATH": str(Path(HOST_NVCC).parent)}
