@@ -10,13 +10,13 @@ writes (the `*.egg-info` metadata) and byte-code are not work.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from verl_bootstrap import proc
+from verl_bootstrap.paths import file_sha256
 from verl_bootstrap.safety import jsontext
 
 __all__ = ["MARK", "SDIST_FILES", "SDIST_MARK", "checkout_work", "record_unpacked"]
@@ -166,19 +166,11 @@ def _entries(root: Path) -> Iterator[tuple[Path, str]]:
 
 
 def _fingerprint(path: Path) -> str:
-    return _LINK + str(path.readlink()) if path.is_symlink() else _sha256(path)
+    return _LINK + str(path.readlink()) if path.is_symlink() else file_sha256(path)
 
 
 def _raise(exc: OSError) -> None:
     raise exc
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _generated(rel: str) -> bool:
