@@ -4,6 +4,7 @@ top-level names the run created (what `remove` may delete later)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,32 +60,37 @@ def record_verify(
     prefix: Path, *, ok: bool, failed: list[str], against: Path | None = None
 ) -> bool:
     """A standalone `verify` of the env at `prefix`, into its state (what `envs list` and `info`
-    show); False when it could not be recorded: no env of the tool's, or a run holds it now."""
-    path = state_file(prefix)
-    if not path.is_file():
-        return False
-    try:
-        with guarding(guard_file(prefix)):  # a run writing the state now wins; never waits
-            state = State.load(path)
-            state.verified = {"at": time.time(), "ok": ok, "failed": failed[:20]}
-            if against is not None:
-                state.verified["against"] = str(against.absolute())
-            state.save()
-    except BootstrapError:
-        return False
-    return True
+    show); False when it could not be recorded (_update_state)."""
+    verified: dict[str, Any] = {"at": time.time(), "ok": ok, "failed": failed[:20]}
+    if against is not None:
+        verified["against"] = str(against.absolute())
+
+    def keep(state: State) -> None:
+        state.verified = verified
+
+    return _update_state(prefix, keep)
 
 
 def record_train(prefix: Path, level: str, entry: dict[str, Any]) -> bool:
     """A `verify --train` level's result, into the env's state (field `train`, beside `verified`);
-    False when it could not be recorded: no env of the tool's, or a run holds it now."""
+    False when it could not be recorded (_update_state)."""
+
+    def keep(state: State) -> None:
+        state.train[level] = entry
+
+    return _update_state(prefix, keep)
+
+
+def _update_state(prefix: Path, change: Callable[[State], None]) -> bool:
+    """`change` applied to the env's state and saved; False when it could not be: no env of the
+    tool's, or a run holds it now (that run writes the state; this never waits for it)."""
     path = state_file(prefix)
     if not path.is_file():
         return False
     try:
-        with guarding(guard_file(prefix)):  # a run writing the state now wins; never waits
+        with guarding(guard_file(prefix)):
             state = State.load(path)
-            state.train[level] = entry
+            change(state)
             state.save()
     except BootstrapError:
         return False
