@@ -31,7 +31,7 @@ from verl_bootstrap.paths import atomic_write
 from verl_bootstrap.platforms import DEFAULT_GLIBC, uv_platform
 from verl_bootstrap.profile.models import Profile, Substitution
 from verl_bootstrap.profile.stagespec import DROPPED_MARKER, stage_specs
-from verl_bootstrap.profile.verlextras import marker_env, read_uv_table
+from verl_bootstrap.profile.verlextras import marker_env, override_lines, read_uv_table
 
 __all__ = ["UNCHECKED", "MetadataCheck", "contract_gaps", "metadata_gaps"]
 
@@ -81,7 +81,7 @@ def _override_gaps(
 ) -> Iterator[str]:
     """Each override that holds on the lock's platform: the locked version within it (an
     override no platform has drops the name: the lock must not hold it)."""
-    for line in _strings(table.get("override-dependencies"), where, "override-dependencies"):
+    for line in override_lines(table, where):
         req = _requirement(line, where)
         name = canonicalize_name(req.name)
         if req.marker is not None and not _holds(req.marker, env):
@@ -193,7 +193,7 @@ def metadata_gaps(
     checked, unchecked = _split(locked, check.settings)
     work = check.work
     atomic_write(work / "pins.in", "".join(f"{d.name}=={d.version}\n" for d in checked))
-    overrides = [*_strings(table.get("override-dependencies"), pyproject, "override-dependencies")]
+    overrides = [*override_lines(table, pyproject)]
     overrides += [
         *_profile_overrides(profile, lock),
         *(f"{n} ; {DROPPED_MARKER}" for n in unchecked),
@@ -289,14 +289,6 @@ def _shorten(text: str, limit: int = 600) -> str:
 
 def _names(specs: Sequence[str]) -> set[str]:
     return {canonicalize_name(Requirement(s).name) for s in specs}
-
-
-def _strings(value: Any, where: Path, key: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InputError(f"{where}: [tool.uv] {key} is not a list of strings")
-    return tuple(value)
 
 
 def _entries(value: Any) -> list[Mapping[str, Any]]:

@@ -33,6 +33,7 @@ __all__ = [
     "Declared",
     "declared_requirements",
     "marker_env",
+    "override_lines",
     "pinned_packages",
     "read_extras",
     "read_uv_table",
@@ -200,15 +201,21 @@ def read_uv_table(pyproject: Path) -> dict[str, Any]:
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"{pyproject}: cannot read verl's [tool.uv]: {exc}") from None
-    table = data.get("tool", {}).get("uv", {})
+    tool = data.get("tool")
+    table = tool.get("uv") if isinstance(tool, dict) else None
     return table if isinstance(table, dict) else {}
 
 
 def verl_overrides(pyproject: Path) -> tuple[str, ...]:
     """verl's `[tool.uv] override-dependencies`, markers kept (uv evaluates them per target)."""
-    lines = read_uv_table(pyproject).get("override-dependencies", [])
+    return override_lines(read_uv_table(pyproject), pyproject)
+
+
+def override_lines(table: Mapping[str, Any], pyproject: Path) -> tuple[str, ...]:
+    """The `override-dependencies` of a `[tool.uv]` table read from `pyproject`, checked."""
+    lines = table.get("override-dependencies", [])
     if not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
         raise InputError(f"{pyproject}: [tool.uv] override-dependencies is not a list of strings")
     return tuple(lines)

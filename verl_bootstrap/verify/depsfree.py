@@ -8,7 +8,6 @@ requirements as unmet; a mismatch that only this explains is expected, and said 
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,11 +17,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from verl_bootstrap.errors import InputError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from verl_bootstrap.profile.verlextras import read_uv_table
 
 __all__ = ["DepsFree", "Mismatch", "deps_free", "mismatches", "unexplained"]
 
@@ -85,22 +80,10 @@ def deps_free(checkout: Path, no_deps: Iterable[tuple[str, str]] = ()) -> dict[s
 
 
 def _from_pyproject(path: Path) -> list[DepsFree]:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InputError(f"{path}: cannot be read as TOML ({exc})") from None
-    entries = _field(data, ("tool", "uv", "dependency-metadata"), path, [])
+    entries = read_uv_table(path).get("dependency-metadata", [])
     if not isinstance(entries, list):
         raise _bad(path, "tool.uv.dependency-metadata", "a list of tables")
     return [_entry(item, path, at) for at, item in enumerate(entries)]
-
-
-def _field(data: Any, keys: tuple[str, ...], path: Path, default: Any) -> Any:
-    for depth, key in enumerate(keys):
-        if not isinstance(data, dict):
-            raise _bad(path, ".".join(keys[:depth]), "a table")
-        data = data.get(key, default if depth == len(keys) - 1 else {})
-    return data
 
 
 def _entry(item: Any, path: Path, at: int) -> DepsFree:
