@@ -30,6 +30,7 @@ from verl_bootstrap.safety.shapes import (
     SHA256,
     STAGE_ID,
     check,
+    is_loopback,
     one_line,
 )
 
@@ -163,8 +164,7 @@ def _wheel_url(value: str | None) -> str | None:
     _one_line(value)
     scheme, _, rest = value.partition("://")
     host = rest.split("/", 1)[0]
-    loopback = host.rsplit(":", 1)[0] in {"127.0.0.1", "localhost", "[::1]"}
-    if scheme != "https" and not (scheme == "http" and loopback):
+    if scheme != "https" and not (scheme == "http" and is_loopback(value)):
         raise ValueError("must be an https URL (plain http only to this machine)")
     if "@" in host or " " in value:
         raise ValueError("must be an https URL without credentials")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import urlparse
 
 from verl_bootstrap.errors import InputError
 
@@ -24,6 +25,7 @@ __all__ = [
     "check",
     "control_char_at",
     "inside",
+    "is_loopback",
     "one_line",
 ]
 
@@ -101,3 +103,16 @@ def inside(folder: Path, *parts: str, what: str = "file name") -> Path:
             hint=f"remove the symlink at {path}",
         )
     return path
+
+
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def is_loopback(url: str) -> bool:
+    """Whether `url`'s host is this machine (plain http there crosses no network); False for
+    what does not parse as a URL."""
+    try:
+        host = urlparse(url).hostname
+    except ValueError:
+        return False
+    return (host or "").lower() in _LOOPBACK

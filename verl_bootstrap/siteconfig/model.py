@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from verl_bootstrap.redact import redact
+from verl_bootstrap.safety.shapes import is_loopback
 
 __all__ = [
     "SITE_SCHEMA_VERSION",
@@ -44,9 +45,6 @@ _INDEX_SCHEMES = ("http", "https", "file")
 _PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
 
 
-_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
-
-
 def plain_http(url: str, trusted: tuple[str, ...]) -> str | None:
     """Why `url` may not be fetched (None: it may): plain http to a host neither on this machine
     (loopback) nor named in the site config's `trusted_http_hosts`. What it serves (a lockfile,
@@ -58,7 +56,7 @@ def plain_http(url: str, trusted: tuple[str, ...]) -> str | None:
         return None
     if parsed.scheme != "http":
         return None
-    if host in _LOOPBACK or host in {h.lower() for h in trusted}:
+    if is_loopback(url) or host in {h.lower() for h in trusted}:
         return None
     return (
         f"{redact(url)} is plain http to {host or 'no host'}, which the site config does not trust"
