@@ -60,13 +60,8 @@ class Declared:
 
 def read_extras(pyproject: Path) -> dict[str, tuple[str, ...]]:
     """`[project.optional-dependencies]` of verl's `pyproject.toml` (empty when it has none)."""
-    try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise InputError(f"{pyproject}: cannot read verl's extras: {exc}") from None
-    extras = data.get("project", {}).get("optional-dependencies", {})
+    project = _pyproject(pyproject, "extras").get("project")
+    extras = project.get("optional-dependencies", {}) if isinstance(project, dict) else {}
     return {str(k): tuple(str(r) for r in v) for k, v in extras.items()}
 
 
@@ -197,15 +192,19 @@ def stage_pins(spec: StageSpec, checkout: Path, env: Mapping[str, str]) -> Stage
 
 def read_uv_table(pyproject: Path) -> dict[str, Any]:
     """`[tool.uv]` of verl's `pyproject.toml` (empty when it has none)."""
+    tool = _pyproject(pyproject, "[tool.uv]").get("tool")
+    table = tool.get("uv") if isinstance(tool, dict) else None
+    return table if isinstance(table, dict) else {}
+
+
+def _pyproject(pyproject: Path, what: str) -> dict[str, Any]:
+    """verl's `pyproject.toml` as TOML (empty when there is none); `what` names the part wanted."""
     try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        return tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InputError(f"{pyproject}: cannot read verl's [tool.uv]: {exc}") from None
-    tool = data.get("tool")
-    table = tool.get("uv") if isinstance(tool, dict) else None
-    return table if isinstance(table, dict) else {}
+        raise InputError(f"{pyproject}: cannot read verl's {what}: {exc}") from None
 
 
 def verl_overrides(pyproject: Path) -> tuple[str, ...]:
