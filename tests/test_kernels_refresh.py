@@ -1,21 +1,28 @@
 """`kernels coverage --refresh` against loopback sources laid out as the real ones are: an index
-page per distribution (verl's wheelhouse), a published Markdown list of release assets (the
-community wheelhouse's doc/packages.md), and release assets answering HEAD (flash-attn's own)."""
+page per distribution (verl's wheelhouse, as static HTML; an index that answers PEP 691 JSON to
+a client asking for it), a published Markdown list of release assets (the community
+wheelhouse's doc/packages.md), and release assets answering HEAD (flash-attn's own)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import http.server
+import io
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 import yaml
-from loopback import base_url, serve
+from loopback import Server, base_url, serve
 
 from verl_bootstrap import cli
 from verl_bootstrap.errors import EXIT_STEP_FAILED
 from verl_bootstrap.kernels.coverage import coverage
+from verl_bootstrap.kernels.indexpage import JSON_TYPE, read_html
 from verl_bootstrap.kernels.record import load_record, record_path
 from verl_bootstrap.kernels.refresh import refresh_record
 
@@ -29,6 +36,38 @@ def host(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     root = tmp_path / "served"
     root.mkdir()
     server = serve(root)
+    yield root, base_url(server)
+    server.shutdown()
+
+
+class _Negotiating(http.server.SimpleHTTPRequestHandler):
+    """A PEP 691 index: a folder's index.json, as JSON, to a client whose Accept asks for it;
+    anything else as a static server serves it (no index.html here: a 404)."""
+
+    def send_head(self) -> io.BytesIO | BinaryIO | None:
+        page = Path(self.translate_path(self.path)) / "index.json"
+        if JSON_TYPE not in self.headers.get("Accept", "") or not page.is_file():
+            return super().send_head()
+        body = page.read_bytes()
+        self.send_response(200)
+        self.send_header("Content-Type", f"{JSON_TYPE}; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Vary", "Accept")
+        self.end_headers()
+        return io.BytesIO(body)
+
+    def log_message(self, *args: object) -> None:
+        """No access log on the test's stderr."""
+
+
+@pytest.fixture
+def json_host(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A loopback host that answers JSON where a folder has an index.json, and its base URL."""
+    root = tmp_path / "served"
+    root.mkdir()
+    handler = functools.partial(_Negotiating, directory=str(root))
+    server = Server(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     yield root, base_url(server)
     server.shutdown()
 
@@ -238,3 +277,91 @@ def test_a_dry_run_refresh_shows_the_fresh_table_and_writes_nothing(
     assert body["dry_run"] is True
     x86 = next(r for r in body["rows"] if r["platform"] == "linux_x86_64")
     assert x86["source"] == "verl-wheelhouse" and x86["wheel"].endswith(verl)
+
+
+def _json_page(root: Path, body: object) -> None:
+    """verl's wheelhouse's page of flash-attn, as an index serving PEP 691 JSON has it."""
+    page = root / "simple" / "flash-attn" / "index.json"
+    page.parent.mkdir(parents=True)
+    page.write_text(json.dumps(body) if not isinstance(body, str) else body)
+
+
+def _empty_record(profiles: Path, sources: dict[str, object] | None = None) -> Path:
+    path = record_path(profiles / "gpu.yaml")
+    path.parent.mkdir()
+    path.write_text(yaml.safe_dump({"schema_version": 1, "sources": sources or {}}))
+    return path
+
+
+def test_an_index_that_answers_json_is_read_as_pep_691(
+    json_host: tuple[Path, str], tmp_path: Path
+) -> None:
+    """The page exists only as JSON (no index.html): only a client asking for JSON finds it.
+    Its file URLs are resolved against the page, its sdist and hashes left out."""
+    root, base = json_host
+    verl = "flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl"
+    _touch(root / "assets" / verl)
+    files = [
+        {"filename": "flash_attn-2.8.3.tar.gz", "url": "../../assets/flash_attn-2.8.3.tar.gz"},
+        {"filename": verl, "url": f"../../assets/{verl}", "hashes": {"sha256": "00"}},
+    ]
+    _json_page(root, {"meta": {"api-version": "1.1"}, "name": "flash-attn", "files": files})
+    profiles = _profiles(tmp_path / "profiles", base)
+    path = _empty_record(profiles)
+    notes = refresh_record(path, load_record(path), search=profiles).notes
+    assert "verl-wheelhouse: 1 wheel(s), 1 new, 0 gone" in notes
+    assert load_record(path).sources["verl-wheelhouse"].wheels == (f"{base}/assets/{verl}",)
+    rows = {r.platform: r for r in coverage(load_record(path), search=profiles)}
+    assert rows["linux_x86_64"].source == "verl-wheelhouse"
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (
+            {"meta": {"api-version": "2.0"}, "files": []},
+            "speaks simple API 2.0; this tool reads 1.x",
+        ),
+        ('{"meta": {"api-version": "1.0"}, "files": [', "is not a PEP 691 project page"),
+        ({"meta": {"api-version": "1.0"}, "files": [{"url": "a.whl"}]}, "filename"),
+        ("[" * 100_000, "nested deeper than"),
+    ],
+    ids=["a-newer-major-version", "cut-midway", "a-file-without-a-name", "nested-100000-deep"],
+)
+def test_a_json_page_that_cannot_be_trusted_keeps_the_recorded_list(
+    json_host: tuple[Path, str], tmp_path: Path, body: object, said: str
+) -> None:
+    """A JSON page of another version or shape is not "0 wheels": the source is not refreshed."""
+    root, base = json_host
+    _json_page(root, body)
+    profiles = _profiles(tmp_path / "profiles", base)
+    kept = f"{base}/assets/flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl"
+    recorded = {"recorded": "2026-01-01", "from": "its index", "wheels": [kept]}
+    path = _empty_record(profiles, {"verl-wheelhouse": recorded})
+    refreshed = refresh_record(path, load_record(path), search=profiles)
+    note = next(n for n in refreshed.notes if n.startswith("verl-wheelhouse:"))
+    assert note.startswith("verl-wheelhouse: not refreshed (") and said in note, note
+    assert note.endswith("the recorded list is kept")
+    assert "verl-wheelhouse" in refreshed.failed
+    assert load_record(path).sources["verl-wheelhouse"].wheels == (kept,)
+
+
+def test_an_html_page_is_read_by_its_anchors_not_by_its_text() -> None:
+    """PEP 503 HTML as real indexes write it: quoted either way or not at all, fragments,
+    relative and absolute links, upper-case tags; a wheel named only in text is no link."""
+    page = "http://127.0.0.1:1/simple/flash-attn/"
+    html = (
+        "<!DOCTYPE html><html><body>\n"
+        '<A HREF="../../a/one-1.0-py3-none-any.whl#sha256=ab">one</A>\n'
+        "<a href='http://127.0.0.1:2/two-1.0-py3-none-any.whl' data-requires-python='&gt;=3.9'>"
+        "two</a>\n"
+        "<a href=three-1.0-py3-none-any.whl>three</a>\n"
+        '<a href="four-1.0.tar.gz">an sdist</a> <a>no href</a>\n'
+        "<p>see five-1.0-py3-none-any.whl</p> <!-- <a href='six-1.0-py3-none-any.whl'> -->\n"
+        "</body></html>"
+    )
+    assert read_html(page, html) == [
+        "http://127.0.0.1:1/a/one-1.0-py3-none-any.whl",
+        "http://127.0.0.1:2/two-1.0-py3-none-any.whl",
+        "http://127.0.0.1:1/simple/flash-attn/three-1.0-py3-none-any.whl",
+    ]

@@ -34,7 +34,17 @@ from verl_bootstrap.redact import redact
 if TYPE_CHECKING:  # requests is imported only when a remote URL is asked for
     import requests
 
-__all__ = ["HttpError", "download", "fetch", "proxies_for", "proxy_for", "reachable", "status"]
+__all__ = [
+    "HttpError",
+    "Page",
+    "download",
+    "fetch",
+    "fetch_page",
+    "proxies_for",
+    "proxy_for",
+    "reachable",
+    "status",
+]
 
 PROBE_TIMEOUT = 3.0
 FETCH_DEADLINE = 120.0  # a small file (a config, an index page, a lockfile), whole
@@ -153,12 +163,28 @@ class _Ask:
     deadline: float
     sink: BinaryIO | None = None
     limit: int = -1
+    accept: str | None = None  # the Accept header (a PEP 691 index answers JSON for its type)
 
 
-def _request(ask: _Ask) -> tuple[int, bytes]:
+@dataclass(frozen=True)
+class _Answer:
+    status: int
+    body: bytes
+    media_type: str  # the Content-Type without its parameters, lower case; "" when none
+
+
+@dataclass(frozen=True)
+class Page:
+    """A document and the media type its server named for it (Content-Type, no parameters)."""
+
+    media_type: str
+    body: bytes
+
+
+def _request(ask: _Ask) -> _Answer:
     """(status, body) of `ask.url` within `ask.deadline` seconds in all (see the module's
     docstring); an HttpError with `timed_out` when it is not whole by then."""
-    done: list[tuple[int, bytes]] = []
+    done: list[_Answer] = []
     failed: list[BaseException] = []
     stop = threading.Event()
 
@@ -179,7 +205,7 @@ def _request(ask: _Ask) -> tuple[int, bytes]:
     return done[0]
 
 
-def _exchange(ask: _Ask, stop: threading.Event) -> tuple[int, bytes]:
+def _exchange(ask: _Ask, stop: threading.Event) -> _Answer:
     """(status, body) of `url`; the body goes to `sink` instead when one is given. At most
     `limit` bytes of it are read (-1: all), so a server cannot make us buffer gigabytes.
 
@@ -198,13 +224,15 @@ def _exchange(ask: _Ask, stop: threading.Event) -> tuple[int, bytes]:
                 auth=target.auth,
                 proxies=proxies_for(url, environ),
                 timeout=timeout,
+                headers={"Accept": ask.accept} if ask.accept else None,
                 stream=True,
                 allow_redirects=True,
             ) as answer,
         ):
+            kind = answer.headers.get("Content-Type", "").partition(";")[0].strip().lower()
             if method == "HEAD" or answer.status_code >= 400:
-                return answer.status_code, b""
-            return answer.status_code, _body(answer, ask.sink, ask.limit, stop)
+                return _Answer(answer.status_code, b"", kind)
+            return _Answer(answer.status_code, _body(answer, ask.sink, ask.limit, stop), kind)
     except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError):
         raise HttpError("the connection dropped mid-transfer (IncompleteRead)") from None
     except requests.exceptions.Timeout as exc:
@@ -240,9 +268,9 @@ def status(url: str, *, environ: Mapping[str, str] | None = None, timeout: float
     """The HTTP status `url` answers with (HEAD, else GET where HEAD is refused); each within
     twice `timeout` in all."""
     env = _env(environ)
-    code, _ = _request(_Ask(url, "HEAD", env, timeout, 2 * timeout))
+    code = _request(_Ask(url, "HEAD", env, timeout, 2 * timeout)).status
     if code in _NOT_ALLOWED:
-        code, _ = _request(_Ask(url, "GET", env, timeout, 2 * timeout, limit=0))
+        code = _request(_Ask(url, "GET", env, timeout, 2 * timeout, limit=0)).status
     return code
 
 
@@ -267,10 +295,24 @@ def fetch(
 ) -> bytes:
     """The body of `url` (at most `limit` bytes), whole within `deadline` seconds; an HTTP
     error status or no answer is an HttpError."""
-    code, body = _request(_Ask(url, "GET", _env(environ), timeout, deadline, limit=limit))
-    if code >= 400:
-        raise HttpError(f"HTTP {code}")
-    return body
+    return _get(_Ask(url, "GET", _env(environ), timeout, deadline, limit=limit)).body
+
+
+def fetch_page(
+    url: str, *, accept: str, timeout: float = 30, limit: int = -1, deadline: float = FETCH_DEADLINE
+) -> Page:
+    """`url` asked for with `accept` as its Accept header, as `fetch` asks: the body and the
+    media type the server chose (a simple index may answer JSON, or only ever HTML)."""
+    answer = _get(_Ask(url, "GET", _env(None), timeout, deadline, limit=limit, accept=accept))
+    return Page(media_type=answer.media_type, body=answer.body)
+
+
+def _get(ask: _Ask) -> _Answer:
+    """The answer to `ask`; an HTTP error status is an HttpError here."""
+    answer = _request(ask)
+    if answer.status >= 400:
+        raise HttpError(f"HTTP {answer.status}")
+    return answer
 
 
 def download(
@@ -292,6 +334,6 @@ def _download_into(url: str, partial: Path, timeout: float, deadline: float) -> 
         shutil.copyfile(Path(unquote(urlparse(url).path)), partial)
         return
     with partial.open("wb") as sink:
-        code, _ = _request(_Ask(url, "GET", _env(None), timeout, deadline, sink=sink))
+        code = _request(_Ask(url, "GET", _env(None), timeout, deadline, sink=sink)).status
     if code >= 400:
         raise HttpError(f"HTTP {code}")

@@ -1,23 +1,23 @@
 """Ask each declared prebuilt source what it publishes now, and rewrite the recorded lists: an
-index's page of each kernel distribution (PEP 503), a release source's published list where the
-record names one (`list`), else a HEAD of each recorded asset and of the asset each shipped
-stack's key names. Needs the network; the plan and `kernels coverage` never call it.
+index's page of each kernel distribution (its PEP 691 JSON, else its PEP 503 HTML), a release
+source's published list where the record names one (`list`), else a HEAD of each recorded asset
+and of the asset each shipped stack's key names. Needs the network; the plan and
+`kernels coverage` never call it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urljoin
 
 import yaml
 from packaging.utils import canonicalize_name
 
-from verl_bootstrap.httpclient import HttpError, fetch, status
+from verl_bootstrap.httpclient import HttpError, status
 from verl_bootstrap.kernels.coverage import PLATFORMS, stack_keys
+from verl_bootstrap.kernels.indexpage import PageError, index_wheels, list_wheels
 from verl_bootstrap.kernels.key import render_template
 from verl_bootstrap.kernels.record import KernelRecord, RecordedSource, listed_wheels
 from verl_bootstrap.kernels.sources import declared_sources, pinned_version
@@ -33,8 +33,6 @@ _HEADER = """\
 # `verl-bootstrap kernels coverage --refresh` asks each source again (needs the network) and
 # rewrites this file. Each list: the newest release first.
 """
-_LINK = re.compile(r"""(?:href=["']|\()(?P<url>[^"')\s]+\.whl)(?:#[^"')\s]*)?""")
-_MAX_PAGE = 16 * 1024 * 1024
 
 
 class Wanted:
@@ -95,7 +93,7 @@ def refresh_record(
         old = sources.get(name)
         try:
             wheels, origin = _ask(wanted, old)
-        except HttpError as exc:
+        except (HttpError, PageError) as exc:
             notes.append(f"{name}: not refreshed ({exc}); the recorded list is kept")
             failed.append(name)
             continue
@@ -118,10 +116,10 @@ def _ask(wanted: Wanted, old: RecordedSource | None) -> tuple[list[str], str]:
         wheels = []
         for dist in sorted(wanted.versions):
             page = source.index.rstrip("/") + f"/{canonicalize_name(dist)}/"
-            wheels.extend(_links(page))
+            wheels.extend(index_wheels(page))
         return wheels, f"its index {source.index}, each kernel distribution's page"
     if old is not None and old.list:
-        found = [u for u in _links(old.list) if _wanted(wanted, u)]
+        found = [u for u in list_wheels(old.list) if _wanted(wanted, u)]
         return list(dict.fromkeys(found)), f"its published list {old.list}"
     candidates = list(dict.fromkeys([*(old.wheels if old else ()), *sorted(wanted.rendered)]))
     answers = {u: _answers(u) for u in candidates}
@@ -130,12 +128,6 @@ def _ask(wanted: Wanted, old: RecordedSource | None) -> tuple[list[str], str]:
         raise HttpError(f"{len(unreached)} of {len(candidates)} asset(s) did not answer")
     there = [u for u, said in answers.items() if said]
     return there, "a HEAD of each recorded release asset and of each asset a shipped stack names"
-
-
-def _links(page: str) -> list[str]:
-    """The wheel URLs a page links to (an index page's hrefs, a Markdown list's links)."""
-    text = fetch(page, timeout=60, limit=_MAX_PAGE).decode("utf-8", "replace")
-    return [urljoin(page, m.group("url")) for m in _LINK.finditer(text)]
 
 
 def _wanted(wanted: Wanted, url: str) -> bool:
