@@ -1,4 +1,5 @@
-"""Every relative link in the README and docs/ names a file that exists (and a heading in it)."""
+"""Every relative link in the README and docs/ names a file that exists (and a heading in it),
+and the README stays a first read: details live in docs/, which it links."""
 
 from __future__ import annotations
 
@@ -28,3 +29,9 @@ def test_relative_links_resolve() -> None:
             elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
                 broken.append(f"{page.name}: {target} (no such heading)")
     assert not broken, broken
+
+
+def test_the_readme_stays_under_2000_words() -> None:
+    """Counted as `wc -w README.md` counts: runs of non-space."""
+    words = len((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert words < 2000, f"README.md has {words} words: move details into docs/ and link them"

@@ -353,15 +353,16 @@ def test_kernels_coverage_prints_the_table_and_its_json(capsys: pytest.CaptureFi
     assert body["sources"]["verl-wheelhouse"]["recorded"] == "2026-12-04"
 
 
-def test_the_readmes_coverage_table_is_what_the_command_prints(
+def test_the_kernel_pages_coverage_table_is_what_the_command_prints(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert cli.main(["kernels", "coverage", "--format", "markdown"]) == 0
     printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8").splitlines()
-    start = readme.index(printed[0])
-    assert readme[start : start + len(printed)] == printed
-    assert not readme[start + len(printed)].startswith("|")
+    page = Path(__file__).parents[1] / "docs" / "kernels.md"
+    lines = page.read_text(encoding="utf-8").splitlines()
+    start = lines.index(printed[0])
+    assert lines[start : start + len(printed)] == printed
+    assert not lines[start + len(printed)].startswith("|")
 
 
 def test_the_locked_default_route_takes_a_declared_sources_wheel_the_lock_does_not_pin(

@@ -242,9 +242,39 @@ def test_only_the_cli_output_module_prints() -> None:
     assert not printing
 
 
-def test_the_readme_layout_names_every_package_and_top_level_module() -> None:
-    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Layout (for contributors)", 1)[1].split("\n## ", 1)[0]
+def _layout() -> str:
+    """The text block of docs/layout.md that lays out the package."""
+    page = (PACKAGE.parent / "docs" / "layout.md").read_text(encoding="utf-8")
+    return page.split("```text\nverl_bootstrap/\n", 1)[1].split("```", 1)[0]
+
+
+def _entries(layout: str) -> dict[str, str]:
+    """Each package's entry in the layout block: `name/` at the start of a line, to the next."""
+    found = re.split(r"^  (\w+/)", layout, flags=re.M)[1:]
+    return dict(zip(found[::2], found[1::2], strict=True))
+
+
+def test_the_layout_page_names_every_package_and_top_level_module() -> None:
+    layout = _layout()
     packages = sorted(p.parent.name + "/" for p in PACKAGE.glob("*/__init__.py"))
     modules = sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
-    assert [name for name in packages + modules if name not in section] == []
+    assert [name for name in packages + modules if name not in layout] == []
+
+
+def test_the_layout_page_names_every_module_in_its_package_entry() -> None:
+    """probes/ holds scripts run in another interpreter, named as a group."""
+    entries = _entries(_layout())
+    missing = [
+        f"{package.name}/{module.stem}"
+        for package in sorted(p.parent for p in PACKAGE.glob("*/__init__.py"))
+        if package.name != "probes"
+        for module in sorted(package.glob("*.py"))
+        if module.stem != "__init__"
+        and not re.search(rf"\b{module.stem}\b", entries.get(package.name + "/", ""))
+    ]
+    assert missing == []
+
+
+def test_the_readme_links_the_layout_page() -> None:
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    assert "(docs/layout.md)" in readme

@@ -224,7 +224,7 @@ def _validate(data: Mapping[str, Any], name: str) -> SiteConfig:
         )
         raise InputError(
             f"{name}: invalid site config: {problems}",
-            hint="see the README's site config reference for every key",
+            hint="every key is in docs/labs-and-clusters.md, section Site config",
         ) from None
 
 
