@@ -22,7 +22,7 @@ from loopback import Server, base_url, serve
 from verl_bootstrap import cli
 from verl_bootstrap.errors import EXIT_STEP_FAILED
 from verl_bootstrap.kernels.coverage import coverage
-from verl_bootstrap.kernels.indexpage import JSON_TYPE, read_html
+from verl_bootstrap.kernels.indexpage import JSON_TYPE, list_wheels, read_html
 from verl_bootstrap.kernels.record import load_record, record_path
 from verl_bootstrap.kernels.refresh import refresh_record
 
@@ -365,3 +365,16 @@ def test_an_html_page_is_read_by_its_anchors_not_by_its_text() -> None:
         "http://127.0.0.1:2/two-1.0-py3-none-any.whl",
         "http://127.0.0.1:1/simple/flash-attn/three-1.0-py3-none-any.whl",
     ]
+
+
+def test_a_published_list_served_as_html_is_read_by_its_anchors(
+    host: tuple[Path, str],
+) -> None:
+    """A list a pages site renders to HTML: its anchors, not its Markdown (none is left)."""
+    root, base = host
+    wheel = "flash_attn-2.8.3+cu130torch2.11-cp312-cp312-linux_x86_64.whl"
+    (root / "packages.html").write_text(
+        f'<table><tr><td><a href="{COMMUNITY}/v0.9.4/{wheel}">Download</a></td></tr>'
+        f"<tr><td>[not a link]({base}/x-1.0-py3-none-any.whl)</td></tr></table>"
+    )
+    assert list_wheels(f"{base}/packages.html") == [f"{base}/{COMMUNITY}/v0.9.4/{wheel}"]
