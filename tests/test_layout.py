@@ -1,6 +1,6 @@
 """The package's house rules, checked on its source: no import circles between modules, no circle
-of any length between top-level packages, step kinds only in steps/, a short top level, and every
-import deferred into a function says why."""
+of any length between top-level packages, step kinds only in steps/, a short top level, every
+import deferred into a function says why, and docs/layout.md names every package and module."""
 
 from __future__ import annotations
 
