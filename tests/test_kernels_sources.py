@@ -15,12 +15,12 @@ from verl_bootstrap import cli
 from verl_bootstrap.cli.planview import plan_json
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.gpu.parse import parse_smi_xml
+from verl_bootstrap.kernels.choices import KernelQuery, LockPins, candidates, choose
 from verl_bootstrap.kernels.coverage import CoverageRow, coverage
 from verl_bootstrap.kernels.key import BuildKey, parse_wheel_name
 from verl_bootstrap.kernels.lockwheels import lock_kernel_wheels
 from verl_bootstrap.kernels.record import load_record, record_path
-from verl_bootstrap.kernels.sources import choose_source
-from verl_bootstrap.locked.kernels import locked_choices
+from verl_bootstrap.kernels.sources import KernelChoice
 from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.lockfile.model import LockedDist, LockedStage
 from verl_bootstrap.profile import load_profile
@@ -131,13 +131,13 @@ def test_a_listed_wheel_for_another_torch_is_never_taken() -> None:
     record = load_record(RECORD)
     # torch 2.12 is in no recorded list: nothing is taken, every source says what it has
     key = BuildKey("2.12.0", "13.0", True, "cp312", "linux_x86_64")
-    choice = choose_source(kernel, "2.8.3", key, (), None, record=record)
+    choice = choose(KernelQuery(kernel, "2.8.3", key, record=record))
     assert choice.source == "build"
     assert "community has flash-attn 2.8.3 for no build of torch 2.12.0+cu130" in choice.reason
     assert "verl-wheelhouse has flash-attn 2.8.3 for no build" in choice.reason
     # the pre-C++11 ABI: the community's stated ABI does not fit, nor does verl's
     old_abi = BuildKey("2.10.0", "12.8", False, "cp312", "linux_x86_64")
-    assert choose_source(kernel, "2.8.3", old_abi, (), None, record=record).source == "build"
+    assert choose(KernelQuery(kernel, "2.8.3", old_abi, record=record)).source == "build"
 
 
 def test_a_locked_sdist_takes_the_resolving_routes_wheel_only_for_the_envs_real_key() -> None:
@@ -147,20 +147,29 @@ def test_a_locked_sdist_takes_the_resolving_routes_wheel_only_for_the_envs_real_
     record = load_record(RECORD)
     dist = LockedDist(name="flash-attn", version="2.8.3", source="sdist", hashes=("a" * 64,))
     planned = BuildKey("2.11.0", "13.0", True, "cp312", "linux_x86_64")
-    first, *rest = locked_choices(kernel, dist, planned, (), None, record=record)
-    resolving = choose_source(kernel, "2.8.3", planned, (), None, record=record)
+
+    def locked_choices(
+        key: BuildKey, order: tuple[str, ...] | None = None, online: bool = True
+    ) -> tuple[KernelChoice, ...]:
+        """The locked route's candidates for `dist` (the one list both routes share)."""
+        pins = LockPins(dist, online=online)
+        query = KernelQuery(kernel, dist.version, key, record=record, order=order, lock=pins)
+        return candidates(query).choices
+
+    first, *rest = locked_choices(planned)
+    resolving = choose(KernelQuery(kernel, "2.8.3", planned, record=record))
     assert (first.origin, first.wheel, first.unpinned) == (resolving.origin, resolving.wheel, True)
     assert rest[-1].source == "build"  # after every source's wheel, as a download fails
     # the env's real torch is another: no source's wheel is taken, and the build says why
     real = BuildKey("2.12.0", "13.0", True, "cp312", "linux_x86_64")
-    [build] = locked_choices(kernel, dist, real, (), None, record=record)
+    [build] = locked_choices(real)
     assert build.source == "build" and not build.unpinned
     assert "verl-wheelhouse has flash-attn 2.8.3 for no build of torch 2.12.0+cu130" in build.reason
     # only what the lockfile pins: the sources turned off, or not asked offline
-    [off] = locked_choices(kernel, dist, planned, (), None, record=record, order=("wheelhouse",))
+    [off] = locked_choices(planned, order=("wheelhouse",))
     assert off.source == "build"
     assert "kernel_sources turns off official, verl-wheelhouse, community" in off.reason
-    [offline] = locked_choices(kernel, dist, planned, (), None, record=record, online=False)
+    [offline] = locked_choices(planned, online=False)
     assert offline.source == "build" and "offline" in offline.reason
 
 
@@ -168,7 +177,7 @@ def test_the_official_release_serves_the_torch_it_was_built_for() -> None:
     profile = load_profile("fsdp")
     kernel = next(s.kernel for s in profile.stages if s.kernel)
     key = BuildKey("2.8.0", "12.8", True, "cp312", "linux_x86_64")
-    choice = choose_source(kernel, "2.8.3", key, (), None, record=load_record(RECORD))
+    choice = choose(KernelQuery(kernel, "2.8.3", key, record=load_record(RECORD)))
     assert (choice.origin, choice.trust) == ("official", "upstream")
     assert choice.wheel is not None and choice.wheel.endswith(
         "/v2.8.3/flash_attn-2.8.3+cu12torch2.8cxx11abiTRUE-cp312-cp312-linux_x86_64.whl"
@@ -309,13 +318,14 @@ def test_a_whole_wheel_holds_only_the_parts_its_source_names_and_the_kernel() ->
         name="transformer-engine-torch", version="2.16.1", source="sdist", hashes=("1" * 64,)
     )
     record = load_record(RECORD)
-    first = locked_choices(stage.kernel, te, key, (), None, record=record, stage=locked)
+    pins = LockPins(te, stage=locked)
+    first = candidates(KernelQuery(stage.kernel, te.version, key, record=record, lock=pins)).choices
     assert first[0].distribution == "transformer-engine" and first[0].unpinned
     assert first[0].replaces == ("transformer-engine-cu13", "transformer-engine-torch")
     bare = stage.kernel.model_copy(
         update={"sources": (stage.kernel.sources[0].model_copy(update={"replaces": ()}),)}
     )
-    second = locked_choices(bare, te, key, (), None, record=record, stage=locked)
+    second = candidates(KernelQuery(bare, te.version, key, record=record, lock=pins)).choices
     assert second[0].replaces == ("transformer-engine-torch",)
 
 
@@ -435,12 +445,10 @@ def test_lock_records_verls_whole_transformer_engine_on_the_committed_megatron_s
         dest.write_bytes(url.encode())
 
     profile = apply_stack(load_profile("megatron"), lock.verl.ref)
+    assert (lock.cuda.variant, lock.platform, lock.python) == ("cu130", "linux-64", "3.12")
     stages, notes = lock_kernel_wheels(
-        lock.stages,
+        lock,
         profile,
-        variant="cu130",
-        platform="linux-64",
-        python="3.12",
         record=load_record(RECORD),
         order=None,
         work=tmp_path,

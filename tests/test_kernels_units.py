@@ -16,6 +16,7 @@ import pytest
 from verl_bootstrap.errors import InputError, Refused
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.gpu.query import parse_query_gpus
+from verl_bootstrap.kernels.choices import KernelQuery, LockPins, choose
 from verl_bootstrap.kernels.key import BuildKey, render_template
 from verl_bootstrap.kernels.sizing import (
     HostResources,
@@ -26,8 +27,8 @@ from verl_bootstrap.kernels.sizing import (
     oom_message,
     read_resources,
 )
-from verl_bootstrap.kernels.sources import choose_source, pinned_version
-from verl_bootstrap.kernels.wheelhouse import Wheelhouse
+from verl_bootstrap.kernels.sources import KernelChoice, pinned_version
+from verl_bootstrap.kernels.wheelhouse import Entry, Wheelhouse
 from verl_bootstrap.paths import file_sha256
 from verl_bootstrap.profile.kernel import KernelSpec
 
@@ -243,17 +244,16 @@ def test_the_wheelhouse_wins_then_release_wheels_then_a_build(tmp_path: Path) ->
     kernel = KernelSpec(distribution="flash-attn", release_wheels=(FLASH,))
     house = Wheelhouse(tmp_path)
     house.publish(wheel(tmp_path / "b", "flash_attn-2.8.1-cp312-cp312-linux_x86_64.whl"), ENV)
-    first = choose_source(kernel, "2.8.1", ENV, house.entries(), str(tmp_path))
+    first = choose(KernelQuery(kernel, "2.8.1", ENV, entries=house.entries(), root=str(tmp_path)))
     assert (
         first.source == "wheelhouse"
         and "lab wheelhouse, built for torch 2.8.0+cu128" in first.reason
     )
     other = BuildKey(**{**ENV.to_json(), "torch": "2.9.0"})
-    second = choose_source(kernel, "2.8.1", other, house.entries(), None)
+    second = choose(KernelQuery(kernel, "2.8.1", other, entries=house.entries()))
     assert second.source == "release" and second.wheel and "torch2.9cxx11abiFALSE" in second.wheel
-    third = choose_source(
-        KernelSpec(distribution="flash-attn"), "2.8.1", other, house.entries(), None
-    )
+    bare = KernelSpec(distribution="flash-attn")
+    third = choose(KernelQuery(bare, "2.8.1", other, entries=house.entries()))
     assert third.source == "build"
     assert "only for other builds: torch 2.8.0+cu128" in third.reason
     assert "torch 2.8.0 (env: 2.9.0)" in third.reason
@@ -271,9 +271,9 @@ def test_an_index_is_used_only_for_the_key_the_profile_states() -> None:
         {"distribution": "flash-attn", "prebuilt_index": {"index": "lab", "key": stated}}
     )
     env = BuildKey.from_mapping(stated)
-    assert choose_source(kernel, "2.8.3", env, (), None).source == "index"
+    assert choose(KernelQuery(kernel, "2.8.3", env)).source == "index"
     older = BuildKey(**{**env.to_json(), "torch": "2.10.0", "cuda": "12.8"})
-    chosen = choose_source(kernel, "2.8.3", older, (), None)
+    chosen = choose(KernelQuery(kernel, "2.8.3", older))
     assert (
         chosen.source == "build" and "index 'lab' is built for torch 2.11.0+cu130" in chosen.reason
     )
@@ -350,7 +350,6 @@ def test_build_progress_counts_ninja_and_compiler_lines() -> None:
 def test_a_locked_kernel_takes_the_recorded_file_or_builds_the_locked_sdist(tmp_path: Path) -> None:
     from verl_bootstrap.kernels.host import Bundled  # noqa: PLC0415
     from verl_bootstrap.kernels.wheelhouse import entry_for  # noqa: PLC0415
-    from verl_bootstrap.locked.kernels import choose_locked  # noqa: PLC0415
     from verl_bootstrap.lockfile.model import KernelWheel, LockedDist  # noqa: PLC0415
 
     kernel = KernelSpec(distribution="flash-attn", release_wheels=(FLASH,))
@@ -373,24 +372,33 @@ def test_a_locked_kernel_takes_the_recorded_file_or_builds_the_locked_sdist(tmp_
     other = house.publish(
         wheel(tmp_path / "in", "flash_attn-2.8.1-cp312-cp312-linux_x86_64.whl"), ENV
     )
-    by_key = choose_locked(kernel, dist, ENV, house.entries(), str(tmp_path))
+
+    def choose_locked(
+        dist: LockedDist, key: BuildKey, entries: tuple[Entry, ...], root: str | None = None
+    ) -> KernelChoice:
+        """The first candidate of the locked route (with `bundle` once it is made)."""
+        pins = LockPins(dist, bundle=bundle)
+        return choose(KernelQuery(kernel, dist.version, key, entries=entries, root=root, lock=pins))
+
+    bundle: Bundled | None = None
+    by_key = choose_locked(dist, ENV, house.entries(), str(tmp_path))
     assert (by_key.source, by_key.sha256) == ("wheelhouse", other.sha256)
     with_record = dist.model_copy(update={"kernel_wheel": recorded})
-    release = choose_locked(kernel, with_record, ENV, house.entries(), str(tmp_path))
+    release = choose_locked(with_record, ENV, house.entries(), str(tmp_path))
     assert (release.source, release.wheel, release.sha256) == ("release", url, "a" * 64)
     newer = BuildKey(
         torch="2.9.0", cuda="12.8", cxx11abi=True, python="cp312", platform="linux_x86_64"
     )
-    build = choose_locked(kernel, with_record, newer, house.entries(), str(tmp_path))
+    build = choose_locked(with_record, newer, house.entries(), str(tmp_path))
     assert build.source == "build"
     assert build.reason.startswith("source build of the locked sdist: the lockfile's flash_attn")
     # a bundle that carries the recorded file comes first (nothing is downloaded); for another
     # key it is not taken either
     bundle = Bundled(tmp_path / "bundle", (entry_for(recorded.file, "a" * 64, ENV),))
-    carried = choose_locked(kernel, with_record, ENV, house.entries(), None, bundle=bundle)
+    carried = choose_locked(with_record, ENV, house.entries())
     assert (carried.source, carried.wheel) == ("bundle", str(tmp_path / "bundle" / recorded.file))
     assert carried.reason.startswith("prebuilt from the bundle, key torch 2.8+cu12")
-    assert choose_locked(kernel, with_record, newer, (), None, bundle=bundle).source == "build"
+    assert choose_locked(with_record, newer, ()).source == "build"
 
 
 def test_a_threads_variable_no_build_reads_is_refused() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from verl_bootstrap.commands import InstallRequest, pip_launcher
@@ -18,20 +19,22 @@ from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.kernels.sizing import device_passes, oom_message
 from verl_bootstrap.profile.kernel import KernelSpec
 
-__all__ = ["build_wheel"]
+__all__ = ["WheelBuild", "build_wheel", "download_wheel"]
 
 
-def build_wheel(
-    spec: str,
-    kernel: KernelSpec,
-    *,
-    request: InstallRequest,
-    settings: IndexSettings,
-    out: Path,
-    env: Mapping[str, str],
-    run: Callable[[list[str]], None],
-    available_gb: float,
-) -> Path:
+@dataclass(frozen=True)
+class WheelBuild:
+    """How a stage's source build runs: the env's install request and the index settings, the
+    sizing variables, the runner of its commands, and the memory free for it (an OOM's advice)."""
+
+    request: InstallRequest
+    settings: IndexSettings
+    env: Mapping[str, str]
+    run: Callable[[list[str]], None]
+    available_gb: float
+
+
+def build_wheel(spec: str, kernel: KernelSpec, how: WheelBuild, out: Path) -> Path:
     """Build `spec` (a requirement or a local source folder) into one wheel under `out`.
 
     pip runs under the env's interpreter (`pip --python`), so the build sees the env's torch
@@ -40,13 +43,13 @@ def build_wheel(
     shutil.rmtree(out, ignore_errors=True)  # the tool's own folder: what an unfinished try left
     out.mkdir(parents=True)
     try:
-        run(_wheel_command(spec, kernel, request, settings, out))
+        how.run(_wheel_command(spec, kernel, how.request, how.settings, out))
     except CommandFailed as failed:
-        jobs = int(env.get("MAX_JOBS", "0") or 0)
+        jobs = int(how.env.get("MAX_JOBS", "0") or 0)
         var = kernel.threads_variable
-        threads = (env.get(var) or os.environ.get(var)) if var else None  # the build sees both
+        threads = (how.env.get(var) or os.environ.get(var)) if var else None  # the build sees both
         per_job = kernel.job_ram_gb * device_passes(threads, 0)
-        oom = oom_message(failed.returncode, jobs or 1, per_job, available_gb)
+        oom = oom_message(failed.returncode, jobs or 1, per_job, how.available_gb)
         if oom is None:
             raise
         raise StepFailed(oom, hint=f"the build's log: {failed.log_path}") from failed

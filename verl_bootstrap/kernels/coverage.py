@@ -10,10 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from verl_bootstrap.kernels.choices import KernelQuery, choose
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.kernels.planning import cxx11_abi
 from verl_bootstrap.kernels.record import KernelRecord
-from verl_bootstrap.kernels.sources import choose_source, pinned_version
+from verl_bootstrap.kernels.sources import pinned_version
 from verl_bootstrap.profile.kernel import KernelSpec
 from verl_bootstrap.profile.load import PROFILES_DIR, list_profiles, load_profile
 from verl_bootstrap.profile.models import Profile
@@ -102,9 +103,8 @@ def _stack(
     rows = []
     for stage, packages, kernel, key in stack_keys(profile, variant, platform):
         version = pinned_version(packages, kernel.distribution, key)
-        choice = choose_source(
-            kernel, version, key, (), None, packages=packages, record=record, order=order
-        )
+        asked = None if order is None else tuple(order)
+        choice = choose(KernelQuery(kernel, version, key, packages, record=record, order=asked))
         if choice.source in {"build", "stage"}:
             why = choice.reason.removeprefix("source build: ") + _cost(kernel)
             rows.append(

@@ -24,6 +24,7 @@ from verl_bootstrap.kernels.sizing import (
     read_resources,
 )
 from verl_bootstrap.kernels.wheelhouse import Entry, Wheelhouse
+from verl_bootstrap.options import SiteOptions
 from verl_bootstrap.paths import default_wheelhouse
 from verl_bootstrap.redact import redact
 
@@ -94,20 +95,19 @@ def open_wheelhouse(configured: str | None, environ: Mapping[str, str]) -> AnyWh
 
 
 def gather_kernel_host(
+    site: SiteOptions,
     *,
-    configured: str | None,
-    site_archs: tuple[str, ...],
     interpreter: Path | None,
     python_prefer: str,
     environ: Mapping[str, str],
     record: KernelRecord | None = None,
-    order: tuple[str, ...] | None = None,
-    bundled: Path | None = None,
 ) -> KernelHost:
     """Read the wheelhouse and the host (an unreadable index is an InputError naming it);
-    `record`: the recorded lists beside the profile; `bundled`: a bundle's kernel wheels."""
-    house = open_wheelhouse(configured, environ)
+    `site`: the site config's wheelhouse, archs, kernel_sources and a bundle's kernel wheels;
+    `record`: the recorded lists beside the profile."""
+    house = open_wheelhouse(site.wheelhouse, environ)
     watched = ("MAX_JOBS", *ARCH_VARIABLES, *THREADS_VARIABLES)
+    bundled = site.bundle_kernels
     return KernelHost(
         wheelhouse=house.root if isinstance(house, Wheelhouse) else house.shown(),
         entries=house.entries(),
@@ -115,11 +115,11 @@ def gather_kernel_host(
         resources=read_resources(),
         python=_python_tag(interpreter) or "cp" + "".join(python_prefer.split(".")[:2]),
         platform=sysconfig.get_platform().replace("-", "_").replace(".", "_"),
-        site_archs=site_archs,
+        site_archs=site.cuda_arch,
         preset={k: environ[k] for k in watched if environ.get(k)},
         ninja=shutil.which("ninja", path=environ.get("PATH")) is not None,
         record=record,
-        order=order,
+        order=site.kernel_sources,
         bundled=open_bundled(bundled) if bundled else None,
     )
 

@@ -13,9 +13,10 @@ from packaging.utils import canonicalize_name
 
 from verl_bootstrap.errors import BootstrapError
 from verl_bootstrap.httpclient import HttpError, download
+from verl_bootstrap.kernels.choices import KernelQuery, candidates
 from verl_bootstrap.kernels.coverage import stack_keys
 from verl_bootstrap.kernels.record import KernelRecord, record_for_profile, wheel_file
-from verl_bootstrap.kernels.sources import KernelChoice, candidates, held_parts, pinned_version
+from verl_bootstrap.kernels.sources import KernelChoice, held_parts, pinned_version
 from verl_bootstrap.lockfile.create import AfterLock
 from verl_bootstrap.lockfile.model import KernelWheel, LockedDist, LockedKey, LockedStage, Lockfile
 from verl_bootstrap.options import RunOptions
@@ -41,11 +42,8 @@ def record_kernel_wheels(options: RunOptions) -> AfterLock:
             )
             return lock
         stages, said = lock_kernel_wheels(
-            lock.stages,
+            lock,
             profile,
-            variant=lock.cuda.variant,
-            platform=lock.platform,
-            python=lock.python,
             record=record_for_profile(options.profile),
             order=options.site.kernel_sources,
             work=work / "kernel-wheels",
@@ -63,23 +61,21 @@ def wheel_platform(platform: str) -> str:
 
 
 def lock_kernel_wheels(
-    stages: tuple[LockedStage, ...],
+    lock: Lockfile,
     profile: Profile,
     *,
-    variant: str,
-    platform: str,
-    python: str,
     record: KernelRecord | None,
-    order: Sequence[str] | None,
+    order: tuple[str, ...] | None,
     work: Path,
     fetch: Fetch | None = None,
 ) -> tuple[tuple[LockedStage, ...], list[str]]:
-    """The stages with each kernel's prebuilt wheel recorded (`python`: the lock's "3.12"); a
-    note per kernel stage."""
+    """The lock's stages with each kernel's prebuilt wheel recorded, for the lock's variant,
+    platform and Python; a note per kernel stage."""
     get = fetch or (lambda url, dest: download(url, dest, timeout=600))
     notes: list[str] = []
+    stages = lock.stages
     by_stage = {s.id: s for s in stages}
-    keys = stack_keys(profile, variant, wheel_platform(platform), python)
+    keys = stack_keys(profile, lock.cuda.variant, wheel_platform(lock.platform), lock.python)
     for stage_id, packages, kernel, key in keys:
         stage = by_stage.get(stage_id)
         locked = stage.find(kernel.distribution) if stage else None
@@ -88,12 +84,12 @@ def lock_kernel_wheels(
         )
         if stage is None or version is None:
             continue
-        found, why_not = candidates(
-            kernel, version, key, (), None, packages=packages, record=record, order=order
-        )
-        taken = _first(found, work / stage_id, get, notes)
+        query = KernelQuery(kernel, version, key, packages, record=record, order=order)
+        listed = candidates(query)
+        taken = _first(listed.choices, work / stage_id, get, notes)
         if taken is None:
-            notes.append(f"{stage_id}: no prebuilt wheel is recorded: {'; '.join(why_not)}")
+            why_not = "; ".join(listed.why_not)
+            notes.append(f"{stage_id}: no prebuilt wheel is recorded: {why_not}")
             continue
         wheel = _record(*taken)
         if taken[0].distribution:  # a whole wheel: what of the stage it holds

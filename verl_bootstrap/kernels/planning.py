@@ -4,11 +4,12 @@ source that key selects (and why), and the variables that size a source build.""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from packaging.version import InvalidVersion, Version
 
 from verl_bootstrap.gpu.model import DriverInfo
+from verl_bootstrap.kernels.choices import KernelQuery, choose
 from verl_bootstrap.kernels.host import KernelHost
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.kernels.sizing import (
@@ -19,11 +20,19 @@ from verl_bootstrap.kernels.sizing import (
     choose_max_jobs,
     device_passes,
 )
-from verl_bootstrap.kernels.sources import KernelChoice, choose_source, pinned_version
+from verl_bootstrap.kernels.sources import KernelChoice, pinned_version
 from verl_bootstrap.profile.kernel import KernelSpec
 from verl_bootstrap.profile.models import Profile
 
-__all__ = ["KernelDecision", "cxx11_abi", "decision", "plan_kernels"]
+__all__ = [
+    "KernelDecision",
+    "cxx11_abi",
+    "decision",
+    "expected_key",
+    "for_host",
+    "plan_kernels",
+    "stage_queries",
+]
 
 # PyPI's torch wheels use the C++11 ABI from 2.7 on (earlier ones the pre-C++11 ABI).
 _CXX11_FROM = Version("2.7")
@@ -45,25 +54,47 @@ class KernelDecision:
 
 
 def plan_kernels(
-    stages: tuple[tuple[str, tuple[str, ...], KernelSpec | None], ...],
+    queries: Mapping[str, KernelQuery],
     *,
+    host: KernelHost,
+    driver: DriverInfo | None,
+    flags: tuple[str, ...],
+) -> dict[str, KernelDecision]:
+    """stage id -> decision, on either route (`stage_queries`, `locked.kernels.locked_queries`):
+    each query's first candidate, asked of the host's wheelhouse and recorded sources."""
+    out = {}
+    for stage_id, query in queries.items():
+        choice = choose(for_host(query, host))
+        out[stage_id] = decision(
+            query.kernel, query.key, choice, host=host, driver=driver, flags=flags
+        )
+    return out
+
+
+def stage_queries(
+    stages: tuple[tuple[str, tuple[str, ...], KernelSpec | None], ...],
     profile: Profile,
     variant: str,
     host: KernelHost,
-    driver: DriverInfo | None,
-    flag_archs: tuple[str, ...],
-) -> dict[str, KernelDecision]:
-    """stage id -> decision, for each (id, packages, kernel) whose kernel is set."""
-    out: dict[str, KernelDecision] = {}
+) -> dict[str, KernelQuery]:
+    """The resolving route's query for each (id, packages, kernel) whose kernel is set, with the
+    key the env is expected to have when the stage runs."""
+    out: dict[str, KernelQuery] = {}
     seen: list[str] = []
     for stage_id, packages, kernel in stages:
         seen.extend(packages)
         if kernel is not None:
             key = expected_key(seen, profile, variant, host)
-            out[stage_id] = _decide(
-                kernel, packages, key, host=host, driver=driver, flags=flag_archs
-            )
+            version = pinned_version(packages, kernel.distribution, key)
+            out[stage_id] = KernelQuery(kernel, version, key, packages)
     return out
+
+
+def for_host(query: KernelQuery, host: KernelHost) -> KernelQuery:
+    """`query` asking the host's lab wheelhouse (as read for the plan) and its recorded, ordered
+    declared sources."""
+    root = str(host.wheelhouse)
+    return replace(query, entries=host.entries, root=root, record=host.record, order=host.order)
 
 
 def expected_key(packages: list[str], profile: Profile, variant: str, host: KernelHost) -> BuildKey:
@@ -90,29 +121,6 @@ def cxx11_abi(torch: str | None) -> bool | None:
         return None if torch is None else Version(torch) >= _CXX11_FROM
     except InvalidVersion:
         return None
-
-
-def _decide(
-    kernel: KernelSpec,
-    packages: tuple[str, ...],
-    key: BuildKey,
-    *,
-    host: KernelHost,
-    driver: DriverInfo | None,
-    flags: tuple[str, ...],
-) -> KernelDecision:
-    version = pinned_version(packages, kernel.distribution, key)
-    choice = choose_source(
-        kernel,
-        version,
-        key,
-        host.entries,
-        str(host.wheelhouse),
-        packages=packages,
-        record=host.record,
-        order=host.order,
-    )
-    return decision(kernel, key, choice, host=host, driver=driver, flags=flags)
 
 
 def decision(

@@ -1,6 +1,6 @@
-"""Which source a kernel stage takes, first match wins: the lab wheelhouse, the profile's prebuilt
-sources (release wheels whose names encode the key; an index whose key the profile states), and
-a source build last. Pure: the plan and the run both call it, with the key they know.
+"""Each kernel source on its own: the lab wheelhouse's wheel for a key, a declared prebuilt
+source's wheels (release wheels whose names encode the key; a recorded list), the index whose key
+the profile states, and why a source has none. `kernels/choices` puts them in one ordered list.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from verl_bootstrap.profile.kernel import KernelSpec, PrebuiltSource
 __all__ = [
     "UNNAMED_GAP",
     "KernelChoice",
-    "candidates",
-    "choose_source",
     "declared_sources",
+    "from_source",
     "held_parts",
+    "house_choice",
+    "index_choice",
     "ordered_sources",
     "pinned_version",
     "wheelhouse_match",
@@ -110,74 +111,6 @@ def _applies(req: Requirement, key: BuildKey | None) -> bool:
     return req.marker.evaluate(env)
 
 
-def choose_source(
-    kernel: KernelSpec,
-    version: str | None,
-    key: BuildKey,
-    wheelhouse: Sequence[Entry],
-    wheelhouse_root: str | None,
-    *,
-    packages: Sequence[str] = (),
-    record: KernelRecord | None = None,
-    order: Sequence[str] | None = None,
-) -> KernelChoice:
-    """The first source with a wheel for (distribution, version, key), else a source build."""
-    found, why_not = candidates(
-        kernel,
-        version,
-        key,
-        wheelhouse,
-        wheelhouse_root,
-        packages=packages,
-        record=record,
-        order=order,
-    )
-    if found:
-        return found[0]
-    if kernel.on_index:
-        why_not.append(kernel.on_index)
-    if version is None:
-        name = kernel.distribution
-        reason = f"as the stage installs it (it pins no exact version of {name}), sized build"
-        return KernelChoice("stage", "; ".join([reason, *why_not]))
-    return KernelChoice("build", f"source build: {'; '.join(why_not)}")
-
-
-def candidates(
-    kernel: KernelSpec,
-    version: str | None,
-    key: BuildKey,
-    wheelhouse: Sequence[Entry],
-    wheelhouse_root: str | None,
-    *,
-    packages: Sequence[str] = (),
-    record: KernelRecord | None = None,
-    order: Sequence[str] | None = None,
-    house: bool = True,
-) -> tuple[list[KernelChoice], list[str]]:
-    """Every source with a wheel for the env, in the order of trust the site keeps; and why each
-    other source has none (the run falls through the list when a download fails). `house`:
-    False when the caller has looked in the lab wheelhouse itself (a --locked install)."""
-    found: list[KernelChoice] = []
-    why_not: list[str] = []
-    for source in ordered_sources(kernel, order, why_not):
-        if source is None:  # the lab wheelhouse
-            if house and version is not None:
-                entry = wheelhouse_match(kernel, version, key, wheelhouse, why_not)
-                if entry is not None:
-                    found.append(_house_choice(entry, wheelhouse_root))
-            continue
-        dist = source.distribution or kernel.distribution
-        wanted = pinned_version(packages, dist, key) if source.distribution else version
-        if wanted is not None:
-            found.extend(_from_source(source, (dist, wanted), key, record, why_not))
-    if version is not None and (order is None or "index" in order):
-        index = _from_index(kernel, key, why_not)
-        if index is not None:
-            found.append(index)
-    return found, why_not
-
-
 def ordered_sources(
     kernel: KernelSpec, order: Sequence[str] | None, why_not: list[str]
 ) -> list[PrebuiltSource | None]:
@@ -203,7 +136,7 @@ def declared_sources(kernel: KernelSpec) -> tuple[PrebuiltSource, ...]:
     return (*kernel.sources, *older)
 
 
-def _house_choice(entry: Entry, root: str | None) -> KernelChoice:
+def house_choice(entry: Entry, root: str | None) -> KernelChoice:
     where = f"{root}/{entry.file}" if root else entry.file
     reason = (
         f"prebuilt from the lab wheelhouse, built for {entry.key.describe()}, "
@@ -212,7 +145,7 @@ def _house_choice(entry: Entry, root: str | None) -> KernelChoice:
     return KernelChoice("wheelhouse", reason, where, entry.sha256, entry.key, "wheelhouse", "lab")
 
 
-def _from_source(
+def from_source(
     source: PrebuiltSource,
     pinned: tuple[str, str],
     key: BuildKey,
@@ -334,7 +267,7 @@ def wheelhouse_match(
     return None
 
 
-def _from_index(kernel: KernelSpec, key: BuildKey, why_not: list[str]) -> KernelChoice | None:
+def index_choice(kernel: KernelSpec, key: BuildKey, why_not: list[str]) -> KernelChoice | None:
     prebuilt = kernel.prebuilt_index
     if prebuilt is None:
         return None

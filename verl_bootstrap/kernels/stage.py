@@ -1,40 +1,50 @@
-"""A kernel stage at run time: the env's real key, the first matching source, the install of one
-wheel, the wheel published when it was built here, and the compiled modules loaded afterwards.
+"""A kernel stage at run time, on either route: the env's real key, the one candidate list
+(`kernels/choices`), and the one loop that takes the first candidate whose wheel can be had,
+installs and loads (a wheel that does not load is uninstalled and the next one tried); the route
+(`ResolvingRoute` here, `locked/kernelrun.LockedRoute` for --locked) says how a candidate's wheel
+is fetched and installed, and what its last resort, the stage's own install, does.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import unquote, urlparse
 
 from packaging.utils import canonicalize_name
 
-from verl_bootstrap.commands import InstallRequest, install_command, uninstall_command
+from verl_bootstrap.commands import install_command, uninstall_command
 from verl_bootstrap.errors import CommandFailed, StepFailed
-from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.httpclient import HttpError, download
-from verl_bootstrap.kernels.build import build_wheel, download_wheel
+from verl_bootstrap.kernels.build import WheelBuild, build_wheel, download_wheel
+from verl_bootstrap.kernels.choices import LAST, Candidates, KernelQuery, candidates
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.kernels.probe import check_loads, probe_key
 from verl_bootstrap.kernels.record import KernelRecord
 from verl_bootstrap.kernels.remotehouse import AnyWheelhouse, is_url
-from verl_bootstrap.kernels.sources import KernelChoice, candidates, pinned_version
+from verl_bootstrap.kernels.sources import KernelChoice, pinned_version
 from verl_bootstrap.kernels.toolkit import require_toolkit
 from verl_bootstrap.paths import file_sha256
 from verl_bootstrap.profile.kernel import KernelSpec
 from verl_bootstrap.redact import redact
 
 __all__ = [
-    "KernelRun",
+    "KernelJob",
+    "KernelRoute",
+    "Phases",
+    "ResolvingRoute",
+    "Taken",
+    "check_kernel_loads",
     "download_release",
+    "first_loading",
     "house_wheel",
     "kernel_output",
+    "listed_for",
     "publish_built",
     "run_kernel_stage",
 ]
@@ -43,57 +53,162 @@ _T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
-class KernelRun:
-    """What a kernel stage needs from its step."""
+class KernelJob:
+    """What a kernel stage needs from its step, on either route."""
 
     kernel: KernelSpec
-    packages: tuple[str, ...]
-    request: InstallRequest
-    settings: IndexSettings
-    installer: str
+    python: Path  # the env's interpreter
+    installer: str  # uv | pip: the uninstall of a wheel that does not load
+    run: Callable[[list[str]], None]  # a command in the env
+    note: Callable[[str], None]  # a line for the step's log
     wheelhouse: AnyWheelhouse | None
     work: Path  # the env's state folder for this stage (built wheels, downloads)
-    env: Mapping[str, str]
-    run: Callable[[list[str]], None]
-    note: Callable[[str], None]  # a line for the step's log
     gpu_present: bool
-    available_gb: float
     record: KernelRecord | None = None  # the sources' recorded wheel lists
     order: tuple[str, ...] | None = None  # the site config's kernel_sources
     stage: str = ""  # the stage's id, for a fallback build's refusal
 
 
-def run_kernel_stage(job: KernelRun) -> dict[str, Any]:
-    """Install the kernel from the first source whose wheel matches the env's real key and can
-    be fetched, else build it; the step's outputs."""
-    python = job.request.python
-    clock = _Phases()
-    key = clock.time("key probe", lambda: probe_key(python))
+@dataclass(frozen=True)
+class Taken:
+    """A candidate's wheel, as a local file (`sha256`: checked or computed, None: not yet)."""
+
+    choice: KernelChoice
+    wheel: Path
+    sha256: str | None = None
+    shown: str = ""  # where the notes say it came from (its source, or the bundle's record)
+    installs_as: str = ""  # the distribution it installs as (uninstalled if it does not load)
+
+
+class KernelRoute(Protocol):
+    """How one route asks for, fetches and installs a kernel stage's candidates."""
+
+    @property
+    def job(self) -> KernelJob: ...
+
+    def query(self, key: BuildKey) -> KernelQuery:
+        """What the sources are asked for the env's real key."""
+
+    def fetch(self, choice: KernelChoice, key: BuildKey) -> Taken | None:
+        """The candidate's wheel; None when its source does not have it after all."""
+
+    def install(self, taken: Taken, key: BuildKey) -> Mapping[str, Any]:
+        """The stage installed with the taken wheel; what it built besides (by name)."""
+
+
+def listed_for(route: KernelRoute, clock: Phases) -> tuple[BuildKey, Candidates]:
+    """The env's real key, and the candidates for it."""
+    key = clock.time("key probe", lambda: probe_key(route.job.python))
+    return key, candidates(route.query(key))
+
+
+def first_loading(
+    route: KernelRoute, choices: Sequence[KernelChoice], key: BuildKey, clock: Phases
+) -> tuple[Taken, Mapping[str, Any]] | None:
+    """The first candidate whose wheel can be had and whose modules load once installed (each
+    one's key is the env's: the list was made with it), with what its install built; None: the
+    stage's own install is left (the list's last entry). A source that does not answer passes to
+    the next; so does a wheel that does not load (a key its name or source misstates), after it
+    is uninstalled."""
+    job = route.job
     name = job.kernel.distribution
-    version = pinned_version(job.packages, name, key)
-    house = job.wheelhouse
-    entries = house.entries() if house else ()
-    found, why_not = candidates(
-        job.kernel,
-        version,
-        key,
-        entries,
-        house.shown() if house else None,
-        packages=job.packages,
-        record=job.record,
-        order=job.order,
+    for choice in choices:
+        if choice.source in LAST:
+            return None
+        job.note(f"kernel {name}: env is {key.describe()}; {choice.reason}")
+        taken = clock.time("wheel", partial(route.fetch, choice, key))
+        if taken is None:
+            continue
+        job.note(f"kernel {name}: no compiler ran (installing {taken.wheel})")
+        built = clock.time("install", partial(route.install, taken, key))
+        failed = clock.time("load check", partial(_load_failure, job, choice.built_for or key, key))
+        if failed is None:
+            return taken, built
+        job.note(
+            f"kernel {name}: {taken.wheel.name} from {taken.shown} fails its load check "
+            f"({failed}); uninstalling it and trying the next source"
+        )
+        job.run(uninstall_command(job.installer, job.python, (taken.installs_as or name,)))
+    return None
+
+
+def _load_failure(job: KernelJob, built_for: BuildKey, key: BuildKey) -> str | None:
+    """Why the installed kernel's modules do not load (None: they load)."""
+    try:
+        check_kernel_loads(job, built_for, key)
+    except StepFailed as failed:
+        return failed.message
+    return None
+
+
+def check_kernel_loads(job: KernelJob, built_for: BuildKey | None, key: BuildKey) -> None:
+    """The kernel's compiled modules load in the env (a StepFailed says why not)."""
+    modules = job.kernel.modules
+    check_loads(
+        job.python, modules, built_for or key, key, gpu_present=job.gpu_present, note=job.note
     )
-    taken = _first_loading(job, found, house, key, clock)
-    if taken is None and version is None:  # TransformerEngine's compiled part is a dependency
-        return _as_the_stage_says(job, key, why_not)
-    if taken is None:
-        job.note(f"kernel {name}: env is {key.describe()}; source build: {'; '.join(why_not)}")
-        require_toolkit(job.stage or name, name, key.cuda, {**os.environ, **job.env})
-        built = clock.time("wheel", lambda: _build_and_publish(job, key, house))
-        clock.time("install", lambda: _install(job, built, None, key))
-        clock.time("load check", lambda: _check_loads(job, python, key, key))
-        taken = (built, KernelChoice("build", "built here", built_for=key))
-    wheel, choice = taken
+
+
+@dataclass(frozen=True)
+class ResolvingRoute:
+    """A kernel stage of a resolving install: the stage's requirements, with the kernel's pinned
+    one replaced by the wheel taken; its last resort a source build (or the stage's install)."""
+
+    job: KernelJob
+    packages: tuple[str, ...]
+    build: WheelBuild  # the env's install request, index settings, variables and runner
+
+    def query(self, key: BuildKey) -> KernelQuery:
+        house, job = self.job.wheelhouse, self.job
+        version = pinned_version(self.packages, job.kernel.distribution, key)
+        return KernelQuery(
+            job.kernel,
+            version,
+            key,
+            self.packages,
+            entries=house.entries() if house else (),
+            root=house.shown() if house else None,
+            record=job.record,
+            order=job.order,
+        )
+
+    def fetch(self, choice: KernelChoice, key: BuildKey) -> Taken | None:
+        wheel = _prebuilt(self, choice, key)
+        if wheel is None:
+            return None
+        shown = choice.origin or choice.source
+        return Taken(choice, wheel, shown=shown, installs_as=choice.distribution or "")
+
+    def install(self, taken: Taken, key: BuildKey) -> Mapping[str, Any]:
+        _install(self, taken.wheel, taken.choice.distribution, key)
+        return {}
+
+
+def run_kernel_stage(route: ResolvingRoute) -> dict[str, Any]:
+    """Install the kernel from the first source whose wheel matches the env's real key, can be
+    fetched and loads, else build it; the step's outputs."""
+    job = route.job
+    clock = Phases()
+    key, listed = listed_for(route, clock)
+    got = first_loading(route, listed.choices, key, clock)
+    if got is None and listed.choices[-1].source == "stage":  # TransformerEngine's compiled part
+        return _as_the_stage_says(route, key, listed.why_not)
+    if got is None:
+        name = job.kernel.distribution
+        job.note(
+            f"kernel {name}: env is {key.describe()}; source build: {'; '.join(listed.why_not)}"
+        )
+        require_toolkit(job.stage or name, name, key.cuda, {**os.environ, **route.build.env})
+        built = clock.time("wheel", lambda: _build_and_publish(route, key))
+        clock.time("install", lambda: _install(route, built, None, key))
+        clock.time("load check", lambda: check_kernel_loads(job, key, key))
+        got = (Taken(KernelChoice("build", "built here", built_for=key), built), {})
+    return {"kernel": {**_resolved_output(got[0], key), "phase_seconds": clock.seconds}}
+
+
+def _resolved_output(taken: Taken, key: BuildKey) -> dict[str, Any]:
+    """The outputs of a resolving kernel stage: the wheel, its source and the key it is for."""
+    choice, wheel = taken.choice, taken.wheel
     built_for = choice.built_for if choice.source != "build" else key
     url = choice.wheel if choice.wheel and is_url(choice.wheel) else None
     output = kernel_output(choice.source, wheel, file_sha256(wheel), built_for or key, url)
@@ -101,59 +216,22 @@ def run_kernel_stage(job: KernelRun) -> dict[str, Any]:
         output.update(origin=choice.origin, trust=choice.trust)
     if choice.distribution:
         output["distribution"] = choice.distribution
-    return {"kernel": {**output, "phase_seconds": clock.seconds}}
+    return output
 
 
-def _as_the_stage_says(job: KernelRun, key: BuildKey, why_not: list[str]) -> dict[str, Any]:
+def _as_the_stage_says(
+    route: ResolvingRoute, key: BuildKey, why_not: Sequence[str]
+) -> dict[str, Any]:
     """No prebuilt source: the stage's own install, with a sized build where one is needed."""
+    job, how = route.job, route.build
     name = job.kernel.distribution
     job.note(
         f"kernel {name}: the stage pins no {name} itself; installing as the stage says "
         f"(a sized source build where one is needed){''.join('; ' + w for w in why_not)}"
     )
-    job.run(install_command(job.installer, job.request, job.settings))
-    _check_loads(job, job.request.python, None, key)
+    job.run(install_command(job.installer, how.request, how.settings))
+    check_kernel_loads(job, None, key)
     return {"kernel": {"source": "stage", "key": key.to_json()}}
-
-
-def _first_loading(
-    job: KernelRun,
-    found: list[KernelChoice],
-    house: AnyWheelhouse | None,
-    key: BuildKey,
-    clock: _Phases,
-) -> tuple[Path, KernelChoice] | None:
-    """The first candidate whose wheel can be had and whose modules load once installed (each
-    one's key is the env's: `found` was chosen with it). A source that does not answer passes to
-    the next; so does a wheel that does not load (a key its name or source misstates), after it
-    is uninstalled."""
-    name = job.kernel.distribution
-    for choice in found:
-        job.note(f"kernel {name}: env is {key.describe()}; {choice.reason}")
-        wheel = clock.time("wheel", partial(_prebuilt, job, choice, house, key))
-        if wheel is None:
-            continue
-        job.note(f"kernel {name}: no compiler ran (installing {wheel})")
-        clock.time("install", partial(_install, job, wheel, choice.distribution, key))
-        failed = clock.time("load check", partial(_load_failure, job, choice.built_for or key, key))
-        if failed is None:
-            return wheel, choice
-        job.note(
-            f"kernel {name}: {wheel.name} from {choice.origin or choice.source} fails its load "
-            f"check ({failed}); uninstalling it and trying the next source"
-        )
-        installed = choice.distribution or name
-        job.run(uninstall_command(job.installer, job.request.python, (installed,)))
-    return None
-
-
-def _load_failure(job: KernelRun, built_for: BuildKey, key: BuildKey) -> str | None:
-    """Why the installed kernel's modules do not load (None: they load)."""
-    try:
-        _check_loads(job, job.request.python, built_for, key)
-    except StepFailed as failed:
-        return failed.message
-    return None
 
 
 def kernel_output(
@@ -164,7 +242,7 @@ def kernel_output(
     return {**out, "url": url} if url else out
 
 
-class _Phases:
+class Phases:
     """Seconds per phase of the stage (in its outputs, so `make bench` can show where time goes:
     the load check imports torch, a fixed cost whichever source the wheel came from)."""
 
@@ -180,32 +258,30 @@ class _Phases:
             self.seconds[name] = round(spent, 3)
 
 
-def _prebuilt(
-    job: KernelRun, choice: KernelChoice, house: AnyWheelhouse | None, key: BuildKey
-) -> Path | None:
+def _prebuilt(route: ResolvingRoute, choice: KernelChoice, key: BuildKey) -> Path | None:
     """The candidate's wheel as a local file; None when its source does not have it after all."""
+    job, house = route.job, route.job.wheelhouse
     if choice.source == "wheelhouse" and choice.wheel and house is not None:
         return house_wheel(house, choice, job.work)
     if choice.wheel and is_url(choice.wheel):
         folder = job.work / (choice.origin or choice.source)
         return download_release(choice.wheel, folder, job.note)
     if choice.source == "index":
-        return _from_index(job, key)
+        return _from_index(route, key)
     return None
 
 
-def _from_index(job: KernelRun, key: BuildKey) -> Path | None:
+def _from_index(route: ResolvingRoute, key: BuildKey) -> Path | None:
     """The prebuilt wheel from the index the profile states a key for; None falls to a build."""
+    job, how = route.job, route.build
     prebuilt = job.kernel.prebuilt_index
-    url = job.settings.named.get(prebuilt.index) if prebuilt else None
-    spec = _kernel_spec(job, key)
+    url = how.settings.named.get(prebuilt.index) if prebuilt else None
+    spec = _kernel_spec(route, key)
     if url is None or spec is None:
         job.note(f"kernel {job.kernel.distribution}: its prebuilt index is not reachable")
         return None
     try:
-        return download_wheel(
-            spec, url, python=job.request.python, dest=job.work / "index", run=job.run
-        )
+        return download_wheel(spec, url, python=job.python, dest=job.work / "index", run=how.run)
     except (CommandFailed, StepFailed) as failed:
         job.note(f"kernel {job.kernel.distribution}: no wheel from the index ({failed})")
         return None
@@ -222,68 +298,50 @@ def house_wheel(house: AnyWheelhouse, choice: KernelChoice, work: Path) -> Path:
     return wheel
 
 
-def _build_and_publish(job: KernelRun, key: BuildKey, house: AnyWheelhouse | None) -> Path:
-    spec = _kernel_spec(job, key) or job.kernel.distribution
-    shown = ", ".join(f"{k}={v}" for k, v in sorted(job.env.items()))
+def _build_and_publish(route: ResolvingRoute, key: BuildKey) -> Path:
+    job, how = route.job, route.build
+    spec = _kernel_spec(route, key) or job.kernel.distribution
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(how.env.items()))
     job.note(f"kernel {job.kernel.distribution}: building from source ({shown})")
-    wheel = build_wheel(
-        spec,
-        job.kernel,
-        request=job.request,
-        settings=job.settings,
-        out=job.work / "built",
-        env=job.env,
-        run=job.run,
-        available_gb=job.available_gb,
-    )
-    publish_built(house, wheel, key, job.kernel.distribution, job.note)
+    wheel = build_wheel(spec, job.kernel, how, job.work / "built")
+    publish_built(job, wheel, key)
     return wheel
 
 
-def publish_built(
-    house: AnyWheelhouse | None, wheel: Path, key: BuildKey, name: str, note: Callable[[str], None]
-) -> None:
+def publish_built(job: KernelJob, wheel: Path, key: BuildKey) -> None:
     """Publish a wheel built here, for the next env on any node (a read-only house: said)."""
+    house, name = job.wheelhouse, job.kernel.distribution
     if house is None:
         return
     if not house.writable():
-        note(f"kernel {name}: wheelhouse {house.shown()} is read-only for you; not published")
+        job.note(f"kernel {name}: wheelhouse {house.shown()} is read-only for you; not published")
         return
     entry = house.publish(wheel, key)
-    note(
+    job.note(
         f"kernel {name}: published {entry.file} to {house.shown()} "
         f"(sha256 {entry.sha256[:12]}…, {key.describe()})"
     )
 
 
-def _kernel_spec(job: KernelRun, key: BuildKey, distribution: str | None = None) -> str | None:
+def _kernel_spec(
+    route: ResolvingRoute, key: BuildKey, distribution: str | None = None
+) -> str | None:
     """The stage's requirement of the kernel's distribution (or `distribution`, the one a
     source's wheel is), pinned to one version."""
-    wanted = canonicalize_name(distribution or job.kernel.distribution)
-    for spec in job.packages:
+    wanted = canonicalize_name(distribution or route.job.kernel.distribution)
+    for spec in route.packages:
         if pinned_version((spec,), wanted, key) is not None:
             return spec
     return None
 
 
-def _install(job: KernelRun, wheel: Path, distribution: str | None, key: BuildKey) -> None:
+def _install(route: ResolvingRoute, wheel: Path, distribution: str | None, key: BuildKey) -> None:
     """The wheel in place of the stage's requirement for this env (a line for another machine
     stays: its marker leaves it out)."""
-    spec = _kernel_spec(job, key, distribution)
-    others = tuple(p for p in job.packages if p != spec)
-    request = replace(job.request, packages=(str(wheel), *others))
-    job.run(install_command(job.installer, request, job.settings))
-
-
-def _check_loads(job: KernelRun, python: Path, built_for: BuildKey | None, key: BuildKey) -> None:
-    check_loads(
-        python,
-        job.kernel.modules,
-        built_for or key,
-        key,
-        gpu_present=job.gpu_present,
-        note=job.note,
-    )
+    spec = _kernel_spec(route, key, distribution)
+    others = tuple(p for p in route.packages if p != spec)
+    request = replace(route.build.request, packages=(str(wheel), *others))
+    route.job.run(install_command(route.job.installer, request, route.build.settings))
 
 
 def download_release(url: str, folder: Path, note: Callable[[str], None]) -> Path | None:

@@ -1,7 +1,9 @@
-"""A kernel stage of a `--locked` install, at run time: with the env's real key, take the wheel
-the plan chose in place of the locked sdist (hash-checked; a declared source's wheel the lockfile
-does not pin: key-checked, its sha256 computed and recorded), or build the sdist and publish its
-wheel to the lab wheelhouse; the stage's outputs name the wheel for the env's record.
+"""A kernel stage of a `--locked` install, at run time: the one kernel flow (`kernels/stage`)
+with the lockfile's route. A candidate's wheel stands in for the locked sdist (hash-checked; a
+declared source's wheel the lockfile does not pin: key-checked, its sha256 computed and
+recorded), the stage's other locked sdists are built, and the stage is installed from its hashed
+requirements; the last resort builds the locked sdist and publishes its wheel to the lab
+wheelhouse. The stage's outputs name the wheel for the env's record.
 """
 
 from __future__ import annotations
@@ -21,116 +23,148 @@ from packaging.utils import (
 from packaging.version import Version
 
 from verl_bootstrap.errors import StepFailed
+from verl_bootstrap.kernels.choices import KernelQuery, LockPins, candidates
 from verl_bootstrap.kernels.host import Bundled
 from verl_bootstrap.kernels.key import BuildKey
-from verl_bootstrap.kernels.probe import check_loads, probe_key
-from verl_bootstrap.kernels.record import KernelRecord
-from verl_bootstrap.kernels.remotehouse import AnyWheelhouse
+from verl_bootstrap.kernels.probe import probe_key
 from verl_bootstrap.kernels.sources import KernelChoice
-from verl_bootstrap.kernels.stage import download_release, house_wheel, kernel_output, publish_built
+from verl_bootstrap.kernels.stage import (
+    KernelJob,
+    Phases,
+    Taken,
+    check_kernel_loads,
+    download_release,
+    first_loading,
+    house_wheel,
+    kernel_output,
+    publish_built,
+)
 from verl_bootstrap.kernels.toolkit import require_toolkit
-from verl_bootstrap.locked.kernels import kernel_dist, locked_choices
 from verl_bootstrap.lockfile.lookup import Artifact
 from verl_bootstrap.lockfile.model import KernelWheel, LockedDist, LockedStage
 from verl_bootstrap.paths import file_sha256
-from verl_bootstrap.profile.kernel import KernelSpec
 
-__all__ = ["LockedKernel", "check_locked_loads", "locked_kernel_wheels"]
+__all__ = ["Build", "Install", "LockedRoute", "Wheels", "run_locked_kernel"]
 
-Build = Callable[[Mapping[str, Artifact]], dict[str, Artifact]]
+Wheels = dict[str, Artifact]
+# builds the locked sdists among the artifacts it is given (the stage's other sdists as before)
+Build = Callable[[Mapping[str, Artifact]], Wheels]
+# writes the stage's hashed requirements with these wheels (leaving out what a whole wheel
+# holds) and installs the stage from them
+Install = Callable[[Wheels, tuple[str, ...]], None]
 
 
 @dataclass(frozen=True)
-class LockedKernel:
-    """What a locked kernel stage needs from its step."""
+class LockedRoute:
+    """A locked kernel stage: the lockfile's stage, the precheck's files, and how the stage's
+    sdists are built and its requirements installed."""
 
-    kernel: KernelSpec
+    job: KernelJob
     stage: LockedStage
+    dist: LockedDist | None  # the kernel's locked distribution (None: the stage locks none)
     artifacts: Mapping[str, Artifact]  # the precheck's files, by name
-    python: Path
-    wheelhouse: AnyWheelhouse | None
-    work: Path  # the env's state folder for this stage
-    note: Callable[[str], None]
-    record: KernelRecord | None = None  # the declared sources' recorded wheel lists
-    order: tuple[str, ...] | None = None  # the site config's kernel_sources
+    build: Build
+    install_stage: Install
     online: bool = True  # False (--offline, a bundle): no declared source is asked
     bundled: Bundled | None = None  # the kernel wheels of the bundle installed from
-    passed: frozenset[str] = frozenset()  # file names of wheels that failed their load check
 
+    def locked(self) -> LockedDist:
+        """The kernel's locked distribution (asked only where the stage locks one)."""
+        assert self.dist is not None
+        return self.dist
 
-Wheels = dict[str, Artifact]
+    def query(self, key: BuildKey) -> KernelQuery:
+        house, job, dist = self.job.wheelhouse, self.job, self.locked()
+        return KernelQuery(
+            job.kernel,
+            dist.version,
+            key,
+            entries=house.entries() if house else (),
+            root=house.shown() if house else None,
+            record=job.record,
+            order=job.order,
+            lock=LockPins(dist, self.stage, self.bundled, self.online),
+        )
 
-
-def locked_kernel_wheels(job: LockedKernel, build: Build) -> tuple[Wheels, Wheels, dict[str, Any]]:
-    """(wheels built here, the prebuilt wheel taken: each by name, replacing a locked sdist;
-    the stage's `kernel` output).
-
-    `build` builds the locked sdists among the artifacts it is given (the stage's other sdists
-    are built as before).
-    """
-    dist = kernel_dist(job.stage, job.kernel)
-    if dist is None:
-        return build(job.artifacts), {}, {}
-    key = probe_key(job.python)
-    house = job.wheelhouse
-    entries = house.entries() if house else ()
-    choices = locked_choices(
-        job.kernel,
-        dist,
-        key,
-        entries,
-        house.shown() if house else None,
-        record=job.record,
-        order=job.order,
-        online=job.online,
-        stage=job.stage,
-        bundle=job.bundled,
-    )
-    for choice in choices:
-        if _file_of(choice) in job.passed:  # installed once already, and it did not load
-            continue
-        job.note(f"kernel {dist.name}: env is {key.describe()}; {choice.reason}")
-        target = _stands_for(job.stage, choice, dist)
-        got = _taken(job, choice, house, target, key)
+    def fetch(self, choice: KernelChoice, key: BuildKey) -> Taken | None:
+        target = _stands_for(self.stage, choice, self.locked())
+        got = _taken(self, choice, target, key)
         if got is None:
-            continue
-        taken, sha256 = got
-        job.note(f"kernel {dist.name}: no compiler ran (installing {taken})")
+            return None
+        wheel, sha256 = got
+        recorded = self.locked().kernel_wheel if choice.source == "bundle" else None
+        shown = (recorded.origin or recorded.source) if recorded else None
+        installs_as = choice.distribution or ""
+        return Taken(choice, wheel, sha256, shown or choice.origin or choice.source, installs_as)
+
+    def install(self, taken: Taken, key: BuildKey) -> Mapping[str, Any]:
+        choice = taken.choice
+        dist = self.locked()
+        target = _stands_for(self.stage, choice, dist)
         left_out = {dist.name, target.name, *choice.replaces}
-        built = build({n: a for n, a in job.artifacts.items() if n not in left_out})
-        artifact = Artifact(url=taken.as_uri(), sha256=sha256, kind="wheel")
-        url = choice.wheel if choice.source in {"release", "index"} else None
-        out = kernel_output(choice.source, taken, sha256, choice.built_for or key, url)
-        if choice.origin and choice.source != "wheelhouse":
-            out.update(origin=choice.origin, trust=choice.trust)
-        if choice.source == "bundle" and dist.kernel_wheel is not None:
-            out.update(_recorded_source(dist.kernel_wheel))
-        if choice.unpinned:  # the lockfile pins the sdist only: this sha256 is the env's record
-            out["unpinned"] = True
-        if target is not dist:  # a whole wheel: the parts it holds are not installed
-            out.update(distribution=target.name, replaces=list(choice.replaces))
-        return built, {target.name: artifact}, out
-    _toolkit_for_build(job, dist.name, key)
-    built = build(job.artifacts)
-    made = built.get(dist.name)
-    if made is None:  # a locked wheel: installed hash-checked as any other
-        return built, {}, {}
+        built = self.build({n: a for n, a in self.artifacts.items() if n not in left_out})
+        artifact = Artifact(url=taken.wheel.as_uri(), sha256=str(taken.sha256), kind="wheel")
+        held = choice.replaces if target is not dist else ()
+        self.install_stage({**built, target.name: artifact}, held)
+        return built
+
+
+def run_locked_kernel(route: LockedRoute) -> tuple[Wheels, dict[str, Any]]:
+    """The stage installed with the first candidate that loads, else from its locked sdist
+    built here (or its locked wheel); (the wheels built here by name, the stage's `kernel`
+    output)."""
+    clock = Phases()
+    key = clock.time("key probe", lambda: probe_key(route.job.python))
+    got = None
+    if route.dist is not None:
+        got = first_loading(route, candidates(route.query(key)).choices, key, clock)
+    if got is not None:
+        taken, built = got
+        return dict(built), _taken_output(route, taken, key)
+    _toolkit_for_build(route, key)
+    built = route.build(route.artifacts)
+    output = _built_output(route, built, key)
+    route.install_stage(built, ())
+    made_for = BuildKey.from_mapping(output["key"]) if output.get("key") else key
+    check_kernel_loads(route.job, made_for, key)
+    return built, output
+
+
+def _taken_output(route: LockedRoute, taken: Taken, key: BuildKey) -> dict[str, Any]:
+    """The outputs of a candidate's wheel, as the env's record names it."""
+    choice, dist = taken.choice, route.locked()
+    url = choice.wheel if choice.source in {"release", "index"} else None
+    out = kernel_output(choice.source, taken.wheel, str(taken.sha256), choice.built_for or key, url)
+    if choice.origin and choice.source != "wheelhouse":
+        out.update(origin=choice.origin, trust=choice.trust)
+    if choice.source == "bundle" and dist.kernel_wheel is not None:
+        out.update(_recorded_source(dist.kernel_wheel))
+    if choice.unpinned:  # the lockfile pins the sdist only: this sha256 is the env's record
+        out["unpinned"] = True
+    target = _stands_for(route.stage, choice, dist)
+    if target is not dist:  # a whole wheel: the parts it holds are not installed
+        out.update(distribution=target.name, replaces=list(choice.replaces))
+    return out
+
+
+def _built_output(route: LockedRoute, built: Wheels, key: BuildKey) -> dict[str, Any]:
+    """The outputs of the locked sdist built here, once published (none: a locked wheel)."""
+    name = route.dist.name if route.dist else None
+    made = built.get(name) if name else None
+    if name is None or made is None:  # a locked wheel: installed hash-checked as any other
+        return {}
     wheel = Path(unquote(urlparse(made.url).path))
-    job.note(f"kernel {dist.name}: built {wheel.name} from the locked sdist")
-    publish_built(house, wheel, key, dist.name, job.note)
-    return built, {}, kernel_output("build", wheel, made.sha256, key)
+    route.job.note(f"kernel {name}: built {wheel.name} from the locked sdist")
+    publish_built(route.job, wheel, key)
+    return kernel_output("build", wheel, made.sha256, key)
 
 
-def _file_of(choice: KernelChoice) -> str | None:
-    """The file name of the wheel a choice names (None: it names none, a build)."""
-    return unquote(urlparse(choice.wheel).path).rsplit("/", 1)[-1] if choice.wheel else None
-
-
-def _toolkit_for_build(job: LockedKernel, name: str, key: BuildKey) -> None:
+def _toolkit_for_build(route: LockedRoute, key: BuildKey) -> None:
     """Before the kernel's locked sdist is built: refused early where no nvcc can build it."""
-    artifact = job.artifacts.get(name)
-    if artifact is not None and artifact.kind == "sdist":
-        require_toolkit(job.stage.id, name, key.cuda, os.environ)
+    name = route.dist.name if route.dist else None
+    artifact = route.artifacts.get(name) if name else None
+    if name is not None and artifact is not None and artifact.kind == "sdist":
+        require_toolkit(route.stage.id, name, key.cuda, os.environ)
 
 
 def _stands_for(stage: LockedStage, choice: KernelChoice, dist: LockedDist) -> LockedDist:
@@ -141,14 +175,11 @@ def _stands_for(stage: LockedStage, choice: KernelChoice, dist: LockedDist) -> L
 
 
 def _taken(
-    job: LockedKernel,
-    choice: KernelChoice,
-    house: AnyWheelhouse | None,
-    dist: LockedDist,
-    key: BuildKey,
+    route: LockedRoute, choice: KernelChoice, dist: LockedDist, key: BuildKey
 ) -> tuple[Path, str] | None:
     """The prebuilt wheel the choice names and its sha256 (checked against the lockfile or the
     wheelhouse where they name one); None: the next choice, or a build of the sdist."""
+    job, house = route.job, route.job.wheelhouse
     if choice.source == "wheelhouse" and choice.wheel and house is not None and choice.sha256:
         return house_wheel(house, choice, job.work), choice.sha256
     if choice.source == "bundle" and choice.wheel and choice.sha256:  # checked when unpacked too
@@ -167,7 +198,7 @@ def _taken(
 
 
 def _unpinned(
-    job: LockedKernel, choice: KernelChoice, dist: LockedDist, key: BuildKey
+    job: KernelJob, choice: KernelChoice, dist: LockedDist, key: BuildKey
 ) -> tuple[Path, str] | None:
     """A declared source's wheel the lockfile does not pin: fetched, its key (from its name and
     the source's stated key) checked against the env's real one, its distribution and version
@@ -222,12 +253,3 @@ def _checked(
     if file_sha256(wheel) != sha256:
         raise StepFailed(f"{wheel} does not have the sha256 {whose} ({sha256})", hint=hint)
     return wheel
-
-
-def check_locked_loads(job: LockedKernel, output: Mapping[str, Any], *, gpu_present: bool) -> None:
-    """The kernel's compiled modules load after the locked stage."""
-    key = probe_key(job.python)
-    built_for = BuildKey.from_mapping(output["key"]) if output.get("key") else key
-    check_loads(
-        job.python, job.kernel.modules, built_for, key, gpu_present=gpu_present, note=job.note
-    )

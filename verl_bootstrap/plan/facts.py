@@ -59,14 +59,11 @@ def gather_host(
     kernels = None
     if any(stage.kernel for stage in profile.stages):
         kernels = gather_kernel_host(
-            configured=options.site.wheelhouse,
-            bundled=options.site.bundle_kernels,
-            site_archs=options.site.cuda_arch,
+            options.site,
             interpreter=interpreter,
             python_prefer=profile.python.prefer,
             environ=dict(os.environ) if environ is None else environ,
             record=record_for_profile(options.profile),
-            order=options.site.kernel_sources,
         )
     return HostFacts(
         variant=variant,

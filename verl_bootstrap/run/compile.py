@@ -10,8 +10,8 @@ from dataclasses import replace
 from graphlib import CycleError, TopologicalSorter
 
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.kernels.planning import KernelDecision, plan_kernels
-from verl_bootstrap.locked.kernels import plan_locked_kernels
+from verl_bootstrap.kernels.planning import KernelDecision, plan_kernels, stage_queries
+from verl_bootstrap.locked.kernels import locked_queries
 from verl_bootstrap.locked.prepare import LockedInstall, locked_source_spec, locked_stage_specs
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import state_dir
@@ -69,24 +69,15 @@ def _kernels(plan: Plan) -> dict[str, KernelDecision]:
     if host.kernels is None:
         return {}
     if plan.locked is not None:
-        return plan_locked_kernels(
-            plan.locked.lock,
-            {s.id: s.kernel for s in plan.stages if s.kernel},
-            host=host.kernels,
-            driver=host.driver,
-            flags=plan.options.cuda_arch,
-            online=not plan.options.offline,
-        )
-    # a stage that takes verl's pins names bare packages; the torch it must leave is its expect
-    listed = tuple((s.id, s.promised(), s.kernel) for s in plan.stages)
-    return plan_kernels(
-        listed,
-        profile=plan.profile,
-        variant=host.variant,
-        host=host.kernels,
-        driver=host.driver,
-        flag_archs=plan.options.cuda_arch,
-    )
+        kernels = {s.id: s.kernel for s in plan.stages if s.kernel}
+        online = not plan.options.offline
+        queries = locked_queries(plan.locked.lock, kernels, host.kernels, online=online)
+    else:
+        # a stage that takes verl's pins names bare packages; the torch it must leave is its expect
+        listed = tuple((s.id, s.promised(), s.kernel) for s in plan.stages)
+        queries = stage_queries(listed, plan.profile, host.variant, host.kernels)
+    flags = plan.options.cuda_arch
+    return plan_kernels(queries, host=host.kernels, driver=host.driver, flags=flags)
 
 
 def _order(steps: list[Step]) -> tuple[Step, ...]:

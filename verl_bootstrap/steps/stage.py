@@ -9,30 +9,33 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from verl_bootstrap.commands import InstallRequest, install_command, uninstall_command
+from verl_bootstrap.commands import InstallRequest, install_command
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.envs.inventory import installed
 from verl_bootstrap.errors import CommandFailed, StepFailed
 from verl_bootstrap.events import emit
+from verl_bootstrap.kernels.build import WheelBuild
 from verl_bootstrap.kernels.host import open_bundled, open_wheelhouse
 from verl_bootstrap.kernels.progress import BuildProgress, chain
 from verl_bootstrap.kernels.record import record_for_profile
 from verl_bootstrap.kernels.sizing import read_resources
 from verl_bootstrap.kernels.sources import KernelChoice
-from verl_bootstrap.kernels.stage import KernelRun, run_kernel_stage
+from verl_bootstrap.kernels.stage import KernelJob, ResolvingRoute, run_kernel_stage
 from verl_bootstrap.locked.install import (
     locked_request,
     locked_requirements,
     write_build_constraints,
 )
-from verl_bootstrap.locked.kernelrun import LockedKernel, check_locked_loads, locked_kernel_wheels
+from verl_bootstrap.locked.kernelrun import LockedRoute, run_locked_kernel
+from verl_bootstrap.locked.kernels import kernel_dist
 from verl_bootstrap.lockfile.lookup import Artifact
 from verl_bootstrap.lockfile.model import LockedStage
 from verl_bootstrap.paths import (
@@ -196,7 +199,7 @@ def execute(ctx: StepContext) -> dict[str, Any]:
     if locked and stage.kind != "script" and stage.kernel is not None:
         built, kernel = _install_locked_kernel(ctx, stage, locked)
     else:
-        built, kernel = _write_locked_requirements(ctx, stage, locked) if locked else ({}, {})
+        built, kernel = _locked_stage_requirements(ctx, stage, locked) if locked else ({}, {})
         if stage.kind == "script":
             checkout = ctx.plan.source.checkout
             run_in_env(ctx, _argv(ctx.plan, stage), env=dict(stage.env), cwd=checkout)
@@ -217,81 +220,76 @@ def execute(ctx: StepContext) -> dict[str, Any]:
 def _install_locked_kernel(
     ctx: StepContext, stage: StageSpec, locked: LockedStage
 ) -> tuple[dict[str, Artifact], dict[str, Any]]:
-    """A locked kernel stage: installed with the first wheel its sources offer, whose modules
-    must load; a prebuilt wheel that does not is uninstalled and the stage installed again with
-    the next one (at last the locked sdist, built here)."""
+    """A locked kernel stage: installed with the first wheel its sources offer whose modules
+    load (a prebuilt wheel that does not is uninstalled and the stage installed again with the
+    next one), at last from the locked sdist built here (kernels/stage, the one kernel flow)."""
     assert stage.kernel is not None
-    passed: frozenset[str] = frozenset()
-    while True:
-        built, kernel = _write_locked_requirements(ctx, stage, locked, passed)
+    write_build_constraints(ctx.plan.prefix, locked)
+
+    def install(wheels: dict[str, Artifact], held: tuple[str, ...]) -> None:
+        _write_locked_requirements(ctx, locked, wheels, held)
         _install_stage(ctx, stage)
-        output = kernel.get("kernel", {})
-        job = _locked_kernel(ctx, stage, locked, passed)
-        try:
-            check_locked_loads(job, output, gpu_present=ctx.plan.driver is not None)
-        except StepFailed as failed:
-            if output.get("source") in (None, "build", "locked") or not output.get("wheel"):
-                raise
-            name = output.get("distribution") or stage.kernel.distribution
-            _note(
-                ctx,
-                f"kernel {stage.kernel.distribution}: {output['wheel']} from "
-                f"{output.get('origin') or output['source']} fails its load check "
-                f"({failed.message}); uninstalling it and trying the next source",
-            )
-            python = env_python(ctx.plan.prefix)
-            run_in_env(ctx, uninstall_command(ctx.plan.installer, python, (name,)))
-            passed |= {output["wheel"]}
-            continue
-        return built, kernel
+
+    route = LockedRoute(
+        job=_kernel_job(
+            ctx, stage, env_python(ctx.plan.prefix), lambda argv: run_in_env(ctx, argv)
+        ),
+        stage=locked,
+        dist=kernel_dist(locked, stage.kernel),
+        artifacts=ctx.plan.locked_artifacts,
+        build=lambda given: _build_locked_sdists(ctx, stage, locked, given),
+        install_stage=install,
+        online=not ctx.plan.options.offline,
+        bundled=open_bundled(bundle) if (bundle := ctx.plan.bundle_kernels) else None,
+    )
+    built, kernel = run_locked_kernel(route)
+    return built, {"kernel": kernel} if kernel else {}
+
+
+def _locked_stage_requirements(
+    ctx: StepContext, stage: StageSpec, locked: LockedStage
+) -> tuple[dict[str, Artifact], dict[str, Any]]:
+    """A locked stage's hashed requirements, its sdists built into wheels first; the wheels (a
+    stage's kernel is taken by `_install_locked_kernel`)."""
+    write_build_constraints(ctx.plan.prefix, locked)
+    built: dict[str, Artifact] = {}
+    if stage.kind != "script":
+        built = _build_locked_sdists(ctx, stage, locked, ctx.plan.locked_artifacts)
+    _write_locked_requirements(ctx, locked, built)
+    return built, {}
 
 
 def _write_locked_requirements(
     ctx: StepContext,
-    stage: StageSpec,
     locked: LockedStage,
-    passed: frozenset[str] = frozenset(),
-) -> tuple[dict[str, Artifact], dict[str, Any]]:
-    """A locked stage's hashed requirements (its sdists built into wheels first, a kernel's
-    wheel taken from the wheelhouse where one matches); the wheels and the kernel's outputs."""
-    write_build_constraints(ctx.plan.prefix, locked)
-    built: dict[str, Artifact] = {}
-    taken: dict[str, Artifact] = {}
-    kernel: dict[str, Any] = {}
-    artifacts = ctx.plan.locked_artifacts
-    if stage.kind != "script" and stage.kernel is not None:
-        built, taken, kernel = locked_kernel_wheels(
-            _locked_kernel(ctx, stage, locked, passed),
-            lambda given: _build_locked_sdists(ctx, stage, locked, given),
-        )
-    elif stage.kind != "script":
-        built = _build_locked_sdists(ctx, stage, locked, artifacts)
+    wheels: Mapping[str, Artifact],
+    held: tuple[str, ...] = (),
+) -> None:
+    """A locked stage's hashed requirements: its sdists replaced by the wheels built here (and a
+    kernel's by the wheel taken), leaving out the parts a kernel's whole wheel holds."""
     atomic_write(
-        locked_requirements_file(ctx.plan.prefix, stage.id),
-        locked_requirements(
-            locked, artifacts, {**built, **taken}, leave_out=kernel.get("replaces", ())
-        ),
+        locked_requirements_file(ctx.plan.prefix, locked.id),
+        locked_requirements(locked, ctx.plan.locked_artifacts, wheels, leave_out=held),
     )
-    return built, {"kernel": kernel} if kernel else {}
 
 
-def _locked_kernel(
-    ctx: StepContext, stage: StageSpec, locked: LockedStage, passed: frozenset[str] = frozenset()
-) -> LockedKernel:
+def _kernel_job(
+    ctx: StepContext, stage: StageSpec, python: Path, run: Callable[[list[str]], None]
+) -> KernelJob:
+    """What the kernel stage's flow needs from the step, on either route."""
     assert stage.kernel is not None
-    return LockedKernel(
+    return KernelJob(
         kernel=stage.kernel,
-        stage=locked,
-        artifacts=ctx.plan.locked_artifacts,
-        python=env_python(ctx.plan.prefix),
+        python=python,
+        installer=ctx.plan.installer,
+        run=run,
+        note=lambda line: _note(ctx, line),
         wheelhouse=open_wheelhouse(ctx.plan.wheelhouse, os.environ),
         work=kernel_dir(ctx.plan.prefix, stage.id),
-        note=lambda line: _note(ctx, line),
+        gpu_present=ctx.plan.driver is not None,
         record=record_for_profile(ctx.plan.profile_ref),
         order=ctx.plan.kernel_sources,
-        online=not ctx.plan.options.offline,
-        bundled=open_bundled(bundle) if (bundle := ctx.plan.bundle_kernels) else None,
-        passed=passed,
+        stage=stage.id,
     )
 
 
@@ -336,7 +334,7 @@ def _install_stage(ctx: StepContext, stage: StageSpec) -> dict[str, Any]:
     env = dict(ctx.step.env or stage.env)  # a kernel stage's sizing variables included
     try:
         if stage.kernel is not None and not ctx.step.locked:  # a locked kernel is taken above
-            return run_kernel_stage(_kernel_job(ctx, stage, request, env))
+            return run_kernel_stage(_resolving_route(ctx, stage, request, env))
         run_cache_first(ctx, _cached_argv(ctx, stage), _argv(ctx.plan, stage), env=env)
     except CommandFailed as failed:
         refused = refused_by_pins(ctx.protected, failed.tail, stage=stage.id)
@@ -346,27 +344,19 @@ def _install_stage(ctx: StepContext, stage: StageSpec) -> dict[str, Any]:
     return {}
 
 
-def _kernel_job(
+def _resolving_route(
     ctx: StepContext, stage: StageSpec, request: InstallRequest, env: dict[str, str]
-) -> KernelRun:
-    assert stage.kernel is not None
+) -> ResolvingRoute:
     watched = _watched(ctx, stage)
-    return KernelRun(
-        kernel=stage.kernel,
+
+    def run(argv: list[str]) -> None:
+        run_in_env(watched, argv, env=env)
+
+    available_gb = read_resources().available_gb
+    return ResolvingRoute(
+        job=_kernel_job(ctx, stage, request.python, run),
         packages=stage.packages,
-        request=request,
-        settings=ctx.plan.settings,
-        installer=ctx.plan.installer,
-        wheelhouse=open_wheelhouse(ctx.plan.wheelhouse, os.environ),
-        work=kernel_dir(ctx.plan.prefix, stage.id),
-        env=env,
-        run=lambda argv: run_in_env(watched, argv, env=env),
-        note=lambda line: _note(ctx, line),
-        gpu_present=ctx.plan.driver is not None,
-        available_gb=read_resources().available_gb,
-        record=record_for_profile(ctx.plan.profile_ref),
-        order=ctx.plan.kernel_sources,
-        stage=stage.id,
+        build=WheelBuild(request, ctx.plan.settings, env, run, available_gb),
     )
 
 
