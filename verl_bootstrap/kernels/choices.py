@@ -141,8 +141,9 @@ def _prebuilt(query: KernelQuery, why_not: list[str], house: bool = True) -> lis
 def _last(query: KernelQuery, why_not: list[str]) -> KernelChoice:
     """The stage's own install: a source build of the pinned (or locked) version, or the stage's
     install as it says where it pins none."""
-    if query.lock is not None:
-        return KernelChoice("build", f"source build of the locked sdist: {'; '.join(why_not)}")
+    if query.lock is not None:  # after a recorded or wheelhouse wheel, nothing else was asked
+        why = f": {'; '.join(why_not)}" if why_not else ""
+        return KernelChoice("build", f"source build of the locked sdist{why}")
     said = [*why_not, query.kernel.on_index] if query.kernel.on_index else why_not
     if query.version is None:
         name = query.kernel.distribution

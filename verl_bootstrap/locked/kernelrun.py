@@ -117,7 +117,12 @@ def run_locked_kernel(route: LockedRoute) -> tuple[Wheels, dict[str, Any]]:
     key = clock.time("key probe", lambda: probe_key(route.job.python))
     got = None
     if route.dist is not None:
-        got = first_loading(route, candidates(route.query(key)).choices, key, clock)
+        choices = candidates(route.query(key)).choices
+        got = first_loading(route, choices, key, clock)
+        if got is None:  # the last resort: the locked sdist built, or the locked wheel
+            route.job.note(
+                f"kernel {route.dist.name}: env is {key.describe()}; {choices[-1].reason}"
+            )
     if got is not None:
         taken, built = got
         return dict(built), _taken_output(route, taken, key)
