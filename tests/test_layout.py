@@ -11,6 +11,9 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "verl_bootstrap"
 TOP_LEVEL_LIMIT = 12
+# the kernel flow passes one context object (KernelJob, KernelQuery, a route), not 8-10 values
+PARAMETER_LIMIT = 6
+NARROW_PACKAGES = ("kernels", "locked")
 # modules that --help loads: their library imports are deferred for start-up (see pyproject)
 STARTUP = {
     "__init__",
@@ -213,6 +216,40 @@ def test_only_the_runner_uses_the_step_kinds() -> None:
         if _package(module) not in {"steps", "run"} and any(_package(t) == "steps" for t in targets)
     }
     assert users == set()
+
+
+def _wide_functions(source: str, where: str) -> list[str]:
+    """`where:line name (n)` for each function of `source` with over PARAMETER_LIMIT parameters
+    (every kind counted: positional, keyword-only, *args, **kwargs; self and cls are not)."""
+    wide = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            a = node.args
+            named = [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, (a.vararg, a.kwarg))]
+            count = len([p for p in named if p.arg not in {"self", "cls"}])
+            if count > PARAMETER_LIMIT:
+                wide.append(f"{where}:{node.lineno} {node.name} ({count})")
+    return wide
+
+
+def test_no_kernel_function_takes_over_six_parameters() -> None:
+    wide = [
+        found
+        for package in NARROW_PACKAGES
+        for path in sorted((PACKAGE / package).glob("*.py"))
+        for found in _wide_functions(path.read_text(encoding="utf-8"), path.name)
+    ]
+    assert wide == []
+
+
+def test_the_parameter_count_counts_every_kind_but_self() -> None:
+    source = (
+        "class K:\n"
+        "    def m(self, a, b, c, d, e, f): ...\n"
+        "def wide(a, /, b, *c, d, e=1, **f): ...\n"
+        "def wider(a, b, c, d, e, f, *, g): ...\n"
+    )
+    assert _wide_functions(source, "x.py") == ["x.py:4 wider (7)"]
 
 
 def test_the_top_level_stays_short() -> None:

@@ -1,5 +1,7 @@
-"""The plan's decision for each kernel stage: the build key the env is expected to have, the
-source that key selects (and why), and the variables that size a source build."""
+"""The plan's decision for each kernel stage, on either route (one `plan_kernels` for the
+resolving route's `stage_queries` and a lock's `locked.kernels.locked_queries`): the build key the
+env is expected to have, the source that key selects (and why), and the variables that size a
+source build."""
 
 from __future__ import annotations
 

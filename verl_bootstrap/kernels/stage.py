@@ -22,7 +22,7 @@ from verl_bootstrap.commands import install_command, uninstall_command
 from verl_bootstrap.errors import CommandFailed, StepFailed
 from verl_bootstrap.httpclient import HttpError, download
 from verl_bootstrap.kernels.build import WheelBuild, build_wheel, download_wheel
-from verl_bootstrap.kernels.choices import LAST, Candidates, KernelQuery, candidates
+from verl_bootstrap.kernels.choices import LAST, KernelQuery, candidates
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.kernels.probe import check_loads, probe_key
 from verl_bootstrap.kernels.record import KernelRecord
@@ -44,7 +44,6 @@ __all__ = [
     "first_loading",
     "house_wheel",
     "kernel_output",
-    "listed_for",
     "publish_built",
     "run_kernel_stage",
 ]
@@ -94,12 +93,6 @@ class KernelRoute(Protocol):
 
     def install(self, taken: Taken, key: BuildKey) -> Mapping[str, Any]:
         """The stage installed with the taken wheel; what it built besides (by name)."""
-
-
-def listed_for(route: KernelRoute, clock: Phases) -> tuple[BuildKey, Candidates]:
-    """The env's real key, and the candidates for it."""
-    key = clock.time("key probe", lambda: probe_key(route.job.python))
-    return key, candidates(route.query(key))
 
 
 def first_loading(
@@ -189,7 +182,8 @@ def run_kernel_stage(route: ResolvingRoute) -> dict[str, Any]:
     fetched and loads, else build it; the step's outputs."""
     job = route.job
     clock = Phases()
-    key, listed = listed_for(route, clock)
+    key = clock.time("key probe", lambda: probe_key(job.python))
+    listed = candidates(route.query(key))
     got = first_loading(route, listed.choices, key, clock)
     if got is None and listed.choices[-1].source == "stage":  # TransformerEngine's compiled part
         return _as_the_stage_says(route, key, listed.why_not)
