@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import json
 import os
 import subprocess
 import sys
@@ -157,3 +158,29 @@ def test_a_member_outside_the_bundle_or_a_non_bundle_is_bad_input(
     done = run_tool("--bundle", str(plain), "--profile", "cpu", "--prefix", str(tmp_path / "env"))
     assert done.returncode == EXIT_BAD_INPUT and "not a verl-bootstrap bundle" in done.stderr
     assert not (tmp_path / "env").exists()
+
+
+def test_plan_with_a_bundle_shows_its_lockfile_and_leaves_nothing_unpacked(
+    cpu_bundle: Path, tmp_path: Path
+) -> None:
+    """Opening a bundle is a step of planning: `plan --bundle` checks and unpacks it into a
+    scratch folder it removes, and leaves the tool's cache and the env's folder untouched."""
+    cache, scratch, prefix = tmp_path / "cache", tmp_path / "tmp", tmp_path / "envs" / "fresh"
+    scratch.mkdir()
+    env = tool_env(VERL_BOOTSTRAP_CACHE=str(cache), TMPDIR=str(scratch))
+    argv = ["plan", "--bundle", str(cpu_bundle), "--profile", "cpu", "--prefix", str(prefix)]
+    done = run_tool(*argv, "--json", env=env, prefix=no_network())
+    assert done.returncode == 0, done.stdout + done.stderr
+    route = json.loads(done.stdout)["route"]
+    assert route["kind"] == "lockfile"
+    assert Path(route["lockfile"]).name == read_lockfile_name(cpu_bundle)
+    assert "every sha256 matches its manifest" in done.stderr
+    assert "removed after the plan" in done.stderr
+    assert not (cache / "bundles").exists()
+    assert list(scratch.iterdir()) == []
+    assert not prefix.exists()
+
+
+def read_lockfile_name(bundle: Path) -> str:
+    """The name of the lockfile a bundle holds (its manifest says which member it is)."""
+    return Path(str(manifest_of(bundle)["lockfile"])).name

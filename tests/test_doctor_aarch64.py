@@ -84,11 +84,11 @@ def test_the_plan_on_an_aarch64_host_picks_the_aarch64_lock(
 ) -> None:
     options = RunOptions(profile="fsdp", prefix=tmp_path / "env", cuda="cu130")
     monkeypatch.setattr(platform, "machine", lambda: "aarch64")
-    _, locked = prepare_locked(load_profile("fsdp"), options, driver=None)
+    _, locked = prepare_locked(load_profile("fsdp"), options, "cu130")
     assert locked.path == LOCKFILES / "fsdp" / "cu130-linux-aarch64.lock.yaml"
     assert locked.lock.platform == "linux-aarch64"
     monkeypatch.setattr(platform, "machine", lambda: "x86_64")
-    _, locked = prepare_locked(load_profile("fsdp"), options, driver=None)
+    _, locked = prepare_locked(load_profile("fsdp"), options, "cu130")
     assert locked.path.name == "cu130-linux-64.lock.yaml"
 
 
@@ -96,7 +96,7 @@ def test_a_lock_for_another_platform_is_refused_naming_both(tmp_path: Path) -> N
     aarch64 = LOCKFILES / "fsdp" / "cu130-linux-aarch64.lock.yaml"
     options = RunOptions(profile="fsdp", prefix=tmp_path / "env", cuda="cu130", lockfile=aarch64)
     with pytest.raises(InputError) as refused:
-        prepare_locked(load_profile("fsdp"), options, driver=None)
+        prepare_locked(load_profile("fsdp"), options, "cu130")
     assert "is for linux-aarch64 (aarch64 wheels); this machine is linux-64 (x86_64)" in str(
         refused.value.message
     )

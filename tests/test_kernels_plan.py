@@ -15,6 +15,7 @@ from verl_bootstrap.cli.planview import plan_json, plan_text
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.gpu.query import parse_query_gpus
+from verl_bootstrap.host.variants import choose_variant
 from verl_bootstrap.kernels.sizing import HostResources
 from verl_bootstrap.kernels.wheelhouse import Wheelhouse
 from verl_bootstrap.options import RunOptions
@@ -40,7 +41,9 @@ def host(
     profile: str, tmp_path: Path, found: DriverInfo | None, cores: int, ram: float, **opts: object
 ) -> tuple[RunOptions, HostFacts]:
     options = RunOptions(profile=profile, prefix=tmp_path / "env", **opts)  # type: ignore[arg-type]
-    facts = gather_host(load_profile(profile), options, driver=found, check_optional=False)
+    chosen = load_profile(profile)
+    variant = choose_variant(chosen, found, options.cuda)  # as the plan chooses it, once
+    facts = gather_host(chosen, options, driver=found, variant=variant, check_optional=False)
     assert facts.kernels is not None
     kernels = replace(facts.kernels, resources=HostResources(cores, ram), preset={})
     return options, replace(facts, kernels=kernels)

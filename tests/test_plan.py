@@ -371,7 +371,9 @@ def test_a_stage_change_changes_that_stage_and_every_later_fingerprint_only(
 ) -> None:
     options = RunOptions(profile="cpu", prefix=tmp_path / "env")
     profile = apply_stack(load_profile("cpu"), None)  # as install resolves it: no option stages
-    host = gather_host(profile, options, driver=None, check_optional=False)
+    host = gather_host(
+        profile, options, driver=None, variant=("cpu", "its only variant"), check_optional=False
+    )
     before = compile_plan(profile, options, host).fingerprints()
     torch, deps = profile.stages
     changed = profile.model_copy(
@@ -387,7 +389,9 @@ def test_a_stage_change_changes_that_stage_and_every_later_fingerprint_only(
 def test_a_change_to_the_last_stage_leaves_earlier_stages_alone(tmp_path: Path) -> None:
     options = RunOptions(profile="cpu", prefix=tmp_path / "env")
     profile = apply_stack(load_profile("cpu"), None)  # as install resolves it: no option stages
-    host = gather_host(profile, options, driver=None, check_optional=False)
+    host = gather_host(
+        profile, options, driver=None, variant=("cpu", "its only variant"), check_optional=False
+    )
     before = compile_plan(profile, options, host).fingerprints()
     torch, deps = profile.stages
     extra = Stage(id="extra", packages=("six==1.17.0",))

@@ -12,12 +12,9 @@ from pathlib import Path
 from verl_bootstrap.bundle.manifest import Manifest, read_manifest
 from verl_bootstrap.bundle.unpack import Unpacked, misfits, unpack_bundle, unpack_folder
 from verl_bootstrap.errors import InputError, Refused
-from verl_bootstrap.gpu.detect import detect_driver
 from verl_bootstrap.host.interpreters import find_interpreter
-from verl_bootstrap.host.variants import choose_variant
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import cache_folder
-from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.models import Profile
 
 __all__ = ["OpenedBundle", "open_bundle"]
@@ -27,30 +24,40 @@ __all__ = ["OpenedBundle", "open_bundle"]
 class OpenedBundle:
     """A bundle checked and unpacked, and the options that install from it."""
 
+    archive: Path
     options: RunOptions
     unpacked: Unpacked
     seconds: float  # how long checking and unpacking took
 
 
-def open_bundle(archive: Path, options: RunOptions) -> OpenedBundle:
-    """Check that the bundle fits this host, unpack it, and lock the run to it."""
+def open_bundle(
+    archive: Path,
+    options: RunOptions,
+    profile: Profile,
+    variant: str,
+    *,
+    into: Path | None = None,
+) -> OpenedBundle:
+    """Check that the bundle fits this run of `profile` and `variant` (the plan's choices),
+    unpack it (into the tool's cache, or `into`), and lock the run to it."""
     manifest = read_manifest(archive)
-    profile = check_fits(archive, manifest, options)
+    check_fits(archive, manifest, options, profile, variant)
     started = time.monotonic()
-    unpacked = unpack_bundle(archive, manifest, unpack_folder(cache_folder(), manifest))
+    dest = unpack_folder(into or cache_folder(), manifest)
+    unpacked = unpack_bundle(archive, manifest, dest)
     seconds = time.monotonic() - started
-    return OpenedBundle(bundle_options(options, unpacked, profile), unpacked, seconds)
+    return OpenedBundle(archive, bundle_options(options, unpacked, profile), unpacked, seconds)
 
 
-def check_fits(archive: Path, manifest: Manifest, options: RunOptions) -> Profile:
+def check_fits(
+    archive: Path, manifest: Manifest, options: RunOptions, profile: Profile, variant: str
+) -> None:
     """Refuse a host the bundle does not fit, naming every reason (nothing is unpacked yet)."""
-    profile = load_profile(options.profile)
     if profile.name != manifest.profile:
         raise Refused(
             f"{archive} holds a lock of profile {manifest.profile!r}, not {profile.name!r}",
             hint=f"pass --profile {manifest.profile}",
         )
-    variant, _ = choose_variant(profile, detect_driver(), options.cuda)
     problems = misfits(manifest, variant=variant, python_found=_python_found(manifest, options))
     if problems:
         raise Refused(
@@ -58,7 +65,6 @@ def check_fits(archive: Path, manifest: Manifest, options: RunOptions) -> Profil
             hint="make a bundle for this machine (`verl-bootstrap bundle --platform ...`, or "
             "lock with --cuda/--python-version/--glibc for it)",
         )
-    return profile
 
 
 def _python_found(manifest: Manifest, options: RunOptions) -> bool:

@@ -14,9 +14,8 @@ from verl_bootstrap.errors import EXIT_OK
 
 if TYPE_CHECKING:
     from verl_bootstrap.lockfile.model import Lockfile
-    from verl_bootstrap.options import RunOptions
 
-__all__ = ["bundle_options", "cmd_bundle", "flags_bundle"]
+__all__ = ["cmd_bundle", "flags_bundle"]
 
 
 def flags_bundle(p: argparse.ArgumentParser) -> None:
@@ -107,17 +106,3 @@ def _dry_run(ns: argparse.Namespace, lock: Lockfile, lockfile: Path, archive: Pa
     wheels = f", {kernels} prebuilt kernel wheel(s)" if kernels else ""
     out(f"would write {archive} from {lockfile}: {artifacts} locked packages{wheels}, {verl}{tool}")
     return EXIT_OK
-
-
-def bundle_options(archive: Path, options: RunOptions) -> RunOptions:
-    """`install --bundle PATH`: check the host fits, unpack, say so; the options run a --locked
-    install offline from it (bundle.install)."""
-    from verl_bootstrap.bundle.install import open_bundle
-
-    opened = open_bundle(archive, options)
-    members = len(opened.unpacked.manifest.members)
-    err(
-        f"note: {archive} checked and unpacked into {opened.unpacked.root} in "
-        f"{opened.seconds:.1f} s ({members} members, every sha256 matches its manifest)"
-    )
-    return opened.options

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from verl_bootstrap.cli.options import options_and_state, run_options
@@ -14,8 +15,7 @@ from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import logs_dir, state_file
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
+    from verl_bootstrap.bundle.install import OpenedBundle
     from verl_bootstrap.cli.planview import EnvFacts
     from verl_bootstrap.lifecycle.state import State
     from verl_bootstrap.run.install import InstallResult
@@ -34,30 +34,34 @@ __all__ = [
 
 
 def cmd_plan(ns: argparse.Namespace) -> int:
-    """`plan`: print the graph, run nothing."""
-    if ns.bundle is not None:
-        raise InputError("plan reads no bundle", hint="use `install --bundle PATH --dry-run`")
+    """`plan`: print the graph, run nothing (a --bundle is unpacked into a scratch folder that is
+    removed once the plan is shown: the tool's cache is left as it was)."""
+    import tempfile
+
     from verl_bootstrap.cli.planview import plan_json, plan_text
+    from verl_bootstrap.plan.choices import Bundle
     from verl_bootstrap.run.install import prepare_plan
     from verl_bootstrap.siteconfig.apply import applied_environment
 
     options = run_options(ns)
-    with applied_environment(dict(options.site.environment)):
-        plan = prepare_plan(options)
-    if ns.json:
-        emit_json(plan_json(plan))
-    else:
-        out(plan_text(plan))
+    with (
+        applied_environment(dict(options.site.environment)),
+        tempfile.TemporaryDirectory(prefix="verl-plan-bundle-") as scratch,
+    ):
+        bundle = None if ns.bundle is None else Bundle(ns.bundle, into=Path(scratch))
+        plan = prepare_plan(options, bundle=bundle)
+        if plan.opened is not None:
+            err(opened_line(plan.opened, kept=False))
+        if ns.json:
+            emit_json(plan_json(plan))
+        else:
+            out(plan_text(plan))
     return EXIT_OK
 
 
 def cmd_install(ns: argparse.Namespace) -> int:
     """The main job."""
-    options, state = options_and_state(ns)
-    if ns.bundle is not None:  # from an offline bundle: checked, then unpacked
-        from verl_bootstrap.cli.bundle import bundle_options
-
-        options = bundle_options(ns.bundle, options)
+    options, state = options_and_state(ns)  # a --bundle is opened by the plan, not here
     return install_with(ns, options, state)
 
 
@@ -66,11 +70,15 @@ def install_with(ns: argparse.Namespace, options: RunOptions, state: State | Non
     env's state as read for the options (read once, passed on)."""
     from verl_bootstrap.cli.planview import plan_json, plan_text, report_json, summary_text
     from verl_bootstrap.cli.render import Console
+    from verl_bootstrap.plan.choices import Bundle
     from verl_bootstrap.run.install import prepare_plan, run_install
     from verl_bootstrap.siteconfig.apply import applied_environment
 
+    archive = vars(ns).get("bundle")  # from an offline bundle: checked, then unpacked
     with applied_environment(dict(options.site.environment)):
-        plan = prepare_plan(options)
+        plan = prepare_plan(options, bundle=None if archive is None else Bundle(archive))
+        if plan.opened is not None:
+            err(opened_line(plan.opened, kept=True))
         if ns.dry_run:
             emit_json(plan_json(plan)) if ns.json else out(plan_text(plan))
             return EXIT_OK
@@ -93,6 +101,16 @@ def install_with(ns: argparse.Namespace, options: RunOptions, state: State | Non
         facts = env_facts(result, time.monotonic() - started)
         err(summary_text(result, facts, paint=paint))
     return EXIT_OK if result.ok else EXIT_STEP_FAILED
+
+
+def opened_line(opened: OpenedBundle, *, kept: bool) -> str:
+    """What checking and unpacking a bundle did (`kept`: in the tool's cache, for reuse)."""
+    members = len(opened.unpacked.manifest.members)
+    where = opened.unpacked.root if kept else "a scratch folder, removed after the plan"
+    return (
+        f"note: {opened.archive} checked and unpacked into {where} in {opened.seconds:.1f} s "
+        f"({members} members, every sha256 matches its manifest)"
+    )
 
 
 def env_facts(result: InstallResult, seconds: float) -> EnvFacts:

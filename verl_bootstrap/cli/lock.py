@@ -266,6 +266,7 @@ def _said_lock(
 
 def _targets(ns: argparse.Namespace) -> list[tuple[str, str]]:
     """(profile, variant) pairs to lock; with --all, profiles that run a script are skipped."""
+    from verl_bootstrap.host.variants import known_variant
     from verl_bootstrap.profile import list_profiles, load_profile
 
     if ns.all:
@@ -283,14 +284,10 @@ def _targets(ns: argparse.Namespace) -> list[tuple[str, str]]:
                 "cannot be locked)"
             )
             continue
-        if ns.cuda and ns.cuda not in profile.cuda_variants:  # bad input: nothing is resolved
-            if ns.all:  # --all --cuda X: the profiles that have X
-                continue
-            raise InputError(
-                f"--cuda {ns.cuda}: profile {name!r} has no such variant",
-                hint=f"choose one of: {', '.join(profile.cuda_variants)} "
-                "(or leave --cuda out to lock every variant)",
-            )
+        if ns.cuda and ns.cuda not in profile.cuda_variants and ns.all:
+            continue  # --all --cuda X: the profiles that have X
+        if ns.cuda:  # bad input is refused before anything is resolved
+            known_variant(profile, ns.cuda)
         variants = [ns.cuda] if ns.cuda else list(profile.cuda_variants)
         targets.extend((name, v) for v in variants)
     if ns.output is not None and len(targets) != 1:

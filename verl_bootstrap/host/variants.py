@@ -9,7 +9,7 @@ from verl_bootstrap.gpu.cuda import MIN_DRIVER_FOR_CUDA_MAJOR, version_tuple
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.profile.models import CudaVariant, Profile
 
-__all__ = ["VariantWindow", "choose_variant", "variant_window"]
+__all__ = ["VariantWindow", "choose_variant", "known_variant", "variant_window"]
 
 _NO_DRIVER_HINT = (
     "use --profile cpu for a GPU-less env, or pass --cuda cuXYZ (e.g. --cuda cu130) to prepare "
@@ -62,13 +62,21 @@ def _gpu_windows(profile: Profile) -> list[VariantWindow]:
     return [variant_window(n, v) for n, v in profile.cuda_variants.items() if n != "cpu"]
 
 
-def _explicit(profile: Profile, requested: str) -> tuple[str, str]:
+def known_variant(profile: Profile, requested: str) -> str:
+    """`requested` when the profile has that variant; the one check (and message) for a --cuda
+    the profile lacks, for an install, a plan and a lock alike."""
     if requested not in profile.cuda_variants:
         known = ", ".join(sorted(profile.cuda_variants))
         raise InputError(
             f"--cuda {requested}: profile {profile.name!r} has no such variant",
-            hint=f"its variants: {known}, or --cuda auto",
+            hint=f"its variants: {known}; or leave --cuda out (an install then takes --cuda "
+            "auto, the newest variant the driver runs; a lock locks every variant)",
         )
+    return requested
+
+
+def _explicit(profile: Profile, requested: str) -> tuple[str, str]:
+    known_variant(profile, requested)
     return requested, f"{requested} was asked for with --cuda"
 
 

@@ -54,6 +54,7 @@ def plan_options(plan: Plan) -> dict[str, Any]:
     # as the user named them: a profile file by its path, a site config file by its path
     kept["profile"] = profile_ref(o.profile)
     kept["config"] = _config(o.config)
+    kept["lockfile"] = _path(plan.named_lockfile)  # the user's, or the lab's --locked took
     # a local path is kept as the URL it resolved to, so a resume from elsewhere finds it
     kept["verl_source"] = redact(plan.source.repo) if o.verl_source else None
     return kept

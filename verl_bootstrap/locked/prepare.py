@@ -20,9 +20,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from verl_bootstrap.errors import InputError, Refused
-from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.host.variants import choose_variant
 from verl_bootstrap.locked import memo
 from verl_bootstrap.lockfile.io import read_lockfile
 from verl_bootstrap.lockfile.lookup import (
@@ -67,19 +65,19 @@ class LockedInstall:
 
 
 def prepare_locked(
-    profile: Profile, options: RunOptions, driver: DriverInfo | None
+    profile: Profile,
+    options: RunOptions,
+    variant: str,
+    *,
+    path: Path | None = None,
+    lock: Lockfile | None = None,
 ) -> tuple[Profile, LockedInstall]:
-    """Find and check the lockfile; return the profile narrowed to the lock's Python."""
-
-    variant, _ = choose_variant(profile, driver, options.cuda)
-    path = options.lockfile or default_lockfile(profile.name, variant, host_platform())
-    if not path.is_file():
-        raise InputError(
-            f"no lockfile for profile {profile.name!r}, variant {variant} at {path}",
-            hint=f"make one with `verl-bootstrap lock --profile {options.profile} --cuda {variant}`"
-            ", or pass --lockfile PATH",
-        )
-    lock = read_lockfile(path)
+    """Check the lockfile at `path` (default: --lockfile, else the committed one of the plan's
+    `variant`) against the run; `lock`: its content, when the route already read it. Returns the
+    profile narrowed to the lock's Python."""
+    path = path or options.lockfile or default_lockfile(profile.name, variant, host_platform())
+    if lock is None:
+        lock = _read(path, profile, options, variant)
     _check_matches(lock, path, profile, variant, frozen=options.frozen)
     major, minor = lock.python.split(".")[:2]
     # a range, not "==X.Y.*": conda's match specs refuse "*" after "=="
@@ -87,6 +85,16 @@ def prepare_locked(
     narrowed = profile.model_copy(update={"python": python})
     origin = "--lockfile" if options.lockfile is not None else "committed"
     return narrowed, LockedInstall(lock=lock, path=path, frozen=options.frozen, origin=origin)
+
+
+def _read(path: Path, profile: Profile, options: RunOptions, variant: str) -> Lockfile:
+    if not path.is_file():
+        raise InputError(
+            f"no lockfile for profile {profile.name!r}, variant {variant} at {path}",
+            hint=f"make one with `verl-bootstrap lock --profile {options.profile} --cuda {variant}`"
+            ", or pass --lockfile PATH",
+        )
+    return read_lockfile(path)
 
 
 def _check_matches(

@@ -25,6 +25,7 @@ from verl_bootstrap.commands import pip_launcher
 from verl_bootstrap.envs.condarc import channel_urls, load_condarc
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.host.variants import known_variant
 from verl_bootstrap.lockfile.buildlock import lock_stage_builds
 from verl_bootstrap.lockfile.io import dump_lockfile, read_lockfile
 from verl_bootstrap.lockfile.model import (
@@ -105,7 +106,7 @@ def lock_profile(
 ) -> LockResult:
     """Resolve and write one lockfile; unchanged content leaves the file untouched."""
     profile = load_locked_profile(request.options)
-    variant = _variant(profile, request.options.cuda)
+    variant = known_variant(profile, request.options.cuda)
     _check_platform(request.platform)
     path = request.output or default_lockfile(profile.name, variant, request.platform)
     previous = _previous(path) or (_previous(request.base) if request.base else None)
@@ -214,16 +215,6 @@ def _glibc(wanted: str | None) -> str:
     if len(release) != 2 or release[0] != 2:
         raise InputError(f"--glibc {glibc!r} is not a glibc version (write it like 2.34)")
     return glibc
-
-
-def _variant(profile: Profile, requested: str) -> str:
-    if requested not in profile.cuda_variants:
-        known = ", ".join(sorted(profile.cuda_variants))
-        raise InputError(
-            f"--cuda {requested}: profile {profile.name!r} has no such variant",
-            hint=f"choose one of: {known} (or leave --cuda out to lock every variant)",
-        )
-    return requested
 
 
 def _check_platform(platform: str) -> None:

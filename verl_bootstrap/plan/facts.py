@@ -11,7 +11,6 @@ from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.host.filesystems import storage_notes
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.host.interpreters import find_interpreter
-from verl_bootstrap.host.variants import choose_variant
 from verl_bootstrap.kernels.host import KernelHost, gather_kernel_host
 from verl_bootstrap.kernels.record import record_for_profile
 from verl_bootstrap.options import RunOptions
@@ -42,12 +41,14 @@ def gather_host(
     options: RunOptions,
     *,
     driver: DriverInfo | None,
+    variant: tuple[str, str],
+    indexes: tuple[IndexSettings, list[str]] | None = None,
     environ: Mapping[str, str] | None = None,
     check_optional: bool = True,
 ) -> HostFacts:
-    """Choose the CUDA variant, the interpreter and the indexes for this run."""
-    variant, reason = choose_variant(profile, driver, options.cuda)
-    settings, notes = index_settings(
+    """The interpreter, the indexes and the kernel sources for this run of `variant` (the plan's
+    choice, and why); `indexes`: the index settings and their notes, when already read."""
+    settings, notes = indexes or index_settings(
         profile, options, environ=environ, check_optional=check_optional
     )
     backend = options.backend_for(profile.env)
@@ -66,8 +67,8 @@ def gather_host(
             record=record_for_profile(options.profile),
         )
     return HostFacts(
-        variant=variant,
-        variant_reason=reason,
+        variant=variant[0],
+        variant_reason=variant[1],
         interpreter=interpreter,
         settings=settings,
         backend=backend,

@@ -15,11 +15,9 @@ from pathlib import Path
 from urllib.parse import urlparse, urlsplit, urlunsplit
 
 from verl_bootstrap.errors import BootstrapError, InputError
-from verl_bootstrap.gpu.model import DriverInfo
-from verl_bootstrap.host.variants import choose_variant
 from verl_bootstrap.lockfile.fit import Candidate, Choice, Wanted, choose
 from verl_bootstrap.lockfile.io import read_lockfile
-from verl_bootstrap.lockfile.model import profile_hash
+from verl_bootstrap.lockfile.model import Lockfile, profile_hash
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import atomic_write, cache_folder, default_lockfile
 from verl_bootstrap.platforms import host_platform
@@ -41,11 +39,12 @@ class Route:
     # why the lab's lockfile was passed over, when the site config names a lab folder and the run
     # takes another route (a lab member expects the lab's env: a silent fallback would hide it)
     lab_passed: str = ""
+    lock: Lockfile | None = None  # the chosen lockfile as read here (it is read once per run)
 
 
-def choose_route(profile: Profile, options: RunOptions, driver: DriverInfo | None) -> Route:
-    """The lab's lockfile, else the committed one, when it fits this run; else resolve, and why."""
-    variant, _ = choose_variant(profile, driver, options.cuda)
+def choose_route(profile: Profile, options: RunOptions, variant: str) -> Route:
+    """The lab's lockfile, else the committed one, when it fits this run of `variant` (the plan's
+    choice); else resolve, and why. `profile` is the one the run installs (its stack applied)."""
     candidates = _candidates(profile, options, variant)
     choice = choose(candidates, _wanted(profile, options, variant, candidates))
     return _route(choice)
@@ -56,7 +55,7 @@ def _route(choice: Choice) -> Route:
     if choice.chosen is None:
         return Route(lockfile=None, origin="", reason=choice.why_resolving(), lab_passed=lab)
     chosen = choice.chosen
-    return Route(lockfile=chosen.path, origin=chosen.origin, reason="", lab_passed=lab)
+    return Route(chosen.path, chosen.origin, reason="", lab_passed=lab, lock=chosen.lock)
 
 
 def _candidates(profile: Profile, options: RunOptions, variant: str) -> list[Candidate]:
@@ -128,7 +127,7 @@ def _read(origin: str, path: Path, shown: str | None = None) -> Candidate:
 def _wanted(
     profile: Profile, options: RunOptions, variant: str, candidates: list[Candidate]
 ) -> Wanted:
-    ref = options.verl_ref or profile.verl.ref
+    ref = profile.verl.ref  # --verl-ref, as apply_stack set it
     return Wanted(
         profile=profile.name,
         profile_hash=profile_hash(profile, variant),

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verl_bootstrap.bundle.install import OpenedBundle
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.kernels.planning import KernelDecision
@@ -56,6 +57,9 @@ class Plan:
     locked: LockedInstall | None = None  # --locked/--frozen: the lockfile the stages install
     kernels: Mapping[str, KernelDecision] = field(default_factory=dict)  # stage id -> decision
     route: str = ""  # the run's first line: which lockfile it installs, or why it resolves
+    # the lockfile the record names (plan.choices.Choices.named_lockfile); options stay as given
+    named_lockfile: Path | None = None
+    opened: OpenedBundle | None = None  # --bundle: the bundle checked and unpacked for this plan
 
     # What the steps read: the choices as they resolved (steps never reach into the options).
     @property

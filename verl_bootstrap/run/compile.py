@@ -40,6 +40,7 @@ def compile_plan(
         settings=host.settings,
         stages=stage_specs(profile, host.variant),
         steps=(),
+        named_lockfile=options.lockfile,
     )
     if locked is not None:
         draft = attach_locked(draft, locked)

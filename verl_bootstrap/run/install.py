@@ -13,17 +13,12 @@ from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.lifecycle.guard import guarding
 from verl_bootstrap.lifecycle.runlog import begin_run, end_run, top_level
 from verl_bootstrap.lifecycle.state import State
-from verl_bootstrap.locked.prepare import LockedInstall, precheck, prepare_locked
 from verl_bootstrap.lockfile.gaps import LABELS
-from verl_bootstrap.lockfile.lookup import NotServed
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import STATE_DIRNAME, guard_file, state_file
-from verl_bootstrap.plan.facts import gather_host
-from verl_bootstrap.plan.lockroute import Route, choose_route, route_line
+from verl_bootstrap.plan.choices import Bundle, make_choices
+from verl_bootstrap.plan.lockroute import route_line
 from verl_bootstrap.plan.model import Plan
-from verl_bootstrap.profile import load_profile
-from verl_bootstrap.profile.models import Profile
-from verl_bootstrap.profile.stacks import apply_stack
 from verl_bootstrap.run.compile import compile_plan
 from verl_bootstrap.run.repair import Repair, env_drift, take_out_changed
 from verl_bootstrap.run.runner import RunReport, run_plan
@@ -52,77 +47,19 @@ def prepare_plan(
     driver: DriverInfo | None = None,
     detect: bool = True,
     check_optional: bool = True,
+    bundle: Bundle | None = None,
 ) -> Plan:
-    """Load and resolve the profile, read the host, and compile the plan (nothing runs)."""
-    profile = load_profile(options.profile)
-    profile = apply_stack(
-        profile,
-        options.verl_ref,
-        allow_unsupported=options.allow_unsupported_ref,
-        options=frozenset({"tests"} if options.with_tests else ()),
-    )
+    """Make each choice once (plan.choices), then compile the plan once (nothing runs but the
+    unpacking of a `bundle`)."""
     if detect and driver is None:
         driver = detect_driver()
-    chosen, options, locked, route = _lock_route(profile, options, driver)
-    reason = route.reason
-    host = gather_host(chosen, options, driver=driver, check_optional=check_optional)
-    plan = compile_plan(chosen, options, host, locked=locked)  # every input checked first
-    if locked is not None:  # every artifact is looked up and hash-checked before anything runs
-        try:
-            locked = precheck(locked, host.settings, offline=options.offline)
-        except NotServed as exc:
-            if _lock_required(options):
-                raise
-            # this user's indexes lack some locked files: resolve, as with no lockfile at all
-            chosen, locked, reason = profile, None, exc.message
-            host = gather_host(chosen, options, driver=driver, check_optional=check_optional)
-        plan = compile_plan(chosen, options, host, locked=locked)
-    if route.lab_passed:  # said with the plan's other notes, before anything runs
-        note = f"not the lab's lockfile: {route.lab_passed}"
+    chosen = make_choices(options, driver, bundle=bundle, check_optional=check_optional)
+    plan = compile_plan(chosen.profile, chosen.options, chosen.host, locked=chosen.locked)
+    plan = replace(plan, named_lockfile=chosen.named_lockfile, opened=chosen.opened)
+    if chosen.lab_passed:  # said with the plan's other notes, before anything runs
+        note = f"not the lab's lockfile: {chosen.lab_passed}"
         plan = replace(plan, host=replace(plan.host, notes=(*plan.host.notes, note)))
-    return replace(plan, route=_route_line(plan, reason))
-
-
-def _lock_required(options: RunOptions) -> bool:
-    return options.locked or options.frozen or options.lockfile is not None
-
-
-def _lock_route(
-    profile: Profile, options: RunOptions, driver: DriverInfo | None
-) -> tuple[Profile, RunOptions, LockedInstall | None, Route]:
-    """The lockfile the run installs (the profile narrowed to its Python), or None and why not.
-
-    By default the lab's lockfile, else the committed one, when it fits; `--locked`, `--frozen`
-    and `--lockfile` require one (the lab's first when it fits); `--resolve` takes none.
-    """
-    required = _lock_required(options)
-    if required and options.resolve:
-        raise InputError(
-            "--resolve cannot be combined with --locked, --frozen or --lockfile",
-            hint="--resolve resolves against today's index; the others install a lockfile",
-        )
-    if options.resolve:
-        return profile, options, None, Route(None, "", "--resolve given")
-    route = choose_route(profile, options, driver)
-    if required:  # a lockfile must fit, or the run fails
-        if options.with_tests:  # lockfiles hold the default selection of stages only
-            raise InputError(
-                "--with-tests cannot be combined with a lockfile install",
-                hint="install the lockfile, then run the same command again without --locked "
-                "and with --with-tests to add the test tools",
-            )
-        if options.lockfile is not None:  # the user's own choice: the lab's is not asked for
-            route = replace(route, lab_passed="")
-        elif route.origin == "lab":
-            options = replace(options, lockfile=route.lockfile)
-        narrowed, locked = prepare_locked(profile, options, driver)
-        if route.origin and options.lockfile in (None, route.lockfile):
-            locked = replace(locked, origin=route.origin)
-        return narrowed, options, locked, replace(route, reason="")
-    if route.lockfile is None:
-        return profile, options, None, route
-    narrowed, locked = prepare_locked(profile, replace(options, lockfile=route.lockfile), driver)
-    return narrowed, options, replace(locked, origin=route.origin), replace(route, reason="")
+    return replace(plan, route=_route_line(plan, chosen.reason))
 
 
 def _route_line(plan: Plan, reason: str) -> str:

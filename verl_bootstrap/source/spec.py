@@ -26,13 +26,14 @@ class SourceSpec:
 
     @classmethod
     def from_profile(cls, profile: Profile, options: RunOptions, state: Path) -> SourceSpec:
-        """The source the run uses: --verl-source/--verl-ref over the profile's."""
+        """The source the run uses: --verl-source over the profile's repo; the profile's ref
+        (`profile` has its stack applied, which set --verl-ref there)."""
         del state  # the checkout sits beside the env, where users can find and edit it
         repo = options.verl_source or profile.verl.repo
         needs_repo = any(s.kind == "script" for s in profile.stages)
         return cls(
             repo=git_url(repo),
-            ref=options.verl_ref or profile.verl.ref,
+            ref=profile.verl.ref,
             checkout=options.prefix / "src" / "verl",
             sdist_fallback=profile.verl.sdist_fallback and not needs_repo,
         )

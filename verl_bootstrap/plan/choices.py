@@ -1,0 +1,157 @@
+"""The decisions a plan rests on, each made once and in order: the stack, the CUDA variant, the
+route (with its lockfile read and hash-checked), then the host facts that depend on them.
+
+Every later reader (the compiler, the record, the route line) takes them from `Choices`; none
+works one out again. The user's options are never rewritten: what the run chose lives here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from verl_bootstrap.bundle.install import OpenedBundle, open_bundle
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.gpu.model import DriverInfo
+from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.host.variants import choose_variant
+from verl_bootstrap.locked.prepare import LockedInstall, precheck, prepare_locked
+from verl_bootstrap.lockfile.lookup import NotServed
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.plan.facts import HostFacts, gather_host
+from verl_bootstrap.plan.lockroute import Route, choose_route
+from verl_bootstrap.profile import load_profile
+from verl_bootstrap.profile.models import Profile
+from verl_bootstrap.profile.stacks import apply_stack
+from verl_bootstrap.siteconfig.apply import index_settings
+
+__all__ = ["Bundle", "Choices", "make_choices"]
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """`--bundle ARCHIVE`: the bundle a run installs from, and where it is unpacked (None: the
+    tool's cache, kept for the next env from it; `plan` gives a scratch folder it removes)."""
+
+    archive: Path
+    into: Path | None = None
+
+
+@dataclass(frozen=True)
+class Choices:
+    """What this run installs and where, each decided once (see the module docstring)."""
+
+    options: RunOptions  # the user's; with --bundle, locked to the bundle (bundle.install)
+    profile: Profile  # its stack applied; narrowed to the lockfile's Python on a lockfile route
+    host: HostFacts  # the variant and why, the interpreter, the indexes, the kernel sources
+    locked: LockedInstall | None  # the lockfile installed, hash-checked (None: resolve)
+    reason: str  # why the run resolves ("" when it installs a lockfile)
+    lab_passed: str = ""  # why the lab's lockfile was passed over ("" when it was not)
+    # the lockfile the env's record names: --lockfile, or the lab's that --locked/--frozen took
+    # (a resume then installs that same file); None when the route chose one by default
+    named_lockfile: Path | None = None
+    opened: OpenedBundle | None = None  # --bundle: the bundle checked and unpacked for the run
+
+
+def make_choices(
+    options: RunOptions,
+    driver: DriverInfo | None,
+    *,
+    bundle: Bundle | None = None,
+    check_optional: bool = True,
+) -> Choices:
+    """The stack, variant, route and host facts for `options` on a host with `driver`; with a
+    bundle, it is checked against the variant and unpacked before the route is chosen."""
+    profile = apply_stack(
+        load_profile(options.profile),
+        options.verl_ref,
+        allow_unsupported=options.allow_unsupported_ref,
+        options=frozenset({"tests"} if options.with_tests else ()),
+    )
+    variant = choose_variant(profile, driver, options.cuda)
+    opened = None
+    if bundle is not None:  # a step of planning: the options never unpack anything
+        opened = open_bundle(bundle.archive, options, profile, variant[0], into=bundle.into)
+        options = opened.options
+    indexes = index_settings(profile, options, check_optional=check_optional)
+    route, narrowed, locked = _checked_route(profile, options, variant[0], indexes[0])
+    host = gather_host(narrowed, options, driver=driver, variant=variant, indexes=indexes)
+    named = _named(options, route)
+    return Choices(options, narrowed, host, locked, route.reason, route.lab_passed, named, opened)
+
+
+def _checked_route(
+    profile: Profile, options: RunOptions, variant: str, settings: IndexSettings
+) -> tuple[Route, Profile, LockedInstall | None]:
+    """The route with its lockfile hash-checked on the indexes (before the plan is compiled, so
+    it is compiled once): a lockfile chosen by default whose files the indexes lack gives way to
+    resolving, and says why; a required one is refused."""
+    route, narrowed, locked = _lock_route(profile, options, variant)
+    if locked is None:
+        return route, narrowed, None
+    try:
+        return route, narrowed, precheck(locked, settings, offline=options.offline)
+    except NotServed as exc:
+        if lock_required(options):
+            raise
+        return replace(route, reason=exc.message), profile, None
+
+
+def _named(options: RunOptions, route: Route) -> Path | None:
+    """The lockfile the record names: the user's --lockfile, else the lab's one that a
+    --locked/--frozen run took (as a resume must install it again), else none."""
+    lab = lock_required(options) and route.origin == "lab"
+    return options.lockfile or (route.lockfile if lab else None)
+
+
+def lock_required(options: RunOptions) -> bool:
+    """--locked, --frozen and --lockfile: a lockfile must fit, or the run fails."""
+    return options.locked or options.frozen or options.lockfile is not None
+
+
+def _lock_route(
+    profile: Profile, options: RunOptions, variant: str
+) -> tuple[Route, Profile, LockedInstall | None]:
+    """The lockfile the run installs (the profile narrowed to its Python), or None and why not.
+
+    By default the lab's lockfile, else the committed one, when it fits; `--locked`, `--frozen`
+    and `--lockfile` require one (the lab's first when it fits); `--resolve` takes none.
+    """
+    required = lock_required(options)
+    if required and options.resolve:
+        raise InputError(
+            "--resolve cannot be combined with --locked, --frozen or --lockfile",
+            hint="--resolve resolves against today's index; the others install a lockfile",
+        )
+    if options.resolve:
+        return Route(None, "", "--resolve given"), profile, None
+    route = choose_route(profile, options, variant)
+    if required:
+        return _required(profile, options, variant, route)
+    if route.lockfile is None:
+        return route, profile, None
+    narrowed, locked = prepare_locked(
+        profile, options, variant, path=route.lockfile, lock=route.lock
+    )
+    return replace(route, reason=""), narrowed, replace(locked, origin=route.origin)
+
+
+def _required(
+    profile: Profile, options: RunOptions, variant: str, route: Route
+) -> tuple[Route, Profile, LockedInstall]:
+    """A lockfile must fit, or the run fails: the user's --lockfile, else the lab's that fits,
+    else the committed one (checked, and refused with why when it does not fit)."""
+    if options.with_tests:  # lockfiles hold the default selection of stages only
+        raise InputError(
+            "--with-tests cannot be combined with a lockfile install",
+            hint="install the lockfile, then run the same command again without --locked "
+            "and with --with-tests to add the test tools",
+        )
+    if options.lockfile is not None:  # the user's own choice: the lab's is not asked for
+        route = replace(route, lab_passed="")
+    path = options.lockfile or route.lockfile  # None: the committed one, checked to say why
+    read = route.lock if path == route.lockfile else None
+    narrowed, locked = prepare_locked(profile, options, variant, path=path, lock=read)
+    if route.origin and options.lockfile in (None, route.lockfile):
+        locked = replace(locked, origin=route.origin)
+    return replace(route, reason=""), narrowed, locked
