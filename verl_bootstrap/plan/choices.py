@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from verl_bootstrap.bundle.install import OpenedBundle, open_bundle
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.host.indexes import IndexSettings
@@ -24,6 +24,9 @@ from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack
 from verl_bootstrap.siteconfig.apply import index_settings
+
+if TYPE_CHECKING:
+    from verl_bootstrap.bundle.install import OpenedBundle
 
 __all__ = ["Bundle", "Choices", "make_choices"]
 
@@ -71,6 +74,9 @@ def make_choices(
     variant = choose_variant(profile, driver, options.cuda)
     opened = None
     if bundle is not None:  # a step of planning: the options never unpack anything
+        # loaded only when a bundle is named: `plan` and a plain install start without it
+        from verl_bootstrap.bundle.install import open_bundle  # noqa: PLC0415 - see above
+
         opened = open_bundle(bundle.archive, options, profile, variant[0], into=bundle.into)
         options = opened.options
     indexes = index_settings(profile, options, check_optional=check_optional)

@@ -7,9 +7,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from verl_bootstrap.bundle.install import OpenedBundle
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.kernels.planning import KernelDecision
@@ -22,6 +21,9 @@ from verl_bootstrap.plan.facts import HostFacts
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stagespec import StageSpec
 from verl_bootstrap.source.spec import SourceSpec
+
+if TYPE_CHECKING:  # the bundle package is loaded only by a run that names one
+    from verl_bootstrap.bundle.install import OpenedBundle
 
 __all__ = ["Plan", "Step"]
 
