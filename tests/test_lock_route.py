@@ -174,6 +174,20 @@ def test_the_labs_lockfile_wins_over_the_committed_one(
     assert made["route"] == route["line"] and made["lockfile"]["path"] == str(lock)
 
 
+def test_locked_takes_the_labs_lockfile_records_it_and_leaves_the_options_as_given(
+    lab: Path, verl_repo_session: Path, tmp_path: Path
+) -> None:
+    """The lockfile --locked chose lives in the plan (plan.choices), not in the user's options;
+    the env's record still names it, so a resume with --locked installs that same file."""
+    lock = lab / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"
+    args: list[str | Path] = ["--profile", "cpu", "--prefix", tmp_path / "env", "--locked"]
+    plan = planned(*args, "--verl-source", verl_repo_session, "--config", lab / "site.yaml")
+    assert plan.options.lockfile is None  # as the user gave it
+    assert plan.locked is not None and plan.locked.origin == "lab" and plan.locked.path == lock
+    made = record_of(plan)
+    assert made["options"]["lockfile"] == str(lock) and made["lockfile"]["origin"] == "lab"
+
+
 def test_a_lab_lockfile_whose_tag_moved_is_stale_and_never_used(
     lab: Path, verl_repo_session: Path, tmp_path: Path
 ) -> None:
