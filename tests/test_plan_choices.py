@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,28 +20,37 @@ from verl_bootstrap.cli.options import options_and_state, run_options
 from verl_bootstrap.cli.parse import build_parser
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
 from verl_bootstrap.host import variants
+from verl_bootstrap.lockfile.io import read_lockfile
 from verl_bootstrap.profile import list_profiles, load_profile
+from verl_bootstrap.run.compile import compile_plan
 from verl_bootstrap.run.install import prepare_plan
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"
 
 
-@pytest.fixture
-def calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The variants `choose_variant` returned, one entry per call, from any module."""
-    real = variants.choose_variant
-    seen: list[str] = []
+def counting(monkeypatch: pytest.MonkeyPatch, real: Callable[..., Any]) -> list[Any]:
+    """What `real` returned, one entry per call, from any module that imported it."""
+    seen: list[Any] = []
 
-    def counted(*args: Any, **kwargs: Any) -> tuple[str, str]:
-        chosen = real(*args, **kwargs)
-        seen.append(chosen[0])
-        return chosen
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        seen.append(real(*args, **kwargs))
+        return seen[-1]
 
     for module in list(sys.modules.values()):
-        if getattr(module, "choose_variant", None) is real:
-            monkeypatch.setattr(module, "choose_variant", counted)
+        if getattr(module, real.__name__, None) is real:
+            monkeypatch.setattr(module, real.__name__, counted)
     return seen
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """The (variant, reason) `choose_variant` returned, one entry per call."""
+    return counting(monkeypatch, variants.choose_variant)
+
+
+def chosen(calls: list[tuple[str, str]]) -> list[str]:
+    return [variant for variant, _ in calls]
 
 
 def plan_json(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> dict[str, Any]:
@@ -55,28 +65,33 @@ def gpu_variant(name: str) -> str:
 
 @pytest.mark.parametrize("name", list_profiles())
 def test_planning_a_shipped_profile_by_resolving_chooses_its_variant_once(
-    name: str, tmp_path: Path, calls: list[str], capsys: pytest.CaptureFixture[str]
+    name: str, tmp_path: Path, calls: list[tuple[str, str]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     cuda = "cpu" if name == "cpu" else gpu_variant(name)
     body = plan_json(
         capsys, "--profile", name, "--prefix", tmp_path / "env", "--cuda", cuda, "--resolve"
     )
-    assert calls == [cuda]
+    assert chosen(calls) == [cuda]
     assert body["route"]["kind"] == "resolve"
 
 
-def test_planning_the_committed_lockfile_route_chooses_the_variant_once(
-    tmp_path: Path, calls: list[str], capsys: pytest.CaptureFixture[str]
+def test_planning_the_committed_lockfile_route_chooses_the_variant_and_reads_the_lock_once(
+    tmp_path: Path,
+    calls: list[tuple[str, str]],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    reads = counting(monkeypatch, read_lockfile)
     body = plan_json(capsys, "--profile", "cpu", "--prefix", tmp_path / "env")
-    assert calls == ["cpu"]
+    assert chosen(calls) == ["cpu"]
+    assert len(reads) == 1  # the chosen lockfile is read once, by the route
     assert body["route"]["kind"] == "lockfile"
     assert Path(body["route"]["lockfile"]) == COMMITTED
 
 
 def test_falling_back_from_an_unserved_lockfile_chooses_the_variant_once(
     tmp_path: Path,
-    calls: list[str],
+    calls: list[tuple[str, str]],
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -84,6 +99,7 @@ def test_falling_back_from_an_unserved_lockfile_chooses_the_variant_once(
     empty.mkdir()
     # an index that serves nothing: the committed lockfile fits, but cannot be fetched here
     monkeypatch.setenv("PIP_INDEX_URL", empty.as_uri())
+    compiles = counting(monkeypatch, compile_plan)
     body = plan_json(
         capsys,
         "--profile",
@@ -93,7 +109,8 @@ def test_falling_back_from_an_unserved_lockfile_chooses_the_variant_once(
         "--index",
         f"pytorch-cpu={empty.as_uri()}",
     )
-    assert calls == ["cpu"]
+    assert chosen(calls) == ["cpu"]
+    assert len(compiles) == 1  # the route is settled (and fell back) before the one compile
     assert body["route"]["kind"] == "resolve"
     assert body["route"]["line"].startswith("resolving: ")
     assert "could not be looked up" in body["route"]["line"]
