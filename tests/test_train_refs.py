@@ -123,3 +123,12 @@ def test_verify_train_at_the_ref(
         assert run.code == 1
         assert checks[f"{level} step"]["status"] == "skipped"
         assert "has no platform registry" in checks[f"{level} step"]["detail"]
+
+
+def test_a_missing_registry_file_is_left_to_the_parts_check(unpacked: dict[str, Path]) -> None:
+    """A registry's file is in every release: without it the env is damaged (the level fails,
+    naming the module: tests/test_verify_train.py), not a release the route turns away."""
+    found = _locate(unpacked["0.9.1"])
+    assert cpu_blocker({**found, "rollout_registry": None}) == ""
+    assert "has no rollout replica registry" in cpu_blocker({**found, "rollout_registry": False})
+    assert "has no platform registry" in cpu_blocker({**found, "platform_registry": None})

@@ -192,6 +192,9 @@ HOOKS = {
 
 
 def _has(folders, relative, text):
+    """True: the file has the hook; False: the file is there without it; None: no such file
+    (a release without it, or an env with the file removed: the parts check tells which)."""
+    found = None
     for folder in folders:
         try:
             with open(os.path.join(folder, *relative.split("/")), encoding="utf-8") as fh:
@@ -199,7 +202,8 @@ def _has(folders, relative, text):
                     return True
         except OSError:
             continue
-    return False
+        found = False
+    return found
 
 
 def _version_file(folders):

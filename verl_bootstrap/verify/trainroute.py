@@ -210,20 +210,28 @@ def _gpu_rollout(python: Path, log_path: Path | None) -> str:
     return "vllm" if answer.get("vllm") else "sglang" if answer.get("sglang") else "none"
 
 
-# what the CPU plugin needs of verl: (the answer's key, what it is, where it lives)
+# what the CPU plugin needs of verl: (the answer's key, what it is, where it lives, whether a
+# missing file means the release lacks it: verl/plugin/platform came in 0.9.0; the registries'
+# files are in every release, so one missing is a damaged env, which the parts check names)
 _CPU_HOOKS = (
-    ("external_modules", "external-module hook", "VERL_USE_EXTERNAL_MODULES in verl/__init__.py"),
-    ("platform_registry", "platform registry", "verl/plugin/platform"),
-    ("engine_registry", "engine registry", "verl/workers/engine/base.py"),
-    ("rollout_registry", "rollout replica registry", "verl/workers/rollout/replica.py"),
+    (
+        "external_modules",
+        "external-module hook",
+        "VERL_USE_EXTERNAL_MODULES in verl/__init__.py",
+        True,
+    ),
+    ("platform_registry", "platform registry", "verl/plugin/platform", True),
+    ("engine_registry", "engine registry", "verl/workers/engine/base.py", False),
+    ("rollout_registry", "rollout replica registry", "verl/workers/rollout/replica.py", False),
 )
 
 
 def cpu_blocker(found: Mapping[str, object]) -> str:
     """Why the tool's CPU plugin cannot train the verl `found` (train_assets.py locate's answer)
     describes; "" when it can. Each hook is the one public way the plugin supplies a part."""
-    for key, what, where in _CPU_HOOKS:
-        if not found.get(key):
+    for key, what, where, file_is_release in _CPU_HOOKS:
+        have = found.get(key)
+        if have is False or (have is None and file_is_release):
             return (
                 f"verl {found.get('version')} has no {what} ({where}), through which the tool "
                 "supplies a CPU platform, engine and rollout: on a CPU this release cannot "
