@@ -5,7 +5,9 @@ The default suite reads each sdist's source with the probe `verify --train` runs
 (`train_assets.py locate`: which public hooks verl has, nothing imported) and asks the route
 what it decides; a ref that cannot train on a CPU must say why. The real training runs at the
 other refs are behind the marker `train_refs` (`make test-train-refs`): each installs a cpu env
-at that ref, minutes apiece on a shared 2-core host.
+at that ref, minutes apiece on a shared 2-core host. v0.8.0's stack takes torch 2.8.0's CPU build:
+a host without the PyTorch CPU index (or a find-links folder holding that wheel) cannot install it,
+and its cases fail there with preflight's word on how to fix that.
 """
 
 from __future__ import annotations
