@@ -47,8 +47,11 @@ class Installed:
     first: Run
 
 
-def install_cpu_env(tmp_path_factory: pytest.TempPathFactory, repo: Path) -> Installed:
-    """`verl-bootstrap --profile cpu` from the local verl repo `repo` (v0.9.1)."""
+def install_cpu_env(
+    tmp_path_factory: pytest.TempPathFactory, repo: Path, *, ref: str | None = None
+) -> Installed:
+    """`verl-bootstrap --profile cpu` from the local verl repo `repo` (v0.9.1, or `ref`)."""
     prefix = tmp_path_factory.mktemp("e2e") / "cpu"
     argv = ["--profile", "cpu", "--prefix", str(prefix), "--verl-source", str(repo), "--json"]
+    argv += ["--verl-ref", ref] if ref else []
     return Installed(prefix=prefix, repo=repo, argv=argv, first=run_cli(argv))

@@ -24,6 +24,7 @@ from verl_bootstrap.host.filesystems import (
     read_mounts,
     storage_notes,
 )
+from verl_bootstrap.paths import PROBES
 
 
 def test_cluster_script_emits_a_valid_sbatch_script(tmp_path: Path) -> None:
@@ -165,3 +166,70 @@ def test_the_plan_warns_about_a_shared_prefix_and_a_remote_cache(
     notes = json.loads(capsys.readouterr().out)["notes"]
     assert any("cannot promise that its prefix lock holds across nodes" in n for n in notes)
     assert any(f"the cache {tmp_path / 'home' / '.cache' / 'uv'} is on nfs4" in n for n in notes)
+
+
+def _trained(level: str, *, ok: bool, failed: str = "") -> dict[str, object]:
+    checks = [{"name": "loss", "status": "ok", "detail": "loss 5.656"}]
+    if failed:
+        checks.append({"name": f"{level} step", "status": "fail", "detail": failed})
+    figures = {"loss": 5.656, "weights": {"changed": 26, "compared": 26}} if ok else {}
+    return {
+        "level": level,
+        "route": "cpu",
+        "ok": ok,
+        "seconds": 80.4,
+        "figures": figures,
+        "checks": checks,
+    }
+
+
+def test_the_table_shows_each_nodes_training_step_and_names_the_failing_part() -> None:
+    """The shape `cluster verify --train` answers with (the real run: test_cluster_slurm.py)."""
+    why = "verl.workers.engine.fsdp.transformer_impl do not import: No module named 'peft'"
+    answers = [
+        {"host": "n1", "train": _trained("sft", ok=True)},
+        {"host": "n2", "train": _trained("sft", ok=False, failed=why)},
+        {"host": "n3", "train": {"level": "sft", "ok": False, "error": "verify --train exited 2"}},
+    ]
+    report = compare(answers, {})
+    assert [f for _, f in report.failures] == [
+        f"training step (sft): sft step: {why}",
+        "training step (sft): verify --train exited 2",
+    ]
+    text = table_text(report)
+    rows = {line.split()[0]: line.split()[:3] for line in text.splitlines() if line[:1] == "n"}
+    assert rows == {
+        "n1": ["n1", "ok", "ok"],
+        "n2": ["n2", "FAIL", "FAIL"],
+        "n3": ["n3", "FAIL", "FAIL"],
+    }
+    assert "  n1: sft ok, cpu, 80 s, loss 5.656, weights changed 26/26, log-prob max diff -" in text
+    assert "  n2: sft FAIL, cpu: sft step failed" in text
+    assert "  n3: FAIL, verify --train exited 2" in text
+
+
+def test_without_train_the_table_has_no_train_column() -> None:
+    text = table_text(compare([{"host": "n1"}], {}))
+    assert text.splitlines()[0].split()[:3] == ["NODE", "CHECKS", "LOCK"]
+
+
+def test_the_node_runs_the_tools_verify_train_and_reads_its_error(tmp_path: Path) -> None:
+    """A real child process for the tool: one that refuses, as a bad --prefix makes it."""
+    namespace: dict[str, object] = {"__name__": "node_report"}
+    exec(compile((PROBES / "node_report.py").read_text(), "node_report.py", "exec"), namespace)
+    tool = tmp_path / "tool"
+    tool.write_text(
+        '#!/bin/sh\necho "{\\"ok\\": false, \\"error\\": {}}"\n'
+        'echo "error: verify: --prefix $3 is not a folder" >&2\nexit 2\n'
+    )
+    tool.chmod(0o755)
+    train = {"command": [str(tool), "verify", "--prefix", "$HOME/x"], "level": "rl", "timeout": 60}
+    run_train = namespace["run_train"]
+    assert callable(run_train)
+    answer = run_train(train)
+    home = Path.home()
+    assert answer == {
+        "ok": False,
+        "level": "rl",
+        "error": f"verify --train exited 2: error: verify: --prefix {home}/x is not a folder",
+    }

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cpuenv import install_cpu_env
 from labextras import make_wheel
 from labfixtures import TOOL, clean_environ, lab, lab_env, write_yaml
 from slurmcluster import SlurmCluster
@@ -249,3 +250,84 @@ def test_an_env_on_a_shared_filesystem_is_built_once_then_verified_everywhere(
     here = f"ran install --profile cpu --prefix {nodes}/$SLURMD_NODENAME --wait 3600"
     assert [n["tail"] for n in body["nodes"]] == [[f"{here} on the login node"]]
     assert [n["label"] for n in body["verify"]["nodes"]] == ["n1", "n2", "n3"]
+
+
+@pytest.fixture(scope="module")
+def trainable(tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path) -> Path:
+    """This module's own cpu env (verl 0.9.1) for the training steps, which record into it."""
+    installed = install_cpu_env(tmp_path_factory, verl_repo_session)
+    assert installed.first.code == 0, installed.first.stderr
+    return installed.prefix
+
+
+def _view_without(built: Path, dest: Path, module: str) -> Path:
+    """A node's own view of the env: a tree of links to `built` (the venv's python finds its
+    pyvenv.cfg there, so its site-packages are the view's) with its own copy of the tool's
+    record, verl's editable install pointed at the view's verl, and one verl module removed."""
+    subprocess.run(["cp", "-as", str(built), str(dest)], check=True)
+    state = dest / ".verl-bootstrap"  # the tool's own record is a plain file, never a link
+    subprocess.run(["rm", "-r", str(state)], check=True)
+    subprocess.run(["cp", "-a", str(built / ".verl-bootstrap"), str(state)], check=True)
+    (site,) = dest.glob("lib/python3*/site-packages")
+    pointed = []
+    for link in [*site.glob("__editable__*"), *site.glob("*.pth")]:
+        text = link.read_text(encoding="utf-8")
+        if str(built) in text:
+            link.unlink()
+            link.write_text(text.replace(str(built), str(dest)), encoding="utf-8")
+            pointed.append(link.name)
+    assert pointed, "verl's editable install names no path to point at the view"
+    (dest / "src" / "verl" / (module.replace(".", "/") + ".py")).unlink()
+    return dest
+
+
+def test_train_runs_one_real_sft_step_on_the_node(
+    slurm_cluster: SlurmCluster, trainable: Path, tmp_path: Path
+) -> None:
+    """`cluster verify --train sft` under salloc: the node runs the tool's `verify --train sft`
+    in the lab's cpu env (a real verl step, checkpoint and resume), and reports its figures."""
+    quick = write_yaml(tmp_path / "quick.yaml", QUICK)
+    argv = ["salloc", "-N1", str(TOOL), "cluster", "verify", "--slurm", "--prefix", str(trainable)]
+    argv += ["--profile", str(quick), "--train", "sft", "--tool", str(TOOL)]
+    done = _run(slurm_cluster, [*argv, "--json"], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (node,) = json.loads(done.stdout)["nodes"]
+    train = node["train"]
+    assert train["ok"] and train["level"] == "sft" and train["route"] == "cpu"
+    assert {c["name"]: c["status"] for c in train["checks"]} == {
+        "loss": "ok",
+        "gradient": "ok",
+        "weights changed": "ok",
+        "resume": "ok",
+    }
+    assert train["figures"]["loss"] > 0
+    assert train["figures"]["weights"]["changed"] == train["figures"]["weights"]["compared"] > 0
+    assert not list(trainable.glob(".verl-bootstrap/train/sft"))  # the node's own scratch, removed
+
+
+def test_train_names_the_node_whose_env_cannot_train_and_the_part(
+    nodes: Path,
+    trainable: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """n1 trains in the env; n2's view of it lacks verl's FSDP engine module (its checks and
+    fingerprint still pass): the table marks n2's training FAIL, naming the module."""
+    base = tmp_path / "nodes"
+    base.mkdir()
+    (base / "n1").symlink_to(trainable)
+    _view_without(trainable, base / "n2", "verl.workers.engine.fsdp.transformer_impl")
+    monkeypatch.setenv("VB_BASE", str(base))
+    quick = write_yaml(tmp_path / "quick.yaml", QUICK)
+    argv = ["cluster", "verify", "--slurm", "--prefix", "$VB_BASE/$SLURMD_NODENAME"]
+    argv += ["--submit", "--nodes", "2", "--profile", str(quick), "--train", "sft"]
+    assert cli.main([*argv, "--tool", str(TOOL)]) == 1
+    text = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in text.splitlines() if line.startswith("n")}
+    assert rows["n1"][1:3] == ["ok", "ok"] and rows["n2"][1:3] == ["FAIL", "FAIL"]
+    assert "differences:" not in text  # the same distributions: training alone tells
+    assert "  n1: sft ok, cpu, " in text and "weights changed 26/26" in text
+    failure = next(line for line in text.splitlines() if line.startswith("  n2: training step"))
+    assert "verl.workers.engine.fsdp.transformer_impl" in failure
+    assert "No module named 'verl.workers.engine.fsdp.transformer_impl'" in failure

@@ -124,3 +124,17 @@ def test_a_release_without_the_platform_registry_says_why_it_cannot_train(env: I
     assert check.status == "skipped"
     assert "has no platform registry" in check.detail
     assert "on a GPU host it runs as is" in check.detail
+
+
+def test_install_train_sft_runs_the_step_in_the_install_verify(env: Installed) -> None:
+    """`install --train sft` on the installed env: every step is done already but verify, whose
+    input (the training level) changed; it runs the real SFT step, kept in the step's outputs."""
+    run = run_cli([*env.argv, "--train", "sft"])
+    assert run.code == 0, run.body
+    statuses = run.statuses
+    assert statuses["verify"] == "done"
+    assert {s for n, s in statuses.items() if n != "verify"} == {"skipped"}
+    state = json.loads(state_file(env.prefix).read_text())
+    train = state["steps"]["verify"]["outputs"]["train"]
+    assert train["level"] == "sft" and train["ok"] is True and train["route"] == "cpu"
+    assert train["figures"]["weights"]["changed"] > 0 and train["seconds"] > 0

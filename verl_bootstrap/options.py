@@ -201,6 +201,14 @@ class RunOptions:
         kind="switch",
         help="fail verification when no GPU smoke test can run",
     )
+    train: str = option(
+        "auto",
+        "--train",
+        choices=("auto", "sft", "rl", "none"),
+        recorded=False,  # a verification choice of this run, not how the env is made
+        help="the training step in the install's verify: auto (a GPU profile on a GPU host: one "
+        "GRPO step, while it costs under a tenth of the install; a CPU env: none), sft, rl, none",
+    )
     allow_unsupported_ref: bool = option(
         False,
         "--allow-unsupported-ref",

@@ -36,6 +36,12 @@ def flags_cluster_verify(verify: argparse.ArgumentParser) -> None:
     """cluster verify."""
     _target_flags(verify)
     verify.add_argument("--fingerprint-only", action="store_true", help="skip the import checks")
+    verify.add_argument(
+        "--train",
+        choices=("sft", "rl"),
+        help="also run `verify --train LEVEL` on every node: one real verl training step each",
+    )
+    verify.add_argument("--tool", help="verl-bootstrap's path on the nodes (default: this one's)")
 
 
 def flags_cluster_install(install: argparse.ArgumentParser) -> None:
@@ -113,9 +119,11 @@ def _target(ns: argparse.Namespace) -> Any:
 
 def cmd_cluster_verify(ns: argparse.Namespace) -> int:
     """`cluster verify`: the node table; any difference or failed check exits non-zero."""
-    from verl_bootstrap.cluster.run import verify_cluster
+    from verl_bootstrap.cluster.run import TrainOnNodes, verify_cluster
     from verl_bootstrap.cluster.table import table_text
 
+    if ns.train and ns.fingerprint_only:
+        raise InputError("--train and --fingerprint-only: a training step needs the checks")
     log = _log_path()
     report = verify_cluster(
         _target(ns),
@@ -123,6 +131,7 @@ def cmd_cluster_verify(ns: argparse.Namespace) -> int:
         profile=ns.profile,
         fingerprint_only=ns.fingerprint_only,
         log_path=log,
+        train=TrainOnNodes(ns.train, _tool(ns)) if ns.train else None,
     )
     if ns.json:
         emit_json(

@@ -177,10 +177,11 @@ def _train_level(prefix: Path, ns: argparse.Namespace) -> TrainReport:
 
     what = "one SFT step" if ns.train == "sft" else "one GRPO step (rollout, reward, update)"
     with Console(quiet=ns.json) as console, console.activity("train", what):
-        log = logs_dir(prefix) / f"train-{ns.train}.log"
+        scratch = ns.train_dir
+        log = (scratch or logs_dir(prefix)) / f"train-{ns.train}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text("")  # this run's alone
-        trained = train_step(prefix, ns.train, log_path=log)
+        trained = train_step(prefix, ns.train, log_path=log, scratch=scratch)
     record_train(prefix, trained.level, record_entry(trained))
     return trained
 

@@ -186,6 +186,13 @@ def flags_verify(p: argparse.ArgumentParser) -> None:
         help="also run one real verl training step, offline, on a tiny model made locally: "
         "sft (seconds) or rl (one GRPO step with a rollout; about a minute on a CPU)",
     )
+    p.add_argument(
+        "--train-dir",
+        type=path_arg,
+        metavar="DIR",
+        help="the training step's scratch folder: inputs, checkpoints, log (default: the env's "
+        ".verl-bootstrap/train/; cluster verify --train gives each node a private one)",
+    )
     json_flag(p)
 
 

@@ -13,7 +13,14 @@ from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-__all__ = ["FIELDS", "ClusterReport", "Difference", "compare", "node_failures"]
+__all__ = [
+    "FIELDS",
+    "ClusterReport",
+    "Difference",
+    "compare",
+    "node_failures",
+    "train_failures",
+]
 
 Answer = Mapping[str, Any]
 # (key in the node report, what the table calls it)
@@ -129,7 +136,20 @@ def node_failures(answer: Answer, versions: Mapping[str, str]) -> list[str]:
             failed.append(f"version {name}: {have.get(name)} (wanted {wanted})")
     if (verify.get("gpu") or {}).get("status") == "fail":
         failed.append(f"gpu smoke test: {verify['gpu'].get('detail')}")
-    return failed
+    return failed + train_failures(answer.get("train"))
+
+
+def train_failures(train: Any) -> list[str]:
+    """What failed in a node's training step (`cluster verify --train`): each check that did not
+    pass, with the part it names, or why the level did not run."""
+    if not isinstance(train, Mapping) or train.get("ok"):
+        return []
+    what = f"training step ({train.get('level') or '?'})"
+    if train.get("error"):
+        return [f"{what}: {train['error']}"]
+    checks = [c for c in train.get("checks") or [] if c.get("status") != "ok"]
+    said = [f"{what}: {c.get('name')}: {c.get('detail')}" for c in checks]
+    return said or [f"{what}: no check passed"]
 
 
 def _satisfies(version: str | None, wanted: str) -> bool:

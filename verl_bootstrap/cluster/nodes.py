@@ -30,16 +30,18 @@ class NodeJob:
     request: Mapping[str, Any] = field(default_factory=dict)  # for the verify probe
     command: tuple[str, ...] = ()  # set: run this instead of the report
     timeout: float = 900.0
+    train: Mapping[str, Any] | None = None  # `verify --train`'s command and limit, run after it
 
     def report_args(self) -> dict[str, Any]:
         """The node report's keyword arguments."""
         verify = (PROBES / "verify_env.py").read_text(encoding="utf-8")
-        return {
+        args = {
             "prefix": self.prefix,
             "verify_source": verify,
             "request": dict(self.request),
             "timeout": self.timeout,
         }
+        return {**args, "train": dict(self.train)} if self.train else args
 
 
 def ray_answers(

@@ -28,6 +28,7 @@ from verl_bootstrap.profile.models import VerifySpec
 __all__ = [
     "ClusterInstall",
     "Target",
+    "TrainOnNodes",
     "install_cluster",
     "install_mode",
     "local_prefix",
@@ -35,6 +36,9 @@ __all__ = [
 ]
 
 _VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+# a node's whole `verify --train`: its checks, then two runs of the level, each stopped by
+# verify/train.py past 15 (SFT) or 30 (RL) minutes; this limit only catches what hangs beyond
+_TRAIN_LIMIT_S = {"sft": 2400.0, "rl": 4200.0}
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,20 @@ def _answers(
     return ray_answers(python, str(target.ray_address), job, log_path=log_path)
 
 
+@dataclass(frozen=True)
+class TrainOnNodes:
+    """`cluster verify --train LEVEL`: the tool (its path on the nodes) runs the level there."""
+
+    level: str
+    tool: str
+
+    def request(self, prefix: str, profile: str | None) -> dict[str, Any]:
+        """What the node report runs: `verify --train LEVEL --json`, and its time limit."""
+        command = [self.tool, "verify", "--prefix", prefix, "--train", self.level, "--json"]
+        command += ["--profile", profile] if profile else []
+        return {"command": command, "level": self.level, "timeout": _TRAIN_LIMIT_S[self.level]}
+
+
 def verify_cluster(
     target: Target,
     prefix: str,
@@ -109,11 +127,16 @@ def verify_cluster(
     fingerprint_only: bool,
     log_path: Path,
     environ: Mapping[str, str] | None = None,
+    train: TrainOnNodes | None = None,
 ) -> ClusterReport:
     """The node report from every node, compared: every difference and failure named."""
     env = dict(os.environ if environ is None else environ)
     spec = _spec(local_prefix(prefix, env), profile)
-    job = NodeJob(prefix=prefix, request=_request(spec, fingerprint_only=fingerprint_only))
+    job = NodeJob(
+        prefix=prefix,
+        request=_request(spec, fingerprint_only=fingerprint_only),
+        train=train.request(prefix, profile) if train else None,
+    )
     answers = _answers(target, job, log_path=log_path, environ=env)
     versions = {} if fingerprint_only else dict(spec.versions)
     return compare(answers, versions, namer=_label)

@@ -6,6 +6,9 @@ expanded here, on the node. The fingerprint: the env's lockfile hash, a digest o
 distributions, verl's commit, Python, the NVIDIA driver, the GPUs, /dev/shm, and the CUDA
 libraries the env's processes really load. The verification runs the verify probe (sent along as
 source) in the env's interpreter, and reads /proc/self/maps in that same process afterwards.
+With `train` (`cluster verify --train LEVEL`), the tool's own `verify --train LEVEL --json` runs
+here too, in a private scratch folder of this node's (an env on a shared filesystem is trained by
+every node at once), and its result goes into the answer.
 Usage under srun: python -c "$(cat node_report.py)" '<json args>'   (prints one framed answer)
 
 Under srun the answer is framed (`frame`), not one JSON line: srun cuts a task's lines at 1 KiB,
@@ -22,9 +25,11 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 SCHEMA = "verl-bootstrap.node/1"
@@ -172,7 +177,49 @@ def run_checks(python: Path, verify_source: str, request, timeout: float):
     return verify, maps, error
 
 
-def node_report(prefix, verify_source, request, timeout=600.0):
+def _train_error(done):
+    """Why `verify --train` gave no training result: its own error line, else its exit."""
+    lines = [ln for ln in (done.stderr or "").splitlines() if ln.strip()]
+    said = [ln for ln in lines if ln.startswith(("error:", "hint:"))] or lines[-3:]
+    return f"verify --train exited {done.returncode}: " + " | ".join(said)
+
+
+def _train_result(body, done):
+    """The training part of `verify --json`'s answer; when the level did not run, why not."""
+    if not isinstance(body, dict) or isinstance(body.get("error"), dict):
+        return {"ok": False, "error": _train_error(done)}
+    train = body.get("train")
+    if not isinstance(train, dict):
+        failed = [str(c.get("name")) for c in body.get("checks", []) if c.get("status") == "fail"]
+        why = "the env failed verify's checks: " + (", ".join(failed) or f"exit {done.returncode}")
+        return {"ok": False, "error": "the training step did not run: " + why}
+    keys = ("level", "route", "ok", "seconds", "figures", "checks")
+    return {k: train.get(k) for k in keys}
+
+
+def run_train(train):
+    """`verify --train LEVEL --json` on this node, its scratch folder removed afterwards."""
+    scratch = tempfile.mkdtemp(prefix="verl-bootstrap-train-")
+    argv = [os.path.expandvars(a) for a in train["command"]] + ["--train-dir", scratch]
+    # a Ray task's address would make the RL step join the cluster's Ray, not start its own
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=train["timeout"], env=env, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        why = f"the training step did not finish: {exc}"
+        return {"ok": False, "level": train.get("level"), "error": why}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        body = json.loads(done.stdout)
+    except ValueError:
+        body = None
+    return dict(_train_result(body, done), level=train.get("level"))
+
+
+def node_report(prefix, verify_source, request, timeout=600.0, train=None):
     """Everything this node says about the env at `prefix` (expanded here)."""
     expanded = Path(os.path.expandvars(prefix)).expanduser()
     report = {"schema": SCHEMA, "host": socket.gethostname(), "prefix": str(expanded)}
@@ -199,6 +246,8 @@ def node_report(prefix, verify_source, request, timeout=600.0):
         verify=verify,
         error=error,
     )
+    if train:
+        report["train"] = run_train(train)
     return report
 
 

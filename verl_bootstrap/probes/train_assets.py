@@ -182,23 +182,57 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **_k
     return 0.1 * min(digits, 5) / 5 - 0.01 * (len(solution_str) % 7)
 
 
+# the public hooks the tool's CPU plugin and the levels use: (file in verl's package, text in it)
+HOOKS = {
+    "external_modules": ("__init__.py", "VERL_USE_EXTERNAL_MODULES"),
+    "platform_registry": ("plugin/platform/platform_manager.py", "class PlatformRegistry"),
+    "engine_registry": ("workers/engine/base.py", "class EngineRegistry"),
+    "rollout_registry": ("workers/rollout/replica.py", "class RolloutReplicaRegistry"),
+}
+
+
+def _has(folders, relative, text):
+    """True: the file has the hook; False: the file is there without it; None: no such file
+    (a release without it, or an env with the file removed: the parts check tells which)."""
+    found = None
+    for folder in folders:
+        try:
+            with open(os.path.join(folder, *relative.split("/")), encoding="utf-8") as fh:
+                if text in fh.read():
+                    return True
+        except OSError:
+            continue
+        found = False
+    return found
+
+
+def _version_file(folders):
+    for folder in folders:
+        try:
+            with open(os.path.join(folder, "version", "version"), encoding="utf-8") as fh:
+                return fh.read().strip()
+        except OSError:
+            continue
+    return None
+
+
 def locate():
-    """verl's version and whether it has the platform registry, and which rollout engines are
-    installed, without importing any of them (an import of verl would load the plugin)."""
+    """verl's version, which of the hooks it has, and which rollout engines are installed,
+    without importing any of them (an import of verl would load the plugin)."""
     import importlib.metadata as md
     import importlib.util
 
     spec = importlib.util.find_spec("verl")
     folder = list(spec.submodule_search_locations or []) if spec else []
-    registry = any(
-        os.path.isfile(os.path.join(f, "plugin", "platform", "platform_manager.py")) for f in folder
-    )
-    answer = {"verl": bool(folder), "platform_registry": registry}
+    answer = {"verl": bool(folder)}
+    answer.update({name: _has(folder, *where) for name, where in HOOKS.items()})
     for name in ("verl", "vllm", "sglang"):
         try:
             answer["version" if name == "verl" else name] = md.version(name)
         except md.PackageNotFoundError:
             answer.setdefault(name, None)
+    if answer.get("version") is None:  # a checkout on the path, not installed: its own file
+        answer["version"] = _version_file(folder)
     return answer
 
 

@@ -83,8 +83,11 @@ class _Run:
     error: str
 
 
-def train_step(prefix: Path, level: str, *, log_path: Path | None = None) -> TrainReport:
-    """Run `level` (sft or rl) in the env at `prefix` and check what the step shows."""
+def train_step(
+    prefix: Path, level: str, *, log_path: Path | None = None, scratch: Path | None = None
+) -> TrainReport:
+    """Run `level` (sft or rl) in the env at `prefix` and check what the step shows; its inputs
+    and checkpoints go under `scratch` (default: the env's own state folder)."""
     if level not in LEVELS:
         raise InputError(f"--train {level!r} is not a level", hint="use --train sft or --train rl")
     python = env_python(prefix)
@@ -96,7 +99,7 @@ def train_step(prefix: Path, level: str, *, log_path: Path | None = None) -> Tra
         status = "fail" if route.broken else "skipped"  # a damaged env fails; a ref says why not
         check = Check(name=f"{level} step", status=status, detail=route.blocked)
         return TrainReport(str(prefix), level, route.name, (check,))
-    work = _fresh_workdir(prefix, level)
+    work = _fresh_workdir(scratch or state_dir(prefix) / "train", level)
     assets = _probe(python, ["build", str(work)], log_path)
     checks, figures = _run_level(route, level, work, log_path)
     figures["model_parameters"] = assets["parameters"]
@@ -104,8 +107,8 @@ def train_step(prefix: Path, level: str, *, log_path: Path | None = None) -> Tra
     return TrainReport(str(prefix), level, route.name, tuple(checks), figures, seconds)
 
 
-def _fresh_workdir(prefix: Path, level: str) -> Path:
-    work = state_dir(prefix) / "train" / level
+def _fresh_workdir(scratch: Path, level: str) -> Path:
+    work = scratch / level
     shutil.rmtree(work, ignore_errors=True)  # the tool's own scratch: each run starts clean
     work.mkdir(parents=True)
     return work

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,14 +17,14 @@ from verl_bootstrap import proc
 from verl_bootstrap.gpu.detect import detect_driver
 from verl_bootstrap.paths import PROBES
 
-__all__ = ["Route", "route_for"]
+__all__ = ["PARTS", "Route", "cpu_blocker", "route_for"]
 
 _PLUGIN_DIR = PROBES / "trainplugin"
 _PLUGIN = "verl_bootstrap_cpu"
 _ASSETS = PROBES / "train_assets.py"
 _LOAD = PROBES / "load_modules.py"
 # the part each level needs; an env that lacks one fails naming it, before any step runs
-_PARTS = {
+PARTS = {
     "sft": ("verl.trainer.sft_trainer", "verl.workers.engine.fsdp.transformer_impl"),
     "rl": (
         "verl.trainer.main_ppo",
@@ -209,19 +210,43 @@ def _gpu_rollout(python: Path, log_path: Path | None) -> str:
     return "vllm" if answer.get("vllm") else "sglang" if answer.get("sglang") else "none"
 
 
+# what the CPU plugin needs of verl: (the answer's key, what it is, where it lives, whether a
+# missing file means the release lacks it: verl/plugin/platform came in 0.9.0; the registries'
+# files are in every release, so one missing is a damaged env, which the parts check names)
+_CPU_HOOKS = (
+    (
+        "external_modules",
+        "external-module hook",
+        "VERL_USE_EXTERNAL_MODULES in verl/__init__.py",
+        True,
+    ),
+    ("platform_registry", "platform registry", "verl/plugin/platform", True),
+    ("engine_registry", "engine registry", "verl/workers/engine/base.py", False),
+    ("rollout_registry", "rollout replica registry", "verl/workers/rollout/replica.py", False),
+)
+
+
+def cpu_blocker(found: Mapping[str, object]) -> str:
+    """Why the tool's CPU plugin cannot train the verl `found` (train_assets.py locate's answer)
+    describes; "" when it can. Each hook is the one public way the plugin supplies a part."""
+    for key, what, where, file_is_release in _CPU_HOOKS:
+        have = found.get(key)
+        if have is False or (have is None and file_is_release):
+            return (
+                f"verl {found.get('version')} has no {what} ({where}), through which the tool "
+                "supplies a CPU platform, engine and rollout: on a CPU this release cannot "
+                "train without edits to verl; on a GPU host it runs as is"
+            )
+    return ""
+
+
 def _cannot_run(route: Route, python: Path, log_path: Path | None) -> str:
     found = _locate(python, log_path)
     if not found.get("verl"):
         return "verl is not installed in this env"
     if route.name == "gpu:none":
         return "no rollout engine in this env (neither vllm nor sglang): the RL step needs one"
-    if route.name == "cpu" and not found.get("platform_registry"):
-        return (
-            f"verl {found.get('version')} has no platform registry (verl/plugin/platform), "
-            "through which the tool supplies a CPU platform: on a CPU this release cannot "
-            "train without edits to verl; on a GPU host it runs as is"
-        )
-    return ""
+    return cpu_blocker(found) if route.name == "cpu" else ""
 
 
 def _locate(python: Path, log_path: Path | None) -> dict[str, object]:
@@ -233,7 +258,7 @@ def _locate(python: Path, log_path: Path | None) -> dict[str, object]:
 
 
 def _missing_parts(route: Route, level: str, log_path: Path | None) -> str:
-    parts = list(_PARTS[level])
+    parts = list(PARTS[level])
     if level == "rl" and route.name != "cpu":
         parts.append(route.rollout)
     done = proc.run(
