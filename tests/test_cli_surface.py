@@ -193,8 +193,45 @@ def test_help_loads_no_library_module() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env
     ).stdout
     assert "pydantic" not in loaded
-    assert "verl_bootstrap.cli.lock" not in loaded
-    assert "verl_bootstrap.cli.cluster" not in loaded
+    assert "verl_bootstrap.cli.commands." not in loaded  # not one command's module
+    assert "verl_bootstrap.cli.parse" in loaded  # (the probe sees the modules it loaded)
+
+
+def test_a_command_loads_its_own_module_alone() -> None:
+    """`lock --help` imports cli/commands/lock.py and no other command's module."""
+    probe = (
+        "import sys, contextlib, io\n"
+        "from verl_bootstrap.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['lock', '--help'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('verl_bootstrap.cli.commands.')))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env
+    ).stdout
+    assert loaded.strip() == "['verl_bootstrap.cli.commands.lock']"
+
+
+def test_no_command_module_or_flags_load_pydantic_or_yaml() -> None:
+    """A command's `--help` imports its module and adds its flags, never the library: every
+    command's module imported and every flag added (the full parser), pydantic and PyYAML are
+    still not loaded; the handlers' imports wait until one runs."""
+    probe = (
+        "import sys\n"
+        "from verl_bootstrap.cli import build_parser\n"
+        "build_parser(None)\n"
+        "loaded = [m for m in sys.modules if m.startswith('verl_bootstrap.cli.commands.')]\n"
+        "print(len(loaded), sorted({'pydantic', 'yaml'} & set(sys.modules)))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env
+    ).stdout.strip()
+    modules = len(
+        list((Path(__file__).resolve().parents[1] / "verl_bootstrap/cli/commands").glob("[!_]*.py"))
+    )
+    assert loaded == f"{modules} []"
 
 
 def test_install_help_groups_its_flags(capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,22 +14,9 @@ TOP_LEVEL_LIMIT = 12
 # the kernel flow passes one context object (KernelJob, KernelQuery, a route), not 8-10 values
 PARAMETER_LIMIT = 6
 NARROW_PACKAGES = ("kernels", "locked")
-# modules that --help loads: their library imports are deferred for start-up (see pyproject)
-STARTUP = {
-    "__init__",
-    "flags",
-    "parse",
-    "options",
-    "install",
-    "doctor",
-    "lock",
-    "site",
-    "cluster",
-    "envs",
-    "bundle",
-    "verltests",
-    "lockinput",
-}
+# modules that --help loads: their library imports are deferred for start-up (see pyproject): the
+# parser's, and every command module (cli/commands/, one loaded per run)
+STARTUP = {"__init__", "flags", "parse", "options"}
 
 
 def _modules() -> dict[str, Path]:
@@ -257,10 +244,15 @@ def test_the_top_level_stays_short() -> None:
     assert len(top) <= TOP_LEVEL_LIMIT, top
 
 
+def _startup(path: Path) -> bool:
+    cli = PACKAGE / "cli"
+    return (path.parent == cli and path.stem in STARTUP) or path.parent == cli / "commands"
+
+
 def test_every_deferred_import_says_why() -> None:
     bare = []
     for path in PACKAGE.rglob("*.py"):
-        if "probes" in path.parts or (path.parent.name == "cli" and path.stem in STARTUP):
+        if "probes" in path.parts or _startup(path):
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if re.search(r"# noqa: PLC0415\s*$", line):
@@ -315,3 +307,11 @@ def test_the_layout_page_names_every_module_in_its_package_entry() -> None:
 def test_the_readme_links_the_layout_page() -> None:
     readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
     assert "(docs/layout.md)" in readme
+
+
+def test_the_layout_page_names_every_command_module() -> None:
+    """cli/commands/ is a folder of cli/'s entry: each command's module is named there too."""
+    entry = _entries(_layout())["cli/"]
+    modules = sorted((PACKAGE / "cli" / "commands").glob("*.py"))
+    missing = [m.stem for m in modules if not re.search(rf"\b{m.stem}\b", entry)]
+    assert missing == []

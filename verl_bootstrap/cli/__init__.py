@@ -1,8 +1,9 @@
 """The command line: argparse, one small adapter per subcommand, and the one error boundary.
 
 Only this package prints (through `output`) or exits. The commands are declared once, in
-cli.registry; each command family has its adapter module, loaded only when its command runs, and
-heavy imports happen inside the adapters, so that `--help` and `plan` start fast.
+cli.registry; each command has its module in cli/commands/ (its flags beside its handler), loaded
+only when that command runs, and heavy imports happen inside the handlers, so that `--help` and
+`plan` start fast.
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ from verl_bootstrap.errors import InputError
 from verl_bootstrap.options import CONFIG_HELP, Declared, RunOptions, declared
 
 __all__ = [
-    "AGAINST_ITS_OWN",
     "INDEX_OPTIONS",
     "SOURCE_OPTIONS",
     "bundle_flag",
@@ -21,14 +20,13 @@ __all__ = [
     "dry_run_flag",
     "env_flag",
     "env_named",
+    "install_option_flags",
     "json_flag",
+    "lock_source_flags",
     "option_flags",
     "output_beside",
     "renamed",
 ]
-
-# `verify --against` with no path: the lockfile the env was installed from (its record names it)
-AGAINST_ITS_OWN = Path("<the lockfile the env came from>")
 
 # where verl comes from, and where packages come from: what the lockfile commands take
 SOURCE_OPTIONS = ("verl_source", "verl_ref", "allow_unsupported_ref")
@@ -93,6 +91,28 @@ def _argparse_kwargs(option: Declared, help_text: str | None) -> dict[str, Any]:
     if spec.metavar:
         kwargs["metavar"] = spec.metavar
     return kwargs
+
+
+def install_option_flags(p: argparse.ArgumentParser, command: str) -> Any:
+    """Every install option, as RunOptions declares it, in its --help group (install's and
+    plan's); returns the group the command's own behaviour flags join."""
+    groups = option_flags(p, command=command)
+    groups["where"].add_argument(
+        "--name",
+        help="the env by name: an env `envs list` shows, else a new one in the envs folder "
+        "(default: the activated env, else the profile's name)",
+    )
+    bundle_flag(groups["sources"])
+    json_flag(groups["behaviour"])
+    return groups["behaviour"]
+
+
+def lock_source_flags(p: argparse.ArgumentParser) -> None:
+    """Where a lock's packages and verl come from, and --json (lock, export, bundle)."""
+    option_flags(
+        p, (*INDEX_OPTIONS, *SOURCE_OPTIONS), helps={"offline": "resolve from uv's cache only"}
+    )
+    json_flag(p)
 
 
 def bundle_flag(p: argparse._ActionsContainer) -> None:

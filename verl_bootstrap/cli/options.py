@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,15 +18,18 @@ from verl_bootstrap.paths import default_prefix
 
 if TYPE_CHECKING:
     from verl_bootstrap.lifecycle.state import State
+    from verl_bootstrap.lockfile.model import Lockfile
 
 __all__ = [
     "chosen_env",
     "env_prefix",
     "named_env",
+    "named_lock",
     "options_and_state",
     "profile_stem",
     "recorded_profile",
     "run_options",
+    "scratch_options",
 ]
 
 
@@ -332,3 +336,22 @@ def _recorded(state: State | None) -> dict[str, Any] | None:
 
 def _path(value: str | Path | None) -> Path | None:
     return None if value is None else Path(value)
+
+
+def scratch_options(ns: argparse.Namespace, profile: str, cuda: str) -> RunOptions:
+    """The run options of a command that installs nothing (lock, export, bundle: its prefix is a
+    scratch folder; the user's indexes and channels for the lock are lockfile.origins')."""
+    scratch = Path(tempfile.gettempdir()) / "verl-bootstrap-lock"  # nothing is installed there
+    return run_options(ns, profile=profile, cuda=cuda, prefix=scratch)
+
+
+def named_lock(ns: argparse.Namespace) -> tuple[Lockfile, Path]:
+    """The lockfile --lockfile names, else the committed one of --profile/--cuda/--platform (the
+    variant chosen, when there was a choice, said on stderr)."""
+    from verl_bootstrap.cli.output import err
+    from verl_bootstrap.lockfile.command import named_lockfile
+
+    named = named_lockfile(ns.command, ns.lockfile, ns.profile, ns.cuda, ns.platform)
+    if named.note:
+        err(f"note: {named.note}")
+    return named.lock, named.path

@@ -2,8 +2,7 @@
 the command being run, so start-up loads one adapter module), help with a description and examples
 for each, and argparse's errors turned into `error:`/`hint:` lines with a "did you mean".
 
-The flags of the core commands (install, plan, verify, profiles) are declared here too; each
-feature module declares its own commands' flags.
+Each command's flags sit beside its handler, in its module under cli/commands/.
 """
 
 from __future__ import annotations
@@ -13,10 +12,9 @@ import difflib
 import re
 import sys
 from collections.abc import Iterable
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from verl_bootstrap.cli.flags import AGAINST_ITS_OWN, bundle_flag, env_flag, json_flag, option_flags
-from verl_bootstrap.cli.output import COLOR_MODES, err, path_arg
+from verl_bootstrap.cli.output import COLOR_MODES, err
 from verl_bootstrap.cli.registry import COMMANDS, Command, resolve
 
 __all__ = ["Parser", "build_parser", "did_you_mean", "option_strings"]
@@ -125,90 +123,3 @@ def _add(sub: argparse._SubParsersAction[Parser], entry: Command, *, full: bool)
             help="colour: auto (on a terminal, unless NO_COLOR is set), always, never",
         )
     p.set_defaults(handler=entry.handler)
-
-
-def _install_flags(p: argparse.ArgumentParser, command: str) -> Any:
-    """Every install option, as RunOptions declares it, in its --help group; returns the group
-    the command's own behaviour flags join."""
-    groups = option_flags(p, command=command)
-    groups["where"].add_argument(
-        "--name",
-        help="the env by name: an env `envs list` shows, else a new one in the envs folder "
-        "(default: the activated env, else the profile's name)",
-    )
-    bundle_flag(groups["sources"])
-    json_flag(groups["behaviour"])
-    return groups["behaviour"]
-
-
-def flags_install(p: argparse.ArgumentParser) -> None:
-    """install: the plan's flags, and how the run behaves."""
-    group = _install_flags(p, "install")
-    group.add_argument("--dry-run", action="store_true", help="show the plan and stop")
-    group.add_argument(
-        "--yes",
-        "-y",
-        action="store_true",
-        help="apply a change to an existing env without asking (shown first either way)",
-    )
-    group.add_argument(
-        "--force",
-        action="append",
-        default=[],
-        metavar="STEP",
-        help="re-run a step even if up to date",
-    )
-    group.add_argument("--no-preflight", action="store_true", help="skip doctor's preflight checks")
-
-
-def flags_plan(p: argparse.ArgumentParser) -> None:
-    """plan: the same flags that shape an install's plan."""
-    _install_flags(p, "plan")
-
-
-def flags_verify(p: argparse.ArgumentParser) -> None:
-    """verify: which env, which checks."""
-    env_flag(p)
-    p.add_argument("--profile", help="profile whose checks to run (default: the env's own)")
-    p.add_argument("--require-gpu", action="store_true", help="fail when no GPU smoke test can run")
-    p.add_argument(
-        "--against",
-        type=path_arg,
-        nargs="?",
-        const=AGAINST_ITS_OWN,
-        metavar="LOCKFILE",
-        help="list every difference between the env and this lockfile (non-zero on any); "
-        "alone: the lockfile the env was installed from",
-    )
-    p.add_argument(
-        "--train",
-        choices=("sft", "rl"),
-        help="also run one real verl training step, offline, on a tiny model made locally: "
-        "sft (seconds) or rl (one GRPO step with a rollout; about a minute on a CPU)",
-    )
-    p.add_argument(
-        "--train-dir",
-        type=path_arg,
-        metavar="DIR",
-        help="the training step's scratch folder: inputs, checkpoints, log (default: the env's "
-        ".verl-bootstrap/train/; cluster verify --train gives each node a private one)",
-    )
-    json_flag(p)
-
-
-def flags_profiles_list(p: argparse.ArgumentParser) -> None:
-    """profiles list."""
-    json_flag(p)
-
-
-def flags_profiles_show(p: argparse.ArgumentParser) -> None:
-    """profiles show NAME."""
-    p.add_argument("name", help="a shipped profile name or a YAML file")
-    p.add_argument("--verl-ref", help="show the stack this verl ref gets")
-    json_flag(p)
-
-
-def flags_profiles_validate(p: argparse.ArgumentParser) -> None:
-    """profiles validate FILE."""
-    p.add_argument("file", type=path_arg, help="the profile's YAML file")
-    json_flag(p)

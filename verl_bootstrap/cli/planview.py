@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from verl_bootstrap.lifecycle.hints import resume_command
@@ -14,11 +12,11 @@ from verl_bootstrap.redact import redact
 if TYPE_CHECKING:
     from verl_bootstrap.plan.model import Plan
     from verl_bootstrap.run.install import InstallResult
+    from verl_bootstrap.run.summary import EnvFacts
 
 __all__ = [
     "PLAN_SCHEMA",
     "REPORT_SCHEMA",
-    "EnvFacts",
     "human_size",
     "plan_json",
     "plan_text",
@@ -235,17 +233,6 @@ def report_json(result: InstallResult) -> dict[str, Any]:
         "verify": report.outputs.get("verify", {}).get("verify"),
         "drift": result.drift.to_json(),
     }
-
-
-@dataclass(frozen=True)
-class EnvFacts:
-    """What the summary says about the env after a run (measured by the CLI)."""
-
-    seconds: float  # the whole run, wall clock
-    packages: int
-    size: int | None  # bytes on disk (None: not measured, the run changed nothing)
-    lockfile_written: Path | None  # the env's own lockfile, when record-lock ran this time
-    lockfile_used: Path | None  # the lockfile a --locked run installed
 
 
 def _identity(text: str, style: str) -> str:

@@ -1,8 +1,10 @@
-"""Every subcommand in one place: its name, one-line summary, examples, and where its flags and
-handler live, named as "module:function" strings so that only the chosen command's module loads.
+"""Every subcommand in one place: its name, one-line summary and examples. Its flags and handler
+sit together in its own module, cli/commands/NAME.py (an action of a group, like `envs list`, in
+its group's module), named as "module:function" strings so that only the chosen command's module
+loads.
 
 The parser, the command list of `--help`, "did you mean", the crash report's command name and
-shell completion are all derived from COMMANDS; a new command is one entry here.
+shell completion are all derived from COMMANDS; a new command is one entry here and one module.
 """
 
 from __future__ import annotations
@@ -30,26 +32,18 @@ class Command:
 
 
 def _c(
-    name: str,
-    summary: str,
-    module: str,
-    *examples: str,
-    flags: str = "",
-    handler: str = "",
-    actions: tuple[Command, ...] = (),
+    name: str, summary: str, *examples: str, group: str = "", actions: tuple[Command, ...] = ()
 ) -> Command:
-    """A command whose flags and handler sit in cli/`module`.py (named `flags_NAME`, `cmd_NAME`)."""
+    """A command whose flags and handler are `flags_NAME` and `cmd_NAME` in cli/commands/NAME.py;
+    an action of `group`, in cli/commands/GROUP.py. A group itself has neither (its actions do)."""
     key = name.replace("-", "_")
-
-    def where(given: str, default: str) -> str:
-        return "" if actions else given if ":" in given else f"{module}:{given or default}"
-
+    module = f"commands.{group or key}"
     return Command(
         name=name,
         summary=summary,
         examples=tuple(examples),
-        flags=where(flags, f"flags_{key}"),
-        handler=where(handler, f"cmd_{key}"),
+        flags="" if actions else f"{module}:flags_{key}",
+        handler="" if actions else f"{module}:cmd_{key}",
         actions=actions,
     )
 
@@ -58,40 +52,32 @@ COMMANDS: tuple[Command, ...] = (
     _c(
         "install",
         "build and verify an env (the default command: `verl-bootstrap --profile NAME`)",
-        "install",
         "verl-bootstrap --profile cpu",
         "verl-bootstrap --profile fsdp --cuda cu128 --prefix ~/envs/rl",
         "verl-bootstrap --prefix ~/envs/rl          # resume or re-verify an env",
-        flags="parse:flags_install",
     ),
     _c(
         "plan",
         "print the step graph of an install; run nothing",
-        "install",
         "verl-bootstrap plan --profile cpu",
         "verl-bootstrap plan --profile fsdp --cuda cu130 --json",
-        flags="parse:flags_plan",
     ),
     _c(
         "verify",
         "check an env: imports, versions, pip check, the GPU smoke test",
-        "install",
         "verl-bootstrap verify                      # inside an activated env: that env",
         "verl-bootstrap verify cpu --json",
         "verl-bootstrap verify --prefix ~/envs/rl --against lockfiles/cpu/cpu-linux-64.lock.yaml",
-        flags="parse:flags_verify",
     ),
     _c(
         "doctor",
         "check this machine (and an env) for the classic verl traps",
-        "doctor",
         "verl-bootstrap doctor --profile fsdp",
         "verl-bootstrap doctor --prefix ~/envs/rl --json",
     ),
     _c(
         "test",
         "run verl's own CPU tests in an env and classify each failure",
-        "verltests",
         "verl-bootstrap test cpu",
         "verl-bootstrap test cpu tests/utils/test_x_on_cpu.py::test_y -k 'not slow'",
         "verl-bootstrap test --prefix ~/envs/rl --collect-only --json",
@@ -99,7 +85,6 @@ COMMANDS: tuple[Command, ...] = (
     _c(
         "lock",
         "resolve profiles into lockfiles; install nothing",
-        "lock",
         "verl-bootstrap lock --profile cpu",
         "verl-bootstrap lock --profile fsdp --cuda cu130",
         "verl-bootstrap lock --profile fsdp --dry-run  # the lockfiles it would regenerate",
@@ -108,14 +93,12 @@ COMMANDS: tuple[Command, ...] = (
     _c(
         "export",
         "write a lockfile in another tool's format",
-        "lock",
         "verl-bootstrap export --format pylock --profile cpu > pylock.toml",
         "verl-bootstrap export --format apptainer --profile fsdp --cuda cu130 --output verl.def",
     ),
     _c(
         "bundle",
         "write one archive that installs a lockfile with no network",
-        "bundle",
         "verl-bootstrap bundle --profile cpu --cuda cpu --output verl-cpu.tar",
         "verl-bootstrap bundle --profile cpu --dry-run   # the archive and what goes in",
         "verl-bootstrap --bundle verl-cpu.tar --profile cpu --prefix ~/envs/verl",
@@ -123,62 +106,52 @@ COMMANDS: tuple[Command, ...] = (
     _c(
         "update",
         "re-resolve an env's profile for a newer stack: the diff, then apply",
-        "update",
         "verl-bootstrap update --prefix ~/envs/rl --dry-run",
         "verl-bootstrap update --prefix ~/envs/rl --yes",
     ),
     _c(
         "envs",
         "the envs verl-bootstrap has built",
-        "envs",
         "verl-bootstrap envs list",
         "verl-bootstrap envs prune --dry-run",
         actions=(
             _c(
                 "list",
                 "every env: status, profile, verl, variant, size",
-                "envs",
                 "verl-bootstrap envs list",
                 "verl-bootstrap envs list --no-size --json",
-                flags="flags_envs_list",
-                handler="cmd_envs_list",
+                group="envs",
             ),
             _c(
                 "prune",
                 "forget the records of envs whose folder is gone",
-                "envs",
                 "verl-bootstrap envs prune --dry-run",
                 "verl-bootstrap envs prune",
-                flags="flags_envs_prune",
-                handler="cmd_envs_prune",
+                group="envs",
             ),
         ),
     ),
     _c(
         "info",
         "how an env was made, its last run, each step",
-        "envs",
         "verl-bootstrap info cpu",
         "verl-bootstrap info --prefix ~/envs/rl --json",
     ),
     _c(
         "remove",
         "delete an env (only what verl-bootstrap made)",
-        "envs",
         "verl-bootstrap remove cpu --dry-run",
         "verl-bootstrap remove --prefix ~/envs/rl --yes",
     ),
     _c(
         "run",
         "run a command inside an env, activated, without changing your shell",
-        "envs",
         "verl-bootstrap run cpu -- python -c 'import verl; print(verl.__version__)'",
         "verl-bootstrap run --prefix ~/envs/rl -- pytest -x tests/",
     ),
     _c(
         "activate",
         "print the lines that enter an env (eval them)",
-        "site",
         'eval "$(verl-bootstrap activate cpu)"',
         'eval "$(verl-bootstrap activate --prefix ~/envs/rl)"',
         "verl-bootstrap activate --prefix ~/envs/rl --shell fish | source",
@@ -186,161 +159,132 @@ COMMANDS: tuple[Command, ...] = (
     _c(
         "profiles",
         "list, show or validate profiles",
-        "parse",
         "verl-bootstrap profiles list",
         "verl-bootstrap profiles show fsdp",
         actions=(
             _c(
                 "list",
                 "the shipped profiles and their CUDA variants",
-                "install",
                 "verl-bootstrap profiles list",
                 "verl-bootstrap profiles list --json",
-                flags="parse:flags_profiles_list",
-                handler="cmd_profiles_list",
+                group="profiles",
             ),
             _c(
                 "show",
                 "a profile with inheritance and its verl ref's stack applied",
-                "install",
                 "verl-bootstrap profiles show fsdp",
                 "verl-bootstrap profiles show cpu --verl-ref v0.7.1 --json",
-                flags="parse:flags_profiles_show",
-                handler="cmd_profiles_show",
+                group="profiles",
             ),
             _c(
                 "validate",
                 "check a profile file",
-                "install",
                 "verl-bootstrap profiles validate my-lab.yaml",
                 "verl-bootstrap profiles validate profiles/cpu.yaml --json",
-                flags="parse:flags_profiles_validate",
-                handler="cmd_profiles_validate",
+                group="profiles",
             ),
         ),
     ),
     _c(
         "config",
         "the site config: mirrors, proxies, caches, defaults",
-        "site",
         "verl-bootstrap config show",
         "verl-bootstrap config show --config lab.yaml --json",
         actions=(
             _c(
                 "show",
                 "the effective settings and where each came from",
-                "site",
                 "verl-bootstrap config show",
                 "verl-bootstrap config show --json",
-                flags="flags_config_show",
-                handler="cmd_config_show",
+                group="config",
             ),
         ),
     ),
     _c(
         "onboard",
         "a new lab member's env, from the lab config, in one go",
-        "site",
         "verl-bootstrap onboard --config https://lab.example/verl.yaml",
         "verl-bootstrap onboard --config lab.yaml --emit-script onboard.sh",
     ),
     _c(
         "cluster",
         "verify or install an env on every node (Ray, Slurm)",
-        "cluster",
         "verl-bootstrap cluster verify --ray-address head:6379 --prefix /shared/envs/rl",
         "verl-bootstrap cluster script --slurm --nodes 4 --prefix /shared/envs/rl",
         actions=(
             _c(
                 "verify",
                 "check every node's env and compare the nodes",
-                "cluster",
                 "verl-bootstrap cluster verify --ray-address head:6379 --prefix /shared/envs/rl",
                 "verl-bootstrap cluster verify --slurm --prefix /shared/envs/rl --json",
-                flags="flags_cluster_verify",
-                handler="cmd_cluster_verify",
+                group="cluster",
             ),
             _c(
                 "install",
                 "the locked install on every node",
-                "cluster",
                 "verl-bootstrap cluster install --slurm --prefix /scratch/rl --lockfile lock.yaml",
                 "verl-bootstrap cluster install --ray-address head:6379 --prefix /scratch/rl",
-                flags="flags_cluster_install",
-                handler="cmd_cluster_install",
+                group="cluster",
             ),
             _c(
                 "script",
                 "write the sbatch script for verify or install",
-                "cluster",
                 "verl-bootstrap cluster script --slurm --nodes 4 --prefix /shared/envs/rl",
                 "verl-bootstrap cluster script --slurm --nodes 2 --prefix /scratch/rl "
                 "--action install --output job.sbatch",
-                flags="flags_cluster_script",
-                handler="cmd_cluster_script",
+                group="cluster",
             ),
         ),
     ),
     _c(
         "wheelhouse",
         "the lab's prebuilt kernel wheels: list, add, check",
-        "wheelhouse",
         "verl-bootstrap wheelhouse list",
         "verl-bootstrap wheelhouse check --json",
         actions=(
             _c(
                 "list",
                 "each wheel with its build key and sha256",
-                "wheelhouse",
                 "verl-bootstrap wheelhouse list",
                 "verl-bootstrap wheelhouse list --json",
-                flags="flags_list",
-                handler="cmd_list",
+                group="wheelhouse",
             ),
             _c(
                 "add",
                 "publish a wheel built elsewhere, with its key",
-                "wheelhouse",
                 "verl-bootstrap wheelhouse add flash_attn-2.8.3-cp312-linux_x86_64.whl "
                 "--key-of ~/envs/rl",
                 "verl-bootstrap wheelhouse add WHEEL --key torch=2.11.0,cuda=13.0,...  --json",
-                flags="flags_add",
-                handler="cmd_add",
+                group="wheelhouse",
             ),
             _c(
                 "check",
                 "rehash every wheel against the index",
-                "wheelhouse",
                 "verl-bootstrap wheelhouse check",
                 "verl-bootstrap wheelhouse check --json",
-                flags="flags_check",
-                handler="cmd_check",
+                group="wheelhouse",
             ),
         ),
     ),
     _c(
         "kernels",
         "prebuilt kernel wheels: which source serves each shipped stack",
-        "kernels",
         "verl-bootstrap kernels coverage",
         actions=(
             _c(
                 "coverage",
                 "for each shipped profile x CUDA variant x platform, the source of "
                 "each kernel stage, or why it builds and what that costs",
-                "kernels",
                 "verl-bootstrap kernels coverage            # offline, from the recorded lists",
                 "verl-bootstrap kernels coverage --profile fsdp --config site.yaml --json",
                 "verl-bootstrap kernels coverage --refresh  # ask each source again (network)",
-                flags="flags_coverage",
-                handler="cmd_coverage",
+                group="kernels",
             ),
         ),
     ),
     _c(
         "completion",
         "print the shell completion script",
-        "envs",
         "source <(verl-bootstrap completion --shell bash)",
         "verl-bootstrap completion --shell fish > ~/.config/fish/completions/verl-bootstrap.fish",
     ),
@@ -355,9 +299,9 @@ def find(name: str) -> Command | None:
 
 
 def resolve(reference: str) -> Callable[..., Any]:
-    """The function a "module:function" string names (a module given relative to cli/ as
-    "parse:flags_x" is taken from verl_bootstrap.cli)."""
+    """The function a "module:function" string names (a module given relative to cli/, as
+    "commands.lock:flags_lock", is taken from verl_bootstrap.cli)."""
     module, _, function = reference.rpartition(":")
-    if "." not in module:
+    if not module.startswith(f"{_CLI}."):
         module = f"{_CLI}.{module}"
     return getattr(importlib.import_module(module), function)  # type: ignore[no-any-return]

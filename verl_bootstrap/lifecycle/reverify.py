@@ -1,5 +1,6 @@
 """`verify --prefix P`: an existing env verified again, with the checks of its profile (the one its
-record names, unless --profile says another)."""
+record names, unless --profile says another); `verify --against LOCKFILE`: the env compared with
+a lockfile (by default the one it was installed from)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,17 @@ from pathlib import Path
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.gpu.detect import detect_driver
 from verl_bootstrap.lifecycle.record import read_record
-from verl_bootstrap.lifecycle.runlog import record_verify
+from verl_bootstrap.lifecycle.runlog import record_train, record_verify
 from verl_bootstrap.lockfile import read_lockfile
-from verl_bootstrap.paths import env_lockfile
+from verl_bootstrap.lockfile.drift import EnvComparison, compare_env
+from verl_bootstrap.paths import env_lockfile, logs_dir
 from verl_bootstrap.profile import VerifySpec, load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack
 from verl_bootstrap.verify.env import VerifyReport, verify_env
+from verl_bootstrap.verify.train import TrainReport, record_entry, train_step
 
-__all__ = ["verify_prefix"]
+__all__ = ["train_prefix", "verify_against", "verify_prefix"]
 
 
 def verify_prefix(prefix: Path, *, profile: str | None, require_gpu: bool) -> VerifyReport:
@@ -86,3 +89,44 @@ def _at_ref(name: str, ref: str | None, *, allow_unsupported: bool, tests: bool)
         return apply_stack(profile, ref, allow_unsupported=allow_unsupported, options=options)
     except InputError:  # a ref no stack names (an update pins verl's commit): the profile's own
         return apply_stack(profile, ref, allow_unsupported=True, options=options)
+
+
+def verify_against(prefix: Path, given: Path | None) -> tuple[Path, EnvComparison]:
+    """`verify --against`: the env at `prefix` compared with the lockfile `given` (None: the one
+    it was installed from), the outcome recorded as a verify's; returns the lockfile compared
+    with and every difference."""
+    if not (prefix / "bin" / "python").exists():
+        raise InputError(f"{prefix} is not an env (it has no bin/python)")
+    against = _against(prefix, given)
+    compared = compare_env(prefix, read_lockfile(against))
+    failed = [f"{d.kind} {d.name}" for d in compared.differences]
+    record_verify(  # `envs list` and `info` show it, as a plain verify's
+        prefix, ok=not failed, failed=failed, against=against
+    )
+    return against, compared
+
+
+def _against(prefix: Path, given: Path | None) -> Path:
+    """The lockfile to compare with: the one given, else the one the env was installed from."""
+    if given is not None:
+        return given
+    record = read_record(prefix) or {}
+    lock = record.get("lockfile")
+    if not isinstance(lock, dict) or not lock.get("path"):
+        raise InputError(
+            f"{prefix} was not installed from a lockfile ({record.get('route') or 'no record'})",
+            hint="pass --against LOCKFILE to compare it with one",
+        )
+    return Path(str(lock["path"]))
+
+
+def train_prefix(prefix: Path, level: str, *, scratch: Path | None = None) -> TrainReport:
+    """`verify --train LEVEL`: one real training step in the env at `prefix` (its inputs,
+    checkpoints and log in `scratch`, else the env's own), this run's log alone, its checks
+    recorded in the env."""
+    log = (scratch or logs_dir(prefix)) / f"train-{level}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("")
+    trained = train_step(prefix, level, log_path=log, scratch=scratch)
+    record_train(prefix, trained.level, record_entry(trained))
+    return trained

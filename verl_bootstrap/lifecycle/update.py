@@ -17,6 +17,7 @@ from verl_bootstrap.kernels.lockwheels import record_kernel_wheels
 from verl_bootstrap.lifecycle.hints import resume_command
 from verl_bootstrap.lifecycle.record import read_record
 from verl_bootstrap.lockfile.create import LockRequest, lock_profile
+from verl_bootstrap.lockfile.diff import VersionChange, python_xy, version_diff
 from verl_bootstrap.lockfile.io import read_lockfile
 from verl_bootstrap.lockfile.model import Lockfile
 from verl_bootstrap.options import RunOptions
@@ -30,23 +31,6 @@ __all__ = [
     "stage_update",
     "version_diff",
 ]
-
-
-@dataclass(frozen=True)
-class VersionChange:
-    """One package whose pin differs: old None means added, new None means removed."""
-
-    name: str
-    old: str | None
-    new: str | None
-
-    def line(self) -> str:
-        """`name: old → new`, `name: added new` or `name: removed (was old)`."""
-        if self.old is None:
-            return f"{self.name}: added {self.new}"
-        if self.new is None:
-            return f"{self.name}: removed (was {self.old})"
-        return f"{self.name}: {self.old} → {self.new}"
 
 
 @dataclass(frozen=True)
@@ -71,7 +55,7 @@ def resolve_update(options: RunOptions, work: Path) -> Update:
             options, locked=False, frozen=False, lockfile=None, cuda=current.cuda.variant
         ),
         platform=current.platform,
-        python=_xy(current.python),
+        python=python_xy(current.python),
         glibc=current.cuda.virtual_packages.get("__glibc"),
         output=work / "update.lock.yaml",
         upgrade=True,
@@ -102,31 +86,6 @@ def stage_update(update: Update) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, update.fresh_text)
     return path
-
-
-def version_diff(old: Lockfile, new: Lockfile) -> tuple[VersionChange, ...]:
-    """Each pin that differs between two locks, by name: distributions, conda packages, Python
-    and verl's source (its ref and commit or sdist)."""
-    before, after = _pins(old), _pins(new)
-    return tuple(
-        VersionChange(name, before.get(name), after.get(name))
-        for name in sorted(before.keys() | after.keys())
-        if before.get(name) != after.get(name)
-    )
-
-
-def _pins(lock: Lockfile) -> dict[str, str]:
-    # verl is installed from its source: the env's lock lists it as a distribution, `lock` not
-    pins = {n: d.version for n, d in lock.distributions().items() if n != "verl"}
-    pins.update({f"conda:{p.name}": f"{p.version}={p.build}" for p in lock.conda})
-    pinned = lock.verl.commit or lock.verl.sdist_sha256 or "?"
-    pins["verl"] = f"{lock.verl.ref} ({lock.verl.kind} {pinned[:12]})"
-    pins["python"] = _xy(lock.python)  # the env's lock says 3.11.7, `lock` says 3.11
-    return pins
-
-
-def _xy(version: str) -> str:
-    return ".".join(version.split(".")[:2])
 
 
 def _env_lock(prefix: Path) -> Lockfile:

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from verl_bootstrap import __version__
 from verl_bootstrap.errors import InputError
+from verl_bootstrap.paths import atomic_write
 from verl_bootstrap.redact import secrets_in
-from verl_bootstrap.siteconfig import LoadedSite
+from verl_bootstrap.siteconfig import LoadedSite, load_site
 from verl_bootstrap.siteconfig.load import CONFIG_VARS
 
-__all__ = ["onboarding_script"]
+__all__ = ["lab_script", "onboarding_script", "write_script"]
 
 _REFERENCE = re.compile(r"^\$(\{[A-Za-z_]\w*\}|[A-Za-z_]\w*)$")
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))")
@@ -173,3 +175,20 @@ def _variables(site: LoadedSite) -> list[str]:
     if not names:
         return []
     return [f"export {CONFIG_VARS}=${{{CONFIG_VARS}-{','.join(names)}}}"]
+
+
+def lab_script(config: str, *, publish_as: str | None, tool: str | None) -> str:
+    """The script of the lab config at `config`, naming it by `publish_as` (where the lab
+    publishes it), else by its own location (a file's made absolute)."""
+    location = publish_as or _absolute(config)
+    return onboarding_script(load_site(config), config=location, tool=tool)
+
+
+def _absolute(location: str) -> str:
+    return location if "://" in location else str(Path(location).expanduser().absolute())
+
+
+def write_script(target: Path, script: str) -> None:
+    """Write the script where the lab publishes it from, executable."""
+    atomic_write(target, script)
+    target.chmod(0o755)

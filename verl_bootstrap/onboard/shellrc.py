@@ -11,10 +11,18 @@ from pathlib import Path
 
 from verl_bootstrap.envs.activation import activation_script
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.paths import atomic_write
+from verl_bootstrap.paths import atomic_write, tool_home
 from verl_bootstrap.safety.shellquote import quote
 
-__all__ = ["BEGIN", "END", "default_shell", "rc_file", "user_activation", "write_rc_block"]
+__all__ = [
+    "BEGIN",
+    "END",
+    "default_shell",
+    "planned_files",
+    "rc_file",
+    "user_activation",
+    "write_rc_block",
+]
 
 BEGIN = "# >>> verl-bootstrap >>>"
 END = "# <<< verl-bootstrap <<<"
@@ -34,6 +42,17 @@ def user_activation(prefix: Path, home: Path) -> dict[str, Path]:
         atomic_write(path, activation_script(prefix, shell))
         written[shell] = path
     return written
+
+
+def planned_files(
+    shells: tuple[str, ...], *, shell_init: bool, environ: Mapping[str, str]
+) -> tuple[list[Path], list[Path]]:
+    """The activation files onboarding writes in the tool home (user_activation's), and the
+    shell rc files it adds the sourcing line to (with `shell_init` only)."""
+    home = tool_home(environ)
+    files = [home / "activate", home / "activate.fish"]
+    user = Path(environ.get("HOME") or Path.home())
+    return files, [rc_file(shell, environ, user) for shell in shells] if shell_init else []
 
 
 def rc_file(shell: str, environ: Mapping[str, str], home: Path) -> Path:

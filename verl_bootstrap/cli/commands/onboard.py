@@ -1,6 +1,5 @@
-"""Subcommands of the site feature: `config show`, `onboard`, `activate` (their flags and
-handlers; cli.registry names them). The site config sits under every command-line flag
-(run_options merges it)."""
+"""`onboard --config LAB`: a new lab member's env from the lab's site config, in one go (locked,
+activated, checked by doctor), or the lab's onboarding script with --emit-script."""
 
 from __future__ import annotations
 
@@ -10,28 +9,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from verl_bootstrap.cli.flags import config_flag, dry_run_flag, env_flag, json_flag
+from verl_bootstrap.cli.flags import dry_run_flag, json_flag
 from verl_bootstrap.cli.options import run_options
 from verl_bootstrap.cli.output import emit_json, err, out, paint, path_arg
-from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
+from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED
 from verl_bootstrap.events import listening
-from verl_bootstrap.paths import atomic_write, default_prefix
 
-__all__ = [
-    "cmd_activate",
-    "cmd_config_show",
-    "cmd_onboard",
-    "flags_activate",
-    "flags_config_show",
-    "flags_onboard",
-]
+__all__ = ["cmd_onboard", "flags_onboard"]
 _PASSED_TO_INSTALL = ("verl_source", "verl_ref", "cuda", "python", "backend")
-
-
-def flags_config_show(show: argparse.ArgumentParser) -> None:
-    """config show."""
-    config_flag(show)
-    json_flag(show)
 
 
 def flags_onboard(p: argparse.ArgumentParser) -> None:
@@ -71,51 +56,6 @@ def flags_onboard(p: argparse.ArgumentParser) -> None:
     json_flag(p)
 
 
-def flags_activate(p: argparse.ArgumentParser) -> None:
-    """activate's flags."""
-    env_flag(p)
-    p.add_argument("--shell", choices=["bash", "zsh", "fish"], help="default: your $SHELL")
-
-
-def cmd_config_show(ns: argparse.Namespace) -> int:
-    """`config show`: every effective setting and its source, secrets redacted."""
-    from verl_bootstrap.host.indexes import read_pip_settings
-    from verl_bootstrap.siteconfig import load_site, site_options
-    from verl_bootstrap.siteconfig.apply import apply_site_indexes
-    from verl_bootstrap.siteconfig.show import show_json, show_text
-
-    site = load_site(ns.config)
-    options = site_options(site, write=False)
-    pip = apply_site_indexes(read_pip_settings(), options)
-    body = show_json(site, environment=dict(options.environment), environ=os.environ, pip=pip)
-    body["notes"] = _storage_notes(site.config.defaults.envs_dir, dict(options.environment))
-    emit_json(body) if ns.json else out(show_text(body))
-    return EXIT_OK
-
-
-def _storage_notes(envs_dir: str | None, site_env: dict[str, str | None]) -> list[str]:
-    """Where envs and caches would go, and whether that is a network filesystem."""
-    from verl_bootstrap.host.filesystems import storage_notes
-
-    environ = {k: v for k, v in {**os.environ, **site_env}.items() if v is not None}
-    envs = Path(envs_dir) if envs_dir else default_prefix("x").parent
-    return storage_notes(envs, environ)
-
-
-def cmd_activate(ns: argparse.Namespace) -> int:
-    """`activate NAME` (or --prefix P): the shell code that enters the env."""
-    from verl_bootstrap.cli.options import chosen_env
-    from verl_bootstrap.envs.activation import activation_script
-    from verl_bootstrap.envs.base import env_python
-    from verl_bootstrap.onboard import default_shell
-
-    prefix = chosen_env(ns, command="activate")
-    if not env_python(prefix).exists():
-        raise InputError(f"{prefix} is not an env (no {env_python(prefix)})")
-    out(activation_script(prefix, ns.shell or default_shell(os.environ)).rstrip("\n"))
-    return EXIT_OK
-
-
 def cmd_onboard(ns: argparse.Namespace) -> int:
     """`onboard --config LAB`: the lab's env, locked, activated, checked by doctor."""
     from verl_bootstrap.onboard import (
@@ -145,15 +85,11 @@ def _onboard_dry_run(ns: argparse.Namespace, options: Any, shells: tuple[str, ..
     would write; nothing is installed or written (a lab lockfile given by URL is fetched into
     the cache to plan with, as `install --lockfile URL` does)."""
     from verl_bootstrap.cli.planview import plan_json, plan_text
-    from verl_bootstrap.onboard import rc_file
-    from verl_bootstrap.paths import tool_home
+    from verl_bootstrap.onboard.shellrc import planned_files
     from verl_bootstrap.run.install import prepare_plan
 
     plan = prepare_plan(options)
-    home = tool_home(os.environ)
-    files = [home / "activate", home / "activate.fish"]
-    user = Path(os.environ.get("HOME") or Path.home())
-    rcs = [rc_file(shell, os.environ, user) for shell in shells] if ns.shell_init else []
+    files, rcs = planned_files(shells, shell_init=ns.shell_init, environ=os.environ)
     if ns.json:
         emit_json(
             {
@@ -217,7 +153,7 @@ def _run_onboard(
         body = {"schema": "verl-bootstrap.onboard/1", **describe(result)}
         emit_json({**body, "install": report_json(result.install)})
     else:
-        from verl_bootstrap.cli.install import env_facts
+        from verl_bootstrap.run.summary import env_facts
 
         facts = env_facts(result.install, time.monotonic() - started)
         err(summary_text(result.install, facts, paint=paint))
@@ -249,23 +185,15 @@ def _print_onboard(result: Any) -> None:
 
 
 def _emit_script(ns: argparse.Namespace) -> int:
-    from verl_bootstrap.onboard import onboarding_script
-    from verl_bootstrap.siteconfig import load_site
+    from verl_bootstrap.onboard.script import lab_script, write_script
 
-    site = load_site(ns.config)
-    location = ns.publish_config or _absolute(ns.config)
-    script = onboarding_script(site, config=location, tool=ns.tool)
+    script = lab_script(ns.config, publish_as=ns.publish_config, tool=ns.tool)
     if ns.emit_script == "-":
         out(script.rstrip("\n"))
     elif ns.dry_run:
         out(f"would write {ns.emit_script} ({len(script.splitlines())} lines, executable)")
     else:
         target = Path(ns.emit_script)
-        atomic_write(target, script)
-        target.chmod(0o755)
+        write_script(target, script)
         err(f"wrote {target}: publish it; new members run `sh {target.name}`")
     return EXIT_OK
-
-
-def _absolute(location: str) -> str:
-    return location if "://" in location else str(Path(location).expanduser().absolute())

@@ -57,7 +57,7 @@ def cmd_update(ns: argparse.Namespace) -> int:
     _show(update, json_mode=ns.json and (ns.dry_run or not update.changes))
     if not update.changes or ns.dry_run:
         return EXIT_OK
-    from verl_bootstrap.cli.envs import confirm
+    from verl_bootstrap.cli.confirm import confirm
 
     if not ns.yes:
         hint = f"apply it with: verl-bootstrap update --prefix {update.prefix} --yes"
@@ -83,7 +83,7 @@ def _show(update: Update, *, json_mode: bool) -> None:
 def _apply(ns: argparse.Namespace, update: Update, options: RunOptions) -> int:
     """A --locked install of the fresh lock onto the same prefix (confirmed above). A change the
     env cannot take in place (another Python) is refused there, and the staged lock goes."""
-    from verl_bootstrap.cli.install import install_with
+    from verl_bootstrap.cli.commands.install import install_with
     from verl_bootstrap.lifecycle.update import stage_update
 
     lockfile = stage_update(update)

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verl_bootstrap.cli.flags import dry_run_flag, output_beside
-from verl_bootstrap.cli.lockinput import lock_source_flags, named_lock, scratch_options
+from verl_bootstrap.cli.flags import dry_run_flag, lock_source_flags, output_beside
+from verl_bootstrap.cli.options import named_lock, scratch_options
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK
 

@@ -48,33 +48,20 @@ def flags_coverage(cover: argparse.ArgumentParser) -> None:
 def cmd_coverage(ns: argparse.Namespace) -> int:
     """`kernels coverage`: the table from the recorded lists (after --refresh, the fresh ones);
     exit 1 when a source could not be asked (its recorded list kept)."""
-    from verl_bootstrap.kernels.coverage import coverage  # noqa: PLC0415 - kept off --help
-    from verl_bootstrap.kernels.record import load_record, record_path  # noqa: PLC0415 - same
-    from verl_bootstrap.profile.load import PROFILES_DIR  # noqa: PLC0415 - same
+    from verl_bootstrap.kernels.command import coverage_report
 
     if ns.dry_run and not ns.refresh:
         raise InputError(
             "--dry-run goes with --refresh", hint="kernels coverage --refresh --dry-run"
         )
-    path = ns.record or record_path(PROFILES_DIR / "fsdp.yaml")
-    # the recorded lists of a profiles folder sit in its kernel-wheels/ (record_path)
-    search = path.parent.parent if path.parent.name == "kernel-wheels" else PROFILES_DIR
-    order = None
-    if ns.config:
-        from verl_bootstrap.siteconfig import load_site  # noqa: PLC0415 - kept off --help
-
-        order = load_site(ns.config).config.kernel_sources
-    record, failed = load_record(path), tuple[str, ...]()
-    if ns.refresh:
-        from verl_bootstrap.kernels.refresh import refresh_record  # noqa: PLC0415 - network
-
-        refreshed = refresh_record(path, record, search=search, write=not ns.dry_run)
-        record, failed = refreshed.record, refreshed.failed
-        for note in () if ns.json else refreshed.notes:
+    report = coverage_report(
+        ns.record, profiles=ns.profile, config=ns.config, refresh=ns.refresh, dry_run=ns.dry_run
+    )
+    path, record, failed, rows = report.path, report.record, report.failed, report.rows
+    if ns.refresh and not ns.json:
+        for note in report.notes:
             err(note)
-        if not ns.json:
-            err(_refresh_verdict(path, failed, dry_run=ns.dry_run))
-    rows = coverage(record, profiles=ns.profile or None, order=order, search=search)
+        err(_refresh_verdict(path, failed, dry_run=ns.dry_run))
     if ns.json:
         body = {"record": str(path), "sources": _sources(record), "not_refreshed": list(failed)}
         emit_json({**body, "dry_run": ns.dry_run, "rows": [r.to_json() for r in rows]})

@@ -11,7 +11,6 @@ from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 
 if TYPE_CHECKING:
-    from verl_bootstrap.kernels.key import BuildKey
     from verl_bootstrap.kernels.remotehouse import AnyWheelhouse
 
 __all__ = ["cmd_add", "cmd_check", "cmd_list", "flags_add", "flags_check", "flags_list"]
@@ -53,19 +52,14 @@ def _house_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _house(ns: argparse.Namespace) -> AnyWheelhouse:
-    from verl_bootstrap.kernels.host import open_wheelhouse  # noqa: PLC0415 - kept off --help
+    from verl_bootstrap.kernels.command import chosen_wheelhouse
 
-    configured = ns.wheelhouse or None
-    if configured is None:
-        from verl_bootstrap.siteconfig import load_site  # noqa: PLC0415 - kept off --help
-
-        configured = load_site(ns.config).config.wheelhouse
-    return open_wheelhouse(configured, os.environ)
+    return chosen_wheelhouse(ns.wheelhouse, ns.config, os.environ)
 
 
 def cmd_list(ns: argparse.Namespace) -> int:
     """`wheelhouse list`."""
-    from verl_bootstrap.events import listening  # noqa: PLC0415 - kept off --help
+    from verl_bootstrap.events import listening
 
     house = _house(ns)
     skipped: list[str] = []
@@ -96,7 +90,9 @@ def cmd_add(ns: argparse.Namespace) -> int:
     house = _house(ns)
     if not Path(ns.wheel).is_file():
         raise InputError(f"{ns.wheel}: no such wheel file")
-    key = _key(ns)
+    from verl_bootstrap.kernels.command import publish_key
+
+    key = publish_key(ns.key, ns.key_of, hint=_KEY_HELP)
     if ns.dry_run:
         if ns.json:
             emit_json(
@@ -116,42 +112,6 @@ def cmd_add(ns: argparse.Namespace) -> int:
     else:
         out(f"added {entry.file} to {house.shown()} ({key.describe()}, sha256 {entry.sha256})")
     return EXIT_OK
-
-
-def _key(ns: argparse.Namespace) -> BuildKey:
-    from verl_bootstrap.kernels.key import FIELDS, BuildKey  # noqa: PLC0415 - kept off --help
-    from verl_bootstrap.kernels.wheelhouse import check_key  # noqa: PLC0415 - kept off --help
-
-    if ns.key_of is not None:
-        from verl_bootstrap.envs.base import env_python  # noqa: PLC0415 - kept off --help
-        from verl_bootstrap.kernels.probe import probe_key  # noqa: PLC0415 - kept off --help
-
-        python = env_python(Path(ns.key_of))
-        if not python.is_file():
-            raise InputError(
-                f"--key-of {ns.key_of}: no env there ({python} does not exist)",
-                hint="pass the --prefix of an env verl-bootstrap built, or state --key",
-            )
-        key = probe_key(python)
-    else:
-        pairs = [p.split("=", 1) for p in ns.key.split(",") if p.strip()]
-        if any(len(p) != 2 for p in pairs):
-            raise InputError(f"--key {ns.key!r}: write it as FIELD=VALUE,... ({', '.join(FIELDS)})")
-        unknown = sorted({k.strip() for k, _ in pairs} - set(FIELDS))
-        if unknown:
-            raise InputError(
-                f"--key: unknown field(s) {', '.join(unknown)} (known: {', '.join(FIELDS)})"
-            )
-        given = {k.strip(): v.strip() for k, v in pairs}
-        check_key(given, "--key")  # before anything is written where a lab reads it
-        key = BuildKey.from_mapping(given)
-    if not key.complete:
-        raise InputError(
-            f"the key {key.describe()} is incomplete: a wheel is only used for an env it matches "
-            "in every field",
-            hint=_KEY_HELP,
-        )
-    return key
 
 
 def cmd_check(ns: argparse.Namespace) -> int:

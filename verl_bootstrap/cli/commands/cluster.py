@@ -6,24 +6,20 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import shutil
-import sys
-import time
-from pathlib import Path
 from typing import Any
 
 from verl_bootstrap.cli.flags import dry_run_flag
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
-from verl_bootstrap.paths import atomic_write, tool_home
+from verl_bootstrap.paths import atomic_write
 
 __all__ = [
-    "cmd_cluster_install",
-    "cmd_cluster_script",
-    "cmd_cluster_verify",
-    "flags_cluster_install",
-    "flags_cluster_script",
-    "flags_cluster_verify",
+    "cmd_install",
+    "cmd_script",
+    "cmd_verify",
+    "flags_install",
+    "flags_script",
+    "flags_verify",
 ]
 
 _PREFIX_HELP = (
@@ -32,7 +28,7 @@ _PREFIX_HELP = (
 )
 
 
-def flags_cluster_verify(verify: argparse.ArgumentParser) -> None:
+def flags_verify(verify: argparse.ArgumentParser) -> None:
     """cluster verify."""
     _target_flags(verify)
     verify.add_argument("--fingerprint-only", action="store_true", help="skip the import checks")
@@ -44,7 +40,7 @@ def flags_cluster_verify(verify: argparse.ArgumentParser) -> None:
     verify.add_argument("--tool", help="verl-bootstrap's path on the nodes (default: this one's)")
 
 
-def flags_cluster_install(install: argparse.ArgumentParser) -> None:
+def flags_install(install: argparse.ArgumentParser) -> None:
     """cluster install."""
     _target_flags(install)
     _install_flags(install)
@@ -58,7 +54,7 @@ def _positive(value: str) -> int:
     return number
 
 
-def flags_cluster_script(script: argparse.ArgumentParser) -> None:
+def flags_script(script: argparse.ArgumentParser) -> None:
     """cluster script."""
     script.add_argument("--slurm", action="store_true", required=True, help="an sbatch script")
     script.add_argument(
@@ -97,13 +93,6 @@ def _install_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tool", help="verl-bootstrap's path on the nodes (default: this one's)")
 
 
-def _log_path() -> Path:
-
-    folder = tool_home() / "logs"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"cluster-{time.strftime('%Y%m%d-%H%M%S')}.log"
-
-
 def _target(ns: argparse.Namespace) -> Any:
     from verl_bootstrap.cluster.run import Target
     from verl_bootstrap.cluster.srun import SlurmOptions
@@ -117,21 +106,22 @@ def _target(ns: argparse.Namespace) -> Any:
     )
 
 
-def cmd_cluster_verify(ns: argparse.Namespace) -> int:
+def cmd_verify(ns: argparse.Namespace) -> int:
     """`cluster verify`: the node table; any difference or failed check exits non-zero."""
+    from verl_bootstrap.cluster.command import run_log, tool_on_nodes
     from verl_bootstrap.cluster.run import TrainOnNodes, verify_cluster
     from verl_bootstrap.cluster.table import table_text
 
     if ns.train and ns.fingerprint_only:
         raise InputError("--train and --fingerprint-only: a training step needs the checks")
-    log = _log_path()
+    log = run_log()
     report = verify_cluster(
         _target(ns),
         ns.prefix,
         profile=ns.profile,
         fingerprint_only=ns.fingerprint_only,
         log_path=log,
-        train=TrainOnNodes(ns.train, _tool(ns)) if ns.train else None,
+        train=TrainOnNodes(ns.train, tool_on_nodes(ns.tool)) if ns.train else None,
     )
     if ns.json:
         emit_json(
@@ -142,30 +132,14 @@ def cmd_cluster_verify(ns: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_STEP_FAILED
 
 
-def _tool(ns: argparse.Namespace) -> str:
-    if ns.tool:
-        return str(ns.tool)
-    here = Path(sys.executable).parent / "verl-bootstrap"
-    return str(here) if here.exists() else shutil.which("verl-bootstrap") or "verl-bootstrap"
-
-
-def _install_args(ns: argparse.Namespace) -> list[str]:
-    if not ns.profile:
-        raise InputError("cluster install needs --profile", hint="e.g. --profile fsdp")
-    args = ["--profile", ns.profile, "--prefix", ns.prefix, "--wait", "3600"]
-    if ns.lockfile:
-        args += ["--locked", "--lockfile", ns.lockfile]
-    if ns.config:
-        args += ["--config", ns.config]
-    return args
-
-
-def cmd_cluster_install(ns: argparse.Namespace) -> int:
+def cmd_install(ns: argparse.Namespace) -> int:
     """`cluster install`: install on every node (once on a shared filesystem), then verify."""
+    from verl_bootstrap.cluster.command import install_args, run_log, tool_on_nodes
     from verl_bootstrap.cluster.run import install_cluster
     from verl_bootstrap.cluster.table import table_text
 
-    command = [_tool(ns), "install", *_install_args(ns)]
+    node_args = install_args(ns.profile, ns.prefix, ns.lockfile, ns.config)
+    command = [tool_on_nodes(ns.tool), "install", *node_args]
     if not ns.slurm and not ns.ray_address:
         raise InputError(
             "cluster install: which nodes?",
@@ -173,7 +147,7 @@ def cmd_cluster_install(ns: argparse.Namespace) -> int:
         )
     if ns.dry_run:
         return _install_dry_run(ns, command)
-    result = install_cluster(_target(ns), ns.prefix, command, log_path=_log_path())
+    result = install_cluster(_target(ns), ns.prefix, command, log_path=run_log())
     if ns.json:
         verify = result.verify.to_json() if result.verify else None
         emit_json(
@@ -225,18 +199,19 @@ def _install_dry_run(ns: argparse.Namespace, command: list[str]) -> int:
     return EXIT_OK
 
 
-def cmd_cluster_script(ns: argparse.Namespace) -> int:
+def cmd_script(ns: argparse.Namespace) -> int:
     """`cluster script --slurm`: the sbatch script."""
+    from verl_bootstrap.cluster.command import install_args, tool_on_nodes
     from verl_bootstrap.cluster.script import sbatch_script
 
     args = ["--prefix", ns.prefix]
     if ns.action == "install":
-        args = _install_args(ns)
+        args = install_args(ns.profile, ns.prefix, ns.lockfile, ns.config)
     elif ns.profile:
         args += ["--profile", ns.profile]
     text = sbatch_script(
         action=ns.action,
-        tool=_tool(ns),
+        tool=tool_on_nodes(ns.tool),
         args=args,
         nodes=ns.nodes,
         time=ns.time,

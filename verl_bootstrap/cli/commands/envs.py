@@ -1,0 +1,114 @@
+"""`envs list|prune`: the envs verl-bootstrap has built; forget those whose folder is gone."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import TYPE_CHECKING, Any
+
+from verl_bootstrap.cli.flags import json_flag
+from verl_bootstrap.cli.output import emit_json, out
+from verl_bootstrap.cli.planview import human_size
+from verl_bootstrap.errors import EXIT_OK
+
+if TYPE_CHECKING:
+    from verl_bootstrap.lifecycle.inspect import EnvSummary
+
+__all__ = ["cmd_list", "cmd_prune", "flags_list", "flags_prune", "verl_pin"]
+
+
+def flags_list(p: argparse.ArgumentParser) -> None:
+    """envs list."""
+    p.add_argument("--no-size", action="store_true", help="skip measuring each env's size")
+    json_flag(p)
+
+
+def flags_prune(p: argparse.ArgumentParser) -> None:
+    """envs prune."""
+    p.add_argument("--dry-run", action="store_true", help="list what would go; forget nothing")
+    json_flag(p)
+
+
+def cmd_list(ns: argparse.Namespace) -> int:
+    """`envs list`."""
+    from verl_bootstrap.lifecycle.inspect import summarize
+    from verl_bootstrap.lifecycle.registry import known_prefixes
+
+    envs = [summarize(p, size=not ns.no_size) for p in known_prefixes()]
+    if ns.json:
+        emit_json({"schema": "verl-bootstrap.envs/1", "envs": [_summary_json(e) for e in envs]})
+        return EXIT_OK
+    if not envs:
+        out("no envs yet: `verl-bootstrap --profile NAME` builds one")
+        return EXIT_OK
+    rows = [_HEADER, *(_summary_row(env) for env in envs)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADER) - 1)]
+    for row in rows:
+        out("  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]]).rstrip())
+    gone = sum(env.status == "missing" for env in envs)
+    if gone:
+        out(f"{gone} env(s) missing: `verl-bootstrap envs prune` forgets them")
+    return EXIT_OK
+
+
+def _summary_json(env: EnvSummary) -> dict[str, Any]:
+    from verl_bootstrap.lifecycle.registry import env_name
+
+    return {"name": env_name(env.prefix), **env.__dict__, "prefix": str(env.prefix)}
+
+
+_HEADER = ("NAME", "PREFIX", "STATUS", "PROFILE", "VERL", "VARIANT", "VERIFIED", "SIZE")
+
+
+def _summary_row(env: EnvSummary) -> tuple[str, ...]:
+    verified = _when(env.verified_at) if env.verified_at else "no"
+    size = human_size(env.size) if env.size is not None else ""
+    from verl_bootstrap.lifecycle.registry import env_name
+
+    fields = (
+        env_name(env.prefix),
+        str(env.prefix),
+        env.status,
+        env.profile or "-",
+        verl_pin(env.verl_ref, env.commit, env.source_kind),
+        env.variant or "-",
+        verified,
+        size,
+    )
+    return fields
+
+
+def verl_pin(ref: str | None, digest: str | None, kind: str | None) -> str:
+    """verl's ref and what pins it, named as what it is: a git commit or the sdist's sha256."""
+    if not ref:
+        return "-"
+    if not digest:
+        return ref
+    label = "sdist sha256:" if kind == "sdist" else "commit "
+    return f"{ref} ({label}{digest[:12]})"
+
+
+def cmd_prune(ns: argparse.Namespace) -> int:
+    """`envs prune`: forget the listed envs whose folder is gone (deleted by hand)."""
+    from verl_bootstrap.lifecycle.registry import gone_prefixes, prune
+
+    gone = gone_prefixes() if ns.dry_run else prune()
+    if ns.json:
+        emit_json(
+            {
+                "schema": "verl-bootstrap.prune/1",
+                "dry_run": ns.dry_run,
+                "forgotten": [str(p) for p in gone],
+            }
+        )
+        return EXIT_OK
+    verb = "would forget" if ns.dry_run else "forgot"
+    for prefix in gone:
+        out(f"{verb} {prefix} (its folder is gone)")
+    if not gone:
+        out("nothing to prune: every listed env is still there")
+    return EXIT_OK
+
+
+def _when(stamp: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp)) if stamp else "-"
