@@ -12,12 +12,11 @@ import io
 import json
 import os
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 from typing import Any
 
-from lockfixtures import REPO
+from scaffold import run_tool
 from verlrepo import CACHE
 
 BUNDLE_CACHE = CACHE / "bundle-cache"
@@ -28,20 +27,12 @@ def tool_env(**extra: str) -> dict[str, str]:
     return {**os.environ, "VERL_BOOTSTRAP_CACHE": str(BUNDLE_CACHE), **extra}
 
 
-def run_tool(
+def bundle_tool(
     *args: str, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess[str]:
-    """`verl-bootstrap ARGS` in a fresh process (optionally under `prefix`, e.g. unshare -n)."""
-    argv = [*prefix, sys.executable, "-m", "verl_bootstrap", *args]
-    return subprocess.run(
-        argv,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        cwd=REPO,
-        env=env or tool_env(),
-        check=False,
-    )
+    """`run_tool` with the bundle cache unless `env` is given (optionally under `prefix`, e.g.
+    unshare -n); a bundle of real wheels may take long."""
+    return run_tool(*args, env=env or tool_env(), prefix=prefix, timeout=1200)
 
 
 def make_bundle(lock: Path, output: Path) -> Path:

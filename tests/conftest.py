@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from cpuenv import Installed, install_cpu_env
 from kernellab import Lab, make_lab
+from lockfixtures import TOMORROW, make_lock
 from slurmcluster import SlurmCluster, running_slurm
 from verlrepo import make_two_release_repo, make_verl_repo
 
@@ -52,6 +53,13 @@ def kernel_lab(tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path
     return make_lab(tmp_path_factory.mktemp("kernel-lab"), verl_repo_session)
 
 
+@pytest.fixture(scope="module")
+def lab_here(kernel_lab: Lab) -> Iterator[Lab]:
+    """The kernel lab with its home (so its wheelhouse) and find-links set for one module's runs."""
+    with kernel_lab.environment():
+        yield kernel_lab
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     """A real three-node Slurm on this host (tests/slurmcluster.py), for the session."""
@@ -81,19 +89,28 @@ def _children_allowed() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def bundle_lock(tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path) -> Path:
-    """The cpu profile locked for a venv (the same file test_lock_real's cpu_lock is)."""
-    from lockfixtures import make_lock  # noqa: PLC0415
-
+def cpu_lock(tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path) -> Path:
+    """The cpu profile locked for a venv (tests/lockfixtures.py), shared by the lock, export and
+    bundle tests."""
     return make_lock(tmp_path_factory.getbasetemp(), verl_repo_session, "cpu-venv")
 
 
 @pytest.fixture(scope="session")
-def cpu_bundle(tmp_path_factory: pytest.TempPathFactory, bundle_lock: Path) -> Path:
+def conda_lock(
+    tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path, python_channel: Path
+) -> Path:
+    """The cpu profile locked for a conda env: its conda part solved from the local channel."""
+    extra = ("--backend", "conda", "--channel", str(python_channel))
+    base = tmp_path_factory.getbasetemp()
+    return make_lock(base, verl_repo_session, "cpu-conda", *extra, cutoff=str(TOMORROW))
+
+
+@pytest.fixture(scope="session")
+def cpu_bundle(tmp_path_factory: pytest.TempPathFactory, cpu_lock: Path) -> Path:
     """The cpu lock's offline bundle, made once per session (downloads cached across runs)."""
     from bundlefixtures import make_bundle  # noqa: PLC0415
 
-    return make_bundle(bundle_lock, tmp_path_factory.getbasetemp() / "bundles" / "cpu.tar")
+    return make_bundle(cpu_lock, tmp_path_factory.getbasetemp() / "bundles" / "cpu.tar")
 
 
 @pytest.fixture(scope="session")
@@ -101,10 +118,10 @@ def offline_image(tmp_path_factory: pytest.TempPathFactory, cpu_bundle: Path) ->
     """An image tree built with no network from the cpu bundle, by the Apptainer definition's
     own %files and %post (which run the bundle's install.sh, so the tool comes from the bundle
     too); (the image's root, the build's output). Its env is ROOT/verl."""
-    from bundlefixtures import run_post_offline, run_tool, tool_env  # noqa: PLC0415
+    from bundlefixtures import bundle_tool, run_post_offline, tool_env  # noqa: PLC0415
 
     definition = cpu_bundle.parent / "verl.def"
-    done = run_tool(
+    done = bundle_tool(
         "export",
         "--format",
         "apptainer",

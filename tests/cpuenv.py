@@ -2,39 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
+from scaffold import Run, run_cli
 
-from verl_bootstrap import cli
-
-__all__ = ["Installed", "Run", "install_cpu_env", "run_cli"]
-
-
-@dataclass(frozen=True)
-class Run:
-    """One CLI run: its exit code, its JSON report, and what it wrote to stderr."""
-
-    code: int
-    body: dict[str, Any]
-    stderr: str
-
-    @property
-    def statuses(self) -> dict[str, str]:
-        return {s["id"]: s["status"] for s in self.body["steps"]}
-
-
-def run_cli(argv: list[str]) -> Run:
-    """`verl-bootstrap ARGV` in this process, with its output captured."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(argv)
-    return Run(code=code, body=json.loads(out.getvalue()), stderr=err.getvalue())
+__all__ = ["Installed", "install_cpu_env"]
 
 
 @dataclass(frozen=True)

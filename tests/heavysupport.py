@@ -7,7 +7,6 @@ GitHub serves, anything that needs the NVIDIA driver) is detected and named, nev
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -222,22 +221,3 @@ class HeavyResult:
     def to_json(self) -> dict[str, Any]:
         """The JSON form, for the results file."""
         return dict(self.__dict__)
-
-
-def run_cli(
-    argv: list[str], *, timeout: float, env: Mapping[str, str] | None = None
-) -> tuple[int, dict[str, Any], str]:
-    """Run the verl-bootstrap CLI as a user does, in a child process; parse its JSON report."""
-    done = subprocess.run(
-        [sys.executable, "-m", "verl_bootstrap", *argv],
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    try:
-        body: dict[str, Any] = json.loads(done.stdout)
-    except json.JSONDecodeError:
-        body = {}
-    return done.returncode, body, done.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import shutil
 import subprocess
@@ -17,8 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-
-from verl_bootstrap import cli
+from scaffold import Run, invoke, run_cli
 
 DATA = Path(__file__).parent / "data"
 PROFILE = DATA / "profiles" / "kernel-stage" / "profile.yaml"
@@ -57,39 +55,13 @@ def build_broken_wheel(uv: str, python: Path, work: Path) -> Path:
     return next(out.glob("*.whl"))
 
 
-@dataclass(frozen=True)
-class Run:
-    """One CLI run: exit code, its JSON body, stderr."""
-
-    code: int
-    body: dict[str, Any]
-    stderr: str
-
-    def step(self, step_id: str) -> dict[str, Any]:
-        """The report's entry for one step."""
-        return next(s for s in self.body["steps"] if s["id"] == step_id)
-
-    def log(self, step_id: str) -> str:
-        """The step's log."""
-        return Path(self.step(step_id)["log"]).read_text(encoding="utf-8")
-
-
-def run_cli(argv: list[str]) -> Run:
-    """`verl-bootstrap ARGV --json` in this process."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main([*argv, "--json"])
-    return Run(code=code, body=json.loads(out.getvalue()), stderr=err.getvalue())
-
-
 def lock_cpu(profile: Path, repo: Path, out: Path) -> None:
     """`lock` the kernel-stage profile `profile` (its cpu variant, Python 3.11, verl from `repo`)
     into `out`; a failure shows what the tool said."""
     argv = ["lock", "--profile", str(profile), "--cuda", "cpu", "--python-version", "3.11"]
     argv += ["--verl-source", str(repo), "--output", str(out)]
-    said = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(said):
-        assert cli.main(argv) == 0, said.getvalue()
+    done = invoke(argv)
+    assert done.code == 0, done.err
 
 
 def install_argv(prefix: Path, repo: Path, *extra: str) -> list[str]:

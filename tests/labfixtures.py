@@ -13,8 +13,6 @@ import functools
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,11 +21,11 @@ from typing import Any
 import yaml
 from labextras import lock_extras
 from labmirror import CACHE, LabHTTPServer, git_mirror, mirror_wheels, start_server
+from scaffold import TOOL, run_tool
 from verlrepo import git, make_verl_repo
 
 TOKEN = "s3cr3t-lab-token-7f3a9c"  # distinctive, so a leak is easy to grep for
 DEAD = "http://127.0.0.1:9"  # the discard port: nothing listens, every connection is refused
-TOOL = Path(sys.executable).parent / "verl-bootstrap"
 _STABLE_PORT = 47391  # a stable port keeps uv's cache warm across test runs
 COMMITTED_LOCK = Path(__file__).parents[1] / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"
 
@@ -139,13 +137,7 @@ def lab_env() -> LabEnv:
     )
     prefix = the_lab.base / "envs" / "cpu"
     before = len(the_lab.server.requests)
-    done = subprocess.run(
-        [str(TOOL), "install", "--config", str(config), "--prefix", str(prefix), "--json"],
-        env=clean_environ(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    args = ("install", "--config", str(config), "--prefix", str(prefix), "--json")
+    done = run_tool(*args, script=TOOL, env=clean_environ(), cwd=None, timeout=600)
     requests = tuple(the_lab.server.requests[before:])
     return LabEnv(prefix, config, done.returncode, done.stdout, done.stderr, requests)

@@ -1,4 +1,4 @@
-"""Real lockfiles for the lock and export tests, made once per session, and a CLI runner.
+"""Real lockfiles for the lock and export tests, made once per session.
 
 The cpu profile is locked against the real index (and this machine's pip settings), with verl
 from a real local git repo, so the lock records a commit. Each lock is made once per session
@@ -13,23 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from scaffold import run_tool
 from verlrepo import CACHE
 
 HOST_XY = "{}.{}".format(*sys.version_info[:2])
 CUTOFF = "2026-12-01T00:00:00Z"  # fixed: a re-lock must give the same bytes on any day
-REPO = Path(__file__).resolve().parents[1]
-
-
-def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """Run `verl-bootstrap ARGS` in a fresh process, as a user would."""
-    return subprocess.run(
-        [sys.executable, "-m", "verl_bootstrap", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-        check=False,
-    )
 
 
 # The local conda channel is indexed when the tests start, after CUTOFF: conda locks use tomorrow.
@@ -61,7 +49,7 @@ def make_lock(base: Path, repo: Path, name: str, *extra: str, cutoff: str = CUTO
     path = base / "locks" / f"{name}.lock.yaml"
     if path.is_file():
         return path
-    done = cli(*lock_args(repo, path, *extra, cutoff=cutoff))
+    done = run_tool(*lock_args(repo, path, *extra, cutoff=cutoff))
     assert done.returncode == 0, done.stderr
     return path
 

@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from loopback import base_url, serve
-
-from verl_bootstrap import cli
+from scaffold import run
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD_LOCK = (REPO / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml").read_text()
@@ -472,10 +471,9 @@ def run_case(
     for key, value in case.env.items():
         monkeypatch.setenv(key, fill(value, t, url))
     start = time.perf_counter()
-    code = cli.main([fill(a, t, url) for a in case.argv])
+    code, out, err = run([fill(a, t, url) for a in case.argv], capsys)
     seconds = time.perf_counter() - start
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err, seconds
+    return code, out + err, seconds
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

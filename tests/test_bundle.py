@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 from bundlefixtures import (
+    bundle_tool,
     flip_byte,
     manifest_of,
     manifest_only,
     no_network,
-    run_tool,
     tool_env,
 )
-from lockfixtures import REPO
+from scaffold import REPO
 from verlrepo import git
 
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_REFUSED
@@ -34,7 +34,7 @@ from verl_bootstrap.lockfile.lookup import hashed_dists
 
 
 def test_the_bundle_holds_every_locked_artifact_verl_and_the_tool(
-    cpu_bundle: Path, bundle_lock: Path
+    cpu_bundle: Path, cpu_lock: Path
 ) -> None:
     with tarfile.open(cpu_bundle) as tar:
         names = tar.getnames()
@@ -46,8 +46,8 @@ def test_the_bundle_holds_every_locked_artifact_verl_and_the_tool(
     manifest = manifest_of(cpu_bundle)
     assert names[0] == "manifest.json"
     assert {m["path"]: m["sha256"] for m in manifest["members"]} == sums
-    lock = read_lockfile(bundle_lock)
-    assert manifest["lockfile_sha256"] == hashlib.sha256(bundle_lock.read_bytes()).hexdigest()
+    lock = read_lockfile(cpu_lock)
+    assert manifest["lockfile_sha256"] == hashlib.sha256(cpu_lock.read_bytes()).hexdigest()
     assert (manifest["platform"], manifest["variant"], manifest["python"]) == (
         lock.platform,
         lock.cuda.variant,
@@ -66,18 +66,18 @@ def test_the_bundle_holds_every_locked_artifact_verl_and_the_tool(
 
 
 def test_installing_from_the_bundle_needs_no_network_and_ends_verified(
-    offline_image: tuple[Path, str], bundle_lock: Path, verl_repo_session: Path
+    offline_image: tuple[Path, str], cpu_lock: Path, verl_repo_session: Path
 ) -> None:
     root, output = offline_image
     prefix = root / "verl"
     assert "every sha256 matches its manifest" in output and "verified" in output
-    done = run_tool("verify", "--prefix", str(prefix), "--against", str(bundle_lock))
+    done = bundle_tool("verify", "--prefix", str(prefix), "--against", str(cpu_lock))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "the env matches" in done.stdout and "note:" not in done.stdout
     head = git(verl_repo_session, "rev-parse", "HEAD")
     assert git(prefix / "src" / "verl", "rev-parse", "HEAD") == head
     (unpacked,) = (root / "cache" / "bundles").iterdir()  # kept in the tool's cache, for reuse
-    assert (unpacked / "lockfile" / bundle_lock.name).read_bytes() == bundle_lock.read_bytes()
+    assert (unpacked / "lockfile" / cpu_lock.name).read_bytes() == cpu_lock.read_bytes()
 
 
 def test_the_network_really_was_cut_off() -> None:
@@ -106,7 +106,7 @@ def test_a_tampered_member_is_refused_before_anything_is_installed(
     bad = flip_byte(cpu_bundle, tmp_path / "bad.tar", torch)
     prefix, cache = tmp_path / "envs" / "fresh", tmp_path / "cache"
     env = tool_env(VERL_BOOTSTRAP_CACHE=str(cache))
-    done = run_tool(
+    done = bundle_tool(
         "--bundle",
         str(bad),
         "--profile",
@@ -137,7 +137,7 @@ def test_a_bundle_for_another_host_is_refused_before_anything_is_unpacked(
 ) -> None:
     other = manifest_only(cpu_bundle, tmp_path / "other.tar", **change)
     prefix = tmp_path / "envs" / "fresh"
-    done = run_tool(
+    done = bundle_tool(
         "--bundle", str(other), "--profile", "cpu", "--prefix", str(prefix), prefix=no_network()
     )
     assert done.returncode == EXIT_REFUSED, done.stdout + done.stderr
@@ -150,12 +150,16 @@ def test_a_member_outside_the_bundle_or_a_non_bundle_is_bad_input(
 ) -> None:
     members = [{"path": "../escape", "sha256": "0" * 64, "size": 1, "role": "artifact"}]
     outside = manifest_only(cpu_bundle, tmp_path / "outside.tar", members=members)
-    done = run_tool("--bundle", str(outside), "--profile", "cpu", "--prefix", str(tmp_path / "env"))
+    done = bundle_tool(
+        "--bundle", str(outside), "--profile", "cpu", "--prefix", str(tmp_path / "env")
+    )
     assert done.returncode == EXIT_BAD_INPUT and "outside the bundle" in done.stderr
     plain = tmp_path / "plain.tar"
     with tarfile.open(plain, "w") as tar:
         tar.add(REPO / "pyproject.toml", arcname="pyproject.toml")
-    done = run_tool("--bundle", str(plain), "--profile", "cpu", "--prefix", str(tmp_path / "env"))
+    done = bundle_tool(
+        "--bundle", str(plain), "--profile", "cpu", "--prefix", str(tmp_path / "env")
+    )
     assert done.returncode == EXIT_BAD_INPUT and "not a verl-bootstrap bundle" in done.stderr
     assert not (tmp_path / "env").exists()
 

@@ -19,7 +19,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from bundlefixtures import flip_byte, manifest_of, no_network, run_tool, tool_env
+from bundlefixtures import bundle_tool, flip_byte, manifest_of, no_network, tool_env
 from condafixture import MARKER_PACKAGE, PYTHON_BUILD, PYTHON_VERSION
 from lockfixtures import HOST_XY, TOMORROW
 from verlrepo import git
@@ -89,7 +89,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory, python_channel: Path) -> dict
     )
     lock, bundle, cache = base / "tiny.lock.yaml", base / "tiny.tar", base / "cache"
     env = tool_env(VERL_BOOTSTRAP_CACHE=str(cache))
-    done = run_tool(
+    done = bundle_tool(
         "lock",
         "--profile",
         str(profile),
@@ -108,7 +108,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory, python_channel: Path) -> dict
         env=env,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    done = run_tool(
+    done = bundle_tool(
         "bundle",
         "--lockfile",
         str(lock),
@@ -126,7 +126,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory, python_channel: Path) -> dict
 
 def _install(tiny: dict[str, Path], bundle: Path, prefix: Path) -> tuple[int, str]:
     env = tool_env(VERL_BOOTSTRAP_CACHE=str(tiny["cache"]))
-    done = run_tool(
+    done = bundle_tool(
         "--bundle",
         str(bundle),
         "--profile",
@@ -158,7 +158,7 @@ def test_a_conda_lock_installs_from_the_bundle_with_no_network_and_ends_verified
     assert "every sha256 matches its manifest" in output and "✓ verify" in output
     assert (prefix / "conda-meta" / f"python-{PYTHON_VERSION}-{PYTHON_BUILD}.json").is_file()
     assert (prefix / "share" / MARKER_PACKAGE / "README").is_file()
-    done = run_tool("verify", "--prefix", str(prefix), "--against", str(tiny["lock"]))
+    done = bundle_tool("verify", "--prefix", str(prefix), "--against", str(tiny["lock"]))
     assert done.returncode == 0 and "the env matches" in done.stdout, done.stdout + done.stderr
 
 

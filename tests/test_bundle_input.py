@@ -12,14 +12,12 @@ import io
 import json
 import os
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from lockfixtures import REPO
-from test_lifecycle import run
+from scaffold import REPO, invoke, tool_argv
 from tinyenv import HOST_XY
 
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_REFUSED
@@ -92,7 +90,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def install(archive: Path, prefix: Path) -> tuple[int, str]:
-    done = run(["--bundle", str(archive), "--profile", "cpu", "--prefix", str(prefix)])
+    done = invoke(["--bundle", str(archive), "--profile", "cpu", "--prefix", str(prefix)])
     assert not prefix.exists(), "nothing is installed from a refused bundle"
     return done.code, done.err
 
@@ -236,17 +234,7 @@ def test_a_fifo_named_as_the_bundle_is_bad_input_not_a_hang(tmp_path: Path) -> N
     fifo = tmp_path / "bundle.tar"
     os.mkfifo(fifo)
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "verl_bootstrap",
-            "--bundle",
-            str(fifo),
-            "--profile",
-            "cpu",
-            "--prefix",
-            str(tmp_path / "env"),
-        ],
+        tool_argv("--bundle", fifo, "--profile", "cpu", "--prefix", tmp_path / "env"),
         capture_output=True,
         text=True,
         timeout=60,
@@ -260,6 +248,6 @@ def test_a_fifo_named_as_the_bundle_is_bad_input_not_a_hang(tmp_path: Path) -> N
 def test_bundle_to_a_place_it_cannot_write_is_bad_input_before_any_download(
     tmp_path: Path,
 ) -> None:
-    done = run(["bundle", "--lockfile", str(CPU_LOCK), "--output", "/proc/version"])
+    done = invoke(["bundle", "--lockfile", str(CPU_LOCK), "--output", "/proc/version"])
     assert done.code == EXIT_BAD_INPUT, done.err
     assert "--output /proc/version: cannot write there" in done.err

@@ -25,8 +25,9 @@ from pathlib import Path
 import pytest
 import yaml
 from bundlefixtures import BUNDLE_CACHE, manifest_of
-from kernellab import STANDIN, Lab, Run, lock_cpu, make_sdist, run_cli
+from kernellab import STANDIN, Lab, lock_cpu, make_sdist
 from loopback import Server, base_url, serve
+from scaffold import Run, run_cli
 from test_kernels_prebuilt import COMMUNITY, COMMUNITY_NAME, kernel_wheel, lab_profile, relabel
 
 from verl_bootstrap.bundle.kernels import collect_kernel_wheels

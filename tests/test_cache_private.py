@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 from loopback import base_url, serve
+from scaffold import run_tool, with_env
 
 from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.errors import Refused
@@ -69,19 +70,6 @@ def shared() -> Iterator[Path]:
     shutil.rmtree(path)
 
 
-def cli(*args: str | Path, cache: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "VERL_BOOTSTRAP_CACHE": str(cache), "PYTHONDONTWRITEBYTECODE": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "verl_bootstrap", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
-        check=False,
-        env=env,
-    )
-
-
 def test_a_cache_folder_another_user_made_first_is_refused_naming_it(shared: Path) -> None:
     planted = shared / "victim"
     as_nobody("mkdir", "-m", "0777", str(planted))
@@ -123,7 +111,15 @@ def test_plan_does_not_write_a_fetched_lab_lockfile_through_a_planted_symlink(
     try:
         site = tmp_path / "site.yaml"
         site.write_text(yaml.safe_dump({"schema_version": 1, "lockfiles": base_url(server)}))
-        done = cli("plan", "--profile", "cpu", "--config", site, cache=cache)
+        done = run_tool(
+            "plan",
+            "--profile",
+            "cpu",
+            "--config",
+            site,
+            env=with_env(VERL_BOOTSTRAP_CACHE=str(cache), PYTHONDONTWRITEBYTECODE="1"),
+            timeout=300,
+        )
     finally:
         server.shutdown()
     assert done.returncode == 3, done.stdout + done.stderr
@@ -146,7 +142,15 @@ def test_a_link_at_the_lab_lockfiles_name_in_ones_own_cache_is_replaced_not_foll
     try:
         site = tmp_path / "site.yaml"
         site.write_text(yaml.safe_dump({"schema_version": 1, "lockfiles": base_url(server)}))
-        done = cli("plan", "--profile", "cpu", "--config", site, cache=cache)
+        done = run_tool(
+            "plan",
+            "--profile",
+            "cpu",
+            "--config",
+            site,
+            env=with_env(VERL_BOOTSTRAP_CACHE=str(cache), PYTHONDONTWRITEBYTECODE="1"),
+            timeout=300,
+        )
     finally:
         server.shutdown()
     assert done.returncode == 0, done.stderr

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 import yaml
+from scaffold import run
 
-from verl_bootstrap import __version__, cli
+from verl_bootstrap import __version__
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_STEP_FAILED
 from verl_bootstrap.profile import PROFILES_DIR, list_profiles
 
@@ -47,12 +48,6 @@ INSTALL_KEYS = {
 INSTALL_STEP_KEYS = {"id", "status", "seconds", "reason", "log"}
 ERROR_KEYS = {"ok", "error"}
 ERROR_DETAIL_KEYS = {"message", "hint", "exit_code"}
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = cli.main(argv)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_help_lists_the_commands_and_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,21 +12,13 @@ from pathlib import Path
 
 import pytest
 from cpuenv import Installed
+from scaffold import TOOL, run
 
-from verl_bootstrap.cli import main
 from verl_bootstrap.envs.activation import activation_script, prompt_mark
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
 from verl_bootstrap.lifecycle.registry import known_prefixes, register
 from verl_bootstrap.plan.model import Step
 from verl_bootstrap.steps.kinds import running_label
-
-TOOL = str(Path(sys.executable).parent / "verl-bootstrap")
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(argv)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.mark.parametrize("command", [["verify"], ["info"], ["test"]])
@@ -130,7 +122,10 @@ def test_the_summary_says_time_packages_size_and_lockfile(cpu_env_session: Insta
     changed nothing, so the size is not walked again (a run that did work shows it:
     test_env_trust.py)."""
     done = subprocess.run(
-        [TOOL, "--prefix", str(cpu_env_session.prefix)], capture_output=True, text=True, check=False
+        [str(TOOL), "--prefix", str(cpu_env_session.prefix)],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     summary = done.stderr.split("summary:", 1)[1]

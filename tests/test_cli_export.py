@@ -7,15 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from scaffold import run
 
-from verl_bootstrap.cli import main
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(argv)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.mark.parametrize("output", [[], ["--output", "-"]])

@@ -9,17 +9,15 @@ import pty
 import re
 import select
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from cpuenv import Installed
 from lockfixtures import CUTOFF, HOST_XY
+from scaffold import TOOL
 
 from verl_bootstrap.paths import LOCKFILES_DIR
 
-BIN = Path(sys.executable).parent
-TOOL = str(BIN / "verl-bootstrap")
 _TICK = re.compile(r"\r\x1b\[K(?:\x1b\[2m)?[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] verify +(\d+)s │")
 
 
@@ -63,7 +61,7 @@ def _in_pty(
 
 
 def test_a_quiet_verify_shows_a_line_that_ticks_on_its_own(cpu_env_session: Installed) -> None:
-    code, shown = _in_pty([TOOL, "verify", "--prefix", str(cpu_env_session.prefix)])
+    code, shown = _in_pty([str(TOOL), "verify", "--prefix", str(cpu_env_session.prefix)])
     assert code == 0, shown
     seconds = [int(s) for s in _TICK.findall(shown)]
     # redrawn many times a second with nothing printed by the child, the clock moving on
@@ -76,11 +74,11 @@ def test_a_quiet_verify_shows_a_line_that_ticks_on_its_own(cpu_env_session: Inst
 
 def test_no_color_and_a_pipe_get_plain_text(cpu_env_session: Installed) -> None:
     _, shown = _in_pty(
-        [TOOL, "verify", "--prefix", str(cpu_env_session.prefix)], env={"NO_COLOR": "1"}
+        [str(TOOL), "verify", "--prefix", str(cpu_env_session.prefix)], env={"NO_COLOR": "1"}
     )
     assert "\x1b[3" not in shown  # no colour, though the ticking line stays
     piped = subprocess.run(
-        [TOOL, "verify", "--prefix", str(cpu_env_session.prefix)],
+        [str(TOOL), "verify", "--prefix", str(cpu_env_session.prefix)],
         capture_output=True,
         text=True,
         check=False,
@@ -92,7 +90,7 @@ def test_no_color_and_a_pipe_get_plain_text(cpu_env_session: Installed) -> None:
 
 
 def test_color_always_colours_a_pipe(cpu_env_session: Installed) -> None:
-    argv = [TOOL, "verify", "--prefix", str(cpu_env_session.prefix), "--color", "always"]
+    argv = [str(TOOL), "verify", "--prefix", str(cpu_env_session.prefix), "--color", "always"]
     piped = subprocess.run(argv, capture_output=True, text=True, check=False)
     assert "\x1b[32m✓\x1b[0m" in piped.stdout
 
@@ -102,7 +100,9 @@ def test_answering_no_at_the_prompt_changes_nothing_and_exits_0(
 ) -> None:
     prefix = cpu_env_session.prefix
     before = (prefix / ".verl-bootstrap" / "state.json").read_bytes()
-    code, shown = _in_pty([TOOL, "--prefix", str(prefix), "--verl-ref", "v0.9.0"], answer=b"n\n")
+    code, shown = _in_pty(
+        [str(TOOL), "--prefix", str(prefix), "--verl-ref", "v0.9.0"], answer=b"n\n"
+    )
     assert "apply these changes? [y/N]" in shown
     assert code == 0, shown
     assert f"{prefix} was not changed" in shown
@@ -146,7 +146,7 @@ _COUNTS = re.compile(r"test +\d+s │ (\d+) passed, (\d+) failed, (\d+) skipped 
 def test_verls_tests_show_a_live_line_with_the_counts(
     cpu_env_session: Installed, tmp_path: Path
 ) -> None:
-    argv = [TOOL, "test", "--prefix", str(cpu_env_session.prefix)]
+    argv = [str(TOOL), "test", "--prefix", str(cpu_env_session.prefix)]
     code, shown = _in_pty([*argv, "--checkout", str(_checkout(tmp_path))])
     assert code == 0, shown  # the failure is the test's own, not the env's
     counts = [(int(p), int(f), int(s)) for p, f, s, _ in _COUNTS.findall(shown)]
@@ -157,7 +157,7 @@ def test_verls_tests_show_a_live_line_with_the_counts(
 
 def test_verls_tests_take_node_ids_and_k(cpu_env_session: Installed, tmp_path: Path) -> None:
     checkout = str(_checkout(tmp_path))
-    argv = [TOOL, "test", "--prefix", str(cpu_env_session.prefix), "--checkout", checkout]
+    argv = [str(TOOL), "test", "--prefix", str(cpu_env_session.prefix), "--checkout", checkout]
     _, by_id = _in_pty([*argv, "tests/test_live_on_cpu.py::test_fails"])
     assert {c[3] for c in _COUNTS.findall(by_id)} == {"tests/test_live_on_cpu.py::test_fails"}
     assert "passed 0, failed 1, error 0, skipped 0" in by_id
@@ -172,7 +172,7 @@ def test_lock_shows_a_live_line_the_count_the_changes_and_where_it_wrote(
 ) -> None:
     shipped = LOCKFILES_DIR / "cpu" / "cpu-linux-64.lock.yaml"
     before = shipped.read_bytes()
-    argv = [TOOL, "lock", "--profile", "cpu", "--cuda", "cpu", "--python-version", HOST_XY]
+    argv = [str(TOOL), "lock", "--profile", "cpu", "--cuda", "cpu", "--python-version", HOST_XY]
     argv += ["--exclude-newer", CUTOFF, "--verl-source", str(verl_repo_session)]
     code, shown = _in_pty(argv, cwd=tmp_path)
     assert code == 0, shown

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from scaffold import run
 
 from verl_bootstrap.cli import main
 from verl_bootstrap.errors import EXIT_OK
@@ -15,17 +16,12 @@ from verl_bootstrap.errors import EXIT_OK
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    code = main(argv)
-    return code, capsys.readouterr().out
-
-
 def test_config_show_ends_no_heading_without_lines(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("VERL_BOOTSTRAP_CONFIG", raising=False)
-    code, text = run(["config", "show"], capsys)
+    code, text, _ = run(["config", "show"], capsys)
     assert code == EXIT_OK
     lines = text.splitlines()
     for heading, following in zip(lines, [*lines[1:], ""], strict=True):
@@ -37,9 +33,9 @@ def test_config_show_ends_no_heading_without_lines(
 def test_validate_and_show_agree_on_the_stages(
     name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, said = run(["profiles", "validate", str(ROOT / "profiles" / f"{name}.yaml")], capsys)
+    code, said, _ = run(["profiles", "validate", str(ROOT / "profiles" / f"{name}.yaml")], capsys)
     assert code == EXIT_OK
-    code, shown = run(["profiles", "show", name], capsys)
+    code, shown, _ = run(["profiles", "show", name], capsys)
     assert code == EXIT_OK
     body = yaml.safe_load(shown)
     ids = [s["id"] for s in body["stages"]]

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from scaffold import run
 
-from verl_bootstrap.cli import main
 from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED
 from verl_bootstrap.lifecycle.guard import guarding
 from verl_bootstrap.paths import guard_file
@@ -20,12 +20,6 @@ from verl_bootstrap.run.runner import KEEP_RUN_LOGS, _prune_logs
 
 ROOT = Path(__file__).resolve().parents[1]
 MIRROR = "http://127.0.0.1:9/simple"  # nothing listens: only the plan's text is checked
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(argv)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_the_plan_says_the_index_flags_once_and_the_packages_first(

@@ -12,20 +12,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from scaffold import run
 
-from verl_bootstrap.cli import main
 from verl_bootstrap.cli.parse import build_parser
 from verl_bootstrap.cli.registry import COMMANDS, NAMES, Command, resolve
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
 from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.lockfile.drift import committed_lockfiles
 from verl_bootstrap.paths import LOCKFILES_DIR
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(argv)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def _leaves(commands: tuple[Command, ...], path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

@@ -4,23 +4,20 @@ when verl comes from its release sdist, and a preflight fix that names a flag.""
 
 from __future__ import annotations
 
+import functools
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+from scaffold import TOOL, run_tool
 
 from verl_bootstrap.cli.registry import COMMANDS, Command
 from verl_bootstrap.doctor.checks_network import Reach, _replacement
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
 
 REPO = Path(__file__).resolve().parents[1]
-TOOL = str(Path(sys.executable).parent / "verl-bootstrap")
 
 
-def _tool(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [TOOL, *argv], capture_output=True, text=True, check=False, cwd=cwd, timeout=300
-    )
+_tool = functools.partial(run_tool, script=TOOL, timeout=300)  # the console script, as typed
 
 
 def _examples(commands: tuple[Command, ...]) -> list[str]:

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from cpuenv import install_cpu_env
 from labextras import make_wheel
-from labfixtures import TOOL, clean_environ, lab, lab_env, write_yaml
+from labfixtures import clean_environ, lab, lab_env, write_yaml
+from scaffold import TOOL
 from slurmcluster import SlurmCluster
 
 from verl_bootstrap import cli

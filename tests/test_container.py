@@ -14,7 +14,7 @@ from pathlib import Path
 import dockerfile
 import pytest
 from apptainerdef import SECTIONS, body, parse_definition
-from bundlefixtures import run_tool
+from bundlefixtures import bundle_tool
 
 from verl_bootstrap.errors import EXIT_BAD_INPUT
 
@@ -22,7 +22,7 @@ CPU_LOCK = Path(__file__).resolve().parents[1] / "lockfiles" / "cpu" / "cpu-linu
 
 
 def _export(fmt: str, output: Path, *extra: str) -> list[str]:
-    done = run_tool(
+    done = bundle_tool(
         "export", "--format", fmt, "--lockfile", str(CPU_LOCK), "--output", str(output), *extra
     )
     assert done.returncode == 0, done.stderr
@@ -95,7 +95,7 @@ def test_both_formats_run_the_same_install_commands(from_index: Path) -> None:
 
 
 def test_a_bundle_outside_the_build_context_is_bad_input(tmp_path: Path, cpu_bundle: Path) -> None:
-    done = run_tool(
+    done = bundle_tool(
         "export",
         "--format",
         "dockerfile",

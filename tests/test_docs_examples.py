@@ -11,16 +11,15 @@ import io
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from scaffold import TOOL
 
 from verl_bootstrap.cli.parse import build_parser
 from verl_bootstrap.cli.registry import NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
-TOOL = str(Path(sys.executable).parent / "verl-bootstrap")
 _LINE = re.compile(r'^\s*(?:\$\s+)?(?:eval "\$\(|source <\(|\. <\()?verl-bootstrap\b(.*)$')
 _BLOCK = re.compile(r"```(?:console|bash|sh|shell|text)?\n(.*?)```", re.S)
 
@@ -81,7 +80,13 @@ RUNNABLE = [
 def test_the_runnable_examples_run(argv: list[str], tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "VERL_BOOTSTRAP_HOME": str(tmp_path)}
     done = subprocess.run(
-        [TOOL, *argv], capture_output=True, text=True, check=False, env=env, cwd=ROOT, timeout=600
+        [str(TOOL), *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr
 

@@ -9,18 +9,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from scaffold import run
 
-from verl_bootstrap.cli import main
 from verl_bootstrap.errors import EXIT_OK
 
 REPO = Path(__file__).resolve().parents[1]
 CPU_LOCK = REPO / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(argv)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def _tree(root: Path) -> dict[str, bytes]:

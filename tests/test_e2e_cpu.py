@@ -15,14 +15,14 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cpuenv import Installed, run_cli
+from cpuenv import Installed
+from scaffold import run_cli, tool_argv
 from verlrepo import git, verl_sdist
 
 from verl_bootstrap.commands import pip_launcher
@@ -272,7 +272,7 @@ def start_install(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
     """The CLI as a user starts it in a terminal, where Ctrl-C reaches it."""
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "verl_bootstrap", *argv],
+            tool_argv(*argv),
             stdout=out,
             stderr=subprocess.STDOUT,
             preexec_fn=_sigint_default,  # noqa: PLW1509

@@ -13,23 +13,17 @@ from pathlib import Path
 
 import pytest
 from cpuenv import Installed
+from scaffold import TOOL, run_tool
 
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
 from verl_bootstrap.lifecycle.registry import register
-
-TOOL = str(Path(sys.executable).parent / "verl-bootstrap")
 
 
 def _tool(argv: list[str], home: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """`verl-bootstrap ARGV` as a user runs it, with `home` as the tool's home."""
     clean = {k: v for k, v in os.environ.items() if k != "VERL_BOOTSTRAP_PREFIX"}
-    return subprocess.run(
-        [TOOL, *argv],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**clean, "VERL_BOOTSTRAP_HOME": str(home), **env},
-    )
+    environ = {**clean, "VERL_BOOTSTRAP_HOME": str(home), **env}
+    return run_tool(*argv, script=TOOL, env=environ, cwd=None, timeout=None)
 
 
 @pytest.fixture

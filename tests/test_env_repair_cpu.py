@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import subprocess
 
-from cpuenv import Installed, run_cli
+from cpuenv import Installed
+from scaffold import run_cli
 from test_lifecycle import versions
 
 from verl_bootstrap.commands import uv_binary

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_lifecycle import Ran, run, state, versions
+from scaffold import Ran, invoke
+from test_lifecycle import state, versions
 from tinyenv import HOST_XY, publish_wheel, tiny_parts
 from verlrepo import git
 
@@ -32,7 +33,7 @@ class Tiny:
     argv: list[str]
 
     def again(self, *extra: str) -> Ran:
-        return run([*self.argv, *extra, "--json"])
+        return invoke([*self.argv, *extra, "--json"])
 
     def uninstall(self, name: str) -> None:
         python = str(self.prefix / "bin" / "python")
@@ -47,7 +48,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiny]:
         parts = tiny_parts(root, patch)
         argv = ["--profile", str(parts.profile), "--prefix", str(prefix)]
         argv += ["--verl-source", str(parts.repo), "--cuda", "cpu"]
-        made = run(argv)
+        made = invoke(argv)
         assert made.code == EXIT_OK, made.err
         yield Tiny(prefix, argv)
 
@@ -80,12 +81,12 @@ def test_a_distribution_uninstalled_by_hand_is_put_back_and_verified(tiny: Tiny)
 def test_files_replaced_since_install_are_installed_again(tiny: Tiny) -> None:
     record = next(tiny.prefix.glob("lib/python3*/site-packages/vbtiny-1.0.dist-info/RECORD"))
     record.write_text(record.read_text("utf-8") + "vbtiny/extra.py,,\n", encoding="utf-8")
-    against = run(
+    against = invoke(
         ["verify", "--prefix", str(tiny.prefix), "--against", str(env_lockfile(tiny.prefix))]
     )
     assert against.code != EXIT_OK
     assert "vbtiny" in against.out + against.err
-    info = run(["info", "--prefix", str(tiny.prefix), "--json"]).json()  # recorded, as a verify
+    info = invoke(["info", "--prefix", str(tiny.prefix), "--json"]).json()  # recorded, as a verify
     assert (info["status"], info["verified"]["failed"]) == ("verify failed", ["other-hash vbtiny"])
     assert info["verified"]["against"] == str(env_lockfile(tiny.prefix))
     repaired = tiny.again()
@@ -101,11 +102,11 @@ def test_force_reruns_the_record_and_the_verification_so_nothing_differs(tiny: T
     forced = tiny.again("--force", "tiny")
     assert forced.code == EXIT_OK, forced.err
     assert ran(forced) == RECORDED
-    against = run(
+    against = invoke(
         ["verify", "--prefix", str(tiny.prefix), "--against", str(env_lockfile(tiny.prefix))]
     )
     assert against.code == EXIT_OK, against.out + against.err
-    shown = run([*tiny.argv, "--force", "verify"])  # a run that did work: its size is walked
+    shown = invoke([*tiny.argv, "--force", "verify"])  # a run that did work: its size is walked
     assert re.search(r"\n  env: [0-9]+ packages, [0-9.]+ (B|KiB|MiB|GiB)\n", shown.err)
 
 
@@ -123,7 +124,7 @@ def test_drift_no_stage_of_the_plan_repairs_is_said_and_not_verified(tiny: Tiny)
             "vbtiny 1.0 is missing: cannot be repaired here (stage gone is not in this run's plan)"
         ]
         assert state(tiny.prefix)["last_run"]["status"] == "failed"
-        text = run(tiny.argv)
+        text = invoke(tiny.argv)
         assert "not verified: the env differs from its record" in text.err
         assert "verified." not in text.err
     finally:
@@ -134,26 +135,26 @@ def test_drift_no_stage_of_the_plan_repairs_is_said_and_not_verified(tiny: Tiny)
 
 
 def listed(prefix: Path) -> dict[str, Any]:
-    envs = run(["envs", "list", "--json", "--no-size"]).json()["envs"]
+    envs = invoke(["envs", "list", "--json", "--no-size"]).json()["envs"]
     return next(e for e in envs if e["prefix"] == str(prefix))
 
 
 def test_a_standalone_verify_is_recorded_and_a_failed_one_is_not_ok(tiny: Tiny) -> None:
     tiny.uninstall("vbtiny")
-    failed = run(["verify", "--prefix", str(tiny.prefix)])
+    failed = invoke(["verify", "--prefix", str(tiny.prefix)])
     assert failed.code == EXIT_STEP_FAILED
     assert listed(tiny.prefix)["status"] == "verify failed"
     assert listed(tiny.prefix)["verified_at"] is None
-    info = run(["info", "--prefix", str(tiny.prefix), "--json"]).json()
+    info = invoke(["info", "--prefix", str(tiny.prefix), "--json"]).json()
     assert (info["status"], info["verified"]["ok"]) == ("verify failed", False)
     assert info["verified"]["failed"] == ["import vbtiny"]
-    text = run(["info", "--prefix", str(tiny.prefix)]).out
+    text = invoke(["info", "--prefix", str(tiny.prefix)]).out
     assert "  verify    FAILED: import vbtiny, " in text
     assert tiny.again().code == EXIT_OK  # the re-run repairs it, and is the env's news now
     assert listed(tiny.prefix)["status"] == "ok"
-    passed = run(["verify", "--prefix", str(tiny.prefix)])
+    passed = invoke(["verify", "--prefix", str(tiny.prefix)])
     assert passed.code == EXIT_OK, passed.out
-    info = run(["info", "--prefix", str(tiny.prefix), "--json"]).json()
+    info = invoke(["info", "--prefix", str(tiny.prefix), "--json"]).json()
     assert (info["status"], info["verified"]["ok"]) == ("ok", True)
     assert listed(tiny.prefix)["verified_at"] == info["verified"]["at"]
 
@@ -185,9 +186,9 @@ def test_verify_checks_the_stack_of_the_ref_the_env_was_made_with(
     profile.write_text(STACKED.format(python=HOST_XY), encoding="utf-8")
     prefix = tmp_path / "old"
     argv = ["--profile", str(profile), "--prefix", str(prefix), "--verl-source", str(parts.repo)]
-    made = run([*argv, "--verl-ref", "v0.9.0", "--cuda", "cpu"])
+    made = invoke([*argv, "--verl-ref", "v0.9.0", "--cuda", "cpu"])
     assert made.code == EXIT_OK, made.err
-    verified = run(["verify", "--prefix", str(prefix), "--json"])
+    verified = invoke(["verify", "--prefix", str(prefix), "--json"])
     assert verified.code == EXIT_OK, verified.out
     checks = {c["name"]: c for c in verified.json()["checks"]}
     assert checks["version vbtiny"]["status"] == "ok"  # ==1.0, v0.9.0's, not the profile's 1.1
@@ -230,13 +231,13 @@ def test_no_cpu_torch_reachable_refuses_before_anything_is_downloaded(
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # the default index alone: CUDA builds
     # torch 2.8.0: the default index has only its CUDA build; the CPU index does not answer
     profile, prefix = cpu_only(tmp_path, "2.8.0"), tmp_path / "env"
-    refused = run(["--profile", str(profile), "--prefix", str(prefix), "--cuda", "cpu"])
+    refused = invoke(["--profile", str(profile), "--prefix", str(prefix), "--cuda", "cpu"])
     assert refused.code == EXIT_REFUSED, refused.err
     assert "cpu-torch: the cpu variant needs a CPU build of torch==2.8.0" in refused.err
     assert "index 'pytorch-cpu' (http://127.0.0.1:" in refused.err
     assert "--index pytorch-cpu=URL" in refused.err
     assert not prefix.exists()  # nothing made, nothing downloaded
-    doctor = run(["doctor", "--profile", str(profile), "--prefix", str(prefix), "--json"])
+    doctor = invoke(["doctor", "--profile", str(profile), "--prefix", str(prefix), "--json"])
     checks = {c["name"]: c for c in doctor.json()["checks"]}
     assert checks["cpu-torch"]["status"] == "fail"
 
@@ -248,7 +249,9 @@ def test_a_cpu_torch_in_the_find_links_passes_the_same_check(
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "wheels"))
     publish_wheel(tmp_path / "wheels", "torch", "2.13.0+cpu")  # resolved by name, not installed
     profile = cpu_only(tmp_path, "2.13.0")
-    doctor = run(["doctor", "--profile", str(profile), "--prefix", str(tmp_path / "e"), "--json"])
+    doctor = invoke(
+        ["doctor", "--profile", str(profile), "--prefix", str(tmp_path / "e"), "--json"]
+    )
     checks = {c["name"]: c for c in doctor.json()["checks"]}
     assert checks["cpu-torch"]["status"] == "ok", checks["cpu-torch"]
     assert "torch==2.13.0 resolves to the CPU build 2.13.0+cpu" in checks["cpu-torch"]["finding"]

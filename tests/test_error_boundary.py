@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from scaffold import TOOL
 
 from verl_bootstrap import cli
-
-TOOL = Path(sys.executable).parent / "verl-bootstrap"
 
 
 def explode(*args: object, **kwargs: object) -> list[str]:

@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from scaffold import TOOL, run_tool
 
 from verl_bootstrap.cli.registry import COMMANDS, Command
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED
 from verl_bootstrap.lifecycle.state import State
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-TOOL = str(Path(sys.executable).parent / "verl-bootstrap")
 GONE = "/nonexistent-verl-bootstrap-test"
 SHORT = 300  # seconds: each case is one quick run of the real CLI
 
@@ -77,15 +76,7 @@ OK: dict[str, list[str]] = {
 
 def _tool(*argv: str, home: Path) -> subprocess.CompletedProcess[str]:
     env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "VERL_BOOTSTRAP_HOME": str(home / "vb")}
-    return subprocess.run(
-        [TOOL, *argv],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-        cwd=README.parent,
-        timeout=SHORT,
-    )
+    return run_tool(*argv, script=TOOL, env=env, cwd=README.parent, timeout=SHORT)
 
 
 def test_the_readme_table_lists_the_codes_the_tool_uses() -> None:

@@ -13,29 +13,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from lockfixtures import TOMORROW, cli, conda_lock_tool, make_lock
+from lockfixtures import conda_lock_tool
+from scaffold import run_tool
 from uv import find_uv_bin
 
 from verl_bootstrap.envs.inventory import installed
 from verl_bootstrap.lockfile import read_lockfile
 
 UV = str(find_uv_bin())
-
-
-@pytest.fixture(scope="session")
-def cpu_lock(tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path) -> Path:
-    """The cpu profile locked for a venv (shared with test_lock_real)."""
-    return make_lock(tmp_path_factory.getbasetemp(), verl_repo_session, "cpu-venv")
-
-
-@pytest.fixture(scope="session")
-def conda_lock(
-    tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path, python_channel: Path
-) -> Path:
-    """The cpu profile locked for a conda env (shared with test_lock_real)."""
-    extra = ("--backend", "conda", "--channel", str(python_channel))
-    base = tmp_path_factory.getbasetemp()
-    return make_lock(base, verl_repo_session, "cpu-conda", *extra, cutoff=str(TOMORROW))
 
 
 def _venv(path: Path, *, seed: bool = False) -> Path:
@@ -46,7 +31,9 @@ def _venv(path: Path, *, seed: bool = False) -> Path:
 
 def test_pylock_export_is_installed_by_uv_pip_sync(cpu_lock: Path, tmp_path: Path) -> None:
     out = tmp_path / "pylock.toml"
-    done = cli("export", "--format", "pylock", "--lockfile", str(cpu_lock), "--output", str(out))
+    done = run_tool(
+        "export", "--format", "pylock", "--lockfile", str(cpu_lock), "--output", str(out)
+    )
     assert done.returncode == 0, done.stderr
     python = _venv(tmp_path / "env")
     sync = subprocess.run(
@@ -75,7 +62,7 @@ def test_requirements_export_is_installed_by_pip_with_require_hashes(
         "--output",
         str(folder),
     )
-    done = cli(*args)
+    done = run_tool(*args)
     assert done.returncode == 0, done.stderr
     files = sorted(p.name for p in folder.iterdir())
     assert files == ["01-torch.txt", "02-verl-deps.txt"]
@@ -109,7 +96,7 @@ def test_conda_lock_export_is_valid_and_rendered_by_conda_lock(
     lock_path: Path = request.getfixturevalue(which)
     out = tmp_path / "conda-lock.yml"
     args = ["export", "--format", "conda-lock", "--lockfile", str(lock_path), "--output", str(out)]
-    done = cli(*args, "--channel", str(python_channel))
+    done = run_tool(*args, "--channel", str(python_channel))
     assert done.returncode == 0, done.stderr
     tool = conda_lock_tool()
     check = subprocess.run(

@@ -24,6 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from scaffold import tool_argv
 
 from verl_bootstrap.errors import StepFailed
 from verl_bootstrap.httpclient import HttpError, download
@@ -103,7 +104,7 @@ def test_a_site_config_fetch_cut_midway_is_a_clear_error_and_a_rerun_works(
     server: _Server, tmp_path: Path
 ) -> None:
     env = {**os.environ, "VERL_BOOTSTRAP_HOME": str(tmp_path / "home"), "HOME": str(tmp_path)}
-    argv = [sys.executable, "-m", "verl_bootstrap", "config", "show", "--config"]
+    argv = tool_argv("config", "show", "--config")
     argv.append(_url(server, "lab.yaml"))
     server.mode = "cut"
     cut = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)

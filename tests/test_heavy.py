@@ -44,13 +44,13 @@ from heavysupport import (
     host_python,
     index_args,
     requirement_name,
-    run_cli,
     sdists_blamed,
     source_builds,
     stage_requirements,
     tree_bytes,
 )
 from packaging.specifiers import SpecifierSet
+from scaffold import tool_json
 from verlrepo import verl_pyproject_dir
 
 from verl_bootstrap.commands import uv_binary
@@ -325,8 +325,8 @@ def _collect_verl_tests(row: HeavyResult, prefix: Path, cache: dict[str, str]) -
         row.versions["test tools"] = "added: pytest, pytest-asyncio"
     else:
         row.versions["test tools"] = "the profile's own"
-    _, body, stderr = run_cli(
-        ["test", "--prefix", str(prefix), "--collect-only", "--json"], timeout=1800, env=cache
+    _, body, stderr = tool_json(
+        "test", "--prefix", str(prefix), "--collect-only", "--json", timeout=1800, add_env=cache
     )
     if not body:
         row.failures.append(f"verl-bootstrap test --collect-only: {stderr.strip()[-300:]}")
@@ -375,12 +375,12 @@ def test_every_gpu_profile_installs_and_verifies_here(
     argv = ["install", "--profile", str(derived), "--prefix", str(prefix), "--backend", "venv"]
     argv += ["--cuda", variant, "--python", str(python_path), "--skip-check", "disk", "--json"]
     started = time.monotonic()
-    code, report, stderr = run_cli(argv, timeout=INSTALL_TIMEOUT, env=cache)
+    code, report, stderr = tool_json(*argv, timeout=INSTALL_TIMEOUT, add_env=cache)
     row.seconds = round(time.monotonic() - started, 1)
     try:
         if _only_verify_failed(report):  # its checks come from `verify`, as a user would see them
             verify_argv = ["verify", "--prefix", str(prefix), "--profile", str(derived), "--json"]
-            report = {**report, "verify": run_cli(verify_argv, timeout=900, env=cache)[1]}
+            report = {**report, "verify": tool_json(*verify_argv, timeout=900, add_env=cache)[1]}
         _classify(row, report, modules)
         if "error" in report:
             row.failures.append(f"refused (exit {code}): {report['error']['message']}")

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kernellab import CUDA_STANDIN, Run, make_sdist, run_cli
+from kernellab import CUDA_STANDIN, lab_environment, make_sdist
+from scaffold import Run, run_cli
 
 from verl_bootstrap.kernels.wheelhouse import Wheelhouse
 
@@ -60,9 +61,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path) -> It
     root = tmp_path_factory.mktemp("cuda-kernel-lab")
     links = root / "links"
     make_sdist(CUDA_STANDIN, links, name="cuda-standin")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("VERL_BOOTSTRAP_HOME", str(root / "home"))
-        patch.setenv("PIP_FIND_LINKS", f"{os.environ.get('PIP_FIND_LINKS', '')} {links}".strip())
+    with lab_environment(root), pytest.MonkeyPatch.context() as patch:
         # the default index alone (no mirror from pip's config files): uv's cache then holds the
         # GBs of CUDA wheels once for every heavy run, wherever they were first fetched
         patch.setenv("PIP_CONFIG_FILE", os.devnull)

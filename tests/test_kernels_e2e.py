@@ -5,11 +5,11 @@ compiler, refused for an env with another key, and an `undefined symbol` caught 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kernellab import Lab, Run, build_broken_wheel, install_argv, run_cli
+from kernellab import Lab, build_broken_wheel, install_argv
+from scaffold import Run, run_cli
 
 from verl_bootstrap.doctor.checks_env import find_uv
 from verl_bootstrap.errors import EXIT_OK, CommandFailed
@@ -34,49 +34,45 @@ def assert_kernel_installed(run: Run, prefix: Path) -> None:
     assert "import" not in reason
 
 
-@pytest.fixture(scope="module")
-def lab(kernel_lab: Lab) -> Iterator[Lab]:
-    with kernel_lab.environment():
-        yield kernel_lab
-
-
-def test_the_first_env_builds_the_kernel_and_publishes_it(lab: Lab) -> None:
-    assert_kernel_installed(lab.first, lab.root / "env-a")
-    log = lab.first.log("standin")
+def test_the_first_env_builds_the_kernel_and_publishes_it(lab_here: Lab) -> None:
+    assert_kernel_installed(lab_here.first, lab_here.root / "env-a")
+    log = lab_here.first.log("standin")
     assert BUILD_COMMAND in log
     assert "c++" in log or "g++" in log  # the compiler really ran
-    [entry] = Wheelhouse(lab.wheelhouse).entries()
+    [entry] = Wheelhouse(lab_here.wheelhouse).entries()
     assert entry.file == "standin_kernel-0.1.0-cp311-cp311-linux_x86_64.whl"
     assert entry.key.describe() == "torch 2.13.0+cpu, cp311, cxx11abi, linux_x86_64"
-    assert f"published {entry.file} to {lab.wheelhouse}" in log
-    progress = lab.first.body["build_progress"]["standin"]  # the compiled units, live
+    assert f"published {entry.file} to {lab_here.wheelhouse}" in log
+    progress = lab_here.first.body["build_progress"]["standin"]  # the compiled units, live
     assert progress["units"] >= 1 and progress["seconds"] >= 0, progress
     assert "compiled unit(s)" in progress["message"]
 
 
-def test_the_second_env_takes_the_wheel_without_a_compiler(lab: Lab) -> None:
-    assert_kernel_installed(lab.second, lab.root / "env-b")
-    log = lab.second.log("standin")
+def test_the_second_env_takes_the_wheel_without_a_compiler(lab_here: Lab) -> None:
+    assert_kernel_installed(lab_here.second, lab_here.root / "env-b")
+    log = lab_here.second.log("standin")
     assert BUILD_COMMAND not in log and "g++" not in log
     assert "prebuilt from the lab wheelhouse, built for torch 2.13.0+cpu" in log
     assert "no compiler ran" in log
-    [entry] = Wheelhouse(lab.wheelhouse).entries()
+    [entry] = Wheelhouse(lab_here.wheelhouse).entries()
     for prefix, source in (("env-a", "build"), ("env-b", "wheelhouse")):  # the env records name it
-        dist = read_lockfile(env_lockfile(lab.root / prefix)).distributions()["standin-kernel"]
+        dist = read_lockfile(env_lockfile(lab_here.root / prefix)).distributions()["standin-kernel"]
         assert dist.kernel_wheel is not None
         assert (dist.kernel_wheel.source, dist.kernel_wheel.sha256) == (source, entry.sha256)
         assert dist.kernel_wheel.key.model_dump() == entry.key.to_json()
 
 
-def test_a_wheel_for_another_torch_is_refused(lab: Lab, tmp_path: Path) -> None:
-    wheel = next(lab.wheelhouse.glob("*.whl"))
+def test_a_wheel_for_another_torch_is_refused(lab_here: Lab, tmp_path: Path) -> None:
+    wheel = next(lab_here.wheelhouse.glob("*.whl"))
     other = tmp_path / "other-house"
     key = "torch=2.12.0,cuda=cpu,cxx11abi=TRUE,python=cp311,platform=linux_x86_64"
     added = run_cli(["wheelhouse", "add", str(wheel), "--key", key, "--wheelhouse", str(other)])
     assert added.code == EXIT_OK, added.stderr
     site = tmp_path / "site.yaml"
     site.write_text(f"schema_version: 1\nwheelhouse: {other}\n")
-    plan = run_cli(["plan", *install_argv(tmp_path / "env-c", lab.repo)[1:], "--config", str(site)])
+    plan = run_cli(
+        ["plan", *install_argv(tmp_path / "env-c", lab_here.repo)[1:], "--config", str(site)]
+    )
     assert plan.code == EXIT_OK, plan.stderr
     kernel = next(s for s in plan.body["steps"] if s["id"] == "standin")["kernel"]
     assert kernel["source"] == "build"
@@ -88,14 +84,14 @@ def test_a_wheel_for_another_torch_is_refused(lab: Lab, tmp_path: Path) -> None:
 
 
 def test_a_mismatched_wheel_forced_in_fails_its_load_check_and_the_kernel_is_built(
-    lab: Lab, tmp_path: Path
+    lab_here: Lab, tmp_path: Path
 ) -> None:
     """Last in this file: it re-runs env-b's kernel stage with a wheel whose key is a lie. Its
     `undefined symbol` is caught after install; it is uninstalled and, no other source having a
     wheel, the kernel is built, and the built wheel replaces the bad one in that wheelhouse."""
     uv = find_uv()
     assert uv is not None
-    env = lab.root / "env-b"
+    env = lab_here.root / "env-b"
     broken = build_broken_wheel(uv, env / "bin" / "python", tmp_path)
     forced = tmp_path / "forced-house"
     added = run_cli(
@@ -105,7 +101,7 @@ def test_a_mismatched_wheel_forced_in_fails_its_load_check_and_the_kernel_is_bui
     site = tmp_path / "site.yaml"
     site.write_text(f"schema_version: 1\nwheelhouse: {forced}\n")
     # another site config than env-b was made with: a change the user accepts with --yes
-    argv = [*install_argv(env, lab.repo), "--config", str(site), "--force", "standin", "--yes"]
+    argv = [*install_argv(env, lab_here.repo), "--config", str(site), "--force", "standin", "--yes"]
     run = run_cli(argv)
     assert run.step("standin")["status"] == "done", run.step("standin")
     log = run.log("standin")
@@ -126,11 +122,11 @@ def test_a_mismatched_wheel_forced_in_fails_its_load_check_and_the_kernel_is_bui
     assert answer.stdout.strip() == "CPU", answer.stderr  # the built wheel loads
 
 
-def test_a_prebuilt_index_gives_a_wheel_and_never_builds(lab: Lab, tmp_path: Path) -> None:
+def test_a_prebuilt_index_gives_a_wheel_and_never_builds(lab_here: Lab, tmp_path: Path) -> None:
     from verl_bootstrap import proc  # noqa: PLC0415
     from verl_bootstrap.kernels.build import download_wheel  # noqa: PLC0415
 
-    wheel = next(lab.wheelhouse.glob("*.whl"))
+    wheel = next(lab_here.wheelhouse.glob("*.whl"))
     project = tmp_path / "simple" / "standin-kernel"
     project.mkdir(parents=True)
     (project / wheel.name).write_bytes(wheel.read_bytes())
@@ -139,20 +135,20 @@ def test_a_prebuilt_index_gives_a_wheel_and_never_builds(lab: Lab, tmp_path: Pat
     got = download_wheel(
         "standin-kernel==0.1.0",
         (tmp_path / "simple").as_uri(),
-        python=lab.root / "env-a" / "bin" / "python",
+        python=lab_here.root / "env-a" / "bin" / "python",
         dest=tmp_path / "got",
         run=lambda argv: proc.run(argv, log_path=log),
     )
     assert got.read_bytes() == wheel.read_bytes()
     (project / wheel.name).unlink()  # only the sdist is left: refused, never built
-    sdist = lab.root / "links" / "standin-kernel-0.1.0.tar.gz"
+    sdist = lab_here.root / "links" / "standin-kernel-0.1.0.tar.gz"
     (project / sdist.name).write_bytes(sdist.read_bytes())
     (project / "index.html").write_text(f'<a href="{sdist.name}">{sdist.name}</a>\n')
     with pytest.raises(CommandFailed):
         download_wheel(
             "standin-kernel==0.1.0",
             (tmp_path / "simple").as_uri(),
-            python=lab.root / "env-a" / "bin" / "python",
+            python=lab_here.root / "env-a" / "bin" / "python",
             dest=tmp_path / "none",
             run=lambda argv: proc.run(argv, log_path=log),
         )

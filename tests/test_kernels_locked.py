@@ -9,7 +9,6 @@ import base64
 import functools
 import http.server
 import json
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,8 @@ from typing import ClassVar
 
 import pytest
 import yaml
-from kernellab import PROFILE, Lab, lock_cpu, run_cli
+from kernellab import PROFILE, Lab, lock_cpu
+from scaffold import TOOL, run_cli
 from slurmcluster import SlurmCluster
 
 from verl_bootstrap.errors import EXIT_OK, InputError
@@ -30,16 +30,10 @@ COMPILED = "standin.cpp -o"  # the compiler line of the stand-in's one unit
 
 
 @pytest.fixture(scope="module")
-def lab(kernel_lab: Lab) -> Iterator[Lab]:
-    with kernel_lab.environment():
-        yield kernel_lab
-
-
-@pytest.fixture(scope="module")
-def lock(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def lock(lab_here: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The kernel-stage profile locked: the stand-in is a locked sdist (it has no wheel)."""
     path = tmp_path_factory.mktemp("kernel-lock") / "kernel-stage.lock.yaml"
-    lock_cpu(PROFILE, lab.repo, path)
+    lock_cpu(PROFILE, lab_here.repo, path)
     [dist] = [
         d for s in read_lockfile(path).stages for d in s.distributions if d.name == "standin-kernel"
     ]
@@ -59,7 +53,7 @@ def stage_log(prefix: Path) -> str:
 
 @pytest.fixture(scope="module")
 def nodes(
-    lab: Lab, lock: Path, slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
+    lab_here: Lab, lock: Path, slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Path, Path, Path]:
     """`cluster install --slurm` of the lock on a real Slurm (tests/slurmcluster.py), one node
     after the other, each with its own prefix, sharing the site config's wheelhouse. Each is its
@@ -69,10 +63,7 @@ def nodes(
     base = tmp_path_factory.mktemp("kernel-nodes")
     house, site, tool = base / "lab-house", base / "site.yaml", base / "tool"
     site.write_text(f"schema_version: 1\nwheelhouse: {house}\n")
-    tool.write_text(
-        f'#!/bin/sh\nexec "{Path(sys.executable).parent / "verl-bootstrap"}" "$@" '
-        f'--verl-source "{lab.repo}"\n'
-    )
+    tool.write_text(f'#!/bin/sh\nexec "{TOOL}" "$@" --verl-source "{lab_here.repo}"\n')
     tool.chmod(0o755)
     prefixes = [base / "node0", base / "node1"]
     argv = ["cluster", "install", "--slurm", "--submit", "--nodes", "1", "--prefix", "$VB_ENV"]
@@ -136,14 +127,14 @@ def locked_plan(lock: Path, prefix: Path, house: Path, repo: Path) -> str:
 
 
 def test_a_locked_plan_of_a_record_takes_the_same_file_or_says_it_builds(
-    lab: Lab, nodes: tuple[Path, Path, Path], tmp_path: Path
+    lab_here: Lab, nodes: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
     house, first, _ = nodes
     record = env_lockfile(first)  # names the wheel node0 built and published
-    reason = locked_plan(record, tmp_path / "env", house, lab.repo)
+    reason = locked_plan(record, tmp_path / "env", house, lab_here.repo)
     assert reason.startswith("prebuilt from the lab wheelhouse, key torch 2.13.0+cpu")
     assert reason.endswith("(the file the lockfile records)")
-    empty = locked_plan(record, tmp_path / "env", tmp_path / "empty-house", lab.repo)
+    empty = locked_plan(record, tmp_path / "env", tmp_path / "empty-house", lab_here.repo)
     assert empty.startswith("source build of the locked sdist: the lockfile's standin_kernel")
     assert "is not in the wheelhouse" in empty
 
@@ -180,9 +171,9 @@ class _Served(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture
-def served_house(lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def served_house(lab_here: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The lab's wheelhouse at a loopback URL; the login comes from a netrc, as pip's would."""
-    handler = functools.partial(_Served, directory=str(lab.wheelhouse))
+    handler = functools.partial(_Served, directory=str(lab_here.wheelhouse))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -197,14 +188,14 @@ def served_house(lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> I
 
 
 def test_a_wheelhouse_url_is_read_never_written(
-    lab: Lab, lock: Path, nodes: tuple[Path, Path, Path], served_house: str, tmp_path: Path
+    lab_here: Lab, lock: Path, nodes: tuple[Path, Path, Path], served_house: str, tmp_path: Path
 ) -> None:
     """node1's kernel stage again, with the lab's wheelhouse given as an index URL: the wheel is
     taken from it by key, hash-checked, and nothing is published there."""
     _, _, second = nodes
     site = tmp_path / "site.yaml"
     site.write_text(f"schema_version: 1\nwheelhouse: {served_house}\n")
-    before = (lab.wheelhouse / "index.json").read_bytes()
+    before = (lab_here.wheelhouse / "index.json").read_bytes()
     run = run_cli(
         [
             "install",
@@ -216,7 +207,7 @@ def test_a_wheelhouse_url_is_read_never_written(
             "--lockfile",
             str(lock),
             "--verl-source",
-            str(lab.repo),
+            str(lab_here.repo),
             "--config",
             str(site),
             "--force",
@@ -226,11 +217,11 @@ def test_a_wheelhouse_url_is_read_never_written(
     )
     assert run.step("standin")["status"] == "done", run.step("standin")
     log = run.log("standin")
-    [entry] = Wheelhouse(lab.wheelhouse).entries()
+    [entry] = Wheelhouse(lab_here.wheelhouse).entries()
     assert f"prebuilt from the lab wheelhouse, key {entry.key.describe()}" in log
     assert COMPILED not in log and "no compiler ran" in log
     assert set(_Served.paths) == {"/index.json", f"/{entry.file}"}  # the index: plan and run
-    assert (lab.wheelhouse / "index.json").read_bytes() == before
+    assert (lab_here.wheelhouse / "index.json").read_bytes() == before
     # downloaded into the env's own folder, then installed after its sha256 matched the index
     assert f"sha256 {entry.sha256[:12]}" in log
     assert (
@@ -240,7 +231,7 @@ def test_a_wheelhouse_url_is_read_never_written(
 
 
 def test_a_wheelhouse_wheel_in_place_of_the_locked_sdist_is_a_named_hash_gap(
-    lab: Lab, lock: Path, nodes: tuple[Path, Path, Path], tmp_path: Path
+    lab_here: Lab, lock: Path, nodes: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
     """The lockfile pins the stand-in's sdist and records no wheel: a lab-wheelhouse wheel of
     its key is taken, checked by the wheelhouse's sha256 and its key, not the lockfile's. The
@@ -250,7 +241,7 @@ def test_a_wheelhouse_wheel_in_place_of_the_locked_sdist_is_a_named_hash_gap(
     site = tmp_path / "site.yaml"
     site.write_text(f"schema_version: 1\nwheelhouse: {house}\n")
     argv = ["plan", "--profile", str(PROFILE), "--prefix", str(tmp_path / "env"), "--locked"]
-    argv += ["--lockfile", str(lock), "--config", str(site), "--verl-source", str(lab.repo)]
+    argv += ["--lockfile", str(lock), "--config", str(site), "--verl-source", str(lab_here.repo)]
     plan = run_cli(argv)
     assert plan.code == EXIT_OK, plan.stderr
     step = next(s for s in plan.body["steps"] if s["id"] == "standin")

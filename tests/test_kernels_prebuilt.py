@@ -18,14 +18,13 @@ import yaml
 from kernellab import (
     PROFILE,
     Lab,
-    Run,
     build_broken_wheel,
     install_argv,
     lock_cpu,
-    run_cli,
     write_profile,
 )
 from loopback import serve_wheelhouse
+from scaffold import Run, run_cli
 
 from verl_bootstrap.doctor.checks_env import find_uv
 from verl_bootstrap.errors import EXIT_OK

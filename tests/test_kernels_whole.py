@@ -25,8 +25,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kernellab import PROFILE, Lab, Run, lock_cpu, run_cli, write_profile
+from kernellab import PROFILE, Lab, lock_cpu, write_profile
 from loopback import base_url, serve_wheelhouse
+from scaffold import Run, run_cli
 from test_kernels_prebuilt import BUILD_COMMAND, STATED, locked, site
 from uv import find_uv_bin
 

@@ -6,29 +6,21 @@ a hostile lab mate would), real site configs, the real CLI in a fresh process.""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from scaffold import run_tool, with_env
 
 REPO = Path(__file__).resolve().parents[1]
 CPU_LOCK = REPO / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"
 
 
 def cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "verl_bootstrap", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
+    """The tool in a fresh process, `env` on top of this one's."""
+    return run_tool(*args, env=with_env(**(env or {})))
 
 
 def lab_lock(folder: Path, torch_env: dict[str, str], *, dist_env: bool = False) -> Path:

@@ -5,6 +5,7 @@ import deferred into a function says why, and docs/layout.md names every package
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -315,3 +316,104 @@ def test_the_layout_page_names_every_command_module() -> None:
     modules = sorted((PACKAGE / "cli" / "commands").glob("*.py"))
     missing = [m.stem for m in modules if not re.search(rf"\b{m.stem}\b", entry)]
     assert missing == []
+
+
+# --- the tests' own house: one scaffold runs the CLI (tests/scaffold.py) -------------------------
+
+TESTS = Path(__file__).resolve().parent
+SCAFFOLD = TESTS / "scaffold.py"
+SUBPROCESS_CALLS = {"run", "Popen", "check_output", "check_call", "call"}
+
+
+def _cli_mains(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """The names this module calls the in-process CLI by: (aliases of the `cli` module, aliases
+    of its `main`/`main_entry`)."""
+    modules, mains = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "verl_bootstrap":
+            modules |= {a.asname or a.name for a in node.names if a.name == "cli"}
+        if isinstance(node, ast.ImportFrom) and node.module == "verl_bootstrap.cli":
+            mains |= {a.asname or a.name for a in node.names if a.name in {"main", "main_entry"}}
+    return modules, mains
+
+
+def _called(call: ast.Call) -> str:
+    """The called name as written: `main`, `cli.main`, `subprocess.run` (else "")."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        return f"{func.value.id}.{func.attr}"
+    return func.id if isinstance(func, ast.Name) else ""
+
+
+def _calls_the_cli(node: ast.AST, modules: set[str], mains: set[str]) -> bool:
+    """Whether `node` holds a call of the CLI's main in this process."""
+    mine = mains | {f"{m}.{f}" for m in modules for f in ("main", "main_entry")}
+    return any(_called(n) in mine for n in ast.walk(node) if isinstance(n, ast.Call))
+
+
+def _starts_the_tool(node: ast.AST) -> bool:
+    """Whether `node` passes the console script (a name TOOL) to a subprocess call."""
+    spawns = {f"subprocess.{f}" for f in SUBPROCESS_CALLS}
+    return any(
+        _called(n) in spawns and n.args and any(_is_tool(a) for a in ast.walk(n.args[0]))
+        for n in ast.walk(node)
+        if isinstance(n, ast.Call)
+    )
+
+
+def _is_tool(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id == "TOOL"
+
+
+def _spells_the_command(tree: ast.Module) -> list[int]:
+    """Lines that spell the tool's command line: `-m verl_bootstrap`, or the console script's path
+    beside this interpreter."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.List | ast.Tuple):
+            words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+            if any(a == "-m" and b == "verl_bootstrap" for a, b in itertools.pairwise(words)):
+                lines.append(node.lineno)
+        if isinstance(node, ast.BinOp) and isinstance(node.right, ast.Constant):
+            beside = "sys.executable" in ast.unparse(node.left)
+            if beside and node.right.value == "verl-bootstrap":
+                lines.append(node.lineno)
+    return lines
+
+
+def cli_helper_copies(source: str, name: str) -> list[str]:
+    """Where a test module runs the CLI by hand instead of through the scaffold: a helper (any
+    function but a test) that calls its main or starts its console script, or any spelling of
+    its command line."""
+    tree = ast.parse(source)
+    modules, mains = _cli_mains(tree)
+    found = [f"{name}:{line}: spells the tool's command line" for line in _spells_the_command(tree)]
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef) or node.name.startswith("test_"):
+            continue
+        if _calls_the_cli(node, modules, mains) or _starts_the_tool(node):
+            found.append(f"{name}:{node.lineno}: {node.name} runs the CLI")
+    return found
+
+
+def test_only_the_scaffold_runs_the_cli_for_the_tests() -> None:
+    found = []
+    for path in sorted(TESTS.rglob("*.py")):
+        if path != SCAFFOLD and "data" not in path.relative_to(TESTS).parts:
+            found += cli_helper_copies(path.read_text(encoding="utf-8"), path.name)
+    assert not found, "run the CLI through tests/scaffold.py: " + ", ".join(found)
+
+
+def test_the_helper_finder_finds_each_kind_of_copy() -> None:
+    copies = {
+        "from verl_bootstrap import cli\ndef run(argv):\n    return cli.main(argv)\n": "run",
+        "from verl_bootstrap.cli import main as m\ndef go():\n    m([])\n": "go",
+        "import subprocess\ndef t():\n    subprocess.run([TOOL, 'plan'])\n": "t",
+        "import sys\nARGV = [sys.executable, '-m', 'verl_bootstrap']\n": "command line",
+        "from pathlib import Path\nT = Path(sys.executable).parent / 'verl-bootstrap'\n": "line",
+    }
+    for source, what in copies.items():
+        [found] = cli_helper_copies(source, "m.py")
+        assert what in found, (source, found)
+    allowed = "from verl_bootstrap import cli\ndef test_x():\n    assert cli.main([]) == 0\n"
+    assert cli_helper_copies(allowed, "m.py") == []

@@ -6,8 +6,6 @@ sdists) is shared by the tests, which run in file order.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import secrets
 import shlex
@@ -20,39 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scaffold import Ran, invoke
 from test_e2e_cpu import closed_port, start_install, wait_until_running
 from verlrepo import git
 
-from verl_bootstrap import cli
 from verl_bootstrap.envs.inventory import installed
 from verl_bootstrap.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, EXIT_STEP_FAILED
 from verl_bootstrap.lockfile import read_lockfile
 
 DATA = Path(__file__).parent / "data" / "profiles"
-
-
-@dataclass(frozen=True)
-class Ran:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> dict[str, Any]:
-        return json.loads(self.out)  # type: ignore[no-any-return]
-
-    def hint(self) -> list[str]:
-        """The printed resume command, as argv for cli.main."""
-        line = next(ln for ln in self.err.splitlines() if ln.startswith("resume with: "))
-        words = shlex.split(line.removeprefix("resume with: "))
-        assert words[0] == "verl-bootstrap"
-        return words[1:]
-
-
-def run(argv: list[str]) -> Ran:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(argv)
-    return Ran(code, out.getvalue(), err.getvalue())
 
 
 def state(prefix: Path) -> dict[str, Any]:
@@ -105,9 +79,9 @@ def made(tmp_path_factory: pytest.TempPathFactory, verl_two_releases: Path) -> M
         index,
     ]
     away = repo.rename(root / "away")
-    failed = run(argv)
+    failed = invoke(argv)
     away.rename(repo)
-    resumed = run([*failed.hint(), "--json"])
+    resumed = invoke([*failed.hint(), "--json"])
     return Made(prefix, repo, profile, index, failed, resumed)
 
 
@@ -144,7 +118,7 @@ def test_the_record_the_checkout_and_the_lockfile_agree(made: Made) -> None:
 
 
 def test_the_prefix_alone_re_verifies_and_skips_each_step_once(made: Made) -> None:
-    again = run(["--prefix", str(made.prefix)])
+    again = invoke(["--prefix", str(made.prefix)])
     assert again.code == EXIT_OK, again.err
     assert "this run changes" not in again.err
     assert again.err.count("· create-env: up to date\n") == 1
@@ -155,7 +129,7 @@ def test_a_switch_without_yes_shows_the_change_and_changes_nothing(made: Made) -
     before = (made.prefix / ".verl-bootstrap" / "state.json").read_bytes()
     head = git(made.prefix / "src" / "verl", "rev-parse", "HEAD")
     stack = versions(made.prefix)
-    refused = run(["--prefix", str(made.prefix), "--verl-ref", "v0.9.0"])  # stdin is no terminal
+    refused = invoke(["--prefix", str(made.prefix), "--verl-ref", "v0.9.0"])  # stdin is no terminal
     assert refused.code == EXIT_REFUSED
     assert (
         "verl ref main -> v0.9.0: new checkout; stages torch, verl-deps re-run; Python unchanged"
@@ -169,7 +143,7 @@ def test_a_switch_without_yes_shows_the_change_and_changes_nothing(made: Made) -
 
 def test_a_change_that_needs_another_env_is_refused_even_with_yes(made: Made) -> None:
     before = (made.prefix / ".verl-bootstrap" / "state.json").read_bytes()
-    refused = run(["--prefix", str(made.prefix), "--backend", "conda", "--yes"])
+    refused = invoke(["--prefix", str(made.prefix), "--backend", "conda", "--yes"])
     assert refused.code == EXIT_REFUSED
     assert "cannot be applied in place: the backend changes (venv -> conda)" in refused.err
     assert f"--prefix {made.prefix}-new" in refused.err
@@ -189,7 +163,7 @@ def test_an_interrupted_switch_resumes_with_the_hint_and_everything_agrees(
     assert f"hint: resume with: verl-bootstrap --prefix {made.prefix}\n" in output
     assert state(made.prefix)["last_run"]["status"] == "interrupted"
 
-    resumed = run(["--prefix", str(made.prefix), "--json"])
+    resumed = invoke(["--prefix", str(made.prefix), "--json"])
     assert resumed.code == EXIT_OK, resumed.err
     assert "this run changes" not in resumed.err  # the record already says v0.9.0
     steps = {s["id"]: s["status"] for s in resumed.json()["steps"]}
@@ -207,7 +181,7 @@ def test_an_interrupted_switch_resumes_with_the_hint_and_everything_agrees(
 
 
 def test_envs_list_and_info_describe_the_env(made: Made) -> None:
-    listed = run(["envs", "list", "--json"])
+    listed = invoke(["envs", "list", "--json"])
     assert listed.code == EXIT_OK, listed.err
     mine = next(e for e in listed.json()["envs"] if e["prefix"] == str(made.prefix))
     assert (mine["status"], mine["profile"], mine["verl_ref"], mine["variant"]) == (
@@ -218,18 +192,18 @@ def test_envs_list_and_info_describe_the_env(made: Made) -> None:
     )
     assert mine["commit"] == git(made.repo, "rev-parse", "v0.9.0")
     assert mine["size"] > 100_000_000 and mine["verified_at"] is not None
-    text = run(["envs", "list"]).out
+    text = invoke(["envs", "list"]).out
     row = next(line.split() for line in text.splitlines() if str(made.prefix) in line.split())
     assert row[:2] == [mine["name"], str(made.prefix)]  # NAME, then PREFIX
     assert row[2:7] == ["ok", "light", "v0.9.0", "(commit", f"{mine['commit'][:12]})"]
     assert row[7] == "cpu"
 
-    info = run(["info", "--prefix", str(made.prefix), "--json"]).json()
+    info = invoke(["info", "--prefix", str(made.prefix), "--json"]).json()
     assert info["record"]["options"]["cuda"] == "cpu"
     assert info["steps"]["verify"]["status"] == "done"
     assert info["lockfile"] == str(made.prefix / ".verl-bootstrap" / "verl-bootstrap.lock.yaml")
     assert info["activate"] == f". {made.prefix / '.verl-bootstrap' / 'activate'}"
-    shown = run(["info", "--prefix", str(made.prefix)]).out
+    shown = invoke(["info", "--prefix", str(made.prefix)]).out
     assert f"verl      v0.9.0, commit {mine['commit']} of {made.repo.as_uri()}" in shown
 
 
@@ -237,7 +211,7 @@ def test_remove_refuses_a_prefix_holding_a_users_file_then_removes_the_env(made:
     note = made.prefix / "my-notes.txt"
     note.write_text("mine\n", encoding="utf-8")
     names = sorted(p.name for p in made.prefix.iterdir())
-    refused = run(["remove", "--prefix", str(made.prefix), "--yes"])
+    refused = invoke(["remove", "--prefix", str(made.prefix), "--yes"])
     assert refused.code == EXIT_REFUSED
     assert (
         "holds files verl-bootstrap did not make: my-notes.txt; nothing was deleted" in refused.err
@@ -245,12 +219,12 @@ def test_remove_refuses_a_prefix_holding_a_users_file_then_removes_the_env(made:
     assert sorted(p.name for p in made.prefix.iterdir()) == names
 
     note.unlink()
-    asked = run(["remove", "--prefix", str(made.prefix)])  # no terminal to ask on: refused
+    asked = invoke(["remove", "--prefix", str(made.prefix)])  # no terminal to ask on: refused
     assert asked.code == EXIT_REFUSED and made.prefix.is_dir()
-    removed = run(["remove", "--prefix", str(made.prefix), "--yes"])
+    removed = invoke(["remove", "--prefix", str(made.prefix), "--yes"])
     assert removed.code == EXIT_OK, removed.err
     assert not made.prefix.exists()
-    listed = run(["envs", "list", "--json", "--no-size"]).json()["envs"]
+    listed = invoke(["envs", "list", "--json", "--no-size"]).json()["envs"]
     assert str(made.prefix) not in [e["prefix"] for e in listed]
     assert made.repo.is_dir()  # the source it cloned from is not the env's
 
@@ -275,18 +249,18 @@ def test_a_conda_env_is_listed_inspected_and_removed(
         "main",
         "--allow-unsupported-ref",
     ]
-    first = run(argv)
+    first = invoke(argv)
     assert first.code == EXIT_STEP_FAILED, first.err
     assert (prefix / "conda-meta").is_dir()
     mine = next(
-        e for e in run(["envs", "list", "--json"]).json()["envs"] if e["prefix"] == str(prefix)
+        e for e in invoke(["envs", "list", "--json"]).json()["envs"] if e["prefix"] == str(prefix)
     )
     assert (mine["status"], mine["backend"], mine["verified_at"]) == ("failed", "conda", None)
-    info = run(["info", "--prefix", str(prefix), "--json"]).json()
+    info = invoke(["info", "--prefix", str(prefix), "--json"]).json()
     assert info["steps"]["create-env"]["status"] == "done"
     assert info["record"]["options"]["channels"] == [str(python_channel)]
     assert info["activate"] is None
-    removed = run(["remove", "--prefix", str(prefix), "--yes"])
+    removed = invoke(["remove", "--prefix", str(prefix), "--yes"])
     assert removed.code == EXIT_OK, removed.err
     assert not prefix.exists()
 
@@ -294,7 +268,7 @@ def test_a_conda_env_is_listed_inspected_and_removed(
 def test_remove_refuses_what_verl_bootstrap_did_not_make(tmp_path: Path) -> None:
     folder = tmp_path / "data"
     (folder / "sub").mkdir(parents=True)
-    refused = run(["remove", "--prefix", str(folder), "--yes"])
+    refused = invoke(["remove", "--prefix", str(folder), "--yes"])
     assert refused.code == 2
     assert "holds no env made by verl-bootstrap" in refused.err
     assert (folder / "sub").is_dir()

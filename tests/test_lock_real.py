@@ -11,14 +11,14 @@ import hashlib
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from lockfixtures import CUTOFF, HOST_XY, TOMORROW, cli, lock_args, make_lock
+from lockfixtures import CUTOFF, HOST_XY, lock_args
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+from scaffold import run_tool, tool_argv
 from verlrepo import git
 
 from verl_bootstrap.errors import EXIT_REFUSED, EXIT_STEP_FAILED
@@ -26,22 +26,6 @@ from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.lockfile.gaps import hash_gaps
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
-
-
-@pytest.fixture(scope="session")
-def cpu_lock(tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path) -> Path:
-    """The cpu profile locked for a venv."""
-    return make_lock(tmp_path_factory.getbasetemp(), verl_repo_session, "cpu-venv")
-
-
-@pytest.fixture(scope="session")
-def conda_lock(
-    tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path, python_channel: Path
-) -> Path:
-    """The cpu profile locked for a conda env: its conda part solved from the local channel."""
-    extra = ("--backend", "conda", "--channel", str(python_channel))
-    base = tmp_path_factory.getbasetemp()
-    return make_lock(base, verl_repo_session, "cpu-conda", *extra, cutoff=str(TOMORROW))
 
 
 @pytest.fixture(scope="session")
@@ -56,10 +40,7 @@ def installed(
     }
     procs = {
         name: subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "verl_bootstrap",
+            tool_argv(
                 "--profile",
                 "cpu",
                 "--locked",
@@ -70,7 +51,7 @@ def installed(
                 "--verl-source",
                 str(_repo_of(Path(lock))),
                 *extra,
-            ],
+            ),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -120,13 +101,13 @@ def test_relocking_an_unchanged_profile_at_the_same_cutoff_gives_the_same_bytes(
     cpu_lock: Path, verl_repo_session: Path, tmp_path: Path
 ) -> None:
     again = tmp_path / "again.lock.yaml"
-    done = cli(*lock_args(verl_repo_session, again))
+    done = run_tool(*lock_args(verl_repo_session, again))
     assert done.returncode == 0, done.stderr
     # only the --output in the regenerate command differs
     assert again.read_text().replace(str(again), "X") == cpu_lock.read_text().replace(
         str(cpu_lock), "X"
     )
-    rerun = cli(*lock_args(verl_repo_session, again))
+    rerun = run_tool(*lock_args(verl_repo_session, again))
     assert rerun.returncode == 0 and rerun.stdout.startswith("unchanged"), rerun.stdout
 
 
@@ -138,7 +119,7 @@ def test_a_later_stage_resolves_with_verls_requirements_in_force(
     # Resolved without verl, that stage locked tensordict 0.15.3, which verl's env cannot hold.
     profile = Path(__file__).parent / "data" / "profiles" / "verl-later-stage" / "profile.yaml"
     output = tmp_path / "later.lock.yaml"
-    done = cli(
+    done = run_tool(
         "lock",
         "--profile",
         str(profile),
@@ -176,7 +157,7 @@ def test_locked_installs_match_their_lockfiles_in_venv_and_conda(
     head = git(verl_repo_session, "rev-parse", "HEAD")
     for name, lock in (("venv", cpu_lock), ("conda", conda_lock)):
         prefix = installed[name]
-        done = cli("verify", "--prefix", str(prefix), "--against", str(lock))
+        done = run_tool("verify", "--prefix", str(prefix), "--against", str(lock))
         assert done.returncode == 0, done.stdout + done.stderr
         assert "the env matches" in done.stdout and "note:" not in done.stdout
         assert git(prefix / "src" / "verl", "rev-parse", "HEAD") == head
@@ -250,7 +231,7 @@ def test_a_tampered_hash_is_refused_before_anything_is_installed(
 ) -> None:
     bad, digest = _tampered(cpu_lock, tmp_path / "bad.lock.yaml")
     fresh = tmp_path / "fresh-env"
-    done = cli("--profile", "cpu", "--locked", "--lockfile", str(bad), "--prefix", str(fresh))
+    done = run_tool("--profile", "cpu", "--locked", "--lockfile", str(bad), "--prefix", str(fresh))
     assert done.returncode == EXIT_REFUSED, done.stderr
     assert (
         "filelock" in done.stderr
@@ -261,7 +242,9 @@ def test_a_tampered_hash_is_refused_before_anything_is_installed(
     # an existing env is left exactly as it was
     existing = installed["venv"]
     before = _snapshot(existing)
-    again = cli("--profile", "cpu", "--locked", "--lockfile", str(bad), "--prefix", str(existing))
+    again = run_tool(
+        "--profile", "cpu", "--locked", "--lockfile", str(bad), "--prefix", str(existing)
+    )
     assert again.returncode == EXIT_REFUSED
     assert _snapshot(existing) == before
 
@@ -278,7 +261,9 @@ def test_verify_against_lists_every_kind_of_difference(
     edited = tmp_path / "edited.lock.yaml"
     edited.write_text(yaml.safe_dump(data), encoding="utf-8")
     _tampered(edited, edited, "jinja2")  # other hash
-    done = cli("verify", "--prefix", str(installed["venv"]), "--against", str(edited), "--json")
+    done = run_tool(
+        "verify", "--prefix", str(installed["venv"]), "--against", str(edited), "--json"
+    )
     assert done.returncode == EXIT_STEP_FAILED, done.stderr
     import json  # noqa: PLC0415
 
@@ -299,12 +284,12 @@ def test_locked_refuses_a_stale_lockfile_and_frozen_takes_it(
     stale = tmp_path / "stale.lock.yaml"
     stale.write_text(yaml.safe_dump(data), encoding="utf-8")
     prefix = tmp_path / "env"
-    locked = cli(
+    locked = run_tool(
         "plan", "--profile", "cpu", "--locked", "--lockfile", str(stale), "--prefix", str(prefix)
     )
     assert locked.returncode == EXIT_REFUSED
     assert "stale" in locked.stderr and "verl-bootstrap lock" in locked.stderr
-    frozen = cli(
+    frozen = run_tool(
         "plan", "--profile", "cpu", "--frozen", "--lockfile", str(stale), "--prefix", str(prefix)
     )
     assert frozen.returncode == 0, frozen.stderr

@@ -8,10 +8,10 @@ record their route, and info and `verify --against` read it back."""
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +19,7 @@ import yaml
 from lockfixtures import make_lock
 from packaging.version import Version
 from prefixholder import Holder, released_at
+from scaffold import run_tool
 
 from verl_bootstrap.cli.options import run_options
 from verl_bootstrap.cli.parse import build_parser
@@ -40,16 +41,7 @@ COMMITTED_LINE = (
 )
 
 
-def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    """`verl-bootstrap ARGS` in a fresh process, as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "verl_bootstrap", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        cwd=REPO,
-        check=False,
-    )
+cli = functools.partial(run_tool, timeout=1800)  # resolving installs run long
 
 
 def first_line(done: subprocess.CompletedProcess[str]) -> str:

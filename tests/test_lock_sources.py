@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_lifecycle import run
+from scaffold import invoke
 from tinyenv import HOST_XY, tiny_parts
 from verlrepo import git
 
@@ -16,7 +16,7 @@ from verl_bootstrap.lockfile import read_lockfile
 
 def lock(profile: Path, repo: Path, output: Path) -> str:
     """Lock the tiny profile with verl from `repo`; the commit the lock records."""
-    done = run(
+    done = invoke(
         [
             "lock",
             "--profile",

@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import tomllib
 import yaml
-from lockfixtures import CUTOFF, REPO
+from lockfixtures import CUTOFF
+from scaffold import run_tool
 from verlrepo import git, make_verl_repo
 
 from verl_bootstrap.commands import uv_binary
@@ -95,15 +95,7 @@ def made(uv_locked_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     output = base / "cu130-linux-64.lock.yaml"
     args = ["lock", "--profile", str(profile), "--cuda", "cu130", "--python-version", "3.12"]
     args += ["--exclude-newer", CUTOFF, "--verl-source", str(uv_locked_repo), "-o", str(output)]
-    run = subprocess.run(
-        [sys.executable, "-m", "verl_bootstrap", *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=REPO,
-        env=CLEAN_ENV,
-        check=False,
-    )
+    run = run_tool(*args, timeout=900, env=CLEAN_ENV)
     assert run.returncode == 0, run.stderr
     return output
 

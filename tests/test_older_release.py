@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from scaffold import run_tool
 from verlrepo import git, make_verl_repo
 
 from verl_bootstrap.errors import EXIT_OK
@@ -33,9 +33,9 @@ def _install(factory: pytest.TempPathFactory, version: str) -> Installed:
     ref = f"v{version}"
     repo = make_verl_repo(root / "verl", version, ref)
     prefix = root / "env"
-    argv = [sys.executable, "-m", "verl_bootstrap", "install", "--profile", "cpu"]
-    argv += ["--verl-ref", ref, "--verl-source", str(repo), "--prefix", str(prefix), "--json"]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
+    argv = ["install", "--profile", "cpu", "--verl-ref", ref, "--verl-source", str(repo)]
+    argv += ["--prefix", str(prefix), "--json"]
+    done = run_tool(*argv, timeout=900, cwd=None)
     assert done.returncode == EXIT_OK, done.stderr[-3000:]
     return repo, prefix, json.loads(done.stdout)
 

@@ -23,6 +23,7 @@ import pytest
 import yaml
 from labfixtures import COMMITTED_LOCK, DEAD, TOKEN, lab, lab_config, write_yaml
 from labmirror import mirror_wheels
+from scaffold import invoke
 
 from verl_bootstrap import cli
 from verl_bootstrap.commands import uv_binary
@@ -131,7 +132,8 @@ def _publish(user: pwd.struct_passwd) -> Path:
         "--tool",
         "verl-bootstrap",
     ]
-    assert cli.main(argv) == 0
+    published = invoke(argv)
+    assert published.code == 0, published.err
     script.chmod(0o644)
     return script
 

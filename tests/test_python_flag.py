@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from scaffold import tool_argv
 
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.interpreters import interpreter_for
@@ -43,7 +44,7 @@ def test_a_version_this_machine_lacks_says_so() -> None:
 
 
 def test_plan_takes_a_version_for_python(tmp_path: Path) -> None:
-    argv = [sys.executable, "-m", "verl_bootstrap", "plan", "--profile", "cpu", "--resolve"]
+    argv = tool_argv("plan", "--profile", "cpu", "--resolve")
     argv += ["--python", THIS, "--prefix", str(tmp_path / "env"), "--offline"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr

@@ -8,13 +8,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+from scaffold import invoke, tool_argv
 from test_e2e_cpu import closed_port
-from test_lifecycle import DATA, run
+from test_lifecycle import DATA
 from tinyenv import HOST_XY, tiny_parts
 from verlrepo import git, verl_sdist
 
@@ -41,14 +41,14 @@ def write(*paths: Path) -> list[Path]:
 def refuses_then_removes(prefix: Path, mine: list[Path]) -> None:
     """`mine` (the user's files) refuse the removal, named; without them the env goes."""
     before = files_of(prefix)
-    refused = run(["remove", "--prefix", str(prefix), "--yes"])
+    refused = invoke(["remove", "--prefix", str(prefix), "--yes"])
     assert refused.code == EXIT_REFUSED, refused.err
     names = ", ".join(str(p.relative_to(prefix)) for p in sorted(mine))
     assert f"holds files verl-bootstrap did not make: {names}; nothing was deleted" in refused.err
     assert files_of(prefix) == before
     for path in mine:
         path.unlink()
-    removed = run(["remove", "--prefix", str(prefix), "--yes"])
+    removed = invoke(["remove", "--prefix", str(prefix), "--yes"])
     assert removed.code == EXIT_OK, removed.err
     assert not prefix.exists()
 
@@ -58,7 +58,7 @@ def test_a_users_file_deep_in_a_venv_refuses_remove(
 ) -> None:
     parts = tiny_parts(tmp_path, monkeypatch)
     prefix = tmp_path / "env"
-    made = run(
+    made = invoke(
         [
             "--profile",
             str(parts.profile),
@@ -88,7 +88,7 @@ def test_a_users_file_deep_in_a_conda_env_refuses_remove(
 ) -> None:
     prefix = tmp_path / "conda-env"
     away = f"http://127.0.0.1:{closed_port()}/verl.git"  # fetch-source fails; the env is made
-    run(
+    invoke(
         [
             "--profile",
             str(DATA / "light" / "light.yaml"),
@@ -118,7 +118,7 @@ def tiny_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Pat
     """A real tiny env, verl from the stand-in's git repo; (prefix, verl's repo)."""
     parts = tiny_parts(tmp_path, monkeypatch)
     prefix = tmp_path / "env"
-    made = run(
+    made = invoke(
         [
             "--profile",
             str(parts.profile),
@@ -157,12 +157,12 @@ def refused_then_kept(prefix: Path, work: dict[Path, str], listed: list[str]) ->
     """`remove` refuses, naming each file of the user's work; --keep-source removes the env and
     leaves the checkout with that work as it was."""
     before = files_of(prefix)
-    refused = run(["remove", "--prefix", str(prefix), "--yes"])
+    refused = invoke(["remove", "--prefix", str(prefix), "--yes"])
     assert refused.code == EXIT_REFUSED, refused.err
     assert "holds work of yours: " + ", ".join(listed) + "; nothing was deleted" in refused.err
     assert "--keep-source" in refused.err
     assert files_of(prefix) == before
-    kept = run(["remove", "--prefix", str(prefix), "--yes", "--keep-source"])
+    kept = invoke(["remove", "--prefix", str(prefix), "--yes", "--keep-source"])
     assert kept.code == EXIT_OK, kept.err
     checkout = prefix / "src" / "verl"
     assert sorted(p.name for p in prefix.iterdir()) == ["src"]
@@ -204,7 +204,7 @@ def test_remove_refuses_unpushed_commits_a_stash_and_local_branches_listing_all(
         "stash@{0} (stashed: On (no branch): half done)",
         f"commit {mine} (on no remote branch: my fix)",
     ]
-    alone = run(["remove", "--prefix", str(prefix), "--yes"])  # no file of the user's at all
+    alone = invoke(["remove", "--prefix", str(prefix), "--yes"])  # no file of the user's at all
     assert alone.code == EXIT_REFUSED, alone.err
     assert "holds work of yours: " + ", ".join(history) + "; nothing was deleted" in alone.err
     work = work_in(checkout)
@@ -250,7 +250,7 @@ def test_a_clean_sdist_checkout_goes_with_its_env(
     shutil.rmtree(checkout)
     archive = verl_sdist()
     unpack_sdist(archive, checkout, file_sha256(archive))
-    removed = run(["remove", "--prefix", str(prefix), "--yes"])
+    removed = invoke(["remove", "--prefix", str(prefix), "--yes"])
     assert removed.code == EXIT_OK, removed.err
     assert not prefix.exists()
 
@@ -266,7 +266,7 @@ def test_a_checkout_holding_ignored_work_is_not_moved_to_another_ref(
     (checkout / ".git" / "info" / "exclude").write_text("checkpoints/\n", encoding="utf-8")
     (checkout / "checkpoints").mkdir()
     (checkout / "checkpoints" / "x.pt").write_text("weights\n", encoding="utf-8")
-    moved = run(
+    moved = invoke(
         [
             "--profile",
             str(tmp_path / "tiny.yaml"),
@@ -309,13 +309,7 @@ def test_a_folder_remove_cannot_read_refuses_it_naming_the_folder(
                 "--reuid=65534",
                 "--regid=65534",
                 "--clear-groups",
-                sys.executable,
-                "-m",
-                "verl_bootstrap",
-                "remove",
-                "--prefix",
-                str(prefix),
-                "--yes",
+                *tool_argv("remove", "--prefix", prefix, "--yes"),
             ],
             capture_output=True,
             text=True,
@@ -347,7 +341,7 @@ def test_one_refusal_names_the_users_files_of_every_kind(
     top = write(prefix / "my-notes.txt")[0]
     deep = write(prefix / SITE / "mynotes.txt")[0]
     work = work_in(prefix / "src" / "verl")
-    refused = run(["remove", "--prefix", str(prefix), "--yes"])
+    refused = invoke(["remove", "--prefix", str(prefix), "--yes"])
     assert refused.code == EXIT_REFUSED, refused.err
     said = refused.err
     assert f"holds files verl-bootstrap did not make: my-notes.txt, {SITE}/mynotes.txt;" in said, (
@@ -358,6 +352,6 @@ def test_one_refusal_names_the_users_files_of_every_kind(
     assert "move them out of the prefix first" in said and "--keep-source" in said
     for path in (top, deep):
         path.unlink()
-    kept = run(["remove", "--prefix", str(prefix), "--yes", "--keep-source"])
+    kept = invoke(["remove", "--prefix", str(prefix), "--yes", "--keep-source"])
     assert kept.code == EXIT_OK, kept.err
     assert {p: p.read_text(encoding="utf-8") for p in work} == work

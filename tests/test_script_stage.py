@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scaffold import run
 from verlrepo import git
 
-from verl_bootstrap import cli
 from verl_bootstrap.envs.inventory import installed
 from verl_bootstrap.errors import EXIT_STEP_FAILED
 
@@ -60,8 +60,8 @@ def install(tmp_path: Path, repo: Path, capsys: pytest.CaptureFixture[str]) -> d
         str(repo),
         "--json",
     ]
-    code = cli.main(argv)
-    body: dict[str, Any] = json.loads(capsys.readouterr().out)
+    code, out, _ = run(argv, capsys)
+    body: dict[str, Any] = json.loads(out)
     assert code == EXIT_STEP_FAILED, body
     return body
 

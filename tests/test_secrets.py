@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from labfixtures import TOKEN, TOOL, clean_environ, lab, lab_config, lab_env, write_yaml
+from labfixtures import TOKEN, clean_environ, lab, lab_config, lab_env, write_yaml
+from scaffold import TOOL
 
 from verl_bootstrap import cli
 from verl_bootstrap.errors import InputError

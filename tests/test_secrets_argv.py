@@ -23,7 +23,8 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from labfixtures import TOKEN, TOOL, clean_environ, lab, lab_config, write_yaml
+from labfixtures import TOKEN, clean_environ, lab, lab_config, write_yaml
+from scaffold import TOOL
 
 from verl_bootstrap.safety.credentials import lift, split_url
 

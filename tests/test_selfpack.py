@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from bundlefixtures import manifest_of, run_tool, tool_env
-from lockfixtures import REPO
+from bundlefixtures import bundle_tool, manifest_of, tool_env
+from scaffold import REPO
 
 CPU_LOCK = REPO / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"
 _NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__", "bench")
@@ -97,14 +97,14 @@ def test_export_apptainer_works_from_a_pip_install(installed: Installed, tmp_pat
 
 
 def test_bundle_works_from_a_pip_install(
-    installed: Installed, tmp_path: Path, bundle_lock: Path, verl_repo_session: Path
+    installed: Installed, tmp_path: Path, cpu_lock: Path, verl_repo_session: Path
 ) -> None:
     bundle = tmp_path / "b.tar"
     done = _installed_run(
         installed.bin,
         "bundle",
         "--lockfile",
-        str(bundle_lock),
+        str(cpu_lock),
         "-o",
         str(bundle),
         "--verl-source",
@@ -131,7 +131,7 @@ def test_an_index_export_keeps_what_the_output_folder_held(tmp_path: Path) -> No
     target = tmp_path / "elsewhere.yaml"
     target.write_text("mine\n", encoding="utf-8")
     (out / "verl-bootstrap.lock.yaml").symlink_to(target)
-    done = run_tool(
+    done = bundle_tool(
         "export",
         "--format",
         "dockerfile",

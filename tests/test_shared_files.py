@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
+from scaffold import run
 
-from verl_bootstrap import cli
 from verl_bootstrap.cli.output import out, printable
 
 ESC = "\x1b"
@@ -24,12 +24,6 @@ KEY = {
     "platform": "linux_x86_64",
 }
 KEY_FLAG = "torch=2.11.0,cuda=13.0,cxx11abi=TRUE,python=cp312,platform=linux_x86_64"
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
 
 
 def _index(folder: Path, key: dict[str, object]) -> Path:
@@ -45,12 +39,14 @@ def test_an_index_key_with_an_escape_and_a_line_break_is_skipped_by_name(
     """One lab mate's bad entry is skipped with a note (the rest of a shared index still
     serves everyone), and `wheelhouse check` fails naming it."""
     house = _index(tmp_path / "wh", {**KEY, "torch": f"2.11.0{ESC}[2J\nadded fake-1.0.whl"})
-    code, text = _run(capsys, "wheelhouse", "list", "--wheelhouse", str(house))
+    code, out, err = run(["wheelhouse", "list", "--wheelhouse", str(house)], capsys)
+    text = out + err
     assert code == 0 and "0 wheel(s)" in text
     assert "skipped an entry of the wheelhouse index" in text
     assert "index.json: wheels[0].key.torch: holds a line break or control character" in text
     assert ESC not in text and "\nadded fake" not in text
-    code, text = _run(capsys, "wheelhouse", "check", "--wheelhouse", str(house))
+    code, out, err = run(["wheelhouse", "check", "--wheelhouse", str(house)], capsys)
+    text = out + err
     assert code == 1 and "wheels[0].key.torch: holds a line break" in text
     assert ESC not in text
 
@@ -69,7 +65,8 @@ def test_a_record_profile_name_with_control_characters_is_refused_by_info(
         "record": {"options": {}, "profile_name": f"cpu{ESC}]0;owned\a\nverl ok"},
     }
     (prefix / ".verl-bootstrap" / "state.json").write_text(json.dumps(state))
-    code, text = _run(capsys, "info", "--prefix", str(prefix))
+    code, out, err = run(["info", "--prefix", str(prefix)], capsys)
+    text = out + err
     assert code == 2
     assert "field 'record.profile_name' holds a line break or control character" in text
     assert ESC not in text and "\a" not in text
@@ -91,9 +88,10 @@ def test_wheelhouse_add_refuses_a_url_and_makes_no_folder(
     monkeypatch.chdir(tmp_path)
     wheel = tmp_path / "flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl"
     wheel.write_bytes(b"not really a wheel")
-    code, text = _run(
-        capsys, "wheelhouse", "add", str(wheel), "--key", KEY_FLAG, "--wheelhouse", url
+    code, out, err = run(
+        ["wheelhouse", "add", str(wheel), "--key", KEY_FLAG, "--wheelhouse", url], capsys
     )
+    text = out + err
     assert code == 2 and "pw" not in text
     assert "read, never written" in text or "a URL the tool cannot read" in text
     assert sorted(p.name for p in tmp_path.iterdir()) == [wheel.name]  # no https:/ folder
@@ -107,10 +105,12 @@ def test_an_index_key_field_without_its_shape_is_skipped_by_name(
     field: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     house = _index(tmp_path / "wh", {**KEY, field: value})
-    code, text = _run(capsys, "wheelhouse", "list", "--wheelhouse", str(house))
+    code, out, err = run(["wheelhouse", "list", "--wheelhouse", str(house)], capsys)
+    text = out + err
     assert code == 0 and "0 wheel(s)" in text
     assert f"index.json: wheels[0].key.{field}: {value!r} is not" in text
-    code, text = _run(capsys, "wheelhouse", "check", "--wheelhouse", str(house))
+    code, out, err = run(["wheelhouse", "check", "--wheelhouse", str(house)], capsys)
+    text = out + err
     assert code == 1 and f"wheels[0].key.{field}: {value!r} is not" in text
 
 
@@ -128,5 +128,6 @@ def test_a_record_variant_without_its_shape_is_refused_by_info(
         "record": {"options": {}, "profile_name": "cpu", "variant": "cpu $(id)"},
     }
     (prefix / ".verl-bootstrap" / "state.json").write_text(json.dumps(state))
-    code, text = _run(capsys, "info", "--prefix", str(prefix))
+    code, out, err = run(["info", "--prefix", str(prefix)], capsys)
+    text = out + err
     assert code == 2 and "field 'record.variant' is 'cpu $(id)', not a variant" in text

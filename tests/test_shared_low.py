@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from loopback import Server, base_url, serve
+from scaffold import run
 
 from verl_bootstrap import cli
 from verl_bootstrap.httpclient import HttpError, fetch
@@ -183,8 +184,9 @@ def _plan_with(tmp_path: Path, lockfiles: str, capsys: pytest.CaptureFixture[str
     site = tmp_path / "site.yaml"
     site.write_text(f"schema_version: 1\nlockfiles: '{lockfiles}'\n")
     argv = ["plan", "--profile", "cpu", "--prefix", str(tmp_path / "env"), "--config", str(site)]
-    assert cli.main(argv) == 0, capsys.readouterr().err
-    return capsys.readouterr().out
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    return out
 
 
 def test_a_lockfiles_url_with_a_query_gets_the_path_before_the_query(

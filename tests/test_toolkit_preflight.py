@@ -9,17 +9,14 @@ The driver cannot run here: an nvidia-smi stand-in prints a recorded real `-q -x
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 import shutil
 import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
+from scaffold import run_cli
 
-from verl_bootstrap import cli
 from verl_bootstrap.doctor import Status
 from verl_bootstrap.doctor.preflight import run_preflight_checks
 from verl_bootstrap.errors import EXIT_OK, StepFailed
@@ -49,11 +46,8 @@ def driver_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _cli(*argv: str) -> tuple[int, dict[str, Any]]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main([*argv, "--json"])
-    assert out.getvalue(), err.getvalue()
-    return code, json.loads(out.getvalue())
+    ran = run_cli(list(argv))
+    return ran.code, ran.body
 
 
 def _doctor(*argv: str) -> dict[str, dict[str, Any]]:

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from test_lifecycle import run, state, versions
+from scaffold import invoke
+from test_lifecycle import state, versions
 from tinyenv import publish_wheel, tiny_parts
 
 from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED
@@ -29,7 +30,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiny]:
     prefix = root / "env"
     with pytest.MonkeyPatch.context() as patch:
         parts = tiny_parts(root, patch)
-        made = run(
+        made = invoke(
             [
                 "--profile",
                 str(parts.profile),
@@ -46,7 +47,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tiny]:
 
 
 def test_nothing_newer_says_up_to_date(tiny: Tiny) -> None:
-    same = run(["update", "--prefix", str(tiny.prefix)])
+    same = invoke(["update", "--prefix", str(tiny.prefix)])
     assert same.code == EXIT_OK, same.err
     assert f"{tiny.prefix} is up to date" in same.out
     assert not (tiny.prefix / ".verl-bootstrap" / "updates").exists()
@@ -55,10 +56,10 @@ def test_nothing_newer_says_up_to_date(tiny: Tiny) -> None:
 def test_a_newer_release_is_shown_then_refused_without_yes(tiny: Tiny) -> None:
     publish_wheel(tiny.links, "vbtiny", "1.1")
     before = (tiny.prefix / ".verl-bootstrap" / "state.json").read_bytes()
-    shown = run(["update", "--prefix", str(tiny.prefix), "--dry-run", "--json"])
+    shown = invoke(["update", "--prefix", str(tiny.prefix), "--dry-run", "--json"])
     assert shown.code == EXIT_OK, shown.err
     assert shown.json()["changes"] == [{"name": "vbtiny", "old": "1.0", "new": "1.1"}]
-    refused = run(["update", "--prefix", str(tiny.prefix)])  # stdin is no terminal
+    refused = invoke(["update", "--prefix", str(tiny.prefix)])  # stdin is no terminal
     assert refused.code == EXIT_REFUSED
     assert "  vbtiny: 1.0 → 1.1\n" in refused.err
     assert f"verl-bootstrap update --prefix {tiny.prefix} --yes" in refused.err
@@ -68,7 +69,7 @@ def test_a_newer_release_is_shown_then_refused_without_yes(tiny: Tiny) -> None:
 
 
 def test_yes_applies_it_as_a_locked_install_and_everything_agrees(tiny: Tiny) -> None:
-    applied = run(["update", "--prefix", str(tiny.prefix), "--yes"])
+    applied = invoke(["update", "--prefix", str(tiny.prefix), "--yes"])
     assert applied.code == EXIT_OK, applied.err
     assert "vbtiny: 1.0 → 1.1" in applied.err
     assert versions(tiny.prefix)["vbtiny"] == "1.1"
@@ -80,19 +81,19 @@ def test_yes_applies_it_as_a_locked_install_and_everything_agrees(tiny: Tiny) ->
     assert env_lock.distributions()["vbtiny"].version == "1.1"
     assert env_lock.distributions()["vbtiny"].hashes == fresh.distributions()["vbtiny"].hashes
     lockfile = str(tiny.prefix / ".verl-bootstrap" / "verl-bootstrap.lock.yaml")
-    against = run(["verify", "--prefix", str(tiny.prefix), "--against", lockfile])
+    against = invoke(["verify", "--prefix", str(tiny.prefix), "--against", lockfile])
     assert against.code == EXIT_OK, against.out + against.err
-    checks = run(["verify", "--prefix", str(tiny.prefix)])  # the recorded profile's checks
+    checks = invoke(["verify", "--prefix", str(tiny.prefix)])  # the recorded profile's checks
     assert checks.code == EXIT_OK, checks.out + checks.err
-    again = run(["update", "--prefix", str(tiny.prefix)])
+    again = invoke(["update", "--prefix", str(tiny.prefix)])
     assert again.code == EXIT_OK and "is up to date" in again.out
-    resumed = run(["--prefix", str(tiny.prefix)])  # the record resumes the updated env as is
+    resumed = invoke(["--prefix", str(tiny.prefix)])  # the record resumes the updated env as is
     assert resumed.code == EXIT_OK, resumed.err
     assert "this run changes" not in resumed.err
     assert versions(tiny.prefix)["vbtiny"] == "1.1"
 
 
 def test_an_env_without_a_record_cannot_be_updated(tmp_path: Path) -> None:
-    refused = run(["update", "--prefix", str(tmp_path)])
+    refused = invoke(["update", "--prefix", str(tmp_path)])
     assert refused.code == 2
     assert "holds no record of how it was made" in refused.err

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cpuenv import Installed, install_cpu_env, run_cli
+from cpuenv import Installed, install_cpu_env
+from scaffold import run_cli
 
 from verl_bootstrap import cli
 from verl_bootstrap.errors import InputError

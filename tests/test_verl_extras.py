@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cpuenv import run_cli
 from packaging.specifiers import SpecifierSet
+from scaffold import run_cli
 from verlrepo import verl_sdist
 
 from verl_bootstrap.commands import uv_binary

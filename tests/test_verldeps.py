@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cpuenv import run_cli
+from scaffold import run_cli
 from tinyenv import HOST_XY, publish_wheel, standin_verl
 
 from verl_bootstrap.commands import uv_binary

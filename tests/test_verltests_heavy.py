@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
+from scaffold import tool_json
 from verlrepo import make_verl_repo
 
 from verl_bootstrap.errors import EXIT_OK
@@ -37,18 +37,7 @@ GIT = os.environ.get("VERL_BOOTSTRAP_TEST_VERL_GIT")  # a local clone of verl wi
 
 
 def _cli(*argv: str, timeout: float) -> tuple[int, dict[str, Any], str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "verl_bootstrap", *argv, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    try:
-        body = json.loads(done.stdout) if done.stdout.strip() else {}
-    except ValueError:
-        body = {}
-    return done.returncode, body, done.stderr
+    return tool_json(*argv, "--json", timeout=timeout)
 
 
 def _source(ref: str, root: Path) -> tuple[Path, str]:

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cpuenv import Installed
+from scaffold import run_cli
 
 from verl_bootstrap import cli
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED
@@ -32,10 +32,8 @@ FILES = (
 
 
 def run_test(argv: list[str]) -> tuple[int, dict[str, Any]]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(["test", *argv, "--json"])
-    return code, json.loads(out.getvalue())
+    ran = run_cli(["test", *argv])
+    return ran.code, ran.body
 
 
 @pytest.fixture(scope="module")

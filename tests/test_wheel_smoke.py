@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scaffold import TOOL as CHECKOUT_TOOL
+from scaffold import run_tool
 
 from verl_bootstrap.commands import find_uv
 from verl_bootstrap.profile import list_profiles, load_profile
 
 REPO = Path(__file__).resolve().parents[1]
-CHECKOUT_TOOL = Path(sys.executable).parent / "verl-bootstrap"
 _NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__", "bench")
 pytestmark = pytest.mark.wheel
 VARIANTS = [(p, v) for p in list_profiles() for v in load_profile(p).cuda_variants]
@@ -50,9 +51,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run(tool: Path, *args: str, cwd: Path) -> str:
-    done = subprocess.run(
-        [str(tool), *args], capture_output=True, text=True, cwd=cwd, check=False, timeout=600
-    )
+    done = run_tool(*args, script=tool, cwd=cwd, timeout=600)
     assert done.returncode == 0, f"{tool} {' '.join(args)}: {done.stderr}"
     return done.stdout
 

@@ -13,12 +13,12 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from scaffold import run_tool
 from tinyenv import publish_wheel
 
 from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED
@@ -48,27 +48,18 @@ def base() -> Iterator[Path]:
 
 def tool(base: Path, *args: str, user: str) -> subprocess.CompletedProcess[str]:
     """`verl-bootstrap ARGS` as user "a" (root, umask 022) or "b" (nobody, its own home)."""
-    argv = [sys.executable, "-m", "verl_bootstrap", *args]
     env = {k: v for k, v in os.environ.items() if not k.startswith("VERL_BOOTSTRAP")}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    prefix: tuple[str, ...] = ()
     if user == "b":
-        argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
+        prefix = ("setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups")
         home = base / "home-b"
         env.update(
             HOME=str(home),
             VERL_BOOTSTRAP_HOME=str(home / ".vb"),
             XDG_CACHE_HOME=str(home / ".cache"),
         )
-    return subprocess.run(
-        argv,
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        check=False,
-        timeout=120,
-        preexec_fn=lambda: os.umask(0o022),
-    )
+    return run_tool(*args, env=env, timeout=120, prefix=prefix, preexec=lambda: os.umask(0o022))
 
 
 def a_wheel(base: Path, name: str) -> Path:
