@@ -173,7 +173,7 @@ def test_plan_with_a_bundle_shows_its_lockfile_and_leaves_nothing_unpacked(
     scratch.mkdir()
     env = tool_env(VERL_BOOTSTRAP_CACHE=str(cache), TMPDIR=str(scratch))
     argv = ["plan", "--bundle", str(cpu_bundle), "--profile", "cpu", "--prefix", str(prefix)]
-    done = run_tool(*argv, "--json", env=env, prefix=no_network())
+    done = bundle_tool(*argv, "--json", env=env, prefix=no_network())
     assert done.returncode == 0, done.stdout + done.stderr
     route = json.loads(done.stdout)["route"]
     assert route["kind"] == "lockfile"

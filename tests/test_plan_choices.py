@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scaffold import run
 
 from verl_bootstrap import cli
 from verl_bootstrap.cli.options import options_and_state, run_options
@@ -55,8 +56,9 @@ def chosen(calls: list[tuple[str, str]]) -> list[str]:
 
 def plan_json(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> dict[str, Any]:
     """`verl-bootstrap plan ARGV --json` in this process, as a user runs it."""
-    assert cli.main(["plan", *map(str, argv), "--json"]) == EXIT_OK
-    return dict(json.loads(capsys.readouterr().out))
+    code, out, _ = run(["plan", *map(str, argv), "--json"], capsys)
+    assert code == EXIT_OK
+    return dict(json.loads(out))
 
 
 def gpu_variant(name: str) -> str:
