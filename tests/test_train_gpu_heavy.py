@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from heavysupport import run_cli
+from scaffold import tool_json
 
 from verl_bootstrap.gpu.detect import detect_driver
 
@@ -30,7 +30,7 @@ def gpu_env() -> Path:
     shutil.rmtree(WORK, ignore_errors=True)
     prefix = WORK / "env"
     argv = ["install", "--profile", "fsdp", "--prefix", str(prefix), "--json"]
-    code, report, stderr = run_cli(argv, timeout=3600)
+    code, report, stderr = tool_json(*argv, timeout=3600)
     assert code == 0, (report.get("error"), stderr[-2000:])
     return prefix
 
@@ -38,7 +38,7 @@ def gpu_env() -> Path:
 @pytest.mark.parametrize("level", ["sft", "rl"])
 def test_the_gpu_env_trains(gpu_env: Path, level: str) -> None:
     argv = ["verify", "--prefix", str(gpu_env), "--train", level, "--json"]
-    code, body, stderr = run_cli(argv, timeout=2400)
+    code, body, stderr = tool_json(*argv, timeout=2400)
     train = body.get("train") or {}
     checks = {c["name"]: c for c in train.get("checks", [])}
     assert code == 0, (checks, stderr[-2000:])
