@@ -98,6 +98,17 @@ def write_yaml(path: Path, data: dict[str, Any]) -> Path:
     return path
 
 
+@functools.cache
+def _tool_cache() -> Path:
+    """The tool's cache for this process's lab runs (private, 0700, made once).
+
+    The lab's verl repository is made anew in each test process, under the same canonical URL;
+    a git mirror kept in the user's cache from an earlier process holds other commits, so every
+    lab run starts from a cache of its own, as on a fresh machine.
+    """
+    return Path(tempfile.mkdtemp(prefix="vb-lab-cache-"))
+
+
 def clean_environ(**extra: str) -> dict[str, str]:
     """This process's environment without pip's or uv's settings; the default index is dead."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
@@ -106,6 +117,7 @@ def clean_environ(**extra: str) -> dict[str, str]:
         UV_DEFAULT_INDEX=f"{DEAD}/simple",
         UV_INDEX_URL=f"{DEAD}/simple",
         LAB_TOKEN=TOKEN,
+        VERL_BOOTSTRAP_CACHE=str(_tool_cache()),
     )
     env.update(extra)
     return env
@@ -130,14 +142,19 @@ class LabEnv:
 
 @functools.cache
 def lab_env() -> LabEnv:
-    """Build the cpu env from the lab's mirrors only (once per process)."""
+    """Build the cpu env from the lab's mirrors only (once per process).
+
+    It resolves (`--resolve`): the lab's point is that every package and verl's git checkout come
+    through its mirrors, while the committed lock records verl's release sdist (made where GitHub
+    was out of reach), which would take the run past the git mirror.
+    """
     the_lab = lab()
     config = write_yaml(
         the_lab.base / "lab.yaml", {**lab_config(the_lab), "caches": {"uv": str(CACHE / "uv-lab")}}
     )
     prefix = the_lab.base / "envs" / "cpu"
     before = len(the_lab.server.requests)
-    args = ("install", "--config", str(config), "--prefix", str(prefix), "--json")
+    args = ("install", "--config", str(config), "--prefix", str(prefix), "--resolve", "--json")
     done = run_tool(*args, script=TOOL, env=clean_environ(), cwd=None, timeout=600)
     requests = tuple(the_lab.server.requests[before:])
     return LabEnv(prefix, config, done.returncode, done.stdout, done.stderr, requests)

@@ -63,6 +63,7 @@ def mirror_wheels() -> Path:
     """The wheel folder (downloaded once, then cached across test runs)."""
     target = CACHE / f"lab-mirror-v{MIRROR_VERSION}"
     if (target / ".complete").exists():
+        _keep_local_times(target)
         return target
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -71,10 +72,35 @@ def mirror_wheels() -> Path:
         [sys.executable, "-m", "pip", "download", "-q", "--dest", str(partial), *REQUIREMENTS],
         check=True,
     )
+    _keep_local_times(partial)
     (partial / ".complete").write_text("ok\n")
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
     return target
+
+
+def _keep_local_times(folder: Path) -> None:
+    """A wheel pip copied from this machine's find-links folder (CPU torch) keeps that file's time.
+
+    The index does not know such a file, so the mirror serves its mtime as its upload time, and a
+    lock's cutoff (uv's exclude-newer) is compared with it: the copy's mtime is the day the mirror
+    was filled, which would put the file after every fixed cutoff on a fresh machine.
+    """
+    for links in _find_links():
+        for source in Path(links).glob("*.whl"):
+            copy = folder / source.name
+            if copy.is_file():
+                stamp = source.stat().st_mtime
+                os.utime(copy, (stamp, stamp))
+
+
+def _find_links() -> list[str]:
+    """The find-links folders this machine's pip is configured with (where CPU torch lies)."""
+    shown = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=False
+    ).stdout
+    found = re.findall(r"find-links='([^']*)'", shown) + [os.environ.get("PIP_FIND_LINKS", "")]
+    return sorted({part for value in found for part in value.split() if Path(part).is_dir()})
 
 
 def sha256_file(path: Path) -> str:
