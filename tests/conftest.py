@@ -141,3 +141,57 @@ def offline_image(tmp_path_factory: pytest.TempPathFactory, cpu_bundle: Path) ->
 def _lock_in(bundle: Path) -> Path:
     """The lockfile a session bundle was made from (beside it under the base temp folder)."""
     return bundle.parent.parent / "locks" / "cpu-venv.lock.yaml"
+
+
+# What `make test` leaves to `make test-real` (CI runs both; nothing is dropped): the tests that
+# make something big for real. Named here, once, so the fast tier is one list a maintainer reads.
+# Figures: seconds per module in a full run at main on this 2-core host under load (--durations).
+# First the session fixtures (a test needs one directly or through another fixture):
+REAL_SLOW_FIXTURES = frozenset(
+    {
+        "cpu_env_session",  # a full cpu install (torch, verl): ~60 s, 39 tests
+        "slurm_cluster",  # a real Slurm: munged, slurmctld, three slurmd
+        "kernel_lab",  # the stand-in kernel built from source with the CPU torch
+        "cpu_bundle",  # the cpu lock's whole offline bundle
+        "offline_image",  # an image tree built offline from that bundle
+    }
+)
+# Then the modules whose own module fixtures or tests install, lock or train for real throughout:
+REAL_SLOW_MODULES = frozenset(
+    {
+        "test_lock_real.py",  # 182 s: real locks, installed --locked into a venv and a conda env
+        "test_kernels_prebuilt.py",  # 148 s: locks and locked installs from loopback sources
+        "test_export_real.py",  # 126 s: every export installed by the tool it is for
+        "test_lifecycle.py",  # 97 s: one env made, failed, resumed, switched, removed
+        "test_lock_contract.py",  # 83 s: verl's real contract over real locks
+        "test_lock_uvlock.py",  # 81 s: the cu130 stack resolved against a real uv.lock
+        "test_kernels_e2e.py",  # 55 s: the compiled kernel built, published, taken
+        "test_cluster_ray.py",  # 54 s: a real three-node Ray cluster
+        "test_kernels_whole.py",  # 38 s: whole kernel wheels locked and installed
+        "test_selfpack.py",  # 38 s: the tool pip-installed, then packing itself
+        "test_onboard.py",  # 23 s+: a new user onboarded to a verified env
+        "test_e2e_cpu.py",  # the cpu install, killed and resumed, the sdist fallback
+        "test_older_release.py",  # v0.9.0 installed for real with its own stack
+        "test_verify_train.py",  # its own cpu env, then real SFT and GRPO steps
+        "test_secrets.py",  # 25 s: two installs through a token-guarded lab mirror
+        "test_secrets_argv.py",  # 26 s: an authenticated install, its processes sampled
+        "test_site_mirror.py",  # the cpu install from the lab's own index and git mirror
+    }
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: the marker must be there when it reads
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark real_slow each test of REAL_SLOW_MODULES or needing a fixture of REAL_SLOW_FIXTURES."""
+    gone = sorted(m for m in REAL_SLOW_MODULES if not (Path(__file__).parent / m).is_file())
+    if gone:  # a renamed module would otherwise slip into the fast tier unseen
+        raise pytest.UsageError(f"tests/conftest.py: REAL_SLOW_MODULES names no such file: {gone}")
+    for item in items:
+        if _real_slow(item):
+            item.add_marker(pytest.mark.real_slow)
+
+
+def _real_slow(item: pytest.Item) -> bool:
+    if item.path.name in REAL_SLOW_MODULES:
+        return True
+    return bool(REAL_SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())))

@@ -12,6 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from cpuenv import Installed
 from lockfixtures import CUTOFF, HOST_XY
 from scaffold import TOOL
@@ -167,6 +168,7 @@ def test_verls_tests_take_node_ids_and_k(cpu_env_session: Installed, tmp_path: P
     assert "\r" not in piped.stderr and "@@verl-bootstrap" not in piped.stdout + piped.stderr
 
 
+@pytest.mark.real_slow  # a real lock of the cpu profile
 def test_lock_shows_a_live_line_the_count_the_changes_and_where_it_wrote(
     verl_repo_session: Path, tmp_path: Path
 ) -> None:

@@ -67,6 +67,7 @@ def test_committed_lockfiles_are_current_and_deterministic(path: Path) -> None:
     assert lock.exclude_newer and lock.exclude_newer.endswith("Z")
 
 
+@pytest.mark.real_slow  # every committed lockfile checked against the index: ~3 min
 def test_lock_check_passes_on_the_committed_lockfiles(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["lock", "--check"]) == EXIT_OK
     assert "current" in capsys.readouterr().out

@@ -106,6 +106,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, verl_repo_session: Path) -> Pa
     return base
 
 
+@pytest.mark.real_slow  # the real install of the committed lockfile (committed_env)
 def test_a_fresh_default_run_installs_the_committed_lockfile_and_says_so(
     committed_env: Committed,
 ) -> None:
@@ -125,6 +126,7 @@ def test_a_fresh_default_run_installs_the_committed_lockfile_and_says_so(
     assert f"from      lockfile {COMMITTED} (committed, hash-checked)" in info.stdout, info.stdout
 
 
+@pytest.mark.real_slow  # the real install of the committed lockfile (committed_env)
 def test_with_wait_a_run_queues_behind_the_holder_then_runs_every_step(
     committed_env: Committed,
 ) -> None:
@@ -138,6 +140,7 @@ def test_with_wait_a_run_queues_behind_the_holder_then_runs_every_step(
     assert first_start >= released  # nothing ran while the other process held the lock
 
 
+@pytest.mark.real_slow  # the real install of the committed lockfile (committed_env)
 def test_an_env_made_from_a_lockfile_verifies_against_it_by_default(
     committed_env: Committed,
 ) -> None:
@@ -415,6 +418,7 @@ def test_an_edited_profile_resolves_and_says_the_lockfile_is_stale(
     # the committed lock's CPU torch, verl at the ref, and the route in the record, info and verify
 
 
+@pytest.mark.real_slow  # a real resolving install
 def test_another_ref_resolves_installs_its_stack_and_says_no_lockfile_holds_it(
     verl_two_releases: Path, tmp_path: Path
 ) -> None:

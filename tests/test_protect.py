@@ -105,6 +105,7 @@ def test_the_stage_that_installed_it_may_change_it_when_it_runs_again() -> None:
 # --- for real ----------------------------------------------------------------------------------
 
 
+@pytest.mark.real_slow  # two real installs (uv, pip): 36 s
 @pytest.mark.parametrize("installer", ["uv", "pip"])
 def test_a_stage_that_would_change_a_protected_package_is_refused_and_changes_nothing(
     installer: str, tmp_path: Path, verl_repo_session: Path, capsys: pytest.CaptureFixture[str]

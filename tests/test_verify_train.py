@@ -2,8 +2,8 @@
 with the tool's CPU plugin; its loss, weight change, log-prob agreement and resume asserted.
 
 The RL level is marked `train_rl`: one GRPO step and its resume take minutes on a shared 2-core
-host (Ray and the workers start twice), so `make test` runs it and a targeted run may skip it
-with `-m "not train_rl"`.
+host (Ray and the workers start twice); a targeted run may skip it with `-m "not train_rl"`. The
+whole module is real_slow (tests/conftest.py): `make test-real` runs it, CI too.
 """
 
 from __future__ import annotations

@@ -218,6 +218,7 @@ substitutions:
 """
 
 
+@pytest.mark.real_slow  # a real install
 def test_a_real_install_takes_verls_pins_and_leaves_later_stages_theirs(
     tmp_path: Path, verl_repo_session: Path
 ) -> None:
