@@ -27,7 +27,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from verl_bootstrap.commands import pip_launcher, uv_binary  # noqa: E402
+from verl_bootstrap.installer.cmdline import pip_launcher, uv_binary  # noqa: E402
 
 SOURCE = ROOT / "tests" / "data" / "kernels" / "cudastandin"
 PROFILE = ROOT / "tests" / "data" / "profiles" / "kernel-stage-cuda" / "profile.yaml"

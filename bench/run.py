@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 from verlrepo import make_verl_repo  # noqa: E402
 
-from verl_bootstrap.commands import InstallRequest, install_command, uv_binary  # noqa: E402
 from verl_bootstrap.host.indexes import read_pip_settings  # noqa: E402
+from verl_bootstrap.installer.cmdline import InstallRequest, install_command, uv_binary  # noqa: E402
 
 BIN = Path(sys.executable).parent
 TOOL = str(BIN / "verl-bootstrap")

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.host.indexes import read_pip_settings
+from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.profile.models import Profile, Stage
 from verl_bootstrap.profile.stagespec import StageSpec
 

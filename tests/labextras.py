@@ -106,7 +106,7 @@ def _pins(stages: list[dict[str, Any]], key: str) -> list[str]:
 
 
 def _compile(lock: dict[str, Any], pins: list[str], out: Path) -> Path:
-    from verl_bootstrap.commands import uv_binary  # noqa: PLC0415
+    from verl_bootstrap.installer.cmdline import uv_binary  # noqa: PLC0415
 
     listed = out.with_suffix(".in")
     listed.write_text("\n".join(pins) + "\n")

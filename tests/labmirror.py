@@ -99,7 +99,7 @@ def _find_links() -> list[str]:
     shown = subprocess.run(
         [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=False
     ).stdout
-    found = re.findall(r"find-links='([^']*)'", shown) + [os.environ.get("PIP_FIND_LINKS", "")]
+    found = [*re.findall(r"find-links='([^']*)'", shown), os.environ.get("PIP_FIND_LINKS", "")]
     return sorted({part for value in found for part in value.split() if Path(part).is_dir()})
 
 

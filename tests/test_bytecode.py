@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_bootstrap.commands import uv_binary
+from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.paths import bytecode_store
 from verl_bootstrap.profile.models import VerifySpec
 from verl_bootstrap.verify import bytecode

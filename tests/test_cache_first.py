@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from verl_bootstrap import proc
-from verl_bootstrap.commands import InstallRequest, install_command, uv_binary
 from verl_bootstrap.errors import CommandFailed
 from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.installer.cmdline import InstallRequest, install_command, uv_binary
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.run.install import prepare_plan
 from verl_bootstrap.steps.base import StepContext, run_cache_first

@@ -18,7 +18,7 @@ from verl_bootstrap.cli.parse import build_parser
 from verl_bootstrap.cli.registry import COMMANDS, NAMES, Command, resolve
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
 from verl_bootstrap.lockfile import read_lockfile
-from verl_bootstrap.lockfile.drift import committed_lockfiles
+from verl_bootstrap.locking.drift import committed_lockfiles
 from verl_bootstrap.paths import LOCKFILES_DIR
 
 

@@ -19,7 +19,7 @@ from labextras import make_wheel
 from labfixtures import lab, lab_env, write_yaml
 
 from verl_bootstrap import cli
-from verl_bootstrap.commands import uv_binary
+from verl_bootstrap.installer.cmdline import uv_binary
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
 

@@ -24,8 +24,8 @@ from scaffold import TOOL
 from slurmcluster import SlurmCluster
 
 from verl_bootstrap import cli
-from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.host.filesystems import parse_mountinfo
+from verl_bootstrap.installer.cmdline import uv_binary
 
 pytestmark = pytest.mark.timeout(600)
 

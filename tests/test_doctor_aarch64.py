@@ -14,7 +14,7 @@ from verl_bootstrap.doctor import DoctorInputs, run_doctor
 from verl_bootstrap.doctor.model import CheckResult, Status
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.gpu.cuda import known_compute_capability, planned_arch_list
-from verl_bootstrap.locked.prepare import prepare_locked
+from verl_bootstrap.lockinstall.prepare import prepare_locked
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.models import Profile

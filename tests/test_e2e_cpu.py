@@ -25,11 +25,11 @@ from cpuenv import Installed
 from scaffold import run_cli, tool_argv
 from verlrepo import git, verl_sdist
 
-from verl_bootstrap.commands import pip_launcher
 from verl_bootstrap.envs.venv import VenvBackend
 from verl_bootstrap.errors import EXIT_INTERRUPTED, EXIT_OK, StepFailed
 from verl_bootstrap.events import Event, listening
 from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.installer.cmdline import pip_launcher
 from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.run.install import prepare_plan

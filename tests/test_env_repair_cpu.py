@@ -13,8 +13,8 @@ from cpuenv import Installed
 from scaffold import run_cli
 from test_lifecycle import versions
 
-from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.errors import EXIT_OK
+from verl_bootstrap.installer.cmdline import uv_binary
 
 
 def test_the_cpu_env_gets_msgspec_back_after_an_uninstall_by_hand(

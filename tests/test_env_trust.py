@@ -20,8 +20,8 @@ from test_lifecycle import state, versions
 from tinyenv import HOST_XY, publish_wheel, tiny_parts
 from verlrepo import git
 
-from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED, EXIT_STEP_FAILED
+from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.paths import env_lockfile
 
 RECORDED = ["tiny", "record-lock", "verify"]  # the stage, then what depends on it

@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 
 from verl_bootstrap.errors import CannotWrite, InputError
-from verl_bootstrap.lifecycle.guard import guarding
-from verl_bootstrap.lifecycle.state import State
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.model import Plan
 from verl_bootstrap.run.install import prepare_plan
 from verl_bootstrap.run.runner import Status, run_plan
+from verl_bootstrap.state.guard import guarding
+from verl_bootstrap.state.state import State
 from verl_bootstrap.steps.base import StepContext
 
 

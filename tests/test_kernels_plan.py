@@ -12,6 +12,7 @@ import pytest
 
 from verl_bootstrap import cli
 from verl_bootstrap.cli.planview import plan_json, plan_text
+from verl_bootstrap.compiler.compile import compile_plan
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.gpu.query import parse_query_gpus
@@ -22,7 +23,6 @@ from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.facts import HostFacts, gather_host
 from verl_bootstrap.plan.model import Plan
 from verl_bootstrap.profile import load_profile
-from verl_bootstrap.run.compile import compile_plan
 
 NVIDIA = Path(__file__).parent / "data" / "nvidia"
 H100 = "590.48.01-H100-MIG-csv.txt"  # compute capability 9.0

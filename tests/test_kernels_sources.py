@@ -18,11 +18,11 @@ from verl_bootstrap.gpu.parse import parse_smi_xml
 from verl_bootstrap.kernels.choices import KernelQuery, LockPins, candidates, choose
 from verl_bootstrap.kernels.coverage import CoverageRow, coverage
 from verl_bootstrap.kernels.key import BuildKey, parse_wheel_name
-from verl_bootstrap.kernels.lockwheels import lock_kernel_wheels
 from verl_bootstrap.kernels.record import load_record, record_path
 from verl_bootstrap.kernels.sources import KernelChoice
 from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.lockfile.model import LockedDist, LockedStage
+from verl_bootstrap.locking.kernelwheels import lock_kernel_wheels
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.load import PROFILES_DIR
 from verl_bootstrap.profile.stacks import apply_stack

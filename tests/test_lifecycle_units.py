@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from verlrepo import git
 
-from verl_bootstrap.commands import pip_launcher
 from verl_bootstrap.errors import InputError, StepFailed
 from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.lifecycle.resume import merge_indexes, merge_options
+from verl_bootstrap.installer.cmdline import pip_launcher
 from verl_bootstrap.source.fetch import fetch_source
 from verl_bootstrap.source.spec import SourceSpec
+from verl_bootstrap.state.resume import merge_indexes, merge_options
 
 BIN = Path(sys.executable).parent  # the dev venv, where verl-bootstrap is installed
 
@@ -139,7 +139,7 @@ def test_help_does_not_import_the_completion_library() -> None:
 
 
 def test_a_state_with_a_wrong_record_type_is_named_not_crashed_on(tmp_path: Path) -> None:
-    from verl_bootstrap.lifecycle.state import State  # noqa: PLC0415
+    from verl_bootstrap.state.state import State  # noqa: PLC0415
 
     path = tmp_path / "state.json"
     path.write_text('{"version": 1, "steps": {}, "made": "bin"}', encoding="utf-8")
@@ -151,7 +151,7 @@ def test_a_state_with_a_wrong_record_type_is_named_not_crashed_on(tmp_path: Path
 
 
 def test_completion_offers_exactly_the_shipped_profiles() -> None:
-    from verl_bootstrap.lifecycle.completion import _profiles  # noqa: PLC0415
+    from verl_bootstrap.cli.shellcomplete import _profiles  # noqa: PLC0415
     from verl_bootstrap.profile import list_profiles  # noqa: PLC0415
 
     assert list(_profiles()) == list_profiles()

@@ -23,15 +23,15 @@ from scaffold import run_tool
 
 from verl_bootstrap.cli.options import run_options
 from verl_bootstrap.cli.parse import build_parser
-from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.interpreters import interpreter_for, interpreter_version
-from verl_bootstrap.lifecycle.record import record_of
+from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.lockfile.io import read_lockfile
 from verl_bootstrap.paths import env_lockfile
 from verl_bootstrap.plan.model import Plan
 from verl_bootstrap.run.install import prepare_plan
 from verl_bootstrap.siteconfig.apply import applied_environment
+from verl_bootstrap.state.record import record_of
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"

@@ -23,9 +23,9 @@ from lockfixtures import CUTOFF
 from scaffold import run_tool
 from verlrepo import git, make_verl_repo
 
-from verl_bootstrap.commands import uv_binary
+from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.lockfile import read_lockfile
-from verl_bootstrap.lockfile.uvlock import export_uv_lock, uv_lock_gaps
+from verl_bootstrap.locking.uvlock import export_uv_lock, uv_lock_gaps
 
 # the default index alone: this machine's own pip settings shape no lock
 CLEAN_ENV = {

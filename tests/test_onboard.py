@@ -26,8 +26,8 @@ from labmirror import mirror_wheels
 from scaffold import invoke
 
 from verl_bootstrap import cli
-from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.envs.inventory import installed
+from verl_bootstrap.installer.cmdline import uv_binary
 
 pytestmark = pytest.mark.timeout(900)
 

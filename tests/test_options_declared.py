@@ -12,13 +12,13 @@ import pytest
 from verl_bootstrap.cli import build_parser
 from verl_bootstrap.cli.options import run_options
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.lifecycle.changes import Change, changes_for
-from verl_bootstrap.lifecycle.record import plan_options, record_of
-from verl_bootstrap.lifecycle.state import State
 from verl_bootstrap.options import RunOptions, declared, option
 from verl_bootstrap.paths import state_file
 from verl_bootstrap.plan.model import Plan
 from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.state.changes import Change, changes_for
+from verl_bootstrap.state.record import plan_options, record_of
+from verl_bootstrap.state.state import State
 
 # a RunOptions with one more option, declared the way every real one is
 DummyOptions = make_dataclass(

@@ -15,6 +15,7 @@ from nvidiatext import parse_smi_table
 from packaging.version import Version
 
 from verl_bootstrap import cli
+from verl_bootstrap.compiler.compile import compile_plan
 from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED, InputError, Refused
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.gpu.parse import parse_smi_xml
@@ -25,7 +26,6 @@ from verl_bootstrap.profile import list_profiles, load_profile
 from verl_bootstrap.profile.models import Stage
 from verl_bootstrap.profile.stacks import apply_stack
 from verl_bootstrap.run import install
-from verl_bootstrap.run.compile import compile_plan
 from verl_bootstrap.run.install import prepare_plan
 
 NVIDIA = Path(__file__).parent / "data" / "nvidia"

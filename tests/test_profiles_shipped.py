@@ -256,7 +256,7 @@ def test_verify_may_only_tolerate_mismatches_a_stage_overrides(tmp_path: Path) -
 
 def test_uv_pip_check_mismatches_from_the_profiles_overrides_warn(tmp_path: Path) -> None:
     # a real env whose only unmet requirements are ones the spec declares as overridden
-    from verl_bootstrap.commands import uv_binary  # noqa: PLC0415
+    from verl_bootstrap.installer.cmdline import uv_binary  # noqa: PLC0415
     from verl_bootstrap.profile.models import VerifySpec  # noqa: PLC0415
     from verl_bootstrap.verify.env import verify_env  # noqa: PLC0415
 

@@ -20,11 +20,11 @@ import pytest
 
 from verl_bootstrap import proc
 from verl_bootstrap.errors import Interrupted, StepFailed
-from verl_bootstrap.lifecycle.state import State
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.model import Plan
 from verl_bootstrap.run.install import prepare_plan
 from verl_bootstrap.run.runner import RunReport, Status, run_plan
+from verl_bootstrap.state.state import State
 from verl_bootstrap.steps.base import StepContext
 
 STEPS = [

@@ -22,10 +22,10 @@ from verl_bootstrap.export.common import ExportEntry
 from verl_bootstrap.export.pylock import render_pylock
 from verl_bootstrap.export.requirements import write_requirements
 from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.lockfile.create import LockRequest, _regenerate
+from verl_bootstrap.installer.lookup import Artifact
+from verl_bootstrap.installer.resolve import Target
 from verl_bootstrap.lockfile.io import dump_lockfile, read_lockfile
-from verl_bootstrap.lockfile.lookup import Artifact
-from verl_bootstrap.lockfile.resolve import Target
+from verl_bootstrap.locking.create import LockRequest, _regenerate
 from verl_bootstrap.onboard import onboarding_script
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.profile.load import load_profile

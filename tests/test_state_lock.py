@@ -15,9 +15,9 @@ from prefixholder import Holder, released_at
 
 from verl_bootstrap import cli
 from verl_bootstrap.errors import EXIT_REFUSED, InputError, PrefixBusy
-from verl_bootstrap.lifecycle.guard import guarding
-from verl_bootstrap.lifecycle.state import State, StepRecord
 from verl_bootstrap.paths import atomic_write
+from verl_bootstrap.state.guard import guarding
+from verl_bootstrap.state.state import State, StepRecord
 
 DATA = Path(__file__).parent / "data" / "profiles"
 

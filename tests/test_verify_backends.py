@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from verlrepo import verl_pyproject_dir, verl_sdist
 
-from verl_bootstrap.commands import find_uv
+from verl_bootstrap.installer.cmdline import find_uv
 from verl_bootstrap.paths import PROBES, checkout_dir
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.models import VerifySpec

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_bootstrap.commands import uv_binary
+from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.profile.models import VerifySpec
 from verl_bootstrap.verify.env import verify_env
 

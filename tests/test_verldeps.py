@@ -11,9 +11,9 @@ import pytest
 from scaffold import run_cli
 from tinyenv import HOST_XY, publish_wheel, standin_verl
 
-from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.envs.inventory import installed
 from verl_bootstrap.errors import StepFailed
+from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.steps.verldeps import editable_verl, verl_pin
 
 PROFILE = """schema_version: 1

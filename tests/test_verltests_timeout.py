@@ -21,8 +21,8 @@ import pytest
 from cpuenv import Installed
 from test_verltests_real import run_test
 
-from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED
+from verl_bootstrap.installer.cmdline import uv_binary
 
 PASSES = "def test_passes():\n    pass\n"
 SLEEPS = "import os, time\n\n\ndef test_sleeps():\n    {pid}\n    time.sleep(600)\n"

@@ -17,7 +17,7 @@ import pytest
 from scaffold import TOOL as CHECKOUT_TOOL
 from scaffold import run_tool
 
-from verl_bootstrap.commands import find_uv
+from verl_bootstrap.installer.cmdline import find_uv
 from verl_bootstrap.profile import list_profiles, load_profile
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,17 +14,17 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.lockfile.buildlock import resolve_pylock
-from verl_bootstrap.lockfile.fetch import fetch_checked
-from verl_bootstrap.lockfile.lookup import (
+from verl_bootstrap.installer.fetch import fetch_checked
+from verl_bootstrap.installer.lookup import (
     Artifact,
     hashed_dists,
     lookup,
     refuse_unserved,
     served_artifacts,
 )
+from verl_bootstrap.installer.resolve import Target, load_toml
 from verl_bootstrap.lockfile.model import Lockfile
-from verl_bootstrap.lockfile.resolve import Target, load_toml
+from verl_bootstrap.locking.buildlock import resolve_pylock
 from verl_bootstrap.platforms import DEFAULT_GLIBC
 
 __all__ = [

@@ -33,9 +33,9 @@ from verl_bootstrap.bundle.sources import tool_wheels, verl_git_bundle, verl_pyp
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.kernels.remotehouse import AnyWheelhouse
-from verl_bootstrap.lockfile.buildlock import build_requirements, sdist_pyproject
 from verl_bootstrap.lockfile.io import read_lockfile
 from verl_bootstrap.lockfile.model import Lockfile
+from verl_bootstrap.locking.buildlock import build_requirements, sdist_pyproject
 from verl_bootstrap.paths import cannot_write, checked_folder, file_sha256
 
 __all__ = ["BundleRequest", "BundleResult", "create_bundle", "install_script"]

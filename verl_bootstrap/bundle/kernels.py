@@ -10,7 +10,7 @@ published there) is taken from the lab wheelhouse by sha256 when it lists it.
 On the node, after every member was checked against the manifest, each kernel member must be a
 wheel the bundle's lockfile records, with that sha256; the folder then gets a wheelhouse index
 that lists them with their recorded build keys. A `--locked` install searches that read-only
-wheelhouse by sha256 before the lab's (verl_bootstrap/locked/kernels.py).
+wheelhouse by sha256 before the lab's (verl_bootstrap/lockinstall/kernels.py).
 """
 
 from __future__ import annotations

@@ -14,11 +14,11 @@ import verl_bootstrap
 from verl_bootstrap import proc
 from verl_bootstrap.bundle.collect import Collected, resolve_download
 from verl_bootstrap.bundle.selfwheel import installed_requirements, repack_installed
-from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.errors import CommandFailed, Refused
 from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.installer.cmdline import uv_binary
+from verl_bootstrap.installer.resolve import Target, load_toml
 from verl_bootstrap.lockfile.model import Lockfile
-from verl_bootstrap.lockfile.resolve import Target, load_toml
 from verl_bootstrap.paths import file_sha256
 from verl_bootstrap.platforms import DEFAULT_GLIBC
 

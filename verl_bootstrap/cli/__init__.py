@@ -60,7 +60,7 @@ def main(argv: Sequence[str]) -> int:
 
 def _main(args: list[str]) -> int:
     if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions: answer, then exit
-        from verl_bootstrap.lifecycle.completion import complete
+        from verl_bootstrap.cli.shellcomplete import complete
 
         complete(build_parser(), NAMES)
     if not args or args[0] == "help":  # bare, or `help [COMMAND]`: the help, exit 0

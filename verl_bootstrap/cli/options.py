@@ -17,8 +17,8 @@ from verl_bootstrap.options import Declared, RunOptions, declared
 from verl_bootstrap.paths import default_prefix
 
 if TYPE_CHECKING:
-    from verl_bootstrap.lifecycle.state import State
     from verl_bootstrap.lockfile.model import Lockfile
+    from verl_bootstrap.state.state import State
 
 __all__ = [
     "chosen_env",
@@ -70,7 +70,7 @@ def env_prefix(given: Path | None, *, command: str, name: str | None = None) -> 
 def named_env(name: str, *, command: str) -> Path:
     """The env called `name` (its folder's name, as `envs list` shows it); a word with a slash,
     or ~ or . first, is the env's folder itself."""
-    from verl_bootstrap.lifecycle.registry import env_name, live_prefixes
+    from verl_bootstrap.state.registry import env_name, live_prefixes
 
     if "/" in name or name.startswith(("~", ".")):
         return env_prefix(Path(name).expanduser(), command=command)
@@ -99,7 +99,7 @@ _NO_ENV_HINT = "`verl-bootstrap --profile NAME` builds one (`verl-bootstrap envs
 
 def _only_env(command: str) -> Path:
     """No env named and none active: the one env there is, when there is exactly one."""
-    from verl_bootstrap.lifecycle.registry import env_name, live_prefixes
+    from verl_bootstrap.state.registry import env_name, live_prefixes
 
     envs = live_prefixes()
     if len(envs) == 1:
@@ -141,13 +141,13 @@ def options_and_state(ns: argparse.Namespace, **fixed: Any) -> tuple[RunOptions,
     command's own scratch prefix): a run reads the state once and passes it on.
 
     A flag left out takes the value recorded in the env at --prefix, so `--prefix P` alone
-    resumes P as it was made (verl_bootstrap.lifecycle.resume).
+    resumes P as it was made (verl_bootstrap.state.resume).
     """
     from verl_bootstrap.doctor.registry import known_checks
     from verl_bootstrap.host.indexes import parse_index_flags
-    from verl_bootstrap.lifecycle.resume import merge_indexes, merge_options
     from verl_bootstrap.siteconfig import load_site, named_indexes, site_options
     from verl_bootstrap.siteconfig.files import local_profile, site_lockfile
+    from verl_bootstrap.state.resume import merge_indexes, merge_options
 
     flag = vars(ns).get
     known_checks(flag("skip_check") or ())
@@ -222,7 +222,7 @@ def _target(ns: argparse.Namespace) -> Path | None:
 
 def _existing(name: str) -> Path | None:
     """The env called `name` if there is one (a new env of that name: None)."""
-    from verl_bootstrap.lifecycle.registry import named
+    from verl_bootstrap.state.registry import named
 
     if "/" in name or name in (".", ".."):
         raise InputError(
@@ -320,15 +320,15 @@ def _typed(option: Declared, value: Any) -> Any:
 
 def _state(prefix: Path) -> State:
     """The state of the env at `prefix` (empty when there is none yet)."""
-    from verl_bootstrap.lifecycle.state import State
     from verl_bootstrap.paths import state_file
+    from verl_bootstrap.state.state import State
 
     return State.load(state_file(Path(prefix).absolute()))
 
 
 def _recorded(state: State | None) -> dict[str, Any] | None:
     """The options recorded in the env, if it has a record."""
-    from verl_bootstrap.lifecycle.record import record_in
+    from verl_bootstrap.state.record import record_in
 
     record = None if state is None else record_in(state)
     return None if record is None else dict(record["options"])
@@ -340,7 +340,7 @@ def _path(value: str | Path | None) -> Path | None:
 
 def scratch_options(ns: argparse.Namespace, profile: str, cuda: str) -> RunOptions:
     """The run options of a command that installs nothing (lock, export, bundle: its prefix is a
-    scratch folder; the user's indexes and channels for the lock are lockfile.origins')."""
+    scratch folder; the user's indexes and channels for the lock are locking.origins')."""
     scratch = Path(tempfile.gettempdir()) / "verl-bootstrap-lock"  # nothing is installed there
     return run_options(ns, profile=profile, cuda=cuda, prefix=scratch)
 
@@ -349,7 +349,7 @@ def named_lock(ns: argparse.Namespace) -> tuple[Lockfile, Path]:
     """The lockfile --lockfile names, else the committed one of --profile/--cuda/--platform (the
     variant chosen, when there was a choice, said on stderr)."""
     from verl_bootstrap.cli.output import err
-    from verl_bootstrap.lockfile.command import named_lockfile
+    from verl_bootstrap.locking.command import named_lockfile
 
     named = named_lockfile(ns.command, ns.lockfile, ns.profile, ns.cuda, ns.platform)
     if named.note:

@@ -6,8 +6,8 @@ import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from verl_bootstrap.lifecycle.hints import resume_command
 from verl_bootstrap.redact import redact
+from verl_bootstrap.state.hints import resume_command
 
 if TYPE_CHECKING:
     from verl_bootstrap.plan.model import Plan

@@ -16,10 +16,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from verl_bootstrap import proc
-from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.doctor.inputs import Context
 from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped
 from verl_bootstrap.envs.inventory import installed
+from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.profile.models import Stage
 from verl_bootstrap.redact import redact
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 
 from verl_bootstrap import proc
-from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.envs.base import EnvBackend, EnvRequest, env_python
 from verl_bootstrap.errors import InputError
+from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.paths import STATE_DIRNAME
 
 __all__ = ["VenvBackend", "python_version"]

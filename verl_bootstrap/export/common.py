@@ -10,7 +10,7 @@ from pathlib import Path
 
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.lockfile.lookup import Artifact, hashed_dists, lookup, mismatches
+from verl_bootstrap.installer.lookup import Artifact, hashed_dists, lookup, mismatches
 from verl_bootstrap.lockfile.model import LockedDist, Lockfile
 
 __all__ = ["ExportEntry", "export_entries", "verl_note"]

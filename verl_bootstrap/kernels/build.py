@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from verl_bootstrap.commands import InstallRequest, pip_launcher
 from verl_bootstrap.errors import CommandFailed, StepFailed
 from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.installer.cmdline import InstallRequest, pip_launcher
 from verl_bootstrap.kernels.sizing import device_passes, oom_message
 from verl_bootstrap.profile.kernel import KernelSpec
 

@@ -1,6 +1,6 @@
 """The plan's decision for each kernel stage, on either route (one `plan_kernels` for the
-resolving route's `stage_queries` and a lock's `locked.kernels.locked_queries`): the build key the
-env is expected to have, the source that key selects (and why), and the variables that size a
+resolving route's `stage_queries` and a lock's `lockinstall.kernels.locked_queries`): the build key
+the env is expected to have, the source that key selects (and why), and the variables that size a
 source build."""
 
 from __future__ import annotations
@@ -62,8 +62,9 @@ def plan_kernels(
     driver: DriverInfo | None,
     flags: tuple[str, ...],
 ) -> dict[str, KernelDecision]:
-    """stage id -> decision, on either route (`stage_queries`, `locked.kernels.locked_queries`):
-    each query's first candidate, asked of the host's wheelhouse and recorded sources."""
+    """stage id -> decision, on either route (`stage_queries`,
+    `lockinstall.kernels.locked_queries`): each query's first candidate, asked of the host's
+    wheelhouse and recorded sources."""
     out = {}
     for stage_id, query in queries.items():
         choice = choose(for_host(query, host))

@@ -1,8 +1,8 @@
 """A kernel stage at run time, on either route: the env's real key, the one candidate list
 (`kernels/choices`), and the one loop that takes the first candidate whose wheel can be had,
 installs and loads (a wheel that does not load is uninstalled and the next one tried); the route
-(`ResolvingRoute` here, `locked/kernelrun.LockedRoute` for --locked) says how a candidate's wheel
-is fetched and installed, and what its last resort, the stage's own install, does.
+(`ResolvingRoute` here, `lockinstall/kernelrun.LockedRoute` for --locked) says how a candidate's
+wheel is fetched and installed, and what its last resort, the stage's own install, does.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from urllib.parse import unquote, urlparse
 
 from packaging.utils import canonicalize_name
 
-from verl_bootstrap.commands import install_command, uninstall_command
 from verl_bootstrap.errors import CommandFailed, StepFailed
 from verl_bootstrap.httpclient import HttpError, download
+from verl_bootstrap.installer.cmdline import install_command, uninstall_command
 from verl_bootstrap.kernels.build import WheelBuild, build_wheel, download_wheel
 from verl_bootstrap.kernels.choices import LAST, KernelQuery, candidates
 from verl_bootstrap.kernels.key import BuildKey

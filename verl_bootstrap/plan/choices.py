@@ -15,8 +15,8 @@ from verl_bootstrap.errors import InputError
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.host.variants import choose_variant
-from verl_bootstrap.locked.prepare import LockedInstall, precheck, prepare_locked
-from verl_bootstrap.lockfile.lookup import NotServed
+from verl_bootstrap.installer.lookup import NotServed
+from verl_bootstrap.lockinstall.prepare import LockedInstall, precheck, prepare_locked
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.facts import HostFacts, gather_host
 from verl_bootstrap.plan.lockroute import Route, choose_route

@@ -191,7 +191,7 @@ def _ref_commit(
         for c in candidates
     ):
         return None
-    from verl_bootstrap.lockfile.sources import remote_commit  # noqa: PLC0415 - git locks only
+    from verl_bootstrap.source.lockcheckout import remote_commit  # noqa: PLC0415 - git locks only
     from verl_bootstrap.source.spec import git_url  # noqa: PLC0415 - as above
 
     return remote_commit(git_url(options.verl_source or profile.verl.repo), ref)

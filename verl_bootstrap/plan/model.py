@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.installer.lookup import Artifact
 from verl_bootstrap.kernels.planning import KernelDecision
-from verl_bootstrap.locked.prepare import LockedInstall
 from verl_bootstrap.lockfile.gaps import gap_kinds
-from verl_bootstrap.lockfile.lookup import Artifact
 from verl_bootstrap.lockfile.model import LockedStage, Lockfile
+from verl_bootstrap.lockinstall.prepare import LockedInstall
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.facts import HostFacts
 from verl_bootstrap.profile.models import Profile

@@ -1,1 +1,1 @@
-"""Carrying out a plan: compiling it with the step kinds, the runner, the install orchestration."""
+"""Carrying out a plan: the runner, the install orchestration, the repair check."""

@@ -30,10 +30,10 @@ from verl_bootstrap.errors import (
     StepFailed,
 )
 from verl_bootstrap.events import emit
-from verl_bootstrap.lifecycle.hints import resume_command
-from verl_bootstrap.lifecycle.state import State, StepRecord
 from verl_bootstrap.paths import cannot_write, logs_dir, state_file
 from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.state.hints import resume_command
+from verl_bootstrap.state.state import State, StepRecord
 from verl_bootstrap.steps.base import Executor, StepContext
 from verl_bootstrap.steps.kinds import execute_step, running_label
 

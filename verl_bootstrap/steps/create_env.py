@@ -8,7 +8,7 @@ from typing import Any
 from verl_bootstrap.envs.base import EnvRequest
 from verl_bootstrap.envs.condahash import LockedConda
 from verl_bootstrap.envs.registry import get_backend
-from verl_bootstrap.locked.install import locked_conda
+from verl_bootstrap.lockinstall.install import locked_conda
 from verl_bootstrap.plan.model import Plan, Step
 from verl_bootstrap.redact import redact
 from verl_bootstrap.steps.base import StepContext

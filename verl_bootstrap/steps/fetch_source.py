@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from verl_bootstrap.commands import pip_launcher
 from verl_bootstrap.events import emit
-from verl_bootstrap.locked.install import check_source, fetch_locked_sdist
+from verl_bootstrap.installer.cmdline import pip_launcher
+from verl_bootstrap.lockinstall.install import check_source, fetch_locked_sdist
 from verl_bootstrap.plan.model import Plan, Step
 from verl_bootstrap.redact import redact
 from verl_bootstrap.source.fetch import fetch_source

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from verl_bootstrap.commands import InstallRequest, install_command
 from verl_bootstrap.envs.base import env_python
-from verl_bootstrap.locked.install import build_constraints_file, write_build_constraints
+from verl_bootstrap.installer.cmdline import InstallRequest, install_command
+from verl_bootstrap.lockinstall.install import build_constraints_file, write_build_constraints
 from verl_bootstrap.plan.model import Plan, Step
 from verl_bootstrap.redact import redact
 from verl_bootstrap.steps.base import StepContext, run_cache_first

@@ -12,7 +12,6 @@ from pydantic import ValidationError
 from verl_bootstrap import __version__, proc
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.envs.inventory import Dist, installed
-from verl_bootstrap.locked.install import record_locked_env
 from verl_bootstrap.lockfile import (
     CondaPackage,
     LockedDist,
@@ -22,11 +21,12 @@ from verl_bootstrap.lockfile import (
     write_lockfile,
 )
 from verl_bootstrap.lockfile.model import CudaTarget, KernelWheel, channel_name
-from verl_bootstrap.lockfile.sources import locked_source
+from verl_bootstrap.lockinstall.install import record_locked_env
 from verl_bootstrap.paths import env_lockfile
 from verl_bootstrap.plan.model import Plan, Step
 from verl_bootstrap.platforms import host_platform
 from verl_bootstrap.safety import jsontext
+from verl_bootstrap.source.lockcheckout import locked_source
 from verl_bootstrap.source.spec import SourceResult
 from verl_bootstrap.steps.base import StepContext
 

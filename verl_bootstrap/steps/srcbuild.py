@@ -13,12 +13,12 @@ import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from verl_bootstrap.commands import InstallRequest, build_command
 from verl_bootstrap.envs.venv import python_version
 from verl_bootstrap.errors import StepFailed
 from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.lockfile.fetch import cached_archive, fetch_checked
-from verl_bootstrap.lockfile.lookup import Artifact
+from verl_bootstrap.installer.cmdline import InstallRequest, build_command
+from verl_bootstrap.installer.fetch import cached_archive, fetch_checked
+from verl_bootstrap.installer.lookup import Artifact
 from verl_bootstrap.lockfile.model import LockedStage
 from verl_bootstrap.paths import built_wheels_dir, file_sha256
 from verl_bootstrap.safety.shapes import inside

@@ -17,11 +17,12 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from verl_bootstrap.commands import InstallRequest, install_command
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.envs.inventory import installed
 from verl_bootstrap.errors import CommandFailed, StepFailed
 from verl_bootstrap.events import emit
+from verl_bootstrap.installer.cmdline import InstallRequest, install_command
+from verl_bootstrap.installer.lookup import Artifact
 from verl_bootstrap.kernels.build import WheelBuild
 from verl_bootstrap.kernels.host import open_bundled, open_wheelhouse
 from verl_bootstrap.kernels.progress import BuildProgress, chain
@@ -29,15 +30,14 @@ from verl_bootstrap.kernels.record import record_for_profile
 from verl_bootstrap.kernels.sizing import read_resources
 from verl_bootstrap.kernels.sources import KernelChoice
 from verl_bootstrap.kernels.stage import KernelJob, ResolvingRoute, run_kernel_stage
-from verl_bootstrap.locked.install import (
+from verl_bootstrap.lockfile.model import LockedStage
+from verl_bootstrap.lockinstall.install import (
     locked_request,
     locked_requirements,
     write_build_constraints,
 )
-from verl_bootstrap.locked.kernelrun import LockedRoute, run_locked_kernel
-from verl_bootstrap.locked.kernels import kernel_dist
-from verl_bootstrap.lockfile.lookup import Artifact
-from verl_bootstrap.lockfile.model import LockedStage
+from verl_bootstrap.lockinstall.kernelrun import LockedRoute, run_locked_kernel
+from verl_bootstrap.lockinstall.kernels import kernel_dist
 from verl_bootstrap.paths import (
     atomic_write,
     cache_folder,

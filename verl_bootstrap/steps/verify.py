@@ -9,9 +9,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.errors import BootstrapError, StepFailed
-from verl_bootstrap.lifecycle.state import State
 from verl_bootstrap.paths import state_file
 from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.state.state import State
 from verl_bootstrap.steps.base import StepContext
 from verl_bootstrap.verify.env import verify_env
 from verl_bootstrap.verify.train import record_entry, train_step

@@ -13,9 +13,9 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 
 from verl_bootstrap import proc
-from verl_bootstrap.commands import uv_binary
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.errors import InputError
+from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.paths import PROBES, checkout_dir
 from verl_bootstrap.profile.models import VerifySpec
 from verl_bootstrap.verify import bytecode

@@ -259,7 +259,7 @@ def _resume_check(run: _Run, checkpoint: Path) -> Check:
 
 
 def record_entry(report: TrainReport) -> dict[str, Any]:
-    """The level's result as the env's state keeps it (field `train`; lifecycle/runlog)."""
+    """The level's result as the env's state keeps it (field `train`; state/runlog)."""
     return {
         "ok": report.ok,
         "route": report.route,

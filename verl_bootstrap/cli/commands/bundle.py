@@ -36,7 +36,7 @@ def cmd_bundle(ns: argparse.Namespace) -> int:
     """`bundle`: collect, check and write; print the size and the time it took."""
     from verl_bootstrap.bundle.create import BundleRequest, create_bundle
     from verl_bootstrap.kernels.host import open_wheelhouse
-    from verl_bootstrap.lockfile.origins import lock_channels, lock_index_settings
+    from verl_bootstrap.locking.origins import lock_channels, lock_index_settings
     from verl_bootstrap.paths import cache_root
 
     lock, path = named_lock(ns)

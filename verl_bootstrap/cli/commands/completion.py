@@ -25,7 +25,7 @@ def cmd_completion(ns: argparse.Namespace) -> int:
     folder)."""
     import os
 
-    from verl_bootstrap.lifecycle.completion import shell_script
+    from verl_bootstrap.cli.shellcomplete import shell_script
     from verl_bootstrap.onboard import default_shell
 
     if ns.old_shell is not None:

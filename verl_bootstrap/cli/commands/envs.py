@@ -12,7 +12,7 @@ from verl_bootstrap.cli.planview import human_size
 from verl_bootstrap.errors import EXIT_OK
 
 if TYPE_CHECKING:
-    from verl_bootstrap.lifecycle.inspect import EnvSummary
+    from verl_bootstrap.state.inspect import EnvSummary
 
 __all__ = ["cmd_list", "cmd_prune", "flags_list", "flags_prune", "verl_pin"]
 
@@ -31,8 +31,8 @@ def flags_prune(p: argparse.ArgumentParser) -> None:
 
 def cmd_list(ns: argparse.Namespace) -> int:
     """`envs list`."""
-    from verl_bootstrap.lifecycle.inspect import summarize
-    from verl_bootstrap.lifecycle.registry import known_prefixes
+    from verl_bootstrap.state.inspect import summarize
+    from verl_bootstrap.state.registry import known_prefixes
 
     envs = [summarize(p, size=not ns.no_size) for p in known_prefixes()]
     if ns.json:
@@ -52,7 +52,7 @@ def cmd_list(ns: argparse.Namespace) -> int:
 
 
 def _summary_json(env: EnvSummary) -> dict[str, Any]:
-    from verl_bootstrap.lifecycle.registry import env_name
+    from verl_bootstrap.state.registry import env_name
 
     return {"name": env_name(env.prefix), **env.__dict__, "prefix": str(env.prefix)}
 
@@ -63,7 +63,7 @@ _HEADER = ("NAME", "PREFIX", "STATUS", "PROFILE", "VERL", "VARIANT", "VERIFIED",
 def _summary_row(env: EnvSummary) -> tuple[str, ...]:
     verified = _when(env.verified_at) if env.verified_at else "no"
     size = human_size(env.size) if env.size is not None else ""
-    from verl_bootstrap.lifecycle.registry import env_name
+    from verl_bootstrap.state.registry import env_name
 
     fields = (
         env_name(env.prefix),
@@ -90,7 +90,7 @@ def verl_pin(ref: str | None, digest: str | None, kind: str | None) -> str:
 
 def cmd_prune(ns: argparse.Namespace) -> int:
     """`envs prune`: forget the listed envs whose folder is gone (deleted by hand)."""
-    from verl_bootstrap.lifecycle.registry import gone_prefixes, prune
+    from verl_bootstrap.state.registry import gone_prefixes, prune
 
     gone = gone_prefixes() if ns.dry_run else prune()
     if ns.json:

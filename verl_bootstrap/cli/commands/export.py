@@ -83,7 +83,7 @@ def cmd_export(ns: argparse.Namespace) -> int:
 
 def _origins(ns: argparse.Namespace, lock: Lockfile) -> tuple[IndexSettings, dict[str, str]]:
     """The lock's indexes and conda channels as this machine and the user's flags reach them."""
-    from verl_bootstrap.lockfile.origins import lock_channels, lock_index_settings
+    from verl_bootstrap.locking.origins import lock_channels, lock_index_settings
 
     options = scratch_options(ns, lock.profile, lock.cuda.variant)
     return lock_index_settings(lock, options), dict(lock_channels(lock, options))

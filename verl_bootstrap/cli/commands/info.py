@@ -22,7 +22,7 @@ def flags_info(p: argparse.ArgumentParser) -> None:
 def cmd_info(ns: argparse.Namespace) -> int:
     """`info --prefix P`."""
     from verl_bootstrap.cli.options import chosen_env
-    from verl_bootstrap.lifecycle.inspect import describe
+    from verl_bootstrap.state.inspect import describe
 
     body = describe(chosen_env(ns, command="info"))
     if ns.json:

@@ -12,8 +12,8 @@ from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED
 
 if TYPE_CHECKING:
     from verl_bootstrap.bundle.install import OpenedBundle
-    from verl_bootstrap.lifecycle.state import State
     from verl_bootstrap.options import RunOptions
+    from verl_bootstrap.state.state import State
 
 __all__ = ["cmd_install", "flags_install", "install_with", "opened_line"]
 

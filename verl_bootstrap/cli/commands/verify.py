@@ -53,7 +53,7 @@ def flags_verify(p: argparse.ArgumentParser) -> None:
 def cmd_verify(ns: argparse.Namespace) -> int:
     """`verify --prefix P`: the verification checks on any env."""
     from verl_bootstrap.cli.options import chosen_env
-    from verl_bootstrap.lifecycle.reverify import verify_prefix
+    from verl_bootstrap.state.reverify import verify_prefix
 
     prefix = ns.prefix = chosen_env(ns, command="verify")  # the activated env by default
     if getattr(ns, "against", None) is not None:  # `--against LOCKFILE`: the drift report
@@ -84,7 +84,7 @@ def cmd_verify(ns: argparse.Namespace) -> int:
 def _train_level(prefix: Path, ns: argparse.Namespace) -> TrainReport:
     """`verify --train LEVEL`: one real training step, its checks recorded in the env."""
     from verl_bootstrap.cli.render import Console
-    from verl_bootstrap.lifecycle.reverify import train_prefix
+    from verl_bootstrap.state.reverify import train_prefix
 
     what = "one SFT step" if ns.train == "sft" else "one GRPO step (rollout, reward, update)"
     with Console(quiet=ns.json) as console, console.activity("train", what):
@@ -100,7 +100,7 @@ def _show_train(trained: TrainReport) -> None:
 
 def _verify_against(ns: argparse.Namespace) -> int:
     """`verify --prefix P --against LOCKFILE`: every difference; non-zero on any."""
-    from verl_bootstrap.lifecycle.reverify import verify_against
+    from verl_bootstrap.state.reverify import verify_against
 
     given = None if ns.against == AGAINST_ITS_OWN else ns.against
     ns.against, compared = verify_against(ns.prefix, given)

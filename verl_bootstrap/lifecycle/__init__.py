@@ -1,2 +1,0 @@
-"""The env lifecycle: its state and record, the prefix guard, changes to it, resume, inspection,
-removal, completion."""

@@ -1,0 +1,270 @@
+"""What the lockfile commands decide, apart from their flags and their output: which lockfiles
+`lock` makes and where each goes, one lock with what changed against the lockfile it replaces,
+`lock --check`'s verdict on each committed lockfile, and the lockfile `export` and `bundle` read.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from verl_bootstrap.errors import BootstrapError, InputError
+from verl_bootstrap.host.variants import known_variant
+from verl_bootstrap.lockfile.diff import VersionChange, version_diff
+from verl_bootstrap.lockfile.io import read_lockfile
+from verl_bootstrap.lockfile.model import Lockfile
+from verl_bootstrap.locking.contract import (
+    UNCHECKED,
+    MetadataCheck,
+    contract_gaps,
+    metadata_gaps,
+)
+from verl_bootstrap.locking.create import (
+    AfterLock,
+    LockRequest,
+    LockResult,
+    lock_profile,
+    verl_pyproject,
+)
+from verl_bootstrap.locking.declared import declared_extras, extras_gaps
+from verl_bootstrap.locking.drift import Staleness, committed_lockfiles, stale_lockfile
+from verl_bootstrap.locking.origins import lock_index_settings
+from verl_bootstrap.locking.uvlock import applies_to, export_uv_lock, uv_lock_gaps
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.paths import LOCKFILES_DIR, default_lockfile
+from verl_bootstrap.profile import list_profiles, load_profile
+from verl_bootstrap.profile.models import Profile
+from verl_bootstrap.profile.stacks import apply_stack
+
+__all__ = [
+    "CheckedLock",
+    "LockJob",
+    "LockTargets",
+    "Locked",
+    "NamedLock",
+    "OptionsFor",
+    "check_lockfiles",
+    "lock_path",
+    "lock_request",
+    "lock_targets",
+    "lock_variant",
+    "named_lockfile",
+]
+
+OptionsFor = Callable[[str, str], RunOptions]  # (profile, variant) -> a scratch run's options
+_OWN_FOLDER = Path("lockfiles")  # relative: the current folder's
+
+
+@dataclass(frozen=True)
+class LockJob:
+    """What `lock` was asked for besides the profiles: the flags that shape every lockfile."""
+
+    platform: str = "linux-64"
+    python: str | None = None
+    exclude_newer: str | None = None
+    upgrade: bool = False
+    glibc: str | None = None
+    output: Path | None = None  # one lockfile only
+    folder: Path | None = None  # --dir
+
+
+@dataclass(frozen=True)
+class LockTargets:
+    """The (profile, variant) pairs to lock, and the profiles --all leaves out (each with why)."""
+
+    pairs: list[tuple[str, str]]
+    skipped: list[str]
+
+
+def lock_targets(profile: str | None, cuda: str | None, *, every: bool) -> LockTargets:
+    """(profile, variant) pairs to lock; with `every` (--all), profiles that run a script are
+    skipped, and --cuda keeps the profiles that have that variant."""
+    if every:
+        names = list_profiles()
+    elif profile:
+        names = [profile]
+    else:
+        raise InputError("lock: pass --profile NAME or --all")
+    targets = LockTargets([], [])
+    for name in names:
+        loaded = load_profile(name)
+        if every and any(stage.kind == "script" for stage in loaded.stages):
+            why = "it runs verl's install script (what a script installs cannot be locked)"
+            targets.skipped.append(f"{name}: skipped, {why}")
+            continue
+        if cuda and cuda not in loaded.cuda_variants and every:
+            continue  # --all --cuda X: the profiles that have X
+        if cuda:  # bad input is refused before anything is resolved
+            known_variant(loaded, cuda)
+        variants = [cuda] if cuda else list(loaded.cuda_variants)
+        targets.pairs.extend((name, v) for v in variants)
+    return targets
+
+
+def lock_path(job: LockJob, profile: str, variant: str, *, single: bool) -> Path:
+    """Where one lockfile goes: --output (one lockfile), else its place in --dir, else in the
+    current folder's lockfiles/ (never the tool's own shipped copy, which installs trust)."""
+    if job.output is not None and single:
+        return Path(job.output)
+    return default_lockfile(Path(profile).stem, variant, job.platform, job.folder or _OWN_FOLDER)
+
+
+def lock_request(
+    job: LockJob, options: RunOptions, profile: str, variant: str, *, single: bool
+) -> LockRequest:
+    """The request of one lockfile. A new lockfile in the current folder keeps the Python, cutoff
+    and backend of the tool's own lockfile of that variant, as a re-lock of it did."""
+    shipped = default_lockfile(Path(profile).stem, variant, job.platform, LOCKFILES_DIR)
+    return LockRequest(
+        options=options,
+        platform=job.platform,
+        python=job.python,
+        exclude_newer=job.exclude_newer,
+        output=lock_path(job, profile, variant, single=single),
+        upgrade=job.upgrade,
+        glibc=job.glibc,
+        base=None if job.folder or job.output else shipped,
+    )
+
+
+@dataclass(frozen=True)
+class Locked:
+    """One lock made: the result, its package count, and its changes against the lockfile it
+    replaced (None: a new lockfile, none was there to compare with)."""
+
+    result: LockResult
+    packages: int
+    changes: tuple[VersionChange, ...] | None
+
+    @property
+    def state(self) -> str:
+        return "wrote" if self.result.changed else "unchanged"
+
+
+def lock_variant(request: LockRequest, *, after: AfterLock | None = None) -> Locked:
+    """Resolve and write one lockfile (`after`: lock_profile's hook); the changes are said
+    against the lockfile that was at its path (not the shipped one it was based on)."""
+    assert request.output is not None  # lock_request always names it
+    existed = request.output.is_file()
+    result = lock_profile(request, after=after)
+    lock = result.lock
+    previous = result.previous if existed else None
+    changes = version_diff(previous, lock) if previous is not None else None
+    return Locked(result, len(lock.distributions()) + len(lock.conda), changes)
+
+
+@dataclass(frozen=True)
+class CheckedLock:
+    """`lock --check`'s verdict on one committed lockfile: its staleness against its profile and
+    its gaps from verl's contract (lines; those naming what could not be checked here included)."""
+
+    verdict: Staleness
+    gaps: list[str]
+
+    @property
+    def differences(self) -> list[str]:
+        """The gaps that make the lock stale (not those naming what could not be checked)."""
+        return [line for line in self.gaps if not line.startswith(UNCHECKED)]
+
+    @property
+    def stale(self) -> str | None:
+        """Why the lock is stale, or None when it is current."""
+        if self.verdict.reason:
+            return self.verdict.reason
+        found = self.differences
+        return f"{len(found)} difference(s) from verl's contract" if found else None
+
+
+def check_lockfiles(
+    folder: Path | None, profile: str | None, options_for: OptionsFor, *, offline: bool
+) -> list[CheckedLock]:
+    """Each committed lockfile (of `profile`, or every one) in `folder` (default: the tool's own),
+    checked against its profile and against verl's declared contract."""
+    paths = committed_lockfiles(folder or LOCKFILES_DIR, profile)
+    return [CheckedLock(stale_lockfile(p), _extras_gaps(p, options_for, offline)) for p in paths]
+
+
+def _extras_gaps(path: Path, options_for: OptionsFor, offline: bool) -> list[str]:
+    """What the lockfile lacks or pins otherwise of verl's declared extras, where it leaves
+    verl's [tool.uv] contract without a stated substitution, and where its pins break their
+    own metadata (lines)."""
+    try:
+        lock = read_lockfile(path)
+        profile = apply_stack(
+            load_profile(lock.profile), lock.verl.ref, allow_unsupported=lock.allow_unsupported_ref
+        )
+        if not declared_extras(profile, lock.cuda.variant):
+            return []
+        options = options_for(lock.profile, lock.cuda.variant)
+        with tempfile.TemporaryDirectory(prefix="verl-lock-check-") as work:
+            pyproject = verl_pyproject(profile, options, Path(work))
+            check = MetadataCheck(lock_index_settings(lock, options), Path(work), offline)
+            return [
+                *(g.line() for g in extras_gaps(lock, profile, pyproject)),
+                *contract_gaps(lock, profile, pyproject),
+                *_uv_lock_gaps(lock, profile, pyproject.parent, Path(work)),
+                *metadata_gaps(lock, profile, pyproject, check),
+            ]
+    except BootstrapError as exc:
+        return [f"cannot compare with verl's extras: {exc.message}"]
+
+
+def _uv_lock_gaps(lock: Lockfile, profile: Profile, checkout: Path, work: Path) -> list[str]:
+    """Where the lock is not verl's uv.lock, for the stack that lock is made for."""
+    variant = lock.cuda.variant
+    if not applies_to(profile, variant, lock.python, lock.platform):
+        return []
+    extras = declared_extras(profile, variant)
+    pins = export_uv_lock(checkout, extras, lock.python, lock.platform, work)
+    subs = [s for s in profile.substitutions if s.applies(variant)]
+    return uv_lock_gaps(lock.distributions(), pins, subs) if pins else []
+
+
+@dataclass(frozen=True)
+class NamedLock:
+    """The lockfile a command reads, where it is, and a note when a variant was chosen for it."""
+
+    lock: Lockfile
+    path: Path
+    note: str | None = None
+
+
+def named_lockfile(
+    command: str, lockfile: Path | None, profile: str | None, cuda: str | None, platform: str
+) -> NamedLock:
+    """The lockfile --lockfile names, else the committed one of --profile/--cuda/--platform."""
+    if lockfile is not None:
+        return NamedLock(read_lockfile(lockfile), lockfile)
+    if not profile:
+        raise InputError(f"{command}: pass --lockfile PATH or --profile NAME")
+    variant, note = (cuda, None) if cuda else _locked_variant(profile, platform)
+    path = default_lockfile(profile, variant, platform)
+    if not path.is_file():
+        raise InputError(
+            f"no lockfile at {path}",
+            hint=f"make it with `verl-bootstrap lock --profile {profile} --cuda {variant} "
+            f"--platform {platform}`",
+        )
+    return NamedLock(read_lockfile(path), path, note)
+
+
+def _locked_variant(profile_name: str, platform: str) -> tuple[str, str | None]:
+    """The profile's first CUDA variant that has a committed lockfile for `platform` (with a note
+    when there is a choice); InputError naming the variants when none has one."""
+    variants = list(load_profile(profile_name).cuda_variants)
+    locked = [v for v in variants if default_lockfile(profile_name, v, platform).is_file()]
+    if not locked:
+        raise InputError(
+            f"profile {profile_name!r} has no committed lockfile for {platform} "
+            f"(its variants: {', '.join(variants)})",
+            hint=f"make one with `verl-bootstrap lock --profile {profile_name} --cuda "
+            f"{variants[0]} --platform {platform}`",
+        )
+    note = (
+        f"the {locked[0]} lockfile of {profile_name} (--cuda chooses among {', '.join(locked)})"
+        if len(locked) > 1
+        else None
+    )
+    return locked[0], note

@@ -1,0 +1,399 @@
+"""`verl-bootstrap lock`: resolve a profile, CUDA variant and platform into a lockfile.
+
+Nothing is installed and no GPU is needed: uv resolves each stage for the lock's Python and
+platform, constrained by the pins of the stages before it (verl's install order), and the conda
+part (conda backend only) is solved by py-rattler against the lock's virtual packages.
+"""
+
+from __future__ import annotations
+
+import datetime
+import shlex
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from verl_bootstrap import __version__
+from verl_bootstrap.envs.condarc import channel_urls, load_condarc
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.host.variants import known_variant
+from verl_bootstrap.installer.cmdline import pip_launcher
+from verl_bootstrap.installer.resolve import Resolved, Target
+from verl_bootstrap.lockfile.io import dump_lockfile, read_lockfile
+from verl_bootstrap.lockfile.model import (
+    CudaTarget,
+    LockedStage,
+    Lockfile,
+    channel_name,
+    profile_hash,
+)
+from verl_bootstrap.locking.buildlock import lock_stage_builds
+from verl_bootstrap.locking.stages import StageInputs, lock_stages, torch_cuda, verl_version
+from verl_bootstrap.locking.uvlock import UvLockPin, applies_to, export_uv_lock, uv_lock_gaps
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.paths import atomic_write, cache_folder, default_lockfile
+from verl_bootstrap.platforms import DEFAULT_GLIBC, MACHINES
+from verl_bootstrap.profile.load import load_profile
+from verl_bootstrap.profile.models import Profile
+from verl_bootstrap.profile.stacks import apply_stack
+from verl_bootstrap.profile.stagespec import StageSpec, stage_specs
+from verl_bootstrap.profile.verlextras import marker_env, stage_pins
+from verl_bootstrap.redact import shareable
+from verl_bootstrap.siteconfig.apply import index_settings
+from verl_bootstrap.source.fetch import fetch_source
+from verl_bootstrap.source.lockcheckout import lock_checkout, locked_source
+from verl_bootstrap.source.spec import SourceResult, SourceSpec
+
+__all__ = [
+    "AfterLock",
+    "LockRequest",
+    "LockResult",
+    "load_locked_profile",
+    "lock_profile",
+    "normalize_cutoff",
+    "verl_pyproject",
+]
+
+
+@dataclass(frozen=True)
+class LockRequest:
+    """One lockfile to make. `options.cuda` is the variant; None fields come from the old lock."""
+
+    options: RunOptions
+    platform: str = "linux-64"
+    python: str | None = None
+    exclude_newer: str | None = None
+    output: Path | None = None
+    upgrade: bool = False  # ignore the old lock's cutoff: resolve against today's index
+    glibc: str | None = None  # the oldest glibc of the target machines (default 2.28)
+    # the lock whose Python, cutoff and backend are kept when `output` holds none yet (a new
+    # lockfile in the user's folder keeps the shipped one's)
+    base: Path | None = None
+
+
+@dataclass(frozen=True)
+class LockResult:
+    """A lockfile written (or found identical)."""
+
+    path: Path
+    lock: Lockfile
+    changed: bool
+    notes: tuple[str, ...] = ()
+    previous: Lockfile | None = None  # the lockfile it replaced (or was based on)
+
+
+def load_locked_profile(options: RunOptions) -> Profile:
+    """The profile a lock is made from: loaded, with the stack of the requested verl ref."""
+    profile = load_profile(options.profile)
+    return apply_stack(profile, options.verl_ref, allow_unsupported=options.allow_unsupported_ref)
+
+
+# A step after the resolution that may add to the lock (and say what it did in the notes):
+# locking.kernelwheels records the kernel stages' prebuilt wheels with it.
+AfterLock = Callable[[Lockfile, Profile, Path, list[str]], Lockfile]
+
+
+def lock_profile(
+    request: LockRequest, *, work: Path | None = None, after: AfterLock | None = None
+) -> LockResult:
+    """Resolve and write one lockfile; unchanged content leaves the file untouched."""
+    profile = load_locked_profile(request.options)
+    variant = known_variant(profile, request.options.cuda)
+    _check_platform(request.platform)
+    path = request.output or default_lockfile(profile.name, variant, request.platform)
+    previous = _previous(path) or (_previous(request.base) if request.base else None)
+    target = Target(
+        python=_python(request.python or (previous.python if previous else None), profile),
+        platform=request.platform,
+        exclude_newer=_cutoff(request, previous),
+        offline=request.options.offline,
+        glibc=_glibc(request.glibc or (_old_glibc(previous))),
+    )
+    backend = request.options.backend or (previous.backend if previous else profile.env.backend)
+    request = replace(request, options=replace(request.options, backend=backend))
+    settings, notes = index_settings(profile, request.options)
+    with tempfile.TemporaryDirectory(prefix="verl-lock-") as tmp:
+        lock = _resolve(
+            profile,
+            variant=variant,
+            target=target,
+            settings=settings,
+            request=request,
+            work=Path(work or tmp),
+        )
+        if after is not None:  # e.g. the kernel stages' prebuilt wheels, recorded
+            lock = after(lock, profile, Path(work or tmp), notes)
+    built = [
+        f"{d.name} {d.version}" for s in lock.stages for d in s.distributions if d.source == "sdist"
+    ]
+    if built:
+        notes.append(
+            f"no wheel for glibc {target.glibc} and Python {target.python}, so these are locked as "
+            f"source builds: {', '.join(built)} (a newer --glibc may give wheels)"
+        )
+    text = dump_lockfile(lock)
+    changed = not path.is_file() or path.read_text(encoding="utf-8") != text
+    if changed:
+        atomic_write(path, text)
+        path.chmod(0o644)  # committed and shared: readable by all
+    return LockResult(path=path, lock=lock, changed=changed, notes=tuple(notes), previous=previous)
+
+
+def _resolve(
+    profile: Profile,
+    *,
+    variant: str,
+    target: Target,
+    settings: IndexSettings,
+    request: LockRequest,
+    work: Path,
+) -> Lockfile:
+    source = _fetch_verl(profile, request.options, settings, work)
+    inputs = StageInputs(
+        target=target,
+        settings=settings,
+        checkout=_scratch_copy(source.path, work),
+        verl_version=verl_version(source.path, source.ref),
+        protected=frozenset(canonicalize_name(n) for n in profile.protected),
+        work=work,
+    )
+    env = marker_env(target.python, target.platform)
+    specs = tuple(stage_pins(s, inputs.checkout, env) for s in stage_specs(profile, variant))
+    pins = _uv_lock(profile, variant, target, specs, inputs)
+    stages, resolved = lock_stages(specs, replace(inputs, uv_pins=pins))
+    _check_uv_lock(stages, pins, profile, variant, target)
+    stages = lock_stage_builds(
+        stages, source.path, target, settings, cache=cache_folder(), work=work / "build"
+    )
+    cuda = _cuda_target(profile, variant, target, resolved)
+    backend = request.options.backend_for(profile.env)  # lock_profile chose it (or the previous)
+    return Lockfile(
+        generated_by=f"verl-bootstrap {__version__}",
+        regenerate=_regenerate(profile, variant, target, request),
+        profile=profile.name,
+        profile_hash=profile_hash(profile, variant),
+        verl=locked_source(source),
+        python=target.python,
+        platform=target.platform,
+        cuda=cuda,
+        exclude_newer=target.exclude_newer,
+        backend=backend,
+        **(_conda(profile, request.options, target, cuda) if backend == "conda" else {}),
+        stages=stages,
+        allow_unsupported_ref=request.options.allow_unsupported_ref,
+    )
+
+
+def _previous(path: Path) -> Lockfile | None:
+    """The lockfile being replaced: its Python, cutoff and backend are kept unless overridden."""
+    if not path.is_file():
+        return None
+    try:
+        return read_lockfile(path)
+    except InputError:  # unreadable or an old schema: relock from the profile alone
+        return None
+
+
+def _old_glibc(previous: Lockfile | None) -> str | None:
+    return previous.cuda.virtual_packages.get("__glibc") if previous else None
+
+
+def _glibc(wanted: str | None) -> str:
+    glibc = wanted or DEFAULT_GLIBC
+    try:
+        release = Version(glibc).release
+    except InvalidVersion:
+        release = ()
+    if len(release) != 2 or release[0] != 2:
+        raise InputError(f"--glibc {glibc!r} is not a glibc version (write it like 2.34)")
+    return glibc
+
+
+def _check_platform(platform: str) -> None:
+    if platform not in MACHINES:
+        raise InputError(
+            f"--platform {platform}: lockfiles are made for {', '.join(sorted(MACHINES))}"
+        )
+
+
+def _python(wanted: str | None, profile: Profile) -> str:
+    python = wanted or profile.python.prefer
+    try:
+        version = Version(python)
+    except InvalidVersion:
+        raise InputError(
+            f"--python {python!r} is not a Python version (write it like 3.12)"
+        ) from None
+    xy = f"{version.major}.{version.minor}"
+    if Version(f"{xy}.0") not in SpecifierSet(profile.python.requires) and Version(
+        f"{xy}.99"
+    ) not in SpecifierSet(profile.python.requires):
+        raise InputError(
+            f"--python {xy} is outside profile {profile.name!r}'s range {profile.python.requires}"
+        )
+    return xy
+
+
+def _cutoff(request: LockRequest, previous: Lockfile | None) -> str:
+    """The upload-time cutoff: the flag, else the old lock's (re-locks match), else today."""
+    if request.exclude_newer:
+        return normalize_cutoff(request.exclude_newer)
+    if previous is not None and previous.exclude_newer and not request.upgrade:
+        return previous.exclude_newer
+    today = datetime.datetime.now(datetime.timezone.utc).date()
+    return f"{today.isoformat()}T00:00:00Z"
+
+
+def normalize_cutoff(value: str) -> str:
+    """A date or an ISO time as `YYYY-MM-DDTHH:MM:SSZ` (UTC)."""
+    try:
+        when = datetime.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(
+            f"--exclude-newer {value!r} is not a date or time",
+            hint="write it like 2026-12-01 or 2026-12-01T12:00:00Z",
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _fetch_verl(
+    profile: Profile, options: RunOptions, settings: IndexSettings, work: Path
+) -> SourceResult:
+    """verl's checkout in the tool's cache (git at the commit the ref names now, else the
+    release sdist)."""
+
+    spec = SourceSpec.from_profile(profile, options, work)
+    checkout = lock_checkout(spec.repo, spec.ref, offline=options.offline)
+    spec = replace(spec, checkout=checkout)
+    return fetch_source(spec, settings, pip=pip_launcher(), log_path=work / "fetch-source.log")
+
+
+def verl_pyproject(profile: Profile, options: RunOptions, work: Path) -> Path:
+    """verl's `pyproject.toml` at the profile's ref, from the checkout `lock` would use (its
+    cache, else git, else the release sdist)."""
+    settings, _ = index_settings(profile, options)
+    return _fetch_verl(profile, options, settings, work).path / "pyproject.toml"
+
+
+def _scratch_copy(checkout: Path, work: Path) -> Path:
+    """A copy of verl's checkout to resolve from: reading its metadata builds it in place."""
+    copy = work / "verl-src"
+    shutil.copytree(checkout, copy, ignore=shutil.ignore_patterns(".git"), dirs_exist_ok=True)
+    return copy
+
+
+def _cuda_target(
+    profile: Profile, variant: str, target: Target, resolved: Sequence[Resolved]
+) -> CudaTarget:
+    cuda = profile.cuda_variants[variant].cuda
+    torch, built_for = torch_cuda(resolved)
+    if torch is not None and _cuda_xy(cuda) != built_for:
+        wanted = f"CUDA {cuda}" if cuda else "a CPU build"
+        got = f"a CUDA {built_for} build" if built_for else "a CPU build"
+        raise InputError(
+            f"variant {variant} of profile {profile.name!r} wants {wanted} of torch, but the "
+            f"indexes give torch {torch} as {got} for Python {target.python}",
+            hint="point the profile's index at a mirror that has the right build "
+            "(--index NAME=URL), or lock for another --python-version",
+        )
+    virtual = {"__glibc": target.glibc}
+    if cuda:
+        virtual["__cuda"] = cuda
+    return CudaTarget(
+        variant=variant, cuda=cuda, virtual_packages=virtual, torch=torch, torch_cuda=built_for
+    )
+
+
+def _cuda_xy(cuda: str | None) -> str | None:
+    if cuda is None:
+        return None
+    release = Version(cuda).release
+    return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
+
+
+def _uv_lock(
+    profile: Profile, variant: str, target: Target, specs: Sequence[StageSpec], inputs: StageInputs
+) -> dict[str, UvLockPin]:
+    """verl's uv.lock, exported for the deps stage's extras, where its stack is this one."""
+    if not applies_to(profile, variant, target.python, target.platform):
+        return {}
+    extras = next((s.extras for s in specs if s.kind == "verl-deps"), ())
+    found = export_uv_lock(inputs.checkout, extras, target.python, target.platform, inputs.work)
+    return found or {}
+
+
+def _check_uv_lock(
+    stages: Sequence[LockedStage],
+    pins: Mapping[str, UvLockPin],
+    profile: Profile,
+    variant: str,
+    target: Target,
+) -> None:
+    """A lock made under verl's uv.lock holds its versions and artifacts, or says where not."""
+    if not pins:
+        return
+    locked = {d.name: d for s in stages for d in s.distributions}
+    subs = [s for s in profile.substitutions if s.applies(variant)]
+    gaps = uv_lock_gaps(locked, pins, subs)
+    if gaps:
+        raise InputError(
+            "the lock is not verl's uv.lock: " + "; ".join(gaps),
+            hint="state a substitution with its reason in the profile where it must differ",
+        )
+
+
+def _conda(
+    profile: Profile, options: RunOptions, target: Target, cuda: CudaTarget
+) -> dict[str, Any]:
+    """The conda part: its packages (URL by channel and file name, sha256), or, where the
+    channels cannot be read, no packages and the gap named (a run says so, never hides it)."""
+    from verl_bootstrap.locking.condasolve import (  # noqa: PLC0415 - py-rattler
+        ChannelsUnreachable,
+        solve_conda,
+    )
+
+    channels = channel_urls(options.channels_for(profile.env), load_condarc())
+    specs = [f"python {target.python}.*", *profile.env.conda_packages]
+    try:
+        packages = solve_conda(
+            channels,
+            specs,
+            platform=target.platform,
+            virtual={**cuda.virtual_packages, "__unix": "0", "__linux": "4.18"},
+            exclude_newer=target.exclude_newer,
+            cache=cache_folder(),
+        )
+    except ChannelsUnreachable:
+        names = ", ".join(channel_name(c) for c in channels)
+        gap = f"the channels ({names}) were unreachable when it was locked: {' '.join(specs)}"
+        return {"conda": (), "conda_gap": gap}
+    return {"conda": packages}
+
+
+def _regenerate(profile: Profile, variant: str, target: Target, request: LockRequest) -> str:
+    """The exact command that makes this file again."""
+    options = request.options
+    parts = ["verl-bootstrap", "lock", "--profile", options.profile, "--cuda", variant]
+    parts += ["--platform", target.platform, "--python-version", target.python]
+    parts += ["--exclude-newer", target.exclude_newer]
+    if target.glibc != DEFAULT_GLIBC:
+        parts += ["--glibc", target.glibc]
+    if options.backend and options.backend != profile.env.backend:
+        parts += ["--backend", options.backend]
+    if options.verl_ref:
+        parts += ["--verl-ref", options.verl_ref]
+    for channel in options.channels:
+        parts += ["--channel", shareable(channel)]  # the netrc gives the login, as to conda
+    if request.output is not None:
+        parts += ["--output", str(request.output)]
+    return shlex.join(parts)  # one line a shell runs as it reads; the lockfile is shared
