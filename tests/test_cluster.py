@@ -54,6 +54,29 @@ def test_cluster_script_emits_a_valid_sbatch_script(tmp_path: Path) -> None:
     assert subprocess.run(["bash", "-n", str(target)], check=False).returncode == 0
 
 
+def test_cluster_script_passes_train_to_every_nodes_verify(tmp_path: Path) -> None:
+    target = tmp_path / "train.sbatch"
+    argv = ["cluster", "script", "--slurm", "--nodes", "2", "--prefix", "/shared/envs/rl"]
+    assert cli.main([*argv, "--train", "sft", "-o", str(target)]) == 0
+    assert (
+        target.read_text()
+        .rstrip()
+        .endswith("cluster verify --slurm --prefix /shared/envs/rl --train sft")
+    )
+    assert subprocess.run(["bash", "-n", str(target)], check=False).returncode == 0
+
+
+def test_cluster_script_refuses_train_with_the_install_action(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "install.sbatch"
+    argv = ["cluster", "script", "--slurm", "--nodes", "2", "--prefix", "/shared/envs/rl"]
+    code = cli.main([*argv, "--action", "install", "--train", "rl", "-o", str(target)])
+    assert code == 2
+    assert "--train goes with --action verify" in capsys.readouterr().err
+    assert not target.exists()
+
+
 def test_target_needs_exactly_one_cluster() -> None:
     with pytest.raises(InputError, match="--ray-address ADDR or --slurm"):
         Target()

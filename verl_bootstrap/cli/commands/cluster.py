@@ -65,6 +65,11 @@ def flags_script(script: argparse.ArgumentParser) -> None:
     script.add_argument("--partition", help="the Slurm partition (default: the cluster's)")
     script.add_argument("--prefix", required=True, help=_PREFIX_HELP)
     script.add_argument("--profile", help="whose checks to run (default: the env's own)")
+    script.add_argument(
+        "--train",
+        choices=("sft", "rl"),
+        help="with --action verify: one real verl training step on every node (verify --train)",
+    )
     _install_flags(script)
     script.add_argument("--output", "-o", type=path_arg, help="write here (default stdout)")
 
@@ -204,11 +209,18 @@ def cmd_script(ns: argparse.Namespace) -> int:
     from verl_bootstrap.cluster.command import install_args, tool_on_nodes
     from verl_bootstrap.cluster.script import sbatch_script
 
+    if ns.train and ns.action == "install":
+        raise InputError(
+            "--train goes with --action verify",
+            hint="write the install's script, then a verify script with --train",
+        )
     args = ["--prefix", ns.prefix]
     if ns.action == "install":
         args = install_args(ns.profile, ns.prefix, ns.lockfile, ns.config)
     elif ns.profile:
         args += ["--profile", ns.profile]
+    if ns.train:
+        args += ["--train", ns.train]
     text = sbatch_script(
         action=ns.action,
         tool=tool_on_nodes(ns.tool),
