@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from verl_bootstrap.host.indexes import read_pip_settings
+from verl_bootstrap.installer import resolve
 from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.profile.models import Profile, Stage
 from verl_bootstrap.profile.stagespec import StageSpec
@@ -33,18 +34,9 @@ _WRONG_PLATFORM = "has no wheels with a matching platform tag"
 
 
 def index_args() -> list[str]:
-    """uv flags for the indexes, find-links and constraints this user's pip is set up with."""
-    settings = read_pip_settings()
-    args = ["--index-strategy", "unsafe-best-match", "--no-sources"]
-    if settings.index_url:
-        args += ["--index-url", settings.index_url]
-    for url in settings.extra_index_urls:
-        args += ["--extra-index-url", url]
-    for link in settings.find_links:
-        args += ["--find-links", link]
-    for constraint in settings.constraints:
-        args += ["--constraint", constraint]
-    return args
+    """uv flags for the indexes, find-links and constraints this user's pip is set up with (as a
+    stage's install passes them), and no [tool.uv] sources."""
+    return [*resolve.index_args(read_pip_settings(), None), "--no-sources"]
 
 
 def requirement_name(spec: str) -> str:

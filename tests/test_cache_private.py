@@ -97,9 +97,6 @@ def test_plan_does_not_write_a_fetched_lab_lockfile_through_a_planted_symlink(
 ) -> None:
     """The lab mate made the victim's cache folder first and planted a link where `plan` keeps
     the lab's lockfile it fetched; on main, `write_bytes` followed it into the victim's file."""
-    served = tmp_path / "served" / "cpu"
-    served.mkdir(parents=True)
-    shutil.copyfile(CPU_LOCK, served / "cpu-linux-64.lock.yaml")
     precious = tmp_path / "home" / ".bashrc"
     precious.parent.mkdir()
     precious.write_text("# the victim's own\n")
@@ -107,21 +104,7 @@ def test_plan_does_not_write_a_fetched_lab_lockfile_through_a_planted_symlink(
     as_nobody("mkdir", "-p", "-m", "0777", str(cache / "lab-lockfiles"))
     link = cache / "lab-lockfiles" / "cpu-cpu-linux-64.lock.yaml"
     as_nobody("ln", "-s", str(precious), str(link))
-    server = serve(tmp_path / "served")
-    try:
-        site = tmp_path / "site.yaml"
-        site.write_text(yaml.safe_dump({"schema_version": 1, "lockfiles": base_url(server)}))
-        done = run_tool(
-            "plan",
-            "--profile",
-            "cpu",
-            "--config",
-            site,
-            env=with_env(VERL_BOOTSTRAP_CACHE=str(cache), PYTHONDONTWRITEBYTECODE="1"),
-            timeout=300,
-        )
-    finally:
-        server.shutdown()
+    done = _plan_with_the_labs_lockfile(tmp_path, cache)
     assert done.returncode == 3, done.stdout + done.stderr
     assert f"the cache folder {cache}/lab-lockfiles is not private" in done.stderr
     assert precious.read_text() == "# the victim's own\n"
@@ -130,29 +113,12 @@ def test_plan_does_not_write_a_fetched_lab_lockfile_through_a_planted_symlink(
 def test_a_link_at_the_lab_lockfiles_name_in_ones_own_cache_is_replaced_not_followed(
     tmp_path: Path,
 ) -> None:
-    served = tmp_path / "served" / "cpu"
-    served.mkdir(parents=True)
-    shutil.copyfile(CPU_LOCK, served / "cpu-linux-64.lock.yaml")
     precious = tmp_path / "precious"
     precious.write_text("keep\n")
     cache = tmp_path / "cache"
     folder = cache_folder("lab-lockfiles", environ={"VERL_BOOTSTRAP_CACHE": str(cache)})
     (folder / "cpu-cpu-linux-64.lock.yaml").symlink_to(precious)
-    server = serve(tmp_path / "served")
-    try:
-        site = tmp_path / "site.yaml"
-        site.write_text(yaml.safe_dump({"schema_version": 1, "lockfiles": base_url(server)}))
-        done = run_tool(
-            "plan",
-            "--profile",
-            "cpu",
-            "--config",
-            site,
-            env=with_env(VERL_BOOTSTRAP_CACHE=str(cache), PYTHONDONTWRITEBYTECODE="1"),
-            timeout=300,
-        )
-    finally:
-        server.shutdown()
+    done = _plan_with_the_labs_lockfile(tmp_path, cache)
     assert done.returncode == 0, done.stderr
     assert precious.read_text() == "keep\n"
     kept = folder / "cpu-cpu-linux-64.lock.yaml"
@@ -303,3 +269,26 @@ def test_a_group_writable_folder_of_the_users_own_private_group_is_private(
     os.chown(home_cache, -1, shared_group)
     why = private_folder(home_cache / "verl-bootstrap" / "more")
     assert why is not None and "writable by others (mode 775)" in why
+
+
+def _plan_with_the_labs_lockfile(tmp_path: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+    """`plan --profile cpu` with a site config whose `lockfiles:` serves the cpu lock over loopback,
+    the tool's cache at `cache`."""
+    served = tmp_path / "served" / "cpu"
+    served.mkdir(parents=True)
+    shutil.copyfile(CPU_LOCK, served / "cpu-linux-64.lock.yaml")
+    server = serve(tmp_path / "served")
+    try:
+        site = tmp_path / "site.yaml"
+        site.write_text(yaml.safe_dump({"schema_version": 1, "lockfiles": base_url(server)}))
+        return run_tool(
+            "plan",
+            "--profile",
+            "cpu",
+            "--config",
+            site,
+            env=with_env(VERL_BOOTSTRAP_CACHE=str(cache), PYTHONDONTWRITEBYTECODE="1"),
+            timeout=300,
+        )
+    finally:
+        server.shutdown()

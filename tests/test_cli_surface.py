@@ -173,6 +173,14 @@ def test_completion_takes_the_shell_as_a_flag_and_refuses_the_old_word(
     assert "hint: verl-bootstrap completion --shell bash" in err
 
 
+def _in_a_fresh_interpreter(probe: str) -> str:
+    """What `probe` prints, run by a new Python that imports this checkout's package."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    return subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env
+    ).stdout
+
+
 def test_help_loads_no_library_module() -> None:
     """`--help` and the bare help stay fast: pydantic and the adapters are not imported."""
     probe = (
@@ -182,10 +190,7 @@ def test_help_loads_no_library_module() -> None:
         "    main([])\n"
         "print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'verl_bootstrap.cli.'))))"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    loaded = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env
-    ).stdout
+    loaded = _in_a_fresh_interpreter(probe)
     assert "pydantic" not in loaded
     assert "verl_bootstrap.cli.commands." not in loaded  # not one command's module
     assert "verl_bootstrap.cli.parse" in loaded  # (the probe sees the modules it loaded)
@@ -200,10 +205,7 @@ def test_a_command_loads_its_own_module_alone() -> None:
         "    main(['lock', '--help'])\n"
         "print(sorted(m for m in sys.modules if m.startswith('verl_bootstrap.cli.commands.')))"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    loaded = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env
-    ).stdout
+    loaded = _in_a_fresh_interpreter(probe)
     assert loaded.strip() == "['verl_bootstrap.cli.commands.lock']"
 
 
@@ -218,10 +220,7 @@ def test_no_command_module_or_flags_load_pydantic_or_yaml() -> None:
         "loaded = [m for m in sys.modules if m.startswith('verl_bootstrap.cli.commands.')]\n"
         "print(len(loaded), sorted({'pydantic', 'yaml'} & set(sys.modules)))"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    loaded = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env
-    ).stdout.strip()
+    loaded = _in_a_fresh_interpreter(probe).strip()
     modules = len(
         list((Path(__file__).resolve().parents[1] / "verl_bootstrap/cli/commands").glob("[!_]*.py"))
     )
