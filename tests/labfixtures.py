@@ -106,7 +106,9 @@ def _tool_cache() -> Path:
     a git mirror kept in the user's cache from an earlier process holds other commits, so every
     lab run starts from a cache of its own, as on a fresh machine.
     """
-    return Path(tempfile.mkdtemp(prefix="vb-lab-cache-"))
+    cache = Path(tempfile.mkdtemp(prefix="vb-lab-cache-"))
+    atexit.register(shutil.rmtree, cache, ignore_errors=True)  # ~100 MB of mirrors per process
+    return cache
 
 
 def clean_environ(**extra: str) -> dict[str, str]:

@@ -46,6 +46,7 @@ QUICK_PROFILE = {
     "cuda_variants": {"cpu": {"description": "no CUDA"}},
     "stages": [],
     "verify": {"imports": [], "gpu_smoke": False},
+    "disk_gb": 0.1,  # verl without its dependencies: a few MB
 }
 
 

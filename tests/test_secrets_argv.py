@@ -39,6 +39,7 @@ PROFILE = {
     "cuda_variants": {"cpu": {"description": "no CUDA"}},
     "stages": [{"id": "small", "packages": ["cachetools"]}],
     "verify": {"imports": ["cachetools"], "gpu_smoke": False},
+    "disk_gb": 0.1,  # verl without its dependencies: a few MB
 }
 
 
