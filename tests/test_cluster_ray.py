@@ -9,6 +9,7 @@ on one machine would. The prefix given to verl-bootstrap is '$VB_ENV', expanded 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,11 +18,13 @@ from pathlib import Path
 import pytest
 from labextras import make_wheel
 from labfixtures import lab, lab_env, write_yaml
+from scaffold import TOOL
 
 from verl_bootstrap import cli
 from verl_bootstrap.installer.cmdline import uv_binary
+from verl_bootstrap.verify.trainroute import Route
 
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(900)]
 
 QUICK = {
     "schema_version": 1,
@@ -159,3 +162,65 @@ def test_cluster_install_runs_on_every_node_and_reports_each(
         f"ran install --profile cpu --prefix {p} --wait 3600" for p in (original, original, copy)
     )
     assert body["verify"] is None
+
+
+def test_train_runs_one_real_sft_step_on_every_node(
+    cluster: str,
+    envs: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`cluster verify --train sft` through Ray: each node's task runs the tool's own
+    `verify --train sft` in that node's env, all three at once (two of them in one prefix)."""
+    original, copy = envs
+    monkeypatch.setenv("VB_ENV", str(original))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    profile = write_yaml(tmp_path / "cpu-quick.yaml", QUICK)
+    argv = ["cluster", "verify", "--ray-address", cluster, "--prefix", "$VB_ENV"]
+    argv += ["--profile", str(profile), "--train", "sft", "--tool", str(TOOL), "--json"]
+    assert cli.main(argv) == 1  # node 3's extra package still differs
+    body = json.loads(capsys.readouterr().out)
+    assert body["failures"] == [], body["failures"]
+    assert [d["detail"] for d in body["differences"]] == ["+ tinyextra 0.1"]
+    trained = [n["train"] for n in body["nodes"]]
+    assert len(trained) == 3
+    for train in trained:
+        assert train["ok"] and train["level"] == "sft" and train["route"] == "cpu", train
+        assert {c["name"] for c in train["checks"] if c["status"] == "ok"} == {
+            "loss",
+            "gradient",
+            "weights changed",
+            "resume",
+        }
+        weights = train["figures"]["weights"]
+        assert weights["changed"] == weights["compared"] > 0
+    for prefix in (original, copy):  # each node trained in its own scratch, since removed
+        assert not list(prefix.glob(".verl-bootstrap/train/sft"))
+
+
+_JOIN = """
+import json, ray
+ray.init(num_cpus=1, num_gpus=1, include_dashboard=False)
+print(json.dumps({"gcs": ray.get_runtime_context().gcs_address}))
+ray.shutdown()
+"""
+
+
+def test_the_training_step_starts_a_ray_of_its_own_beside_a_running_cluster(
+    cluster: str, envs: tuple[Path, Path]
+) -> None:
+    """With a Ray cluster running on the machine (its address in /tmp/ray, as `ray start`
+    leaves it), a bare ray.init() joins it, and the RL step's placeholder units are refused; the
+    training step's variables make verl's ray.init() start a Ray of its own."""
+    python = envs[0] / "bin" / "python"
+    argv = [str(python), "-c", _JOIN]
+    bare = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    assert bare.returncode != 0
+    assert "must not be provided" in bare.stderr, bare.stderr[-2000:]
+    step = Route(python=python, name="cpu", rollout="hf").environment()
+    env = {**os.environ, **{k: v for k, v in step.items() if v is not None}}
+    own = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False, env=env)
+    assert own.returncode == 0, own.stderr[-2000:]
+    started = json.loads(own.stdout.strip().splitlines()[-1])["gcs"]
+    assert started and started != cluster

@@ -43,6 +43,10 @@ class NodeJob:
         }
         return {**args, "train": dict(self.train)} if self.train else args
 
+    def limit(self) -> float:
+        """How long a node's whole answer may take: the report, then the training level."""
+        return self.timeout + (float(self.train["timeout"]) if self.train else 0.0)
+
 
 def ray_answers(
     python: Path, address: str, job: NodeJob, *, log_path: Path
@@ -57,7 +61,7 @@ def ray_answers(
         "address": address,
         "action": "command" if job.command else "report",
         "command": list(job.command),
-        "timeout": job.timeout,
+        "timeout": job.limit(),
         "node_source": (PROBES / "node_report.py").read_text(encoding="utf-8"),
         "args": {} if job.command else job.report_args(),
     }

@@ -34,7 +34,8 @@ PARTS = {
         "verl.experimental.agent_loop",
     ),
 }
-_OFFLINE = {
+# the step's variables: offline, the user's site-packages left out, a Ray of its own
+_ISOLATED = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
     "HF_DATASETS_OFFLINE": "1",
@@ -43,6 +44,10 @@ _OFFLINE = {
     "RAY_DEDUP_LOGS": "0",
     "RAY_USAGE_STATS_ENABLED": "0",
     "PYTHONNOUSERSITE": "1",
+    # the RL step's own Ray, always: with no address, verl's ray.init() joins a cluster that
+    # `ray start` (or a Ray node of `cluster verify`) runs on this machine, and on a CPU its
+    # placeholder units are then refused ("num_cpus ... must not be provided")
+    "RAY_ADDRESS": "local",
 }
 
 
@@ -58,7 +63,7 @@ class Route:
 
     def environment(self) -> dict[str, str | None]:
         """The variables of the training processes (Ray's workers inherit them)."""
-        env: dict[str, str | None] = dict(_OFFLINE)
+        env: dict[str, str | None] = dict(_ISOLATED)
         if self.name == "cpu":
             # the plugin folder first; a PYTHONPATH the user set stays after it
             env["PYTHONPATH"] = os.pathsep.join(
