@@ -92,8 +92,10 @@ def test_activation_marks_the_prompt_and_deactivate_restores_it(tmp_path: Path) 
 
 
 def test_envs_prune_forgets_only_the_records_of_deleted_envs(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # a home of its own: the session's lists the envs of earlier tests, whose folders are gone
+    monkeypatch.setenv("VERL_BOOTSTRAP_HOME", str(tmp_path / "home"))
     kept, gone = tmp_path / "kept", tmp_path / "gone"
     for prefix in (kept, gone):
         (prefix / ".verl-bootstrap").mkdir(parents=True)
