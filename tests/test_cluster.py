@@ -231,6 +231,15 @@ def test_the_table_shows_each_nodes_training_step_and_names_the_failing_part() -
     assert "  n3: FAIL, verify --train exited 2" in text
 
 
+def test_the_verdict_of_one_node_says_pass_not_match() -> None:
+    base = {"dists_digest": "a", "distributions": {"x": ["1", "r"]}, "driver": "580.95"}
+    assert table_text(compare([{**base, "label": "n1"}], {})).endswith("\nthe 1 node passes")
+    failed = {**base, "label": "n1", "error": "no env at /p"}
+    assert table_text(compare([failed], {})).endswith("\nthe 1 node does NOT pass")
+    two = compare([{**base, "label": "n1"}, {**base, "label": "n2"}], {})
+    assert table_text(two).endswith("\nall 2 nodes match and pass")
+
+
 def test_without_train_the_table_has_no_train_column() -> None:
     text = table_text(compare([{"host": "n1"}], {}))
     assert text.splitlines()[0].split()[:3] == ["NODE", "CHECKS", "LOCK"]

@@ -88,7 +88,7 @@ def test_the_batch_script_runs_under_sbatch(
     job = done.stdout.strip().split(";")[0]
     output = (tmp_path / f"verl-bootstrap-verify-{job}.out").read_text()
     assert done.returncode == 0, output
-    assert "all 1 nodes match and pass" in output and "\nn1    ok" in output
+    assert "the 1 node passes" in output and "\nn1    ok" in output
 
 
 def test_cluster_install_runs_the_locked_install_on_the_node_then_verifies(

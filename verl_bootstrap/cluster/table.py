@@ -99,8 +99,11 @@ def table_text(report: ClusterReport) -> str:
     if report.failures:
         lines.append("failed checks:")
         lines += [f"  {node}: {failure}" for node, failure in report.failures]
-    count = len(report.nodes)
-    lines.append(
-        f"all {count} nodes match and pass" if report.ok else f"the {count} nodes do NOT match"
-    )
+    lines.append(_verdict(len(report.nodes), ok=report.ok))
     return "\n".join(lines)
+
+
+def _verdict(count: int, *, ok: bool) -> str:
+    if count == 1:  # one node has nothing to match: it passes its checks, or not
+        return "the 1 node passes" if ok else "the 1 node does NOT pass"
+    return f"all {count} nodes match and pass" if ok else f"the {count} nodes do NOT match"
