@@ -87,16 +87,21 @@ def cluster(envs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -
             process.kill()
 
 
+@pytest.fixture
+def this_node(
+    envs: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, Path]:
+    """This node's view of the prefix (node 1's env) and a HOME of the test's (the run's log goes
+    under ~/.verl-bootstrap); returns the two envs."""
+    monkeypatch.setenv("VB_ENV", str(envs[0]))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return envs
+
+
 def test_the_node_whose_env_differs_is_found_and_named(
-    cluster: str,
-    envs: tuple[Path, Path],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    cluster: str, this_node: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    original, copy = envs
-    monkeypatch.setenv("VB_ENV", str(original))  # this node's view of the prefix
-    monkeypatch.setenv("HOME", str(tmp_path))  # the run's log goes under ~/.verl-bootstrap
+    original, copy = this_node
     profile = write_yaml(tmp_path / "cpu-quick.yaml", QUICK)
     argv = [
         "cluster",
@@ -128,15 +133,9 @@ def test_the_node_whose_env_differs_is_found_and_named(
 
 
 def test_cluster_install_runs_on_every_node_and_reports_each(
-    cluster: str,
-    envs: tuple[Path, Path],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    cluster: str, this_node: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    original, copy = envs
-    monkeypatch.setenv("VB_ENV", str(original))
-    monkeypatch.setenv("HOME", str(tmp_path))
+    original, copy = this_node
     tool = tmp_path / "tool"  # stands in for verl-bootstrap on the nodes: says where it ran
     tool.write_text(f'#!/bin/sh\necho "ran $*"\n[ "$VB_ENV" != "{copy}" ]\n')
     tool.chmod(0o755)
@@ -165,17 +164,11 @@ def test_cluster_install_runs_on_every_node_and_reports_each(
 
 
 def test_train_runs_one_real_sft_step_on_every_node(
-    cluster: str,
-    envs: tuple[Path, Path],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    cluster: str, this_node: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`cluster verify --train sft` through Ray: each node's task runs the tool's own
     `verify --train sft` in that node's env, all three at once (two of them in one prefix)."""
-    original, copy = envs
-    monkeypatch.setenv("VB_ENV", str(original))
-    monkeypatch.setenv("HOME", str(tmp_path))
+    original, copy = this_node
     profile = write_yaml(tmp_path / "cpu-quick.yaml", QUICK)
     argv = ["cluster", "verify", "--ray-address", cluster, "--prefix", "$VB_ENV"]
     argv += ["--profile", str(profile), "--train", "sft", "--tool", str(TOOL), "--json"]
