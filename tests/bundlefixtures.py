@@ -7,12 +7,15 @@ bundles from disk.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import io
 import json
 import os
+import shutil
 import subprocess
 import tarfile
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +26,20 @@ BUNDLE_CACHE = CACHE / "bundle-cache"
 
 
 def tool_env(**extra: str) -> dict[str, str]:
-    """The environment of a CLI run with the bundle cache."""
-    return {**os.environ, "VERL_BOOTSTRAP_CACHE": str(BUNDLE_CACHE), **extra}
+    """The environment of a CLI run with the bundle cache, and uv's cache of this process."""
+    cache = {"VERL_BOOTSTRAP_CACHE": str(BUNDLE_CACHE), "UV_CACHE_DIR": str(_uv_cache())}
+    return {**os.environ, **cache, **extra}
+
+
+@functools.cache
+def _uv_cache() -> Path:
+    """uv's cache for this process's bundle runs, removed at exit. A bundle install is offline
+    from files unpacked in a folder of the run's, and uv caches a file by its path: in the user's
+    cache each run left its own copy of the CPU stack (2.4 GB for test_bundle*.py), never read
+    again."""
+    cache = Path(tempfile.mkdtemp(prefix="vb-bundle-uv-"))
+    atexit.register(shutil.rmtree, cache, ignore_errors=True)
+    return cache
 
 
 def bundle_tool(
