@@ -7,19 +7,16 @@ bundles from disk.
 
 from __future__ import annotations
 
-import atexit
 import functools
 import io
 import json
 import os
-import shutil
 import subprocess
 import tarfile
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from scaffold import run_tool
+from scaffold import process_scratch, run_tool
 from verlrepo import CACHE
 
 BUNDLE_CACHE = CACHE / "bundle-cache"
@@ -37,9 +34,7 @@ def _uv_cache() -> Path:
     from files unpacked in a folder of the run's, and uv caches a file by its path: in the user's
     cache each run left its own copy of the CPU stack (2.4 GB for test_bundle*.py), never read
     again."""
-    cache = Path(tempfile.mkdtemp(prefix="vb-bundle-uv-"))
-    atexit.register(shutil.rmtree, cache, ignore_errors=True)
-    return cache
+    return process_scratch("vb-bundle-uv-")
 
 
 def bundle_tool(

@@ -8,12 +8,9 @@ modules share them, so they are cached per process rather than as per-module fix
 
 from __future__ import annotations
 
-import atexit
 import functools
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +18,7 @@ from typing import Any
 import yaml
 from labextras import lock_extras
 from labmirror import CACHE, LabHTTPServer, git_mirror, mirror_wheels, start_server
-from scaffold import TOOL, run_tool
+from scaffold import TOOL, process_scratch, run_tool
 from verlrepo import git, make_verl_repo
 
 TOKEN = "s3cr3t-lab-token-7f3a9c"  # distinctive, so a leak is easy to grep for
@@ -49,9 +46,8 @@ class Lab:
 @functools.cache
 def lab() -> Lab:
     """Start the lab (once per process)."""
-    base = Path(tempfile.mkdtemp(prefix="vb-lab-"))
+    base = process_scratch("vb-lab-")
     base.chmod(0o755)
-    atexit.register(shutil.rmtree, base, ignore_errors=True)
     repo = make_verl_repo(base / "verl-src")
     git_root = base / "git"
     git_mirror(repo, git_root / "verl.git")
@@ -106,9 +102,7 @@ def _tool_cache() -> Path:
     a git mirror kept in the user's cache from an earlier process holds other commits, so every
     lab run starts from a cache of its own, as on a fresh machine.
     """
-    cache = Path(tempfile.mkdtemp(prefix="vb-lab-cache-"))
-    atexit.register(shutil.rmtree, cache, ignore_errors=True)  # ~100 MB of mirrors per process
-    return cache
+    return process_scratch("vb-lab-cache-")  # ~100 MB of mirrors, removed at exit
 
 
 def clean_environ(**extra: str) -> dict[str, str]:

@@ -6,13 +6,16 @@ calls `cli.main` or starts the tool): a fix to how a run is captured is made her
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,3 +158,11 @@ def tool_json(
 def with_env(**extra: str) -> dict[str, str]:
     """This process's environment with `extra` on top."""
     return {**os.environ, **extra}
+
+
+def process_scratch(prefix: str) -> Path:
+    """A new private folder under the temp dir that lives as long as this test process (removed
+    at exit): for what a process builds once and its tests share (a lab, a cache)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder

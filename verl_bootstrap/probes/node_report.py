@@ -201,11 +201,10 @@ def run_train(train):
     """`verify --train LEVEL --json` on this node, its scratch folder removed afterwards."""
     scratch = tempfile.mkdtemp(prefix="verl-bootstrap-train-")
     argv = [os.path.expandvars(a) for a in train["command"]] + ["--train-dir", scratch]
-    # a Ray task's address would make the RL step join the cluster's Ray, not start its own
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    # a Ray task's RAY_ADDRESS is harmless here: the RL step's own variables start its own Ray
     try:
         done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=train["timeout"], env=env, check=False
+            argv, capture_output=True, text=True, timeout=train["timeout"], check=False
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         why = f"the training step did not finish: {exc}"
