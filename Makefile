@@ -3,13 +3,17 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-# The shells the activation tests source (bash is always there), and Slurm with munge for the
-# cluster tests (tests/slurmcluster.py starts its daemons); root and apt-get only, as in CI.
-test-deps:
-	@command -v zsh >/dev/null && command -v fish >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && apt-get install -y -qq zsh fish >/dev/null; } || echo "zsh/fish not installed: their activation tests will say so"
-	@PATH="$$PATH:/usr/sbin"; command -v slurmd >/dev/null && command -v srun >/dev/null && command -v munged >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; } || echo "slurm-wlm/munge not installed: the Slurm tests will say so"
+# zsh and fish, which the activation and completion tests source (bash and sh are always there):
+# apt-get as root, else Debian's packages unpacked into the venv (scripts/test-shells.sh).
+test-shells:
+	@VENV=$(VENV) bash scripts/test-shells.sh
 
-.PHONY: test-deps install lint type test test-real test-train-refs smoke-wheel test-heavy bench bench-heavy lock lock-check gpu-check schema clean
+# Slurm with munge for the cluster tests (tests/slurmcluster.py starts its daemons): slurmd runs
+# jobs as their users only as root, so root and apt-get only, as in CI.
+test-deps: test-shells
+	@PATH="$$PATH:/usr/sbin"; command -v slurmd >/dev/null && command -v srun >/dev/null && command -v munged >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; } || echo "slurm-wlm/munge not installed (needs root): the Slurm tests will say so"
+
+.PHONY: test-shells test-deps install lint type test test-real test-train-refs smoke-wheel test-heavy bench bench-heavy lock lock-check gpu-check schema clean
 
 install:  ## the tool and its dev tools, into ./.venv
 	$(PY) -m venv $(VENV)
@@ -22,10 +26,10 @@ lint:
 	$(BIN)/ruff format --check verl_bootstrap tests bench
 	$(BIN)/mypy
 
-test:  ## the fast tier: everything but the slow real runs (real_slow) and the tiers below
+test: test-shells  ## the fast tier (zsh and fish first): everything but the slow real runs (real_slow) and the tiers below
 	$(BIN)/pytest -m "not heavy and not gpu and not wheel and not train_refs and not real_slow" tests
 
-test-real:  ## the slow real runs: full installs, Slurm and Ray end to end, training steps
+test-real: test-deps  ## the slow real runs (Slurm first): full installs, Slurm and Ray end to end, training steps
 	$(BIN)/pytest -m "real_slow and not heavy and not gpu and not wheel and not train_refs" tests
 
 test-train-refs:  ## a cpu env at each older ref the cpu profile serves, and verify --train in it

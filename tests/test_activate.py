@@ -4,12 +4,12 @@ LD_LIBRARY_PATH, and `deactivate` back to exactly the shell's previous environme
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from shells import shell_path
 
 from verl_bootstrap import cli
 from verl_bootstrap.envs.activation import activation_line, activation_script, write_activation
@@ -36,14 +36,9 @@ def dirs(tmp_path: Path) -> dict[str, Path]:
     return {"prefix": prefix, "own": own, "foreign": foreign, "other": other}
 
 
-def _needs(shell: str) -> None:
-    if shutil.which(shell) is None:
-        pytest.skip(f"{shell} is not installed here")
-
-
 def _posix(shell: str, script: str, env: dict[str, str], cwd: Path) -> str:
     done = subprocess.run(
-        [shell, "-c", script],
+        [shell_path(shell), "-c", script],
         env=env,
         cwd=cwd,
         capture_output=True,
@@ -67,7 +62,6 @@ SNAPSHOT = "env | grep -v -e '^_=' -e '^SHLVL=' -e '^PWD=' -e '^OLDPWD=' | sort"
 
 @pytest.mark.parametrize("shell", POSIX_SHELLS)
 def test_enter_and_leave_restore_the_shell_exactly(shell: str, dirs: dict[str, Path]) -> None:
-    _needs(shell)
     prefix = dirs["prefix"]
     script = write_activation(prefix)
     library = ":".join(str(dirs[k]) for k in ("foreign", "other", "own"))
@@ -100,14 +94,13 @@ def test_the_written_file_cleans_the_library_path_of_the_moment(dirs: dict[str, 
 
 
 def test_fish_enters_and_leaves(dirs: dict[str, Path]) -> None:
-    _needs("fish")
     prefix = dirs["prefix"]
     write_activation(prefix)
     fish_file = prefix / ".verl-bootstrap" / "activate.fish"
     library = f"{dirs['foreign']}:{dirs['other']}"
     done = subprocess.run(
         [
-            "fish",
+            shell_path("fish"),
             "--no-config",
             "-c",
             f"{SNAPSHOT} > before; source {fish_file}; echo LD=$LD_LIBRARY_PATH; "
@@ -200,7 +193,6 @@ def outer(tmp_path: Path) -> Path:
 def test_leaving_the_env_entered_from_a_venv_gives_the_venv_back(
     shell: str, dirs: dict[str, Path], outer: Path
 ) -> None:
-    _needs(shell)
     prefix = dirs["prefix"]
     script = write_activation(prefix)
     out = _posix(
@@ -219,13 +211,12 @@ def test_leaving_the_env_entered_from_a_venv_gives_the_venv_back(
 
 
 def test_fish_gives_the_outer_venv_back_too(dirs: dict[str, Path], outer: Path) -> None:
-    _needs("fish")
     prefix = dirs["prefix"]
     write_activation(prefix)
     fish_file = prefix / ".verl-bootstrap" / "activate.fish"
     done = subprocess.run(
         [
-            "fish",
+            shell_path("fish"),
             "--no-config",
             "-c",
             f"{SNAPSHOT} > before; source {outer}/bin/activate.fish; source {fish_file}; "

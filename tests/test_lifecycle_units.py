@@ -6,12 +6,12 @@ masked credentials are asked for again; completion loads in each shell and compl
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from shells import shell_path
 from verlrepo import git
 
 from verl_bootstrap.errors import InputError, StepFailed
@@ -94,11 +94,14 @@ def test_masked_credentials_in_the_record_are_asked_for_again() -> None:
 
 
 def _shell(shell: str, script: str) -> str:
-    if shutil.which(shell) is None:
-        pytest.fail(f"{shell} is not installed here: `make test-deps` installs it")
     env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(Path.home())}
     done = subprocess.run(
-        [shell, "-c", script], capture_output=True, text=True, env=env, timeout=60, check=False
+        [shell_path(shell), "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout

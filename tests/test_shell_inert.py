@@ -7,11 +7,11 @@ a symlinked rc file stays a link while its target gains the block.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from shells import shell_path
 
 from verl_bootstrap.cluster.script import sbatch_script
 from verl_bootstrap.envs.activation import activation_script, write_activation
@@ -22,9 +22,7 @@ HOSTILE = "env $(touch PWNED) `touch PWNED` 'q' \"d\" \\x \\' \\\\; touch PWNED 
 
 
 def run_in(shell: str, script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    if shutil.which(shell) is None:
-        pytest.fail(f"{shell} is not installed here: `make test-deps` installs it")
-    argv = [shell, "-c", script]
+    argv = [shell_path(shell), "-c", script]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd)}
     return subprocess.run(
         argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=60, check=False
