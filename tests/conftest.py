@@ -35,6 +35,9 @@ def tool_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("VERL_BOOTSTRAP_HOME", str(home))
         patch.delenv("VERL_BOOTSTRAP_PREFIX", raising=False)  # an env active where tests run
+        # the options this run was started with (a --basetemp, say) are this run's: a pytest the
+        # tests start (verl's suite, a probe) would wipe that folder under the running tests
+        patch.delenv("PYTEST_ADDOPTS", raising=False)
         yield home
 
 
