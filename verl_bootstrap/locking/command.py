@@ -30,7 +30,12 @@ from verl_bootstrap.locking.create import (
 )
 from verl_bootstrap.locking.declared import declared_extras, extras_gaps
 from verl_bootstrap.locking.drift import Staleness, committed_lockfiles, stale_lockfile
-from verl_bootstrap.locking.nativelinks import LinkCheck, native_link_gaps
+from verl_bootstrap.locking.nativelinks import (
+    REPLACED,
+    LinkCheck,
+    native_link_gaps,
+    replacing_wheels,
+)
 from verl_bootstrap.locking.origins import lock_index_settings
 from verl_bootstrap.locking.uvlock import applies_to, export_uv_lock, uv_lock_gaps
 from verl_bootstrap.options import RunOptions
@@ -173,7 +178,7 @@ class CheckedLock:
     @property
     def link_failures(self) -> list[str]:
         """The libraries that do not link (not the wheels that could not be read)."""
-        return [line for line in self.links if not line.startswith(UNCHECKED)]
+        return [line for line in self.links if not line.startswith((UNCHECKED, REPLACED))]
 
     @property
     def stale(self) -> str | None:
@@ -218,9 +223,12 @@ def _link_gaps(path: Path, options_for: OptionsFor, offline: bool) -> list[str]:
     try:
         lock = read_lockfile(path)
         settings = lock_index_settings(lock, options_for(lock.profile, lock.cuda.variant))
+        profile = apply_stack(
+            load_profile(lock.profile), lock.verl.ref, allow_unsupported=lock.allow_unsupported_ref
+        )
         with tempfile.TemporaryDirectory(prefix="verl-lock-links-") as work:
             check = LinkCheck(settings, Path(work), cache_folder("native-links"), offline)
-            return native_link_gaps(lock, check)
+            return native_link_gaps(lock, check, replacing_wheels(lock, profile))
     except BootstrapError as exc:
         return [f"{UNCHECKED}its native libraries ({exc.message})"]
 

@@ -17,23 +17,38 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from verl_bootstrap.errors import BootstrapError
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.fetch import fetch_checked
 from verl_bootstrap.installer.lookup import Artifact, lookup
+from verl_bootstrap.kernels.record import record_for_profile, wheel_file
+from verl_bootstrap.kernels.sources import from_source
 from verl_bootstrap.lockfile.model import LockedDist, Lockfile
+from verl_bootstrap.lockinstall.kernels import locked_key
 from verl_bootstrap.paths import atomic_write
+from verl_bootstrap.platforms import MACHINES
+from verl_bootstrap.profile.models import Profile
+from verl_bootstrap.profile.stagespec import stage_specs
 from verl_bootstrap.safety import jsontext
 from verl_bootstrap.safety.shapes import inside
 from verl_bootstrap.verify.elf import MAGIC, ElfError, ElfLinks, read_links
-from verl_bootstrap.verify.links import Library, is_library, link_gaps
+from verl_bootstrap.verify.links import Library, LinkGap, is_library, link_gaps
 
-__all__ = ["LinkCheck", "native_link_gaps", "wheel_libraries"]
+__all__ = [
+    "REPLACED",
+    "UNCHECKED",
+    "LinkCheck",
+    "native_link_gaps",
+    "replacing_wheels",
+    "wheel_libraries",
+]
 
 UNCHECKED = "not checked here: "  # as locking/contract's: said, but not a difference
+# a library that does not link, which the default route does not install: said, not a failure
+REPLACED = "replaced where the kernel stage takes its source's whole wheel: "
 
 
 @dataclass(frozen=True)
@@ -47,9 +62,13 @@ class LinkCheck:
     offline: bool = False
 
 
-def native_link_gaps(lock: Lockfile, check: LinkCheck) -> list[str]:
+def native_link_gaps(
+    lock: Lockfile, check: LinkCheck, replaced: Mapping[str, str] | None = None
+) -> list[str]:
     """Each versioned symbol a library of the lock's wheels needs from another that lacks it;
-    and, as `not checked here:`, what could not be read."""
+    and, as `not checked here:`, what could not be read. `replaced`: distribution -> the whole
+    wheel a kernel stage takes in its place for this lock (`replacing_wheels`): a gap of its
+    libraries is said with that wheel, not a failure."""
     try:
         served = lookup(lock, check.settings, offline=check.offline, work=check.work / "lookup")
     except BootstrapError as exc:
@@ -62,8 +81,40 @@ def native_link_gaps(lock: Lockfile, check: LinkCheck) -> list[str]:
             unread.append(f"{dist.name} {dist.version} ({found})")
         else:
             libraries.extend(found)
-    gaps = [g.line() for g in link_gaps(libraries)]
+    gaps = [_said(g, replaced or {}) for g in link_gaps(libraries)]
     return gaps + [f"{UNCHECKED}the native libraries of {w}" for w in unread]
+
+
+def _said(gap: LinkGap, replaced: Mapping[str, str]) -> str:
+    wheel = replaced.get(gap.library.owner.split(" ", 1)[0])
+    if wheel is None:
+        return gap.line()
+    return (
+        f"{REPLACED}{gap.line()}; the stage takes {wheel} in its place, and where that wheel is "
+        "not served (another platform, the source unreachable) this library is installed and "
+        "does not load"
+    )
+
+
+def replacing_wheels(lock: Lockfile, profile: Profile) -> dict[str, str]:
+    """Each locked distribution a kernel stage's declared source replaces with a whole wheel it
+    lists for this lock's key (verl's TransformerEngine in place of the index's core library) ->
+    that wheel, as said."""
+    record = record_for_profile(lock.profile)
+    machine = MACHINES.get(lock.platform, lock.platform)
+    key = locked_key(lock, f"linux_{machine}")
+    out: dict[str, str] = {}
+    for spec in stage_specs(profile, lock.cuda.variant):
+        stage = next((s for s in lock.stages if s.id == spec.id), None)
+        for source in spec.kernel.sources if spec.kernel and stage else ():
+            whole = stage.find(source.distribution) if stage and source.distribution else None
+            if whole is None or not source.replaces:
+                continue
+            listed = from_source(source, (whole.name, whole.version), key, record, [])
+            if listed and listed[0].wheel:
+                said = f"{source.id}'s {wheel_file(listed[0].wheel)} ({source.trust} trust)"
+                out.update({canonicalize_name(n): said for n in source.replaces})
+    return out
 
 
 def _native_wheels(
