@@ -11,10 +11,17 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 from elflibs import SONAME, VERSION, Built, build
+from packaging.utils import parse_wheel_filename
 
+from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.cmdline import uv_binary
-from verl_bootstrap.locking.nativelinks import wheel_libraries
+from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.lockfile.model import Lockfile
+from verl_bootstrap.locking.nativelinks import LinkCheck, native_link_gaps
+from verl_bootstrap.locking.wheellibs import wheel_libraries
+from verl_bootstrap.paths import default_lockfile, file_sha256
 from verl_bootstrap.profile.models import VerifySpec
 from verl_bootstrap.verify.elf import ElfError, read_links
 from verl_bootstrap.verify.env import verify_env
@@ -143,3 +150,54 @@ def test_an_envs_libraries_are_named_by_the_distribution_that_installed_them(
         "greet_user/libuser.so": "greet-user 1.0",
         f"libgreet/lib/{SONAME}": "libgreet 1.0",
     }
+
+
+def _lock_of(folder: Path, wheels: list[Path]) -> Lockfile:
+    """The cpu lockfile with one stage holding `wheels` (each its sha256, from find-links)."""
+    data = yaml.safe_load(default_lockfile("cpu", "cpu", "linux-64").read_text(encoding="utf-8"))
+    dists = []
+    for wheel in wheels:
+        name, version, _, _ = parse_wheel_filename(wheel.name)
+        dist = {"name": str(name), "version": str(version), "source": "wheel"}
+        dists.append({**dist, "hashes": [file_sha256(wheel)], "index": "find-links"})
+    stage = {"id": "native", "kind": "packages", "distributions": dists, "env": {}, "options": []}
+    data["stages"] = [data["stages"][0], stage]
+    data["exclude_newer"] = None
+    path = folder / "native.lock.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return read_lockfile(path)
+
+
+def test_a_locks_wheels_are_read_once_and_their_links_judged(built: Built, tmp_path: Path) -> None:
+    """`lock --check --links`'s reading: the lock's wheels found on find-links by sha256,
+    downloaded, read, kept in the cache by sha256; offline, the cache alone answers."""
+    links = tmp_path / "links"
+    links.mkdir()
+    user = _wheel(links, "greet_user", {"greet_user/libuser.so": built.user})
+    old = _wheel(links, "greet_old", {f"greet_old/lib/{SONAME}": built.old})
+    pure = links / "greet_docs-1.0-py3-none-any.whl"  # a pure-Python wheel: not read
+    pure.write_bytes(_wheel(tmp_path, "greet_docs", {}).read_bytes())
+    lock = _lock_of(tmp_path, [user, old, pure])
+    sha = {w.name: file_sha256(w) for w in (user, old, pure)}
+    settings = IndexSettings(index_url=(tmp_path / "no-index").as_uri(), find_links=(str(links),))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    check = LinkCheck(settings, tmp_path / "work", cache)
+    said = (
+        "greet_user/libuser.so (greet-user 1.0) needs wave at version GREET_1 of libgreet.so.1, "
+        "which greet-old 1.0 does not define: loading it fails with `undefined symbol`"
+    )
+    assert native_link_gaps(lock, check) == [said]
+    read = sorted(p.stem for p in cache.iterdir())  # the pure wheel as holding none, unread
+    assert read == sorted(sha.values())
+    assert not list((tmp_path / "work").rglob("*.whl"))  # each read, then deleted
+    for wheel in (user, old, pure):
+        wheel.unlink()  # gone from the index: the cache answers, even offline
+    assert native_link_gaps(lock, LinkCheck(settings, tmp_path / "work2", cache)) == [said]
+    offline = LinkCheck(settings, tmp_path / "work3", cache, offline=True)
+    assert native_link_gaps(lock, offline) == [said]
+    (cache / f"{sha[old.name]}.json").unlink()
+    assert native_link_gaps(lock, offline)[-1] == (
+        "not checked here: the native libraries of greet-old 1.0 (offline, and not read by an "
+        "earlier check)"
+    )
