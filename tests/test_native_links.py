@@ -14,7 +14,9 @@ import pytest
 import yaml
 from elflibs import SONAME, VERSION, Built, build
 from packaging.utils import parse_wheel_filename
+from scaffold import run_cli
 
+from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_STEP_FAILED
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.lockfile import read_lockfile
@@ -201,3 +203,32 @@ def test_a_locks_wheels_are_read_once_and_their_links_judged(built: Built, tmp_p
         "not checked here: the native libraries of greet-old 1.0 (offline, and not read by an "
         "earlier check)"
     )
+
+
+def test_lock_check_links_fails_a_lock_whose_library_does_not_link(
+    built: Built, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command: its report names the library and the lock is stale; `--links` alone (no
+    `--check`) is refused as bad input."""
+    links = tmp_path / "links"
+    links.mkdir()
+    user = _wheel(links, "greet_user", {"greet_user/libuser.so": built.user})
+    old = _wheel(links, "greet_old", {f"greet_old/lib/{SONAME}": built.old})
+    folder = tmp_path / "lockfiles"
+    (folder / "cpu").mkdir(parents=True)
+    _lock_of(tmp_path, [user, old])
+    (tmp_path / "native.lock.yaml").rename(folder / "cpu" / "cpu-linux-64.lock.yaml")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "no-index").as_uri())
+    monkeypatch.setenv("VERL_BOOTSTRAP_CACHE", str(tmp_path / "cache"))
+    run = run_cli(["lock", "--check", "--links", "--dir", str(folder), "--json"])
+    assert run.code == EXIT_STEP_FAILED, run.stderr
+    [entry] = run.body["lockfiles"]
+    assert entry["native_links"] == [
+        "greet_user/libuser.so (greet-user 1.0) needs wave at version GREET_1 of libgreet.so.1, "
+        "which greet-old 1.0 does not define: loading it fails with `undefined symbol`"
+    ]
+    # (the lock, cut down to two wheels, lacks verl's cpu extras too: said beside)
+    assert entry["stale"].endswith("1 native link failure(s)"), entry
+    refused = run_cli(["lock", "--links", "--profile", "cpu"])
+    assert refused.code == EXIT_BAD_INPUT and "--links is a part of --check" in refused.stderr

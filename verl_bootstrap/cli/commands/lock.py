@@ -228,7 +228,7 @@ def _check(ns: argparse.Namespace) -> int:
         body = [
             {
                 "path": str(c.verdict.path),
-                "stale": c.verdict.reason,
+                "stale": c.stale,
                 "regenerate": c.verdict.regenerate,
                 "verl_extras": c.gaps,
                 "native_links": c.links if ns.links else None,
