@@ -73,6 +73,18 @@ def test_a_provider_the_set_lacks_comes_from_the_host_and_is_not_judged(built: B
     assert link_gaps([_read(built.user)]) == []  # libgreet is not in the set: the host's
 
 
+def test_a_damaged_library_is_refused_not_misread(built: Built, tmp_path: Path) -> None:
+    whole = built.new.read_bytes()
+    small = bytearray(whole)
+    small[58:60] = (1).to_bytes(2, "little")  # e_shentsize: section headers of 1 byte
+    cut = whole[: len(whole) // 2]  # the section headers, at the end, are gone
+    for name, data, said in (("small", small, "section headers of 1 bytes"), ("cut", cut, "ends")):
+        path = tmp_path / f"lib{name}.so"
+        path.write_bytes(bytes(data))
+        with path.open("rb") as stream, pytest.raises(ElfError, match=said):
+            read_links(stream)
+
+
 def test_a_file_that_is_not_elf_is_refused(tmp_path: Path) -> None:
     bad = tmp_path / "libnot.so"
     bad.write_bytes(b"not an ELF file at all")

@@ -11,6 +11,7 @@ for nothing it has read. `--offline` reads only the cache and names the wheels i
 from __future__ import annotations
 
 import zipfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,7 +98,7 @@ def _held(
         return f"no index serves its wheel with sha256 {sha256[:12]}…"
     try:
         return cache.read(artifact, check.work / "wheels")
-    except (BootstrapError, OSError, zipfile.BadZipFile) as exc:
+    except (BootstrapError, OSError, zipfile.BadZipFile, zlib.error) as exc:
         return f"could not be read: {getattr(exc, 'message', None) or exc}"
 
 

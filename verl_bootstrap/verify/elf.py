@@ -85,15 +85,18 @@ class _Reader:
 def read_links(stream: BinaryIO) -> ElfLinks:
     """The link facts of the ELF library in `stream` (ElfError: not one, or unreadable)."""
     elf = _Reader(stream)
-    machine, sections = _sections(elf)
-    wanted = {n for n, s in enumerate(sections) if s.kind in _KINDS}
-    strings = {sections[n].link for n in wanted if sections[n].kind != _VERSYM}
-    tables = {
-        n: elf.read(sections[n].offset, sections[n].size)
-        for n in sorted(wanted | strings, key=lambda n: sections[n].offset)
-        if n < len(sections)
-    }
-    return _links(elf, machine, sections, tables)
+    try:
+        machine, sections = _sections(elf)
+        wanted = {n for n, s in enumerate(sections) if s.kind in _KINDS}
+        strings = {sections[n].link for n in wanted if sections[n].kind != _VERSYM}
+        present = {n for n in wanted | strings if n < len(sections)}
+        tables = {
+            n: elf.read(sections[n].offset, sections[n].size)
+            for n in sorted(present, key=lambda n: sections[n].offset)
+        }
+        return _links(elf, machine, sections, tables)
+    except struct.error as exc:  # a table shorter than its entries say: a damaged file
+        raise ElfError(f"a damaged table ({exc})") from None
 
 
 def _sections(elf: _Reader) -> tuple[int, list[_Section]]:
@@ -104,6 +107,8 @@ def _sections(elf: _Reader) -> tuple[int, list[_Section]]:
         machine, shoff, entsize, count = (*elf.unpack("H", elf.head, 18), *_sh32(elf))
     if shoff == 0 or count == 0:
         raise ElfError("no section headers")
+    if entsize < (64 if elf.wide else 40):
+        raise ElfError(f"section headers of {entsize} bytes")
     raw = elf.read(shoff, entsize * count)
     fmt = "IIQQQQIIQQ" if elf.wide else "IIIIIIIIII"
     out = []
