@@ -67,6 +67,8 @@ def test_the_cpu_profile_installs_and_verifies(cpu_env: Installed) -> None:
     for name in ("import verl", "import verl.trainer.main_ppo", "version torch", "uv pip check"):
         assert checks[name]["status"] == "ok", checks[name]
     assert checks["gpu smoke test"]["status"] == "skipped"
+    links = checks["native links"]  # torch's, numpy's, ... libraries each find their symbols
+    assert links["status"] == "ok" and links["data"]["libraries"] > 100, links
     store = run.body["verify"]["bytecode"]  # what the bytecode store did (tests/test_bytecode.py)
     assert {"restored", "stored", "seconds"} <= set(store), store
     assert run.body["activate"] == f". {cpu_env.prefix / '.verl-bootstrap' / 'activate'}"

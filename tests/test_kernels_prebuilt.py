@@ -407,6 +407,36 @@ def test_a_locked_install_passes_a_wheel_that_does_not_load_to_the_next_source(
     assert wheel.sha256 == file_sha256(sources / COMMUNITY / "v0.9.4" / name)
 
 
+def test_a_locked_install_passes_a_lab_wheel_that_does_not_load_to_the_declared_sources(
+    sources: Path, sdist_lock: Path, kernel_lab: Lab, tmp_path: Path
+) -> None:
+    """The lab wheelhouse holds a wheel keyed for the env (`wheelhouse add --key-of`) that was
+    built for another torch: it is taken first, fails its load check, is uninstalled, and verl's
+    wheelhouse serves the next wheel; nothing is compiled (on a host with no nvcc, a build of a
+    CUDA kernel would be a refusal)."""
+    uv = find_uv()
+    assert uv is not None
+    env_a = kernel_lab.root / "env-a"
+    broken = build_broken_wheel(uv, env_a / "bin" / "python", tmp_path)
+    house = tmp_path / "house"  # the site config's lab wheelhouse
+    argv = ["wheelhouse", "add", str(broken), "--key-of", str(env_a), "--wheelhouse", str(house)]
+    added = run_cli(argv)
+    assert added.code == EXIT_OK, added.stderr
+    profile = lab_profile(sources, tmp_path / "profile", verl_key=STATED)
+    config, prefix = site(tmp_path), tmp_path / "env"
+    run = locked("install", profile, sdist_lock, prefix=prefix, repo=kernel_lab.repo, config=config)
+    assert run.step("standin")["status"] == "done", run.step("standin")
+    log = run.log("standin")
+    assert "prebuilt from the lab wheelhouse, key torch 2.13.0+cpu" in log
+    assert f"{PLAIN_NAME} from wheelhouse fails its load check" in log
+    assert "undefined symbol _ZN3c1023symbol_of_another_torchEi" in log
+    assert log.index("fails its load check") < log.index("prebuilt from verl-wheelhouse")
+    assert BUILD_COMMAND not in log and "g++" not in log
+    wheel = kernel_wheel(env_lockfile(prefix))
+    assert (wheel.source, wheel.origin) == ("index", "verl-wheelhouse")
+    assert wheel.sha256 == file_sha256(sources / VERL / "standin-v0.1.0" / PLAIN_NAME)
+
+
 def test_a_site_config_that_turns_the_sources_off_builds_the_locked_sdist(
     sources: Path, sdist_lock: Path, kernel_lab: Lab, tmp_path: Path
 ) -> None:

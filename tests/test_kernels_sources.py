@@ -100,7 +100,7 @@ def test_a_stage_no_source_serves_says_why_and_what_a_build_costs() -> None:
     for variant, platform, missing in (
         ("cu128", "linux_x86_64", "transformer-engine 2.16.1 for no build of torch 2.10.0+cu128"),
         ("cu128", "linux_aarch64", "transformer-engine 2.16.1 for no build of torch 2.10.0+cu128"),
-        ("cu130", "linux_aarch64", "no transformer-engine 2.16.0"),  # aarch64 core wheels stop
+        ("cu130", "linux_aarch64", "no transformer-engine 2.12.0"),  # the core that links there
     ):
         te = _row(rows, "megatron", variant, platform, "transformer-engine")
         assert te.source == "source build" and te.wheel is None
@@ -240,7 +240,7 @@ def test_plan_megatron_on_a_recorded_cu130_host_names_prebuilt_kernels(tmp_path:
     if platform != "linux_x86_64":  # verl's wheelhouse builds x86_64 only: aarch64 builds
         assert (
             te["source"] == "stage"
-            and "verl-wheelhouse has no transformer-engine 2.16.0" in (te["reason"])
+            and "verl-wheelhouse has no transformer-engine 2.12.0" in (te["reason"])
         )
         return
     assert (te["source"], te["origin"], te["trust"]) == ("index", "verl-wheelhouse", "project")
@@ -271,7 +271,7 @@ def test_the_locked_megatron_route_takes_verls_whole_transformer_engine_on_x86_6
     kernel = step["kernel"]
     if kernel["expected_key"]["platform"] != "linux_x86_64":
         assert kernel["source"] == "build", kernel
-        assert "verl-wheelhouse has no transformer-engine 2.16.0" in kernel["reason"]
+        assert "verl-wheelhouse has no transformer-engine 2.12.0" in kernel["reason"]
         return
     assert (kernel["source"], kernel["origin"], kernel["trust"]) == (
         "index",

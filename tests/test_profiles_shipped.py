@@ -97,15 +97,16 @@ def test_vllm_profiles_pin_verls_transformers_with_the_engine(name: str, tmp_pat
 
 def test_megatron_uses_index_pairs_of_megatron_core_and_transformer_engine(tmp_path: Path) -> None:
     # verl 0.9.1's pairing: megatron-core 0.18.0 (the index's wheel of core_v0.18.0) with TE
-    # 2.16.1 (x86_64; the index's aarch64 core wheels of TE stop at 2.16.0); cu128 takes the
-    # same core and TE 2.16.1's CUDA 12 core library
+    # 2.16.1 (x86_64; aarch64 takes 2.12.0, whose cu13 core links against torch 2.11's cuBLAS
+    # 13.1.0.3, which the index's 2.13-2.16 cores do not: see profiles/megatron.yaml); cu128
+    # takes the same core and TE 2.16.1's CUDA 12 core library
     for variant, core, te in (
         (
             "cu130",
             "0.18.0",
             [
                 "transformer-engine[core-cu13,pytorch]==2.16.1 ; platform_machine == 'x86_64'",
-                "transformer-engine[core-cu13,pytorch]==2.16.0 ; platform_machine == 'aarch64'",
+                "transformer-engine[core-cu13,pytorch]==2.12.0 ; platform_machine == 'aarch64'",
             ],
         ),
         ("cu128", "0.18.0", ["transformer-engine[core-cu12,pytorch]==2.16.1"]),

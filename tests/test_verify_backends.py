@@ -15,10 +15,17 @@ import pytest
 from verlrepo import verl_pyproject_dir, verl_sdist
 
 from verl_bootstrap.installer.cmdline import find_uv
-from verl_bootstrap.paths import PROBES, checkout_dir
+from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.paths import LOCKFILES_DIR, PROBES, checkout_dir
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.models import VerifySpec
-from verl_bootstrap.verify.backends import BACKEND_IMPORTS, SINCE, backend_imports
+from verl_bootstrap.verify.backends import (
+    BACKEND_IMPORTS,
+    ENGINE_IMPORTS,
+    SINCE,
+    VLLM,
+    backend_imports,
+)
 from verl_bootstrap.verify.depsfree import deps_free
 from verl_bootstrap.verify.env import verify_env
 
@@ -77,6 +84,32 @@ def test_the_sglang_packages_init_is_a_licence_header_alone(sdist_sources: dict[
 )
 def test_the_shipped_profiles_get_their_backends_modules(profile: str, wanted: str) -> None:
     assert wanted in backend_imports(load_profile(profile).verify.imports)
+
+
+VLLM_FILES = Path(__file__).parent / "data" / "vllm" / f"vllm-{VLLM}-v1-sample-spec-decode.txt"
+
+
+def test_each_engine_module_is_a_module_of_the_vllm_wheel_verl_pins() -> None:
+    """Checked against the real vLLM wheel's file list (tests/data/vllm/NOTICE says how read)."""
+    files = set(VLLM_FILES.read_text(encoding="utf-8").split())
+    for name in ENGINE_IMPORTS["verl.workers.rollout.vllm_rollout"]:
+        if name.startswith("vllm."):
+            assert f"{name.replace('.', '/')}.py" in files, f"{name} is not in vLLM {VLLM}"
+    lock = LOCKFILES_DIR / "vllm-only" / "cu130-linux-64.lock.yaml"
+    assert read_lockfile(lock).distributions()["vllm"].version == VLLM  # what the locks pin
+
+
+@pytest.mark.parametrize("profile", ["fsdp", "vllm-only", "megatron"])
+def test_the_vllm_profiles_import_its_sampling_and_speculative_decoding_with_numba(
+    profile: str,
+) -> None:
+    wanted = backend_imports(load_profile(profile).verify.imports)
+    for name in ("vllm.v1.sample.sampler", "vllm.v1.spec_decode.ngram_proposer", "numba"):
+        assert name in wanted, (profile, name)
+
+
+def test_sglang_does_not_import_vllms_modules() -> None:
+    assert not [m for m in backend_imports(load_profile("sglang").verify.imports) if "vllm" in m]
 
 
 def _probe(python: Path, backend: list[str], since: str = SINCE) -> list[dict[str, object]]:
@@ -169,3 +202,15 @@ def test_pip_check_reports_verls_deps_free_installs_as_expected(tmp_path: Path) 
     )
     said = _pip_check(env, no_deps=(("extras", "qwen-vl-utils"),))
     assert said.startswith("warn: expected") and "qwen-vl-utils (stage extras (no_deps))" in said
+
+
+def test_verify_fails_where_numba_refuses_the_envs_numpy(tmp_path: Path) -> None:
+    """numba checks numpy at import, as vLLM's n-gram proposer meets it: numba 0.61.2 (numpy
+    <2.3) beside numpy 2.4.6 here, as numba 0.65.0 beside numpy 2.5.5 in the GPU locks."""
+    env = _venv(tmp_path / "env", "numba==0.61.2", "llvmlite==0.44.0", "numpy==2.4.6")
+    spec = VerifySpec(imports=("verl.workers.rollout.vllm_rollout",), gpu_smoke=False)
+    checks = {c.name: c for c in verify_env(env, spec).checks}
+    numba = checks["import numba"]
+    assert numba.status == "fail" and "Numba needs NumPy 2.2 or less" in numba.detail, numba
+    proposer = checks["import vllm.v1.spec_decode.ngram_proposer"]
+    assert proposer.status == "fail", proposer  # no vLLM in this env at all

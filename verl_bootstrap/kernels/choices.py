@@ -11,9 +11,10 @@ build of the pinned version, or as the stage says where it pins none).
 A `--locked` install (`KernelQuery.lock`) takes nothing its lockfile does not allow: a locked
 wheel is installed as locked; a recorded wheel is the only prebuilt one (absent or for another
 key: the locked sdist builds); else a wheelhouse wheel of the locked version (a hash gap: its
-sha256 is the wheelhouse's, not the lockfile's); else, online, the declared sources' wheels with
-a URL (a hash gap: the lockfile pins the sdist, not that wheel), and then a build of the locked
-sdist (published to the wheelhouse afterwards, so the next node takes it).
+sha256 is the wheelhouse's, not the lockfile's), then, online, the declared sources' wheels with
+a URL (a hash gap: the lockfile pins the sdist, not that wheel), so that a lab wheel that fails
+its load check passes to the next prebuilt source; and last a build of the locked sdist
+(published to the wheelhouse afterwards, so the next node takes it).
 """
 
 from __future__ import annotations
@@ -159,14 +160,16 @@ def _allowed(query: KernelQuery, why_not: list[str]) -> list[KernelChoice]:
     recorded = _recorded(query, why_not)
     if recorded is not None or dist.kernel_wheel is not None:
         return [recorded] if recorded else []
+    found = []
     entry = wheelhouse_match(query.kernel, dist.version, query.key, query.entries, why_not)
     if entry is not None:  # the wheelhouse's sha256, not the lockfile's: a named gap
         house = _from_house(entry, query.root, "")
-        return [replace(house, reason=house.reason + UNPINNED, unpinned=True)]
+        found.append(replace(house, reason=house.reason + UNPINNED, unpinned=True))
     if not query.lock.online:
         why_not.append("offline: the declared prebuilt sources are not asked")
-        return []
-    return _declared(query, why_not)
+        return found
+    # after the lab's wheel, the declared sources' (one that fails its load check passes on)
+    return [*found, *_declared(query, why_not)]
 
 
 def _declared(query: KernelQuery, why_not: list[str]) -> list[KernelChoice]:

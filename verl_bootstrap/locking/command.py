@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from verl_bootstrap.errors import BootstrapError, InputError
@@ -30,10 +30,16 @@ from verl_bootstrap.locking.create import (
 )
 from verl_bootstrap.locking.declared import declared_extras, extras_gaps
 from verl_bootstrap.locking.drift import Staleness, committed_lockfiles, stale_lockfile
+from verl_bootstrap.locking.nativelinks import (
+    REPLACED,
+    LinkCheck,
+    native_link_gaps,
+    replacing_wheels,
+)
 from verl_bootstrap.locking.origins import lock_index_settings
 from verl_bootstrap.locking.uvlock import applies_to, export_uv_lock, uv_lock_gaps
 from verl_bootstrap.options import RunOptions
-from verl_bootstrap.paths import LOCKFILES_DIR, default_lockfile
+from verl_bootstrap.paths import LOCKFILES_DIR, cache_folder, default_lockfile
 from verl_bootstrap.profile import list_profiles, load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack
@@ -162,6 +168,7 @@ class CheckedLock:
 
     verdict: Staleness
     gaps: list[str]
+    links: list[str] = field(default_factory=list)  # `--links`: what does not link, or unread
 
     @property
     def differences(self) -> list[str]:
@@ -169,21 +176,61 @@ class CheckedLock:
         return [line for line in self.gaps if not line.startswith(UNCHECKED)]
 
     @property
+    def link_failures(self) -> list[str]:
+        """The libraries that do not link (not the wheels that could not be read)."""
+        return [line for line in self.links if not line.startswith((UNCHECKED, REPLACED))]
+
+    @property
     def stale(self) -> str | None:
         """Why the lock is stale, or None when it is current."""
         if self.verdict.reason:
             return self.verdict.reason
-        found = self.differences
-        return f"{len(found)} difference(s) from verl's contract" if found else None
+        said = [
+            f"{len(found)} {what}"
+            for found, what in (
+                (self.differences, "difference(s) from verl's contract"),
+                (self.link_failures, "native link failure(s)"),
+            )
+            if found
+        ]
+        return ", ".join(said) or None
 
 
 def check_lockfiles(
-    folder: Path | None, profile: str | None, options_for: OptionsFor, *, offline: bool
+    folder: Path | None,
+    profile: str | None,
+    options_for: OptionsFor,
+    *,
+    offline: bool,
+    links: bool = False,
 ) -> list[CheckedLock]:
     """Each committed lockfile (of `profile`, or every one) in `folder` (default: the tool's own),
-    checked against its profile and against verl's declared contract."""
+    checked against its profile and against verl's declared contract; with `links`, its native
+    libraries against each other."""
     paths = committed_lockfiles(folder or LOCKFILES_DIR, profile)
-    return [CheckedLock(stale_lockfile(p), _extras_gaps(p, options_for, offline)) for p in paths]
+    return [
+        CheckedLock(
+            stale_lockfile(p),
+            _extras_gaps(p, options_for, offline),
+            _link_gaps(p, options_for, offline) if links else [],
+        )
+        for p in paths
+    ]
+
+
+def _link_gaps(path: Path, options_for: OptionsFor, offline: bool) -> list[str]:
+    """Where a library of the lock's wheels needs a versioned symbol another one lacks."""
+    try:
+        lock = read_lockfile(path)
+        settings = lock_index_settings(lock, options_for(lock.profile, lock.cuda.variant))
+        profile = apply_stack(
+            load_profile(lock.profile), lock.verl.ref, allow_unsupported=lock.allow_unsupported_ref
+        )
+        with tempfile.TemporaryDirectory(prefix="verl-lock-links-") as work:
+            check = LinkCheck(settings, Path(work), cache_folder("native-links"), offline)
+            return native_link_gaps(lock, check, replacing_wheels(lock, profile))
+    except BootstrapError as exc:
+        return [f"{UNCHECKED}its native libraries ({exc.message})"]
 
 
 def _extras_gaps(path: Path, options_for: OptionsFor, offline: bool) -> list[str]:

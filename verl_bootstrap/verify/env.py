@@ -14,6 +14,7 @@ from packaging.specifiers import SpecifierSet
 
 from verl_bootstrap import proc
 from verl_bootstrap.envs.base import env_python
+from verl_bootstrap.envs.inventory import site_packages
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.paths import PROBES, checkout_dir
@@ -21,8 +22,9 @@ from verl_bootstrap.profile.models import VerifySpec
 from verl_bootstrap.verify import bytecode
 from verl_bootstrap.verify.backends import SINCE, backend_imports
 from verl_bootstrap.verify.depsfree import DepsFree, Mismatch, deps_free, mismatches, unexplained
+from verl_bootstrap.verify.links import env_libraries, link_gaps
 
-__all__ = ["Check", "VerifyReport", "needs_driver", "needs_ffmpeg", "verify_env"]
+__all__ = ["Check", "VerifyReport", "links_check", "needs_driver", "needs_ffmpeg", "verify_env"]
 
 PROBE = PROBES / "verify_env.py"
 _MARK = "@@VERIFY@@"
@@ -103,6 +105,7 @@ def verify_env(
     checks = [*imports, *_version_checks(answer, spec)]
     free = deps_free(checkout_dir(prefix), no_deps)
     checks.append(_pip_check(python, log_path, spec.overridden, free))
+    checks.append(links_check(prefix))
     checks.append(_gpu_check(answer["gpu"], require_gpu=require_gpu))
     stored = {}
     if all(c.status != "fail" for c in imports):  # keep only what a working env compiled
@@ -217,6 +220,21 @@ def _expected(found: list[Mismatch], free: Mapping[str, DepsFree]) -> str:
         parts.append(f"the profile's overrides of {', '.join(overrides)}")
     lines = "; ".join(m.line for m in found)
     return f"expected, only {' and '.join(parts)}: {lines}"
+
+
+def links_check(prefix: Path) -> Check:
+    """Every native library the env's wheels installed finds each versioned symbol it takes
+    from another of them (read from the files: no GPU, no import needed)."""
+    libraries = env_libraries(site_packages(prefix))
+    lines = [g.line() for g in link_gaps(libraries)]
+    data = {"libraries": len(libraries), "gaps": lines}
+    if lines:
+        return Check(name="native links", status="fail", detail="; ".join(lines), data=data)
+    detail = (
+        f"{len(libraries)} shared libraries: each versioned symbol one takes from another is "
+        "defined there"
+    )
+    return Check(name="native links", status="ok", detail=detail, data=data)
 
 
 def _gpu_check(gpu: dict[str, Any], *, require_gpu: bool) -> Check:

@@ -32,6 +32,12 @@ def flags_lock(lock: argparse.ArgumentParser) -> None:
         "--check", action="store_true", help="exit non-zero when a committed lockfile is stale"
     )
     lock.add_argument(
+        "--links",
+        action="store_true",
+        help="with --check: every native library of each lock's wheels links against the others "
+        "(downloads each native wheel once; what was read is cached)",
+    )
+    lock.add_argument(
         "--python-version",
         metavar="X.Y",
         type=_python_version,
@@ -93,6 +99,8 @@ def cmd_lock(ns: argparse.Namespace) -> int:
 
     if ns.check:
         return _check(ns)
+    if ns.links:
+        raise InputError("--links is a part of --check: pass `lock --check --links`")
     targets = lock_targets(ns.profile, ns.cuda, every=ns.all)
     for skipped in targets.skipped:
         err(f"· {skipped}")
@@ -214,15 +222,16 @@ def _check(ns: argparse.Namespace) -> int:
     from verl_bootstrap.locking.command import check_lockfiles
 
     options_for = functools.partial(scratch_options, ns)  # (profile, variant): a scratch run's
-    checked = check_lockfiles(ns.dir, ns.profile, options_for, offline=ns.offline)
+    checked = check_lockfiles(ns.dir, ns.profile, options_for, offline=ns.offline, links=ns.links)
     stale = [c for c in checked if c.stale]
     if ns.json:
         body = [
             {
                 "path": str(c.verdict.path),
-                "stale": c.verdict.reason,
+                "stale": c.stale,
                 "regenerate": c.verdict.regenerate,
                 "verl_extras": c.gaps,
+                "native_links": c.links if ns.links else None,
             }
             for c in checked
         ]
@@ -236,7 +245,7 @@ def _show_check(checked: list[CheckedLock], stale: list[CheckedLock]) -> None:
     for c in checked:
         bad = c.stale
         out(f"{'✗ stale' if bad else '✓ current'} {c.verdict.path}" + (f": {bad}" if bad else ""))
-        for line in c.gaps:
+        for line in [*c.gaps, *c.links]:
             out(f"    {line}")
         if bad and c.verdict.regenerate:
             out(f"    regenerate: {c.verdict.regenerate}")

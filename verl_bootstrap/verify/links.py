@@ -1,0 +1,152 @@
+"""Whether every native library of one env (or one lock's wheels) links: each versioned symbol a
+library takes from another library of the same set is defined there, at that version. Pure over
+the libraries' link facts (`verify/elf`), so an env's files (`verify`) and a lock's wheels read
+on any host (`lock --check`) are judged alike.
+
+Only what the set provides is judged: a library needed from the host is not the set's to provide
+(the NVIDIA driver's own, which a GPU host carries; glibc, libstdc++ and the rest of the system),
+and a CUDA stub (`lib/stubs/`) only stands in for the driver at build time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from verl_bootstrap.verify.elf import MAGIC, ElfError, ElfLinks, read_links
+
+__all__ = ["HOST_LIBRARIES", "Library", "LinkGap", "env_libraries", "is_library", "link_gaps"]
+
+# the libraries a host provides, never an env's wheels: the driver's (libcuda, libnvidia-ml and
+# the rest of libnvidia-*), glibc's, the C++ and GCC runtimes, and the dynamic loader
+HOST_LIBRARIES = re.compile(
+    r"^(libcuda|libnvidia-[\w-]+|libnvcuvid|libc|libm|libdl|libpthread|librt|libutil|libresolv"
+    r"|libstdc\+\+|libgcc_s|libatomic|ld-linux[\w.-]*|ld64)\.so(\.\d+)*$"
+)
+_LIBRARY_NAME = re.compile(r"[^/]\.so(\.\d+)*$")
+_SHOWN = 3  # missing symbols named per gap; the count says how many more
+
+
+@dataclass(frozen=True)
+class Library:
+    """One shared library of the set: where it is (a path, or `wheel!member`), which
+    distribution holds it, and its link facts."""
+
+    where: str
+    owner: str  # "nvidia-cublas 13.1.0.3"
+    links: ElfLinks
+
+    @property
+    def name(self) -> str:
+        """The name other libraries need it by: its SONAME, else its file name."""
+        return self.links.soname or self.where.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class LinkGap:
+    """A library that needs versioned symbols another library of the set does not define."""
+
+    library: Library
+    provider: Library
+    version: str
+    missing: tuple[str, ...]
+
+    def line(self) -> str:
+        """One line naming the library, what it needs, and who lacks it."""
+        shown = ", ".join(self.missing[:_SHOWN])
+        more = len(self.missing) - _SHOWN
+        shown += f" and {more} more" if more > 0 else ""
+        return (
+            f"{self.library.where} ({self.library.owner}) needs {shown} at version "
+            f"{self.version} of {self.provider.name}, which {self.provider.owner} does not "
+            "define: loading it fails with `undefined symbol`"
+        )
+
+
+def is_library(filename: str) -> bool:
+    """A file name a shared library has (`libx.so`, `libx.so.13`, `mod.cpython-312-....so`)."""
+    return bool(_LIBRARY_NAME.search(filename))
+
+
+def link_gaps(libraries: Iterable[Library]) -> list[LinkGap]:
+    """Each versioned need of one library of the set that its provider in the set lacks."""
+    libraries = [lib for lib in libraries if "/stubs/" not in f"/{lib.where}"]
+    providers: dict[str, list[Library]] = {}
+    for lib in libraries:
+        providers.setdefault(lib.name, []).append(lib)
+    gaps = [g for lib in libraries for g in _gaps_of(lib, providers)]
+    return sorted(gaps, key=lambda g: (g.library.where, g.provider.name, g.version))
+
+
+def _gaps_of(lib: Library, providers: Mapping[str, list[Library]]) -> Iterator[LinkGap]:
+    for needed, versions in sorted(lib.links.needs.items()):
+        found = providers.get(needed)
+        if not found or HOST_LIBRARIES.match(needed):
+            continue
+        for version, symbols in sorted(versions.items()):
+            # several copies of one SONAME: the need is met when any one defines it all
+            missing = min((_lacks(p, version, symbols) for p in found), key=len)
+            if missing:
+                provider = next(p for p in found if _lacks(p, version, symbols) == missing)
+                yield LinkGap(lib, provider, version, missing)
+
+
+def _lacks(provider: Library, version: str, symbols: frozenset[str]) -> tuple[str, ...]:
+    defined = provider.links.defines.get(version, frozenset())
+    return tuple(sorted(symbols - defined))
+
+
+def env_libraries(site_packages: Iterable[Path]) -> list[Library]:
+    """Every ELF shared library under the env's site-packages (regular files; a link to one is
+    the same library), with the distribution whose RECORD lists it."""
+    found = []
+    for root in site_packages:
+        owners = _owners(root)
+        for path in _library_files(root):
+            links = _read(path)
+            if links is not None:
+                inside = path.relative_to(root).as_posix()
+                found.append(Library(inside, owners.get(inside, "no distribution's"), links))
+    return found
+
+
+def _owners(root: Path) -> dict[str, str]:
+    """Each library file's path (under `root`) -> "name version" of the distribution whose
+    RECORD lists it (the dist-info folder's name gives both)."""
+    out: dict[str, str] = {}
+    for info in sorted(root.glob("*.dist-info")):
+        name, _, version = info.name[: -len(".dist-info")].partition("-")
+        try:
+            lines = (info / "RECORD").read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            path = line.split(",", 1)[0]
+            if is_library(path):
+                out[os.path.normpath(path)] = f"{canonicalize_name(name)} {version}"
+    return out
+
+
+def _library_files(root: Path) -> Iterator[Path]:
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(folder, name)
+            if is_library(name) and not path.is_symlink() and path.is_file():
+                yield path
+
+
+def _read(path: Path) -> ElfLinks | None:
+    """The library's link facts; None for a file that is not an ELF library."""
+    try:
+        with path.open("rb") as stream:
+            if stream.read(4) != MAGIC:
+                return None
+            return read_links(stream)
+    except (OSError, ElfError):
+        return None
