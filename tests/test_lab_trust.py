@@ -293,3 +293,27 @@ def test_a_lockfile_may_size_a_build_and_never_drops_what_the_profile_sets(
     step = done.stdout[done.stdout.index("flash-attn [stage]") :]
     env = next(line for line in step.splitlines() if line.strip().startswith("env:"))
     assert "FLASH_ATTENTION_FORCE_BUILD=TRUE" in env, step
+
+
+CLIMB = "https://github.com/Dao-AILab/flash-attention/releases/download/"
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        (f"{CLIMB}../../../../attacker/evil/releases/download/v1/x.whl", "a '..' segment"),
+        (f"{CLIMB}%2e%2e/%2E%2E/%2e%2e/%2e%2e/attacker/x.whl", "encoded dot, slash"),
+        (f"{CLIMB}v2.8.3%2f..%2f..%2fattacker/x.whl", "encoded dot, slash"),
+        (f"{CLIMB}v2.8.3//x.whl", "an empty segment"),
+        (f"{CLIMB}./v2.8.3/x.whl", "a '.' segment"),
+    ],
+)
+def test_a_kernel_wheel_url_climbing_out_of_its_declared_source_is_refused(
+    tmp_path: Path, url: str, said: str
+) -> None:
+    """The official release path is a string prefix of each URL, but each climbs out of the
+    repository (or could, once a server decodes it): refused when the lockfile is read."""
+    done = fsdp_plan(fsdp_lock(tmp_path, url))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "kernel_wheel.url" in done.stderr and said in done.stderr, done.stderr
+    assert "attacker" not in done.stdout

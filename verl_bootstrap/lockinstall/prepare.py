@@ -41,6 +41,7 @@ from verl_bootstrap.profile.models import RESERVED_STEP_IDS, Profile, PythonSpec
 from verl_bootstrap.profile.stagespec import StageSpec, stage_specs
 from verl_bootstrap.redact import redact
 from verl_bootstrap.safety.buildvars import not_covered
+from verl_bootstrap.safety.urlmatch import url_within
 from verl_bootstrap.source.spec import SourceSpec
 
 __all__ = [
@@ -190,7 +191,8 @@ def _check_stage_env(lock: Lockfile, path: Path, profile: Profile, variant: str)
 
 def _check_kernel_urls(lock: Lockfile, path: Path, profile: Profile, variant: str) -> None:
     """A kernel wheel the lockfile records by URL comes from a source the profile declares for
-    that stage (its release pattern, or its index's host): a lab mate's lockfile cannot send the
+    that stage (its release pattern, or its index's host), compared as URLs (safety/urlmatch.py:
+    no `..` climbs out of the declared repository): a lab mate's lockfile cannot send the
     download (its sha256 is the lockfile's own word) to a host the profile never named."""
     kernels = {s.id: s.kernel for s in stage_specs(profile, variant) if s.kernel}
     urls = {name: index.url for name, index in profile.indexes.items()}
@@ -199,7 +201,7 @@ def _check_kernel_urls(lock: Lockfile, path: Path, profile: Profile, variant: st
             url = dist.kernel_wheel.url if dist.kernel_wheel else None
             kernel = kernels.get(stage.id)
             prefixes = kernel.url_prefixes(urls) if kernel else ()
-            if url and not any(url.startswith(p) for p in prefixes):
+            if url and not any(url_within(url, p) for p in prefixes):
                 raise InputError(
                     f"{path}: stage {stage.id}: {dist.name}'s kernel_wheel.url {redact(url)} "
                     f"is not from a source profile {profile.name!r} declares for the stage",
