@@ -19,6 +19,7 @@ from verl_bootstrap.cluster.frames import (
     FRAME,
     NODE_LINE,
     TaskOutput,
+    lines_of,
     read_answer,
     split_output,
     step_notes,
@@ -122,7 +123,7 @@ def _log_readable(
 ) -> None:
     """The run's log as a person reads it: srun's lines less the framed parts, then each
     node's decoded answer (masked when it was read, as every logged line is)."""
-    kept = [ln for ln in output.splitlines() if not _PART_LINE.match(ln)]
+    kept = [ln for ln in lines_of(output) if not _PART_LINE.match(ln)]
     decoded = [json.dumps(a, sort_keys=True) for a in answers or []]
     with log_path.open("a", encoding="utf-8") as log:
         # srun's options; the node script and its arguments after them are ours, and long
@@ -133,7 +134,7 @@ def _log_readable(
 def read_answers(output: str, job: NodeJob, *, nodes: int | None) -> list[dict[str, Any]] | None:
     """Each task's answer in what srun printed (a task that said nothing is an error too);
     None when no task printed anything (srun itself failed)."""
-    tasks = split_output(output)
+    tasks = split_output(output, nodes)
     if not any(t.lines for t in tasks.values()):
         return None
     numbers = sorted({*range(nodes or 0), *tasks})
