@@ -245,3 +245,18 @@ def test_cluster_verify_reads_a_hostile_nodes_output_as_that_nodes_own(tmp_path:
         }
     ]
     assert [n["node_name"] for n in report["nodes"]] == ["n1", "n2", "n3"]
+
+
+def test_a_nodes_name_with_bidirectional_and_escape_characters_is_shown_escaped(
+    tmp_path: Path,
+) -> None:
+    """A node names itself (its first line): U+202E would show the rest of the table's line
+    right to left, ESC [2J would clear the screen. The table shows both escaped."""
+    output = recorded("verify-3-nodes.txt").replace(
+        "0: @@VB-ANSWER@@ node n1", "0: @@VB-ANSWER@@ node n1\u202eevil\x1b[2J"
+    )
+    argv = ["cluster", "verify", "--slurm", "--prefix", "/p", "--fingerprint-only"]
+    done = run_tool(*argv, env=fake_srun(tmp_path, output), timeout=120)
+    assert done.returncode == 1, done.stderr  # n2's recorded env holds nothing: they differ
+    assert "n1\\u202eevil\\x1b[2J" in done.stdout
+    assert "\u202e" not in done.stdout + done.stderr and "\x1b" not in done.stdout

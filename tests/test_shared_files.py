@@ -81,6 +81,30 @@ def test_the_printing_layer_shows_control_characters_escaped(
     assert printable("plain: ok") == "plain: ok"
 
 
+@pytest.mark.parametrize(
+    "mark",
+    ["\u202e", "\u202a", "\u202d", "\u2066", "\u2067", "\u2069", "\u200f", "\u061c", "\u2028"],
+)
+def test_the_printing_layer_shows_bidirectional_controls_escaped(
+    mark: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """U+202E RIGHT-TO-LEFT OVERRIDE (and the embeddings, isolates and marks) would show the
+    rest of the line in another order than it has; a line separator would break it."""
+    out(f"env /tmp/{mark}hsab.exe")
+    assert capsys.readouterr().out == f"env /tmp/\\u{ord(mark):04x}hsab.exe\n"
+    assert printable("caf\u00e9 \u2713") == "caf\u00e9 \u2713"  # other text stays as it is
+
+
+def test_a_path_with_a_bidirectional_override_is_shown_escaped_in_a_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prefix = tmp_path / "env\u202etxt.exe"
+    code, shown, said = run(["plan", "--profile", "cpu", "--prefix", str(prefix)], capsys)
+    assert code == 0, said
+    assert f"{tmp_path}/env\\u202etxt.exe" in shown
+    assert "\u202e" not in shown + said
+
+
 @pytest.mark.parametrize("url", ["https://user:pw@host.invalid/wh", "s3://user:pw@bucket/wh"])
 def test_wheelhouse_add_refuses_a_url_and_makes_no_folder(
     url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

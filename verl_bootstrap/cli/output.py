@@ -1,12 +1,14 @@
 """The only place that writes to the terminal: a leaf every CLI module may import. It also decides
 whether a stream gets colour (--color, NO_COLOR, a terminal).
 
-Text from files other people made (an index key, a record's profile name, a lockfile's field)
-can hold control characters: an escape sequence would drive the terminal, a carriage return
-would write over what the line said. Every line written here shows them as `\\xNN` instead;
-a line break and a tab stay, since the tool's own messages are laid out with them. `paint` marks
-its colours with private-use characters that only this module turns into colour codes, after
-the text around them was made printable.
+Text from files other people made (an index key, a record's profile name, a lockfile's field),
+from other machines (a node's name) and from subprocesses can hold control characters: an escape
+sequence would drive the terminal, a carriage return would write over what the line said, and a
+bidirectional control (U+202E RIGHT-TO-LEFT OVERRIDE, the isolates) would show the line's text
+in another order than it has. Every line written here shows them as `\\xNN` or `\\uNNNN`
+instead; a line break and a tab stay, since the tool's own messages are laid out with them.
+`paint` marks its colours with private-use characters that only this module turns into colour
+codes, after the text around them was made printable.
 """
 
 from __future__ import annotations
@@ -39,18 +41,25 @@ COLOR_MODES = ("auto", "always", "never")
 _STYLE = {"ok": "32", "warn": "33", "fail": "31", "dim": "2", "bold": "1", "step": "36"}
 _mode = ["auto"]  # set once per run by the CLI's entry (--color); a list so no `global` is needed
 
-# C0 controls but tab and line feed, DEL and the C1 controls (a terminal reads \x9b as ESC [)
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0 controls but tab and line feed, DEL and the C1 controls (a terminal reads \x9b as ESC [);
+# the bidirectional marks, embeddings, overrides and isolates, and the Unicode line and
+# paragraph separators (a break the tool did not write)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 _OPEN, _CLOSE = "\ue000", "\ue001"  # paint's marks around a colour's number
 _MARKED = re.compile(f"{_OPEN}([0-9]+){_CLOSE}")
 
 
 def printable(text: str) -> str:
     """`text` with every credential masked (the last wall: callers redact what they print too),
-    every control character but a line break and a tab shown as `\\xNN`, then paint's colour
-    marks turned into colour codes."""
-    shown = _CONTROL.sub(lambda found: f"\\x{ord(found[0]):02x}", redact(text))
+    every control character but a line break and a tab shown as `\\xNN` (a bidirectional one
+    as `\\uNNNN`), then paint's colour marks turned into colour codes."""
+    shown = _CONTROL.sub(_escaped, redact(text))
     return _MARKED.sub(lambda found: f"\x1b[{found[1]}m", shown)
+
+
+def _escaped(found: re.Match[str]) -> str:
+    code = ord(found[0])
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def set_color(mode: str) -> None:
