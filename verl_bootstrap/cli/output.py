@@ -112,9 +112,25 @@ def err(text: str) -> None:
     print(printable(text), file=sys.stderr)
 
 
+# bytes of one name (as Linux file systems take it) and of a whole path: half the system's 4096,
+# so what the tool puts under a path (an env's site-packages, its state) fits too
+_NAME_MAX, _PATH_MAX = 255, 2048
+
+
 def path_arg(value: str) -> Path:
-    """An argparse type for paths (expands ~)."""
-    return Path(value).expanduser()
+    """An argparse type for paths (expands ~). An empty one (it would be the current folder:
+    `--prefix ''` planned an env there) and one too long for what the tool puts under it are
+    refused, so argparse exits 2 naming the flag."""
+    if not value:
+        raise argparse.ArgumentTypeError("an empty path (give a folder, e.g. ./env)")
+    path = Path(value).expanduser()
+    longest = max((len(os.fsencode(part)) for part in path.parts), default=0)
+    if longest > _NAME_MAX or len(os.fsencode(str(path))) > _PATH_MAX:
+        raise argparse.ArgumentTypeError(
+            f"a path of {len(value)} characters: a name in it may be at most {_NAME_MAX} "
+            f"bytes, the whole path {_PATH_MAX}"
+        )
+    return path
 
 
 def seconds_arg(value: str) -> float:

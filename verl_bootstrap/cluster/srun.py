@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +105,12 @@ def slurm_answers(
 ) -> list[dict[str, Any]]:
     """One answer per node: its report (or command's exit), or an error saying what went wrong."""
     nodes = _node_count(options, environ)
+    if shutil.which("srun", path=environ.get("PATH")) is None:
+        raise InputError(
+            "--slurm runs its job steps with srun, and srun is not on PATH",
+            hint="run it where Slurm's commands are (a login node; `module load slurm` on some "
+            "clusters), or use --ray-address for a Ray cluster",
+        )
     argv = srun_argv(job, options, nodes=nodes)
     # Not streamed to the log: the framed parts are base64, which no redaction can read.
     done = proc.run(argv, check=False, keep_output=True)
