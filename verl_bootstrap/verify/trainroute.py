@@ -88,7 +88,7 @@ def _temp_base() -> str | None:
     return base if len(base) <= _SHORT_TEMP or not Path("/tmp").is_dir() else "/tmp"
 
 
-def _private_ray(folder: Path, token: Path) -> dict[str, str]:
+def _private_ray(folder: Path, token: Path) -> dict[str, str | None]:
     return {
         "RAY_TMPDIR": str(folder),  # the session, its logs and sockets: not the shared /tmp/ray
         # Ray's single-machine mode (its default on macOS and Windows): the node's address is
@@ -96,6 +96,7 @@ def _private_ray(folder: Path, token: Path) -> dict[str, str]:
         "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
         "RAY_AUTH_MODE": "token",  # a local user who finds the port still needs the token
         "RAY_AUTH_TOKEN_PATH": str(token),
+        "RAY_AUTH_TOKEN": None,  # a token inherited (a Ray node's) would be read first
     }
 
 
