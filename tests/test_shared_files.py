@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from scaffold import run
 
-from verl_bootstrap.cli.output import out, printable
+from verl_bootstrap.cli.output import out, paint, printable, set_color
 
 ESC = "\x1b"
 KEY = {
@@ -93,6 +93,22 @@ def test_the_printing_layer_shows_bidirectional_controls_escaped(
     out(f"env /tmp/{mark}hsab.exe")
     assert capsys.readouterr().out == f"env /tmp/\\u{ord(mark):04x}hsab.exe\n"
     assert printable("caf\u00e9 \u2713") == "caf\u00e9 \u2713"  # other text stays as it is
+
+
+def test_text_from_elsewhere_cannot_forge_the_printing_layers_colour_marks(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`paint` marks a colour with private-use characters that become an escape sequence only
+    when printed: a node's name holding them (8: concealed text) stays as it is."""
+    set_color("always")
+    try:
+        out("node n1\ue0008\ue001 and what follows")
+        out(paint("ok", "ok"))
+    finally:
+        set_color("auto")
+    forged, painted = capsys.readouterr().out.splitlines()
+    assert "\x1b" not in forged and forged == "node n1\ue0008\ue001 and what follows"
+    assert painted == "\x1b[32mok\x1b[0m"  # the tool's own colour still shows
 
 
 def test_a_path_with_a_bidirectional_override_is_shown_escaped_in_a_plan(

@@ -18,6 +18,7 @@ import json
 import math
 import os
 import re
+import secrets
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -45,7 +46,9 @@ _mode = ["auto"]  # set once per run by the CLI's entry (--color); a list so no 
 # the bidirectional marks, embeddings, overrides and isolates, and the Unicode line and
 # paragraph separators (a break the tool did not write)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
-_OPEN, _CLOSE = "\ue000", "\ue001"  # paint's marks around a colour's number
+# paint's marks around a colour's number, with a key of this process: text from elsewhere (a
+# node's name) holding the marks themselves cannot forge a colour (8: text made invisible)
+_OPEN, _CLOSE = f"\ue000{secrets.token_hex(6)}", "\ue001"
 _MARKED = re.compile(f"{_OPEN}([0-9]+){_CLOSE}")
 
 
@@ -84,7 +87,7 @@ def paint(text: str, style: str, stream: TextIO | None = None) -> str:
     code = _STYLE.get(style)
     if not code or not text or not wants_color(stream or sys.stderr):
         return text
-    plain = text.replace(_OPEN, "\\ue000").replace(_CLOSE, "\\ue001")  # no forged colour
+    plain = text.replace(_OPEN, "\\ue000").replace(_CLOSE, "\\ue001")  # its own marks' end
     return f"{_OPEN}{code}{_CLOSE}{plain}{_OPEN}0{_CLOSE}"
 
 
