@@ -65,6 +65,7 @@ class RangeServer(http.server.ThreadingHTTPServer):
         self.ranges, self.corrupt = True, False
         self.release: tuple[bytes, str] | None = None
         self.pace = 0.0  # seconds between 64 KiB pieces: a slow link
+        self.stall = 0.0  # seconds of silence after the headers: a server that went quiet
         self.seen: list[tuple[str | None, str | None, int, int]] = []
 
     def handle_error(self, request: object, client_address: object) -> None:
@@ -105,16 +106,18 @@ class _RangeHandler(http.server.BaseHTTPRequestHandler):
         part = server.body[start:]
         if start and server.corrupt:
             part = bytes(b ^ 0xFF for b in part)
-        self.send_response(206 if start else 200)
-        self.send_header("Content-Length", str(len(part)))
-        self.send_header("ETag", server.etag)
-        if start:
-            self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
-        self.end_headers()
+        length, status, etag = len(part), 206 if start else 200, server.etag
         if server.drops:
             part, self.close_connection = part[: server.cut], True  # the rest never comes
             server.dropped()
-        server.seen.append((asked, if_range, 206 if start else 200, len(part)))
+        server.seen.append((asked, if_range, status, len(part)))
+        self.send_response(status)
+        self.send_header("Content-Length", str(length))
+        self.send_header("ETag", etag)
+        if start:
+            self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
+        self.end_headers()
+        time.sleep(server.stall)
         self._send(part, server.pace)
 
     def _send(self, part: bytes, pace: float) -> None:

@@ -128,6 +128,18 @@ def test_the_retries_are_bounded(server: RangeServer, tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_server_that_goes_quiet_before_a_byte_is_not_asked_again(
+    server: RangeServer, tmp_path: Path
+) -> None:
+    """A stall with nothing sent is no dropped transfer: four more waits of `timeout` each
+    would only make the failure slower."""
+    server.stall = 3.0
+    with pytest.raises(HttpError) as caught:
+        download(server.url, tmp_path / "x.whl", timeout=0.5)
+    assert caught.value.timed_out
+    assert len(server.seen) == 1
+
+
 def test_an_answer_that_is_no_drop_is_not_asked_again(tmp_path: Path) -> None:
     httpd = serve_ranges(PAYLOAD)
     try:

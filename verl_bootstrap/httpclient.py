@@ -91,6 +91,7 @@ class _Partial:
     size: int = 0
     total: int | None = None
     validator: str | None = None
+    got: int = 0  # bytes the latest answer brought
 
     def headers(self) -> dict[str, str]:
         """Range and If-Range for the rest, when there is a rest and a validator to ask by."""
@@ -293,18 +294,19 @@ def _exchange(ask: _Ask, stop: threading.Event) -> _Answer:
         raise HttpError(_reason(exc), timed_out=True, retryable=True) from None
     except (requests.exceptions.RequestException, OSError, ValueError) as exc:
         # no route, refused, TLS, an unreadable CA file, a URL requests cannot parse; a server
-        # that took the connection and closed it before answering may answer the next one
-        raise HttpError(_reason(exc), retryable=_hung_up(exc)) from None
+        # that took the connection and closed it (or went quiet mid-body: requests raises that
+        # as a ConnectionError too) may answer the next one
+        quiet = "Read timed out" in str(exc)
+        raise HttpError(_reason(exc), timed_out=quiet, retryable=quiet or _hung_up(exc)) from None
 
 
 def _hung_up(exc: BaseException) -> bool:
     """Whether the server took the connection and then dropped it (not: refused, no route)."""
     import requests  # noqa: PLC0415 - loaded only for a remote URL: --help and plan start faster
 
-    if not isinstance(exc, requests.exceptions.ConnectionError):
-        return False
-    text = str(exc)  # requests raises a read that stalled mid-body as a ConnectionError too
-    return any(m in text for m in ("Connection aborted", "Connection reset", "Read timed out"))
+    text = str(exc)
+    dropped = "Connection aborted" in text or "Connection reset" in text
+    return isinstance(exc, requests.exceptions.ConnectionError) and dropped
 
 
 def _body(
@@ -402,11 +404,14 @@ def _download_into(url: str, path: Path, timeout: float, deadline: float) -> Non
     partial, ends = _Partial(path), time.monotonic() + deadline
     partial.restart()
     for pause in (*_PAUSES, None):
+        partial.got = 0
         try:
             _download_part(url, partial, timeout, ends - time.monotonic())
             return
         except HttpError as exc:
-            if not exc.retryable or pause is None or ends - time.monotonic() <= pause:
+            # a server that went quiet is asked again only if it sent something this time
+            stalled = exc.timed_out and not partial.got
+            if not exc.retryable or stalled or pause is None or ends - time.monotonic() <= pause:
                 raise
             _say_retry(url, partial, exc, pause)
             time.sleep(pause)
@@ -449,6 +454,7 @@ def _into_partial(answer: requests.Response, partial: _Partial, stop: threading.
                 return
             sink.write(chunk)
             partial.size += len(chunk)
+            partial.got += len(chunk)
 
 
 def _validator(headers: Mapping[str, str]) -> str | None:
