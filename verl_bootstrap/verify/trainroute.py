@@ -61,45 +61,6 @@ _ISOLATED = {
 }
 
 
-_TOKEN_FILE = "auth_token"
-# Ray's session folder holds its Unix sockets (`.../ray/session_<time>_<pid>/sockets/raylet`,
-# about 75 bytes past the folder), and a socket's path may be at most 107 bytes
-_SHORT_TEMP = 32
-
-
-@contextmanager
-def step_environment(route: Route) -> Iterator[dict[str, str | None]]:
-    """The variables of one training run (the route's, and a private Ray's), while it runs: its
-    folder, made here with mode 0700, is removed when the run is over."""
-    folder = Path(tempfile.mkdtemp(prefix="vb-ray-", dir=_temp_base()))
-    try:
-        token = folder / _TOKEN_FILE
-        fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as sink:
-            sink.write(secrets.token_hex(32))
-        yield {**route.environment(), **_private_ray(folder, token)}
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _temp_base() -> str | None:
-    """The system's temp folder, unless it is too long for Ray's sockets (then /tmp)."""
-    base = tempfile.gettempdir()
-    return base if len(base) <= _SHORT_TEMP or not Path("/tmp").is_dir() else "/tmp"
-
-
-def _private_ray(folder: Path, token: Path) -> dict[str, str | None]:
-    return {
-        "RAY_TMPDIR": str(folder),  # the session, its logs and sockets: not the shared /tmp/ray
-        # Ray's single-machine mode (its default on macOS and Windows): the node's address is
-        # 127.0.0.1, and Ray's servers then listen on it alone, not on every interface
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-        "RAY_AUTH_MODE": "token",  # a local user who finds the port still needs the token
-        "RAY_AUTH_TOKEN_PATH": str(token),
-        "RAY_AUTH_TOKEN": None,  # a token inherited (a Ray node's) would be read first
-    }
-
-
 @dataclass(frozen=True)
 class Route:
     """One way to run a level: `cpu` (the plugin) or `gpu:<rollout>`; `blocked` says why none."""
@@ -232,6 +193,45 @@ class Route:
             return []
         # verl's worker groups ask Ray for "GPU" units: one placeholder unit for the one worker
         return ["+ray_kwargs.ray_init.num_gpus=1", "ray_kwargs.ray_init.num_cpus=16"]
+
+
+_TOKEN_FILE = "auth_token"
+# Ray's session folder holds its Unix sockets (`.../ray/session_<time>_<pid>/sockets/raylet`,
+# about 75 bytes past the folder), and a socket's path may be at most 107 bytes
+_SHORT_TEMP = 32
+
+
+@contextmanager
+def step_environment(route: Route) -> Iterator[dict[str, str | None]]:
+    """The variables of one training run (the route's, and a private Ray's), while it runs: its
+    folder, made here with mode 0700, is removed when the run is over."""
+    folder = Path(tempfile.mkdtemp(prefix="vb-ray-", dir=_temp_base()))
+    try:
+        token = folder / _TOKEN_FILE
+        fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as sink:
+            sink.write(secrets.token_hex(32))
+        yield {**route.environment(), **_private_ray(folder, token)}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _temp_base() -> str | None:
+    """The system's temp folder, unless it is too long for Ray's sockets (then /tmp)."""
+    base = tempfile.gettempdir()
+    return base if len(base) <= _SHORT_TEMP or not Path("/tmp").is_dir() else "/tmp"
+
+
+def _private_ray(folder: Path, token: Path) -> dict[str, str | None]:
+    return {
+        "RAY_TMPDIR": str(folder),  # the session, its logs and sockets: not the shared /tmp/ray
+        # Ray's single-machine mode (its default on macOS and Windows): the node's address is
+        # 127.0.0.1, and Ray's servers then listen on it alone, not on every interface
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        "RAY_AUTH_MODE": "token",  # a local user who finds the port still needs the token
+        "RAY_AUTH_TOKEN_PATH": str(token),
+        "RAY_AUTH_TOKEN": None,  # a token inherited (a Ray node's) would be read first
+    }
 
 
 def _trainer(ckpt: Path, steps: int, device: str) -> list[str]:
