@@ -14,9 +14,12 @@ import io
 import json
 import re
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from test_bad_input import CASES, FIFO, GOOD_LOCK, PLAN, PROFILE, Case, lock_with, served  # noqa: F401 - served: the runner's fixture
 from test_bad_input import test_bad_input_is_refused_cleanly as _run_one
 
@@ -109,6 +112,42 @@ def no_first_hashes(text: str, where: str) -> str:
 
 
 SERVED_VAR = "served/vars.yaml"
+
+IPV6_INDEX = "env: {backend: venv}\nindexes: {lab: {url: 'http://[::1'}}"
+LINE_BREAK_INDEX = (
+    'env: {backend: venv}\nindexes: {lab: {url: "https://a.invalid/s\\n--extra-index-url=x"}}'
+)
+FSDP_LOCK = REPO / "lockfiles" / "fsdp" / "cu128-linux-64.lock.yaml"
+
+
+def _fsdp_flash(change: Callable[[dict[str, Any]], None]) -> str:
+    """The committed fsdp cu128 lock with its flash-attn stage changed by `change`."""
+    body: dict[str, Any] = yaml.safe_load(FSDP_LOCK.read_text())
+    change(next(s for s in body["stages"] if s["id"] == "flash-attn"))
+    return yaml.safe_dump(body)
+
+
+def lock_plan_gpu(url: str, message: str) -> Case:
+    """The fsdp lock whose flash-attn records a release kernel wheel at `url`, planned."""
+    wheel = {
+        "file": "flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl",
+        "sha256": "a" * 64,
+        "source": "release",
+        "key": {"torch": "2.10.0", "cuda": "12.8", "cxx11abi": True, "python": "cp312"},
+        "url": url,
+    }
+    wheel["key"]["platform"] = "linux_x86_64"  # type: ignore[index]
+    body = _fsdp_flash(lambda stage: stage["distributions"][0].update(kernel_wheel=wheel))
+    argv = ["plan", "--profile", "fsdp", "--cuda", "cu128", "--lockfile", "{t}/l.yaml"]
+    return Case({"l.yaml": body}, [*argv, "--frozen", "--prefix", "{t}/env"], 2, message)
+
+
+def lock_env_gpu(env: dict[str, str], message: str) -> Case:
+    """The fsdp lock whose flash-attn stage sets `env`, planned --frozen."""
+    body = _fsdp_flash(lambda stage: stage.update(env=env))
+    argv = ["plan", "--profile", "fsdp", "--cuda", "cu128", "--lockfile", "{t}/l.yaml"]
+    return Case({"l.yaml": body}, [*argv, "--frozen", "--prefix", "{t}/env"], 2, message)
+
 
 MORE: dict[str, Case] = {
     # --- values Python refuses: a 5,001-digit number, an unclosed IPv6 host ---
@@ -468,6 +507,99 @@ MORE: dict[str, Case] = {
         ["profiles", "validate", "{t}/p.yaml"],
         2,
         "deps",
+    ),
+    # --- issue 41: untrusted input reaching uv's arguments, the terminal, or a crash ---
+    "profile-index-unclosed-ipv6": Case(
+        {"p.yaml": PROFILE.replace("env: {backend: venv}", IPV6_INDEX)},
+        ["profiles", "validate", "{t}/p.yaml"],
+        2,
+        "indexes.lab.url: 'http://[::1' is not a URL",
+    ),
+    "profile-index-unclosed-ipv6-planned": Case(
+        {"p.yaml": PROFILE.replace("env: {backend: venv}", IPV6_INDEX)},
+        ["plan", "--profile", "{t}/p.yaml", "--prefix", "{t}/env"],
+        2,
+        "'http://[::1' is not a URL",
+    ),
+    "profile-index-line-break": Case(
+        {"p.yaml": PROFILE.replace("env: {backend: venv}", LINE_BREAK_INDEX)},
+        ["profiles", "validate", "{t}/p.yaml"],
+        2,
+        "an index URL must be one line",
+    ),
+    "index-flag-line-break": Case(
+        {},
+        [*PLAN, "--prefix", "{t}/env", "--index", "default=https://a.invalid/s\n--pre"],
+        2,
+        "holds a line break or control character",
+    ),
+    "index-flag-unclosed-ipv6": Case(
+        {}, [*PLAN, "--prefix", "{t}/env", "--index", "lab=http://[::1"], 2, "is not a URL"
+    ),
+    "site-index-url-line-break": planned(
+        'mirrors: {pypi: {index_url: "https://a.invalid/s\\n--extra-index-url=https://x.invalid"}}',
+        "mirrors.pypi.index_url holds a line break or control character",
+    ),
+    "site-extra-index-tab": planned(
+        'mirrors: {pypi: {extra_index_urls: ["https://a.invalid/s\\t--pre"]}}',
+        "mirrors.pypi.extra_index_urls[0] holds a line break",
+    ),
+    "site-index-url-line-break-from-a-variable": Case(
+        {"c.yaml": config("mirrors: {pypi: {index_url: '${VB_LAB_INDEX}'}}")},
+        [*PLAN, "--prefix", "{t}/env", "--config", "{t}/c.yaml"],
+        2,
+        "mirrors.pypi.index_url holds a line break",
+        env={"VB_LAB_INDEX": "https://a.invalid/s\n--extra-index-url=https://x.invalid"},
+    ),
+    "prefix-empty": Case({}, [*PLAN, "--prefix", ""], 2, "argument --prefix: an empty path"),
+    "prefix-a-name-too-long": Case(
+        {}, [*PLAN, "--prefix", "{t}/" + "a" * 5000], 2, "a name in it may be at most 255 bytes"
+    ),
+    "prefix-too-long": Case(
+        {}, [*PLAN, "--prefix", "{t}/" + "ab/" * 800], 2, "the whole path 2048"
+    ),
+    "train-dir-a-file": Case(
+        {"env/bin/python": "", "notes.txt": "mine"},
+        ["verify", "--prefix", "{t}/env", "--train", "rl", "--train-dir", "{t}/notes.txt"],
+        2,
+        "--train-dir {t}/notes.txt: it is not a folder",
+    ),
+    "train-dir-etc-passwd": Case(
+        {"env/bin/python": ""},
+        ["verify", "--prefix", "{t}/env", "--train", "sft", "--train-dir", "/etc/passwd"],
+        2,
+        "--train-dir /etc/passwd: it is not a folder",
+    ),
+    "train-dir-under-a-file": Case(
+        {"env/bin/python": "", "notes.txt": "mine"},
+        ["verify", "--prefix", "{t}/env", "--train", "rl", "--train-dir", "{t}/notes.txt/x"],
+        2,
+        "{t}/notes.txt is not a folder",
+    ),
+    "slurm-submit-without-srun": Case(
+        {},
+        ["cluster", "verify", "--slurm", "--submit", "--nodes", "2", "--prefix", "/p"],
+        2,
+        "srun is not on PATH",
+        env={"PATH": "{t}/no-slurm-here"},
+    ),
+    "lock-kernel-url-climbs-out": lock_plan_gpu(
+        "https://github.com/Dao-AILab/flash-attention/releases/download/"
+        "../../../../attacker/evil/releases/download/v1/flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl",
+        "kernel_wheel.url: Value error, must be a plain URL: its path holds a '..' segment",
+    ),
+    "lock-kernel-url-encoded-dots": lock_plan_gpu(
+        "https://github.com/Dao-AILab/flash-attention/releases/download/"
+        "%2e%2e/%2e%2e/attacker/flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl",
+        "holds an encoded dot, slash or percent sign",
+    ),
+    "lock-forces-no-build": lock_env_gpu(
+        {"FLASH_ATTENTION_FORCE_BUILD": "FALSE", "MAX_JOBS": "4"},
+        "FLASH_ATTENTION_FORCE_BUILD='FALSE' where the profile sets 'TRUE'",
+    ),
+    "lock-skips-the-cuda-build": lock_env_gpu(
+        {"FLASH_ATTENTION_FORCE_BUILD": "TRUE", "FLASH_ATTENTION_SKIP_CUDA_BUILD": "TRUE"},
+        "FLASH_ATTENTION_SKIP_CUDA_BUILD, which the profile's stage does not set",
     ),
 }
 

@@ -1,13 +1,18 @@
 """What `srun --label` prints, read back: recorded from a real srun (tests/data/slurm, see its
 README), then cut at 1 KiB, interleaved, garbled and mixed with noise; an answer that cannot be
-read is that node's error, never an exception."""
+read is that node's error, never an exception. A node is a hostile peer too: what it prints
+never reads as srun's own word, nor as another node's (a fake `srun` on PATH replays what real
+srun would print of such a node: the only fake here, standing for that node)."""
 
 from __future__ import annotations
 
 import itertools
+import json
+import resource
 from pathlib import Path
 
 import pytest
+from scaffold import run_tool, with_env
 
 from verl_bootstrap.cluster.frames import read_answer, split_output
 from verl_bootstrap.cluster.nodes import NodeJob
@@ -168,3 +173,90 @@ def test_the_log_holds_each_answer_decoded_and_masked_never_its_base64(tmp_path:
     assert not [ln for ln in text.splitlines() if ln.startswith("0: @@VB-ANSWER@@ 0 ")]
     assert text.startswith("$ srun --label sh -c ...\n")
     assert "noise" in text
+
+
+def forged(*lines: str, cut: int | None = None) -> str:
+    """The recorded three-node answer with `lines` in n1's own output (after its first line),
+    and task `cut`'s answer cut short (its end line lost)."""
+    kept = recorded("verify-3-nodes.txt").split("\n")
+    if cut is not None:
+        kept.remove(f"{cut}: @@VB-ANSWER@@ end")
+    first = kept.index("0: @@VB-ANSWER@@ node n1") + 1
+    return "\n".join([*kept[:first], *lines, *kept[first:]])
+
+
+# What n1 prints: a carriage return, then what srun's own note on n2 would say. srun labels the
+# line as n1's ("0: "), and a terminal would show only the note.
+OOM = "0: fetching 50%\rsrun: error: n2: task 1: Out of memory, rerun with --mem=0"
+
+
+def test_a_carriage_return_in_a_nodes_line_forges_no_srun_note() -> None:
+    answers = read_answers(forged(OOM, "0: \x0csrun: Force Terminated", cut=1), REPORT, nodes=3)
+    assert answers is not None
+    assert answers[1]["error"] == (
+        "task 1: its answer was cut short (no end line); last lines: warning: a noisy sitecustomize"
+    )
+    assert answers[0]["error"] is None and answers[2]["error"] is None
+
+
+def test_a_task_range_past_the_jobs_tasks_names_only_the_jobs_tasks() -> None:
+    output = forged(cut=1) + "\nsrun: error: n2: tasks 1-999999: Killed\n"
+    answers = read_answers(output, REPORT, nodes=3)
+    assert answers is not None
+    assert [a["task"] for a in answers] == [0, 1, 2]
+    assert answers[1]["error"].startswith(
+        "task 1: its answer was cut short (no end line); srun: Killed"
+    )
+
+
+def fake_srun(folder: Path, output: str) -> dict[str, str]:
+    """A `srun` first on PATH that prints `output` as srun would, inside an allocation of three
+    nodes: the environment of a run that calls it."""
+    (folder / "bin").mkdir()
+    (folder / "srun.out").write_text(output)
+    srun = folder / "bin" / "srun"
+    srun.write_text(f"#!/bin/sh\ncat '{folder / 'srun.out'}'\n")
+    srun.chmod(0o755)
+    path = f"{folder / 'bin'}:{with_env()['PATH']}"
+    return with_env(PATH=path, SLURM_JOB_ID="7", SLURM_JOB_NUM_NODES="3")
+
+
+def four_gib() -> None:
+    """The child's address space capped (4 GiB): a run away list ends in MemoryError, not in
+    the machine's swap."""
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+
+def test_cluster_verify_reads_a_hostile_nodes_output_as_that_nodes_own(tmp_path: Path) -> None:
+    """Through the real CLI and a fake srun on PATH: n1's line forges a note on n2, whose
+    answer was cut, and one on `tasks 0-400000000` (built whole, that list took 16.7 GB in five
+    minutes); the run names n2's own failure, n1 and n3 pass, in seconds and in 4 GiB."""
+    killed = "0: x\rsrun: error: n1: tasks 0-400000000: Killed"
+    env = fake_srun(tmp_path, forged(OOM, killed, cut=1))
+    argv = ["cluster", "verify", "--slurm", "--prefix", "/p", "--fingerprint-only", "--json"]
+    done = run_tool(*argv, env=env, timeout=120, preexec=four_gib)
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert report["failures"] == [
+        {
+            "node": "n2",
+            "failure": "task 1: its answer was cut short (no end line); "
+            "last lines: warning: a noisy sitecustomize",
+        }
+    ]
+    assert [n["node_name"] for n in report["nodes"]] == ["n1", "n2", "n3"]
+
+
+def test_a_nodes_name_with_bidirectional_and_escape_characters_is_shown_escaped(
+    tmp_path: Path,
+) -> None:
+    """A node names itself (its first line): U+202E would show the rest of the table's line
+    right to left, ESC [2J would clear the screen. The table shows both escaped."""
+    output = recorded("verify-3-nodes.txt").replace(
+        "0: @@VB-ANSWER@@ node n1", "0: @@VB-ANSWER@@ node n1\u202eevil\x1b[2J"
+    )
+    argv = ["cluster", "verify", "--slurm", "--prefix", "/p", "--fingerprint-only"]
+    done = run_tool(*argv, env=fake_srun(tmp_path, output), timeout=120)
+    assert done.returncode == 1, done.stderr  # n2's recorded env holds nothing: they differ
+    assert "n1\\u202eevil\\x1b[2J" in done.stdout
+    assert "\u202e" not in done.stdout + done.stderr and "\x1b" not in done.stdout

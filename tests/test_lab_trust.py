@@ -1,8 +1,9 @@
 """What a lab mate's lockfile or site config may make a run do: a stage's env in a lockfile is a
-known build variable of its shape or the profile's own, never a loader, search path or proxy;
-what a lockfile sets is shown; plain http for a lab's lockfiles, wheelhouse or a site config is
-refused unless a site config trusts the host. Real lockfiles (the committed cpu lock, edited as
-a hostile lab mate would), real site configs, the real CLI in a fresh process."""
+known build variable of its shape that the profile's stage sets to the same value, or sizing,
+never a loader, search path or proxy; what a lockfile sets is shown; plain http for a lab's
+lockfiles, wheelhouse or a site config is refused unless a site config trusts the host. Real
+lockfiles (the committed cpu lock, edited as a hostile lab mate would), real site configs, the
+real CLI in a fresh process."""
 
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ def test_a_variable_neither_known_nor_the_profiles_is_refused_even_frozen(tmp_pa
     for extra in ((), ("--frozen",)):
         done = cli("plan", "--profile", "cpu", "--lockfile", lock, *extra)
         assert done.returncode == 2, done.stdout + done.stderr
-        assert f"{lock}: stage torch's env sets CC, which neither is a known build variable" in (
+        assert f"{lock}: stage torch's env sets CC, which the profile's stage does not set" in (
             done.stderr
         )
 
@@ -109,7 +110,8 @@ def test_a_variable_the_profile_sets_to_the_same_value_is_taken(tmp_path: Path) 
     assert "the lockfile sets: CC=gcc-12" in done.stdout
     other = lab_lock(tmp_path, {"CC": "/tmp/evil-gcc"})  # the profile's name, another value
     refused = cli("plan", "--profile", path, "--lockfile", other, "--frozen")
-    assert refused.returncode == 2 and "sets CC," in refused.stderr
+    assert refused.returncode == 2
+    assert "sets CC='/tmp/evil-gcc' where the profile sets 'gcc-12'" in refused.stderr
 
 
 def test_a_known_build_variable_of_its_shape_is_taken_and_shown(tmp_path: Path) -> None:
@@ -235,3 +237,83 @@ def test_a_whole_kernel_wheel_may_not_replace_another_stages_distribution(
     assert f"flash-attn's kernel_wheel names {outside}, which stage flash-attn does not lock" in (
         done.stderr
     )
+
+
+def flash_env_lock(folder: Path, env: dict[str, str], *, dist_env: bool = False) -> Path:
+    """The committed fsdp cu128 lock whose flash-attn stage's env (or its sdist's build env)
+    is `env`, as a lab mate would edit it."""
+    body: dict[str, Any] = yaml.safe_load(FSDP_LOCK.read_text())
+    stage = next(s for s in body["stages"] if s["id"] == "flash-attn")
+    if dist_env:
+        stage["distributions"][0]["build_env"] = env
+    else:
+        stage["env"] = env
+    path = folder / "fsdp-env.lock.yaml"
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        (
+            {"FLASH_ATTENTION_FORCE_BUILD": "FALSE", "MAX_JOBS": "4"},
+            "FLASH_ATTENTION_FORCE_BUILD='FALSE' where the profile sets 'TRUE'",
+        ),
+        (
+            {"FLASH_ATTENTION_FORCE_BUILD": "TRUE", "FLASH_ATTENTION_SKIP_CUDA_BUILD": "TRUE"},
+            "FLASH_ATTENTION_SKIP_CUDA_BUILD, which the profile's stage does not set",
+        ),
+        ({"USE_MEGATRON": "1"}, "USE_MEGATRON, which the profile's stage does not set"),
+    ],
+)
+@pytest.mark.parametrize("where", ["env", "build_env"])
+def test_a_lockfile_cannot_switch_off_a_build_the_profile_forces(
+    tmp_path: Path, env: dict[str, str], said: str, where: str
+) -> None:
+    """flash-attn's setup.py downloads a wheel no lockfile hashes unless it is forced to build:
+    a lab mate's lockfile saying FALSE (or SKIP_CUDA_BUILD) where the profile says TRUE, or a
+    known build switch the profile's stage never sets, is refused, --frozen too."""
+    lock = flash_env_lock(tmp_path, env, dist_env=where == "build_env")
+    for extra in ((), ("--frozen",)):
+        done = cli("plan", "--profile", "fsdp", "--cuda", "cu128", "--lockfile", lock, *extra)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert f"{lock}: stage flash-attn's " in done.stderr and said in done.stderr
+        assert "profile 'fsdp'" in done.stderr
+
+
+def test_a_lockfile_may_size_a_build_and_never_drops_what_the_profile_sets(
+    tmp_path: Path,
+) -> None:
+    """Sizing (jobs, threads, architectures) is the lockfile's own to set; a variable it leaves
+    out that the profile's stage sets is still set: the build stays forced."""
+    lock = flash_env_lock(tmp_path, {"NVCC_THREADS": "2", "FLASH_ATTN_CUDA_ARCHS": "90"})
+    done = cli("plan", "--profile", "fsdp", "--cuda", "cu128", "--lockfile", lock, "--frozen")
+    assert done.returncode == 0, done.stderr
+    step = done.stdout[done.stdout.index("flash-attn [stage]") :]
+    env = next(line for line in step.splitlines() if line.strip().startswith("env:"))
+    assert "FLASH_ATTENTION_FORCE_BUILD=TRUE" in env, step
+
+
+CLIMB = "https://github.com/Dao-AILab/flash-attention/releases/download/"
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        (f"{CLIMB}../../../../attacker/evil/releases/download/v1/x.whl", "a '..' segment"),
+        (f"{CLIMB}%2e%2e/%2E%2E/%2e%2e/%2e%2e/attacker/x.whl", "encoded dot, slash"),
+        (f"{CLIMB}v2.8.3%2f..%2f..%2fattacker/x.whl", "encoded dot, slash"),
+        (f"{CLIMB}v2.8.3//x.whl", "an empty segment"),
+        (f"{CLIMB}./v2.8.3/x.whl", "a '.' segment"),
+    ],
+)
+def test_a_kernel_wheel_url_climbing_out_of_its_declared_source_is_refused(
+    tmp_path: Path, url: str, said: str
+) -> None:
+    """The official release path is a string prefix of each URL, but each climbs out of the
+    repository (or could, once a server decodes it): refused when the lockfile is read."""
+    done = fsdp_plan(fsdp_lock(tmp_path, url))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "kernel_wheel.url" in done.stderr and said in done.stderr, done.stderr
+    assert "attacker" not in done.stdout

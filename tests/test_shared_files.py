@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from scaffold import run
 
-from verl_bootstrap.cli.output import out, printable
+from verl_bootstrap.cli.output import out, paint, printable, set_color
 
 ESC = "\x1b"
 KEY = {
@@ -79,6 +79,46 @@ def test_the_printing_layer_shows_control_characters_escaped(
     shown = capsys.readouterr().out
     assert shown == "name \\x1b[31mred\\x0dover\\x9b2J\\x7f\tkept\nnext line\n"
     assert printable("plain: ok") == "plain: ok"
+
+
+@pytest.mark.parametrize(
+    "mark",
+    ["\u202e", "\u202a", "\u202d", "\u2066", "\u2067", "\u2069", "\u200f", "\u061c", "\u2028"],
+)
+def test_the_printing_layer_shows_bidirectional_controls_escaped(
+    mark: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """U+202E RIGHT-TO-LEFT OVERRIDE (and the embeddings, isolates and marks) would show the
+    rest of the line in another order than it has; a line separator would break it."""
+    out(f"env /tmp/{mark}hsab.exe")
+    assert capsys.readouterr().out == f"env /tmp/\\u{ord(mark):04x}hsab.exe\n"
+    assert printable("caf\u00e9 \u2713") == "caf\u00e9 \u2713"  # other text stays as it is
+
+
+def test_text_from_elsewhere_cannot_forge_the_printing_layers_colour_marks(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`paint` marks a colour with private-use characters that become an escape sequence only
+    when printed: a node's name holding them (8: concealed text) stays as it is."""
+    set_color("always")
+    try:
+        out("node n1\ue0008\ue001 and what follows")
+        out(paint("ok", "ok"))
+    finally:
+        set_color("auto")
+    forged, painted = capsys.readouterr().out.splitlines()
+    assert "\x1b" not in forged and forged == "node n1\ue0008\ue001 and what follows"
+    assert painted == "\x1b[32mok\x1b[0m"  # the tool's own colour still shows
+
+
+def test_a_path_with_a_bidirectional_override_is_shown_escaped_in_a_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prefix = tmp_path / "env\u202etxt.exe"
+    code, shown, said = run(["plan", "--profile", "cpu", "--prefix", str(prefix)], capsys)
+    assert code == 0, said
+    assert f"{tmp_path}/env\\u202etxt.exe" in shown
+    assert "\u202e" not in shown + said
 
 
 @pytest.mark.parametrize("url", ["https://user:pw@host.invalid/wh", "s3://user:pw@bucket/wh"])

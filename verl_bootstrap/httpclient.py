@@ -15,6 +15,16 @@ one-line reason.
 would hold the run forever, so every request also has an overall deadline: the request runs in
 a worker thread, and the caller stops waiting (an HttpError, `timed_out`) when it passes. The
 worker is told to stop at its next chunk, and a daemon thread never keeps the process alive.
+
+A download (kernel wheels, bundles, sdists: gigabytes) outlives one dropped connection: a
+connection that drops once the server has answered (or a 408, 429, 5xx answer) is tried again,
+at most four more times with pauses of 0.5, 1, 2 and 4 s, and resumed where it stopped with a
+Range request. The partial file is kept for that, and asked for again only with the validator
+its first answer came with (`If-Range`: its ETag, else Last-Modified): a server that ignores the
+Range, or whose file changed since, answers with the whole file, and the download starts over
+cleanly; with no validator it starts over too. The caller checks the sha256 over the whole file
+at the end. While it runs, the live line shows its bytes (an event of kind `live`); each retry
+is a note.
 """
 
 from __future__ import annotations
@@ -23,12 +33,14 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 from urllib.parse import unquote, urlparse, urlunparse
 
+from verl_bootstrap.events import emit
 from verl_bootstrap.redact import redact
 
 if TYPE_CHECKING:  # requests is imported only when a remote URL is asked for
@@ -53,15 +65,44 @@ _NOT_ALLOWED = {405, 501}  # some indexes refuse HEAD; ask again with GET
 _ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
 _PROXY_KEYS = {"http": ("http_proxy", "HTTP_PROXY"), "https": ("https_proxy", "HTTPS_PROXY")}
 _CHUNK = 1 << 16
+_PAUSES = (0.5, 1.0, 2.0, 4.0)  # seconds before each retry of a download: bounded, 7.5 s in all
+_RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+_SHOW_EVERY = 1.0  # seconds between a download's progress events
+_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 
 
 class HttpError(Exception):
-    """No HTTP answer: `reason` is short and redacted; `timed_out` tells a slow host apart."""
+    """No HTTP answer: `reason` is short and redacted; `timed_out` tells a slow host apart;
+    `retryable`: the answer was cut short (or a passing error status), so asking again helps."""
 
-    def __init__(self, reason: str, *, timed_out: bool = False) -> None:
+    def __init__(self, reason: str, *, timed_out: bool = False, retryable: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.timed_out = timed_out
+        self.retryable = retryable
+
+
+@dataclass
+class _Partial:
+    """A download's partial file: its bytes so far (the worker thread counts them), the whole
+    size when the server said it, and the validator of the answer they came from."""
+
+    path: Path
+    size: int = 0
+    total: int | None = None
+    validator: str | None = None
+    got: int = 0  # bytes the latest answer brought
+
+    def headers(self) -> dict[str, str]:
+        """Range and If-Range for the rest, when there is a rest and a validator to ask by."""
+        if not self.size or not self.validator:
+            return {}
+        return {"Range": f"bytes={self.size}-", "If-Range": self.validator}
+
+    def restart(self) -> None:
+        """Empty it: the next answer is the whole file."""
+        self.path.write_bytes(b"")
+        self.size, self.total, self.validator = 0, None, None
 
 
 @dataclass(frozen=True)
@@ -164,6 +205,7 @@ class _Ask:
     sink: BinaryIO | None = None
     limit: int = -1
     accept: str | None = None  # the Accept header (a PEP 691 index answers JSON for its type)
+    partial: _Partial | None = None  # a download's file: the body goes on where it stopped
 
 
 @dataclass(frozen=True)
@@ -181,9 +223,10 @@ class Page:
     body: bytes
 
 
-def _request(ask: _Ask) -> _Answer:
+def _request(ask: _Ask, tick: Callable[[], None] | None = None) -> _Answer:
     """(status, body) of `ask.url` within `ask.deadline` seconds in all (see the module's
-    docstring); an HttpError with `timed_out` when it is not whole by then."""
+    docstring); an HttpError with `timed_out` when it is not whole by then. `tick` is called
+    in the caller's thread (events go to the caller's listener) about every second meanwhile."""
     done: list[_Answer] = []
     failed: list[BaseException] = []
     stop = threading.Event()
@@ -196,7 +239,11 @@ def _request(ask: _Ask) -> _Answer:
 
     worker = threading.Thread(target=work, name="http-request", daemon=True)
     worker.start()
-    worker.join(ask.deadline)
+    ends = time.monotonic() + ask.deadline
+    while worker.is_alive() and time.monotonic() < ends:
+        worker.join(min(_SHOW_EVERY, max(ends - time.monotonic(), 0)))
+        if tick is not None and worker.is_alive():
+            tick()
     if worker.is_alive():
         stop.set()
         raise HttpError(f"no whole answer within {ask.deadline:g}s", timed_out=True)
@@ -215,6 +262,8 @@ def _exchange(ask: _Ask, stop: threading.Event) -> _Answer:
 
     url, method, environ, timeout = ask.url, ask.method, ask.environ, ask.timeout
     target = _target(url, environ)
+    headers = {"Accept": ask.accept} if ask.accept else {}
+    headers.update(ask.partial.headers() if ask.partial else {})
     try:
         with (
             _session(environ) as session,
@@ -224,7 +273,7 @@ def _exchange(ask: _Ask, stop: threading.Event) -> _Answer:
                 auth=target.auth,
                 proxies=proxies_for(url, environ),
                 timeout=timeout,
-                headers={"Accept": ask.accept} if ask.accept else None,
+                headers=headers or None,
                 stream=True,
                 allow_redirects=True,
             ) as answer,
@@ -232,14 +281,32 @@ def _exchange(ask: _Ask, stop: threading.Event) -> _Answer:
             kind = answer.headers.get("Content-Type", "").partition(";")[0].strip().lower()
             if method == "HEAD" or answer.status_code >= 400:
                 return _Answer(answer.status_code, b"", kind)
+            if ask.partial is not None:
+                _into_partial(answer, ask.partial, stop)
+                return _Answer(answer.status_code, b"", kind)
             return _Answer(answer.status_code, _body(answer, ask.sink, ask.limit, stop), kind)
     except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError):
-        raise HttpError("the connection dropped mid-transfer (IncompleteRead)") from None
-    except requests.exceptions.Timeout as exc:
+        reason = "the connection dropped mid-transfer (IncompleteRead)"
+        raise HttpError(reason, retryable=True) from None
+    except requests.exceptions.ConnectTimeout as exc:
         raise HttpError(_reason(exc), timed_out=True) from None
+    except requests.exceptions.Timeout as exc:  # the server answered, then went quiet
+        raise HttpError(_reason(exc), timed_out=True, retryable=True) from None
     except (requests.exceptions.RequestException, OSError, ValueError) as exc:
-        # no route, refused, TLS, an unreadable CA file, a URL requests cannot parse
-        raise HttpError(_reason(exc)) from None
+        # no route, refused, TLS, an unreadable CA file, a URL requests cannot parse; a server
+        # that took the connection and closed it (or went quiet mid-body: requests raises that
+        # as a ConnectionError too) may answer the next one
+        quiet = "Read timed out" in str(exc)
+        raise HttpError(_reason(exc), timed_out=quiet, retryable=quiet or _hung_up(exc)) from None
+
+
+def _hung_up(exc: BaseException) -> bool:
+    """Whether the server took the connection and then dropped it (not: refused, no route)."""
+    import requests  # noqa: PLC0415 - loaded only for a remote URL: --help and plan start faster
+
+    text = str(exc)
+    dropped = "Connection aborted" in text or "Connection reset" in text
+    return isinstance(exc, requests.exceptions.ConnectionError) and dropped
 
 
 def _body(
@@ -318,7 +385,8 @@ def _get(ask: _Ask) -> _Answer:
 def download(
     url: str, dest: Path, *, timeout: float = 60, deadline: float = DOWNLOAD_DEADLINE
 ) -> None:
-    """Write `url` (or a file:// URL) into `dest` atomically, whole within `deadline` seconds."""
+    """Write `url` (or a file:// URL) into `dest` atomically, whole within `deadline` seconds,
+    retried and resumed where a connection drops (see the module's docstring)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_suffix(dest.suffix + ".part")
     try:
@@ -329,11 +397,88 @@ def download(
     partial.replace(dest)
 
 
-def _download_into(url: str, partial: Path, timeout: float, deadline: float) -> None:
+def _download_into(url: str, path: Path, timeout: float, deadline: float) -> None:
     if url.startswith("file://"):
-        shutil.copyfile(Path(unquote(urlparse(url).path)), partial)
+        shutil.copyfile(Path(unquote(urlparse(url).path)), path)
         return
-    with partial.open("wb") as sink:
-        code = _request(_Ask(url, "GET", _env(None), timeout, deadline, sink=sink)).status
+    partial, ends = _Partial(path), time.monotonic() + deadline
+    partial.restart()
+    for pause in (*_PAUSES, None):
+        partial.got = 0
+        try:
+            _download_part(url, partial, timeout, ends - time.monotonic())
+            return
+        except HttpError as exc:
+            # a server that went quiet is asked again only if it sent something this time
+            stalled = exc.timed_out and not partial.got
+            if not exc.retryable or stalled or pause is None or ends - time.monotonic() <= pause:
+                raise
+            _say_retry(url, partial, exc, pause)
+            time.sleep(pause)
+
+
+def _download_part(url: str, partial: _Partial, timeout: float, deadline: float) -> None:
+    """One request for what `partial` lacks; an HttpError (`retryable` where asking again may
+    get the rest) when the answer is not the whole rest."""
+    ask = _Ask(url, "GET", _env(None), timeout, deadline, partial=partial)
+    code = _request(ask, tick=lambda: _show_progress(url, partial)).status
+    if code == 416:  # the range is past the file's end: it changed, or shrank
+        partial.restart()
+        raise HttpError("HTTP 416 (the file changed on the server)", retryable=True)
     if code >= 400:
-        raise HttpError(f"HTTP {code}")
+        raise HttpError(f"HTTP {code}", retryable=code in _RETRY_STATUS)
+    if partial.total is not None and partial.size != partial.total:
+        raise HttpError(
+            f"the answer ended at {partial.size} of {partial.total} bytes", retryable=True
+        )
+
+
+def _into_partial(answer: requests.Response, partial: _Partial, stop: threading.Event) -> None:
+    """The answer's body into the partial file: after what it holds for the rest it asked for
+    (206 from where it stopped), from the start for a whole answer (200: the server ignored the
+    Range, or the file changed since: If-Range)."""
+    found = _CONTENT_RANGE.match(answer.headers.get("Content-Range", ""))
+    start = int(found[1]) if answer.status_code == 206 and found else 0
+    if answer.status_code == 206 and (found is None or start != partial.size):
+        partial.restart()  # another part than asked for: of no use
+        raise HttpError("the server answered another range than asked", retryable=True)
+    length = answer.headers.get("Content-Length", "")
+    with partial.path.open("r+b") as sink:
+        sink.seek(start)
+        sink.truncate()
+        partial.size = start
+        partial.validator = _validator(answer.headers)
+        partial.total = start + int(length) if length.isdigit() else None
+        for chunk in answer.iter_content(_CHUNK):
+            if stop.is_set():
+                return
+            sink.write(chunk)
+            partial.size += len(chunk)
+            partial.got += len(chunk)
+
+
+def _validator(headers: Mapping[str, str]) -> str | None:
+    """What If-Range may ask by: a strong ETag, else Last-Modified (RFC 9110 13.1.5)."""
+    etag = headers.get("ETag", "")
+    if etag.startswith('"'):
+        return etag
+    return headers.get("Last-Modified") or None
+
+
+def _say_retry(url: str, partial: _Partial, exc: HttpError, pause: float) -> None:
+    name = urlparse(url).path.rsplit("/", 1)[-1] or redact(url)
+    how = "resuming" if partial.headers() else "starting over"
+    emit(
+        f"download of {name} stopped at {_size(partial.size)} ({exc.reason}): {how} in {pause:g} s",
+        kind=("note", "download"),
+    )
+
+
+def _show_progress(url: str, partial: _Partial) -> None:
+    name = urlparse(url).path.rsplit("/", 1)[-1] or redact(url)
+    of = f" of {_size(partial.total)}" if partial.total else ""
+    emit(f"{name}: {_size(partial.size)}{of}", kind=("live", "download"))
+
+
+def _size(count: int) -> str:
+    return f"{count / 1e9:.2f} GB" if count >= 1e9 else f"{count / 1e6:.1f} MB"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from verl_bootstrap.cli.output import err
+from verl_bootstrap.cli.output import err, printable
 from verl_bootstrap.errors import Declined, Refused
 
 if TYPE_CHECKING:
@@ -52,6 +52,6 @@ def ask(question: str) -> bool:
     """A yes at a prompt on a terminal; no terminal is a no."""
     if not sys.stdin.isatty():
         return False
-    sys.stderr.write(question)
+    sys.stderr.write(printable(question))  # it may name a path: shown as out() shows it
     sys.stderr.flush()
     return sys.stdin.readline().strip().lower() in ("y", "yes")

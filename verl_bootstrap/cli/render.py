@@ -1,9 +1,10 @@
 """Turning events into terminal text. Used only by the CLI.
 
 On a terminal, a step that is running has one live line that a timer thread redraws on its own
-(spinner, elapsed seconds, the child's latest line or the build's progress), so a quiet step
-such as verify still shows that it is alive; the finished step's line replaces it. Without a
-terminal, plain lines only (no redraws); with --json, nothing (the notes are kept for the report).
+(spinner, elapsed seconds, the child's latest line, the build's progress or a download's bytes),
+so a quiet step such as verify still shows that it is alive; the finished step's line replaces
+it. Without a terminal, plain lines only (no redraws); with --json, nothing (the notes are kept
+for the report).
 """
 
 from __future__ import annotations
@@ -103,6 +104,11 @@ class Console:
         elif kind == ("step", "line") or (kind[:1] == ("progress",) and self.tty):
             if step in self.running:
                 self.running[step].latest = event.message
+            self._redraw()
+        elif kind[:1] == ("live",):  # the live line alone (a download's bytes), never a line
+            if self.running:
+                live = self.running[step] if step in self.running else [*self.running.values()][-1]
+                live.latest = event.message
             self._redraw()
         elif kind[:1] == ("step",):
             self.running.pop(step, None)

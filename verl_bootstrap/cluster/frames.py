@@ -5,6 +5,12 @@ in their stderr and adds notes of its own (`srun: error: n2: task 1: Killed`). T
 therefore frames its answer (probes/node_report.py `frame`): a header with the byte length, the
 sha256 and the count of parts, numbered base64 parts, an end line. An answer that cannot be read
 back whole becomes a per-node error saying what went wrong, never an exception.
+
+What a node prints is its own, and hostile to the rest: srun labels each of a task's lines, so
+lines are split where srun splits them (a line feed, nothing else: a carriage return or a form
+feed inside a node's line would otherwise start an unlabelled line that reads as srun's own
+note), and srun's task lists are bounded by the job's tasks (`tasks 0-400000000` is one range,
+never a list of 400 million numbers).
 """
 
 from __future__ import annotations
@@ -20,7 +26,15 @@ from typing import Any
 
 from verl_bootstrap.redact import redact
 
-__all__ = ["FRAME", "NODE_LINE", "TaskOutput", "read_answer", "split_output", "step_notes"]
+__all__ = [
+    "FRAME",
+    "NODE_LINE",
+    "TaskOutput",
+    "lines_of",
+    "read_answer",
+    "split_output",
+    "step_notes",
+]
 
 FRAME = "@@VB-ANSWER@@"
 NODE_LINE = f"{FRAME} node "  # each task's first line: the node Slurm runs it on
@@ -40,41 +54,52 @@ class TaskOutput:
     notes: tuple[str, ...] = ()
 
 
-def split_output(output: str) -> dict[int, TaskOutput]:
-    """Each task's lines (by srun's label) and srun's own notes about it, by task number."""
+def lines_of(output: str) -> list[str]:
+    """srun's lines: split at a line feed only (see the module's docstring)."""
+    text = output.removesuffix("\n")
+    return text.split("\n") if text else []
+
+
+def split_output(output: str, tasks: int | None = None) -> dict[int, TaskOutput]:
+    """Each task's lines (by srun's label) and srun's own notes about it, by task number.
+    `tasks`: how many the job runs (None: as many as labelled a line); a note about any other
+    task number is not the job's, and is dropped."""
     lines: dict[int, list[str]] = {}
-    notes: dict[int, list[tuple[str, str]]] = {}
-    for line in output.splitlines():
+    notes: list[re.Match[str]] = []
+    for line in lines_of(output):
         labelled, note = _LABEL.match(line), _NOTE.match(line.strip())
         if labelled:
             lines.setdefault(int(labelled["task"]), []).append(labelled["line"])
         elif note:
-            for task in _tasks(note["tasks"]):
-                notes.setdefault(task, []).append((note["node"], note["what"]))
-    return {
-        task: _task(task, lines.get(task, []), notes.get(task, [])) for task in {*lines, *notes}
-    }
+            notes.append(note)
+    count = tasks if tasks is not None else max(lines, default=-1) + 1
+    said: dict[int, list[tuple[str, str]]] = {}
+    for note in notes:
+        for task in _tasks(note["tasks"], count):
+            said.setdefault(task, []).append((note["node"], note["what"]))
+    return {task: _task(task, lines.get(task, []), said.get(task, [])) for task in {*lines, *said}}
 
 
 def step_notes(output: str) -> list[str]:
     """srun's notes about the whole step (`Force Terminated StepId=7.0`: it stopped every task
     when one was killed by a signal), without the `srun: ` and `error: ` in front."""
     found = []
-    for line in output.splitlines():
+    for line in lines_of(output):
         text = line.strip()
         if text.startswith("srun: ") and not _NOTE.match(text):
             found.append(text.removeprefix("srun: ").removeprefix("error: "))
     return found
 
 
-def _tasks(text: str) -> list[int]:
-    """srun's task list `1`, `0,2` or `0-3`."""
-    found: list[int] = []
+def _tasks(text: str, count: int) -> list[int]:
+    """srun's task list `1`, `0,2` or `0-3`, the numbers below `count` only (each range cut to
+    them before it is counted out)."""
+    found: set[int] = set()
     for piece in text.split(","):
         first, _, last = piece.partition("-")
         if first.isdigit() and (not last or last.isdigit()):
-            found += range(int(first), int(last or first) + 1)
-    return found
+            found.update(range(int(first), min(int(last or first), count - 1) + 1))
+    return sorted(found)
 
 
 def _task(task: int, lines: list[str], notes: list[tuple[str, str]]) -> TaskOutput:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from verl_bootstrap.cluster.frames import (
     FRAME,
     NODE_LINE,
     TaskOutput,
+    lines_of,
     read_answer,
     split_output,
     step_notes,
@@ -103,6 +105,12 @@ def slurm_answers(
 ) -> list[dict[str, Any]]:
     """One answer per node: its report (or command's exit), or an error saying what went wrong."""
     nodes = _node_count(options, environ)
+    if shutil.which("srun", path=environ.get("PATH")) is None:
+        raise InputError(
+            "--slurm runs its job steps with srun, and srun is not on PATH",
+            hint="run it where Slurm's commands are (a login node; `module load slurm` on some "
+            "clusters), or use --ray-address for a Ray cluster",
+        )
     argv = srun_argv(job, options, nodes=nodes)
     # Not streamed to the log: the framed parts are base64, which no redaction can read.
     done = proc.run(argv, check=False, keep_output=True)
@@ -122,7 +130,7 @@ def _log_readable(
 ) -> None:
     """The run's log as a person reads it: srun's lines less the framed parts, then each
     node's decoded answer (masked when it was read, as every logged line is)."""
-    kept = [ln for ln in output.splitlines() if not _PART_LINE.match(ln)]
+    kept = [ln for ln in lines_of(output) if not _PART_LINE.match(ln)]
     decoded = [json.dumps(a, sort_keys=True) for a in answers or []]
     with log_path.open("a", encoding="utf-8") as log:
         # srun's options; the node script and its arguments after them are ours, and long
@@ -133,7 +141,7 @@ def _log_readable(
 def read_answers(output: str, job: NodeJob, *, nodes: int | None) -> list[dict[str, Any]] | None:
     """Each task's answer in what srun printed (a task that said nothing is an error too);
     None when no task printed anything (srun itself failed)."""
-    tasks = split_output(output)
+    tasks = split_output(output, nodes)
     if not any(t.lines for t in tasks.values()):
         return None
     numbers = sorted({*range(nodes or 0), *tasks})

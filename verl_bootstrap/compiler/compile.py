@@ -51,14 +51,15 @@ def compile_plan(
 
 def attach_locked(plan: Plan, locked: LockedInstall) -> Plan:
     """`plan` (not yet described into steps) installing exactly `locked`'s lockfile: the one
-    place --locked changes a plan. Its stages become the lockfile's (each with the kernel spec of
-    the profile's stage of that id), verl's source the locked sdist or commit, and the index
-    settings lose pip's constraints: every pin already met them when it was locked, and
-    --require-hashes refuses unpinned constraint lines."""
+    place --locked changes a plan. Its stages become the lockfile's (each with the kernel spec and
+    the env variables of the profile's stage of that id), verl's source the locked sdist or
+    commit, and the index settings lose pip's constraints: every pin already met them when it
+    was locked, and --require-hashes refuses unpinned constraint lines."""
     kernels = {s.id: s.kernel for s in plan.stages if s.kernel}
+    envs = {s.id: s.env for s in plan.stages}
     return replace(
         plan,
-        stages=locked_stage_specs(locked.lock, kernels),
+        stages=locked_stage_specs(locked.lock, kernels, envs),
         source=locked_source_spec(plan.source, locked.lock),
         settings=replace(plan.settings, constraints=()),
         locked=locked,

@@ -12,8 +12,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from verl_bootstrap.errors import InputError
+from verl_bootstrap.safety.shapes import has_control_char
 
 __all__ = ["DEFAULT", "IndexSettings", "parse_index_flags", "read_pip_settings"]
 
@@ -49,6 +51,11 @@ def parse_index_flags(flags: tuple[str, ...]) -> dict[str, str]:
     """`--index NAME=URL` flags as a mapping; a malformed flag is an InputError."""
     out: dict[str, str] = {}
     for flag in flags:
+        if has_control_char(flag):  # a line break would reach uv's command line as its own flag
+            raise InputError(
+                f"--index {flag!r}: holds a line break or control character",
+                hint="one NAME=URL per --index flag",
+            )
         name, sep, url = flag.partition("=")
         if not sep or not name or not url:
             raise InputError(
@@ -127,8 +134,12 @@ def _to_settings(values: Mapping[str, tuple[str, str]]) -> IndexSettings:
 
 
 def _as_url(value: str) -> str:
-    """A local folder becomes a file:// URL; anything with a scheme is kept."""
+    """A local folder becomes a file:// URL; anything with a scheme is kept, if it parses."""
     if "://" in value:
+        try:
+            _ = urlsplit(value).port  # the host and port are read only when asked for
+        except ValueError as exc:
+            raise InputError(f"--index URL {value!r} is not a URL ({exc})") from None
         return value
     path = Path(value).expanduser()
     if not path.exists():

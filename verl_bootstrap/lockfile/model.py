@@ -33,6 +33,7 @@ from verl_bootstrap.safety.shapes import (
     is_loopback,
     one_line,
 )
+from verl_bootstrap.safety.urlmatch import path_problem
 
 __all__ = [
     "LOCK_SCHEMA_VERSION",
@@ -158,7 +159,8 @@ PlatformTag = Annotated[str, _shaped(re.compile(r"^[a-z0-9_]{1,64}$"), "platform
 
 
 def _wheel_url(value: str | None) -> str | None:
-    """A release wheel's URL: http(s), one line, no credentials (a lockfile is shared)."""
+    """A release wheel's URL: http(s), one line, no credentials (a lockfile is shared), its path
+    plain (safety/urlmatch.py: no `..`, no encoded dot or slash, no empty segment)."""
     if value is None:
         return None
     _one_line(value)
@@ -168,6 +170,9 @@ def _wheel_url(value: str | None) -> str | None:
         raise ValueError("must be an https URL (plain http only to this machine)")
     if "@" in host or " " in value:
         raise ValueError("must be an https URL without credentials")
+    problem = path_problem(value)
+    if problem:  # compared with the profile's sources as a URL: no path climbs out of them
+        raise ValueError(f"must be a plain URL: {problem}")
     if not rest.rsplit("/", 1)[-1].split("?", 1)[0].endswith(".whl"):
         raise ValueError("must name a .whl file")
     return value

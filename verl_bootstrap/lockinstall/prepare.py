@@ -41,6 +41,7 @@ from verl_bootstrap.profile.models import RESERVED_STEP_IDS, Profile, PythonSpec
 from verl_bootstrap.profile.stagespec import StageSpec, stage_specs
 from verl_bootstrap.redact import redact
 from verl_bootstrap.safety.buildvars import not_covered
+from verl_bootstrap.safety.urlmatch import url_within
 from verl_bootstrap.source.spec import SourceSpec
 
 __all__ = [
@@ -169,9 +170,9 @@ def _is_local(requirement: str) -> bool:
 
 
 def _check_stage_env(lock: Lockfile, path: Path, profile: Profile, variant: str) -> None:
-    """A lockfile sets no variable beyond the known build ones (safety/buildvars.py) that the
-    profile's own stage does not set to the same value, also under --frozen: the profile is the
-    user's, the lockfile may be a lab mate's."""
+    """A lockfile weakens no variable the profile's own stage sets (it may set it only to the
+    same value) and sets on its own nothing but sizing (safety/buildvars.py), also under
+    --frozen: the profile is the user's, the lockfile may be a lab mate's."""
     own = {spec.id: spec.env for spec in stage_specs(profile, variant)}
     for stage in lock.stages:
         envs = [("env", stage.env)]
@@ -180,16 +181,18 @@ def _check_stage_env(lock: Lockfile, path: Path, profile: Profile, variant: str)
             extra = not_covered(env, own.get(stage.id, {}))
             if extra:
                 raise InputError(
-                    f"{path}: stage {stage.id}'s {what} sets {', '.join(extra)}, which neither "
-                    f"is a known build variable nor is set so by profile {profile.name!r}",
-                    hint="a lockfile may set only build variables (MAX_JOBS, "
-                    "TORCH_CUDA_ARCH_LIST, ...); regenerate it with `verl-bootstrap lock`",
+                    f"{path}: stage {stage.id}'s {what} sets {'; '.join(extra)} "
+                    f"(profile {profile.name!r})",
+                    hint="a lockfile may set only what the profile's stage sets, to the same "
+                    "value, and sizing (MAX_JOBS, NVCC_THREADS, TORCH_CUDA_ARCH_LIST, ...); "
+                    "regenerate it with `verl-bootstrap lock`",
                 )
 
 
 def _check_kernel_urls(lock: Lockfile, path: Path, profile: Profile, variant: str) -> None:
     """A kernel wheel the lockfile records by URL comes from a source the profile declares for
-    that stage (its release pattern, or its index's host): a lab mate's lockfile cannot send the
+    that stage (its release pattern, or its index's host), compared as URLs (safety/urlmatch.py:
+    no `..` climbs out of the declared repository): a lab mate's lockfile cannot send the
     download (its sha256 is the lockfile's own word) to a host the profile never named."""
     kernels = {s.id: s.kernel for s in stage_specs(profile, variant) if s.kernel}
     urls = {name: index.url for name, index in profile.indexes.items()}
@@ -198,7 +201,7 @@ def _check_kernel_urls(lock: Lockfile, path: Path, profile: Profile, variant: st
             url = dist.kernel_wheel.url if dist.kernel_wheel else None
             kernel = kernels.get(stage.id)
             prefixes = kernel.url_prefixes(urls) if kernel else ()
-            if url and not any(url.startswith(p) for p in prefixes):
+            if url and not any(url_within(url, p) for p in prefixes):
                 raise InputError(
                     f"{path}: stage {stage.id}: {dist.name}'s kernel_wheel.url {redact(url)} "
                     f"is not from a source profile {profile.name!r} declares for the stage",
@@ -228,11 +231,15 @@ def _check_glibc(lock: Lockfile, path: Path) -> None:
 
 
 def locked_stage_specs(
-    lock: Lockfile, kernels: Mapping[str, KernelSpec] | None = None
+    lock: Lockfile,
+    kernels: Mapping[str, KernelSpec] | None = None,
+    envs: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[StageSpec, ...]:
     """The plan's stages, as the lockfile recorded them (install-verl is the plan's own step);
-    `kernels` (stage id -> the profile's `kernel:` block) marks the kernel stages."""
-    kernels = kernels or {}
+    `kernels` (stage id -> the profile's `kernel:` block) marks the kernel stages, and `envs`
+    (stage id -> the profile stage's env) holds what a stage's env may not lose: a lockfile
+    that leaves out FLASH_ATTENTION_FORCE_BUILD still builds as the profile says."""
+    kernels, envs = kernels or {}, envs or {}
     return tuple(
         StageSpec(
             id=stage.id,
@@ -242,7 +249,7 @@ def locked_stage_specs(
             index=stage_index(stage),
             no_build_isolation="--no-build-isolation" in stage.options,
             no_deps=True,
-            env=dict(stage.env),
+            env={**stage.env, **envs.get(stage.id, {})},
             kernel=kernels.get(stage.id),
         )
         for stage in lock.stages

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from datetime import date
 from typing import Literal
+from urllib.parse import urlsplit
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from verl_bootstrap.profile.kernel import KernelSpec
 from verl_bootstrap.safety.buildvars import never_allowed
-from verl_bootstrap.safety.shapes import PROFILE_NAME, relative_path
+from verl_bootstrap.safety.shapes import PROFILE_NAME, one_line, relative_path
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -133,6 +134,17 @@ class IndexSpec(Strict):
         description="Used when reachable; otherwise the run says so and resolves from the "
         "other indexes (the default index and the user's pip find-links).",
     )
+
+    @field_validator("url")
+    @classmethod
+    def _one_url(cls, value: str) -> str:
+        # probed and passed to uv: one line, and a URL Python can read (`http://[::1` is not)
+        one_line(value, "an index URL")
+        try:
+            _ = urlsplit(value).port  # the host and port are read only when asked for
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not a URL ({exc})") from None
+        return value
 
 
 class CudaVariant(Strict):

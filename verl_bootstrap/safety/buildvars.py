@@ -4,9 +4,14 @@ A lockfile is shared (a lab's `lockfiles:` folder or URL), and a stage's `env:` 
 installer and every build it runs. A variable that names a program, a library or a search path
 (`LD_PRELOAD`, `PYTHONPATH`, `PATH`, `CC`, a proxy) would run or redirect code as the user, so a
 lockfile may set only the build knobs the tool's own profiles use, each with a value of its
-shape (a number, an arch list, a flag word, a date). Any other variable is taken only where the
-profile's own stage sets it to the same value: the profile is the user's, and its env is in the
-profile hash.
+shape (a number, an arch list, a flag word, a date).
+
+Whether a lockfile may set a variable at all is then the profile's word: a variable the
+profile's own stage sets may only be set to the same value (FLASH_ATTENTION_FORCE_BUILD=FALSE
+where the profile says TRUE would let flash-attn's setup.py download an unhashed wheel), and
+what a lockfile may set on its own is sizing alone (jobs, threads, GPU architectures), which
+changes how long a build takes, never what it builds from. The profile is the user's, and its
+env is in the profile hash.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
-__all__ = ["BUILD_VARIABLES", "never_allowed", "not_covered", "value_problem"]
+__all__ = ["BUILD_VARIABLES", "SIZING", "never_allowed", "not_covered", "value_problem"]
 
 _COUNT = re.compile(r"^[0-9]{1,4}$")
 _WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9;,.+_-]{0,63}$")  # a flag or an arch list: no path
@@ -38,6 +43,19 @@ BUILD_VARIABLES: Final[dict[str, re.Pattern[str]]] = {
     "UV_EXCLUDE_NEWER": _DAY,
     "PIP_UPLOADED_PRIOR_TO": _DAY,
 }
+
+# What a lockfile may set where the profile's stage does not: how many jobs and threads a build
+# runs, and for which GPU architectures (kernels/sizing.py sets the same ones for this host).
+SIZING: Final = frozenset(
+    {
+        "MAX_JOBS",
+        "NVCC_THREADS",
+        "CMAKE_BUILD_PARALLEL_LEVEL",
+        "TORCH_CUDA_ARCH_LIST",
+        "NVTE_CUDA_ARCHS",
+        "FLASH_ATTN_CUDA_ARCHS",
+    }
+)
 
 # Never from a lockfile, whatever the profile says: loaders, interpreters' search paths and
 # start-up hooks, PATH-like lists, proxies and the installers' own settings.
@@ -75,10 +93,12 @@ def value_problem(name: str, value: str) -> str | None:
 
 
 def not_covered(env: Mapping[str, str], profile_env: Mapping[str, str]) -> list[str]:
-    """The variables of a locked stage's `env` that are neither known build variables nor set
-    to the same value by the profile's own stage."""
-    return [
-        name
-        for name, value in sorted(env.items())
-        if _shape_of(name) is None and profile_env.get(name) != value
-    ]
+    """Each variable of a locked stage's `env` the lockfile may not set, with why: one the
+    profile's own stage sets to another value, or one it does not set that is not sizing."""
+    found = []
+    for name, value in sorted(env.items()):
+        if name in profile_env and profile_env[name] != value:
+            found.append(f"{name}={value!r} where the profile sets {profile_env[name]!r}")
+        elif name not in profile_env and name not in SIZING:
+            found.append(f"{name}, which the profile's stage does not set and is not sizing")
+    return found

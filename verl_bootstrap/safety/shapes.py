@@ -24,6 +24,7 @@ __all__ = [
     "VARIANT",
     "check",
     "control_char_at",
+    "has_control_char",
     "inside",
     "is_loopback",
     "one_line",
@@ -53,6 +54,11 @@ def one_line(value: str, what: str = "value") -> str:
     if not isinstance(value, str) or _CONTROL.search(value):
         raise ValueError(f"{what} must be one line with no control characters")
     return value
+
+
+def has_control_char(value: str) -> bool:
+    """Whether `value` holds a line break or another control character."""
+    return bool(_CONTROL.search(value))
 
 
 def control_char_at(value: object, where: str) -> str | None:

@@ -13,6 +13,7 @@ from verl_bootstrap.httpclient import reachable
 from verl_bootstrap.options import RunOptions, SiteOptions
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.redact import redact
+from verl_bootstrap.safety.urlmatch import url_remainder
 
 __all__ = [
     "PYTORCH_INDEX",
@@ -53,10 +54,9 @@ def pytorch_mirrors(indexes: Mapping[str, str], site: SiteOptions) -> dict[str, 
     mirrors = dict(site.pytorch)
     out: dict[str, str] = {}
     for name, url in indexes.items():
-        if url.startswith(PYTORCH_INDEX):
-            variant = url.removeprefix(PYTORCH_INDEX).strip("/")
-            if variant in mirrors:
-                out[name] = mirrors[variant]
+        rest = [part for part in url_remainder(url, PYTORCH_INDEX) or () if part]
+        if len(rest) == 1 and rest[0] in mirrors:
+            out[name] = mirrors[rest[0]]
     return out
 
 

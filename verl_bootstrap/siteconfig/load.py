@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.httpclient import HttpError, fetch
 from verl_bootstrap.redact import redact
+from verl_bootstrap.safety.shapes import control_char_at
 from verl_bootstrap.safety.yamlfile import decode_untrusted, parse_yaml, read_untrusted
 from verl_bootstrap.siteconfig.model import SITE_SCHEMA_VERSION, SiteConfig, plain_http
 
@@ -208,10 +209,22 @@ def _read_file(
     expanded = _map_leaves(
         raw, lambda leaf, v: _expand(v, f"{name}: {'.'.join(leaf)}", environ, allowed=allowed)
     )
+    _check_one_line(expanded, name)
     _map_leaves(expanded, lambda leaf, v: _parsed(v, f"{name}: {'.'.join(leaf)}").geturl())
     resolved = _map_leaves(expanded, lambda leaf, v: _resolve(v, _kind(leaf), base, name))
     _validate(resolved, name)
     return raw, resolved
+
+
+def _check_one_line(data: Mapping[str, Any], name: str) -> None:
+    """Every key and value of a site config is one line (its variables filled in): a line break
+    in `index_url` would reach uv's command line as a flag of its own."""
+    at = control_char_at(data, "")
+    if at:
+        raise InputError(
+            f"{name}: {at.lstrip('.')} holds a line break or control character",
+            hint="each setting is one line: a URL, a path or a name",
+        )
 
 
 def _validate(data: Mapping[str, Any], name: str) -> SiteConfig:

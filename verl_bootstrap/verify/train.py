@@ -22,7 +22,7 @@ from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.paths import PROBES, state_dir
 from verl_bootstrap.verify.env import Check
-from verl_bootstrap.verify.trainroute import Route, route_for
+from verl_bootstrap.verify.trainroute import Route, route_for, step_environment
 
 __all__ = ["LEVELS", "LOGPROB_TOLERANCE", "TrainReport", "record_entry", "train_step"]
 
@@ -149,11 +149,11 @@ def _launch(
     route: Route, level: str, work: Path, ckpt: Path, *, steps: int, log_path: Path | None
 ) -> _Run:
     args = route.command(level, work, ckpt, steps)
-    env = route.environment()
     limit = _LIMIT_S[level]
-    done = proc.run(
-        args, log_path=log_path, env=env, cwd=work, check=False, keep_output=True, timeout=limit
-    )
+    with step_environment(route) as env:  # the RL step's Ray: private to this run
+        done = proc.run(
+            args, log_path=log_path, env=env, cwd=work, check=False, keep_output=True, timeout=limit
+        )
     run = _parse(done.returncode, done.output)
     if done.timed_out:  # a Ray that never schedules its workers waits forever: say so instead
         return _Run(done.returncode or 1, run.steps, run.loaded, f"stopped after {limit:.0f} s")

@@ -3,13 +3,23 @@ with the env's own rollout engine (vLLM or SGLang) and no plugin; or why it cann
 
 The commands are verl's own entry points with Hydra overrides sized for a tiny model: one step,
 one checkpoint, Ray started with placeholder accelerator units on a CPU.
+
+The RL step's Ray is the user's alone (`step_environment`): its servers listen on 127.0.0.1 only
+(Ray's single-machine mode: with no cluster, the node's address is the loopback one, and its
+servers bind to it), its session lives in a private temp folder made for the run (not the shared
+/tmp/ray), and its token authentication reads a token from a file of mode 0600 in that folder,
+so Ray writes none to ~/.ray/auth_token (which it makes readable by everyone).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+import secrets
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +27,7 @@ from verl_bootstrap import proc
 from verl_bootstrap.gpu.detect import detect_driver
 from verl_bootstrap.paths import PROBES
 
-__all__ = ["PARTS", "Route", "cpu_blocker", "route_for"]
+__all__ = ["PARTS", "Route", "cpu_blocker", "route_for", "step_environment"]
 
 _PLUGIN_DIR = PROBES / "trainplugin"
 _PLUGIN = "verl_bootstrap_cpu"
@@ -183,6 +193,45 @@ class Route:
             return []
         # verl's worker groups ask Ray for "GPU" units: one placeholder unit for the one worker
         return ["+ray_kwargs.ray_init.num_gpus=1", "ray_kwargs.ray_init.num_cpus=16"]
+
+
+_TOKEN_FILE = "auth_token"
+# Ray's session folder holds its Unix sockets (`.../ray/session_<time>_<pid>/sockets/raylet`,
+# about 75 bytes past the folder), and a socket's path may be at most 107 bytes
+_SHORT_TEMP = 32
+
+
+@contextmanager
+def step_environment(route: Route) -> Iterator[dict[str, str | None]]:
+    """The variables of one training run (the route's, and a private Ray's), while it runs: its
+    folder, made here with mode 0700, is removed when the run is over."""
+    folder = Path(tempfile.mkdtemp(prefix="vb-ray-", dir=_temp_base()))
+    try:
+        token = folder / _TOKEN_FILE
+        fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as sink:
+            sink.write(secrets.token_hex(32))
+        yield {**route.environment(), **_private_ray(folder, token)}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _temp_base() -> str | None:
+    """The system's temp folder, unless it is too long for Ray's sockets (then /tmp)."""
+    base = tempfile.gettempdir()
+    return base if len(base) <= _SHORT_TEMP or not Path("/tmp").is_dir() else "/tmp"
+
+
+def _private_ray(folder: Path, token: Path) -> dict[str, str | None]:
+    return {
+        "RAY_TMPDIR": str(folder),  # the session, its logs and sockets: not the shared /tmp/ray
+        # Ray's single-machine mode (its default on macOS and Windows): the node's address is
+        # 127.0.0.1, and Ray's servers then listen on it alone, not on every interface
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        "RAY_AUTH_MODE": "token",  # a local user who finds the port still needs the token
+        "RAY_AUTH_TOKEN_PATH": str(token),
+        "RAY_AUTH_TOKEN": None,  # a token inherited (a Ray node's) would be read first
+    }
 
 
 def _trainer(ckpt: Path, steps: int, device: str) -> list[str]:

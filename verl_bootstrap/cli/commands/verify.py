@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from verl_bootstrap.cli.flags import env_flag, json_flag
 from verl_bootstrap.cli.output import emit_json, mark, out, path_arg
-from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED
+from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 
 if TYPE_CHECKING:
     from verl_bootstrap.verify.train import TrainReport
@@ -56,6 +56,8 @@ def cmd_verify(ns: argparse.Namespace) -> int:
     from verl_bootstrap.state.reverify import verify_prefix
 
     prefix = ns.prefix = chosen_env(ns, command="verify")  # the activated env by default
+    if ns.train and ns.train_dir is not None:
+        _check_train_dir(ns.train_dir)  # before the checks: they take a while
     if getattr(ns, "against", None) is not None:  # `--against LOCKFILE`: the drift report
         return _verify_against(ns)
 
@@ -79,6 +81,19 @@ def cmd_verify(ns: argparse.Namespace) -> int:
             out(f"training step ({ns.train}) not run: the env failed the checks above")
     ok = report.ok and (trained.ok if ns.train and trained else not ns.train)
     return EXIT_OK if ok else EXIT_STEP_FAILED
+
+
+def _check_train_dir(folder: Path) -> None:
+    """--train-dir names a folder, or one to make inside a folder: not a file (`/etc/passwd`),
+    nor a path through one."""
+    there = next((p for p in (folder, *folder.absolute().parents) if p.exists()), None)
+    if there is not None and not there.is_dir():
+        where = f"{there} is" if there != folder else "it is"
+        raise InputError(
+            f"--train-dir {folder}: {where} not a folder",
+            hint="name a folder for the step's scratch (made if it is not there), or leave "
+            "--train-dir out for the env's own",
+        )
 
 
 def _train_level(prefix: Path, ns: argparse.Namespace) -> TrainReport:
