@@ -355,3 +355,23 @@ def test_verify_train_makes_its_folder_private_and_replaces_a_link_at_the_logs_n
     assert again.returncode == made.returncode, again.stderr
     assert precious.read_text() == "mine\n"
     assert not log.is_symlink() and log.read_text().startswith("$ ")
+
+
+def test_verify_train_refuses_the_envs_own_train_folder_when_others_can_write_it(
+    tiny: Path,
+) -> None:
+    """Without --train-dir the step's folder is the env's .verl-bootstrap/train/: made 0700, and
+    refused when others can write it (on main it was used as it was)."""
+    own = tiny / ".verl-bootstrap" / "train"
+    shutil.rmtree(own, ignore_errors=True)
+    own.mkdir()
+    own.chmod(0o777)
+    done = tool("verify", "--prefix", tiny, "--train", "sft")
+    assert done.returncode == EXIT_REFUSED, done.stdout + done.stderr
+    assert f"the training step's folder {own} is another user's or writable by others" in (
+        done.stderr
+    )
+    own.rmdir()
+    again = tool("verify", "--prefix", tiny, "--train", "sft")
+    assert again.returncode == EXIT_STEP_FAILED, again.stderr  # the stand-in's step: skipped
+    assert own.stat().st_mode & 0o777 == 0o700

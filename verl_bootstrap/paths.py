@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from verl_bootstrap.errors import CannotWrite, Refused
-from verl_bootstrap.host import acl
+from verl_bootstrap.safety import acl
 from verl_bootstrap.safety.shapes import inside
 
 __all__ = [
@@ -272,7 +272,7 @@ def others_can_write(path: Path, info: os.stat_result) -> str | None:
     """Who besides its owner can write `path`, whose lstat is `info`, said for a message (None:
     no one): all (mode o+w), a group that is not the owner's private group (the group of one
     user, named after them, that umask 002 systems give each user: their ~/.cache is then 0775
-    and still only theirs), or a user or group its POSIX ACL names (host/acl.py: the mode's
+    and still only theirs), or a user or group its POSIX ACL names (safety/acl.py: the mode's
     group bits are then the ACL's mask, which hides who it lets write)."""
     mode = f"mode {stat.S_IMODE(info.st_mode):o}"
     if info.st_mode & 0o002:

@@ -143,7 +143,7 @@ def _foreign(path: Path, hops: int) -> str | None:
     others."""
     try:
         info = path.lstat()
-    except FileNotFoundError:
+    except (FileNotFoundError, PermissionError):  # what you cannot reach, you cannot run or read
         return None
     except OSError as exc:
         return f"cannot be read ({exc.strerror or exc})"

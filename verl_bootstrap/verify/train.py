@@ -20,10 +20,10 @@ from typing import Any
 from verl_bootstrap import proc
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.paths import PROBES, state_dir
+from verl_bootstrap.paths import PROBES
 from verl_bootstrap.verify.env import Check
 from verl_bootstrap.verify.trainroute import Route, route_for
-from verl_bootstrap.verify.trainscratch import not_loadable
+from verl_bootstrap.verify.trainscratch import not_loadable, train_folder
 
 __all__ = ["LEVELS", "LOGPROB_TOLERANCE", "TrainReport", "record_entry", "train_step"]
 
@@ -88,7 +88,8 @@ def train_step(
     prefix: Path, level: str, *, log_path: Path | None = None, scratch: Path | None = None
 ) -> TrainReport:
     """Run `level` (sft or rl) in the env at `prefix` and check what the step shows; its inputs
-    and checkpoints go under `scratch` (default: the env's own state folder)."""
+    and checkpoints go under `scratch` (default: the env's own .verl-bootstrap/train/), which
+    the caller made private (trainscratch.train_folder)."""
     if level not in LEVELS:
         raise InputError(f"--train {level!r} is not a level", hint="use --train sft or --train rl")
     python = env_python(prefix)
@@ -100,7 +101,7 @@ def train_step(
         status = "fail" if route.broken else "skipped"  # a damaged env fails; a ref says why not
         check = Check(name=f"{level} step", status=status, detail=route.blocked)
         return TrainReport(str(prefix), level, route.name, (check,))
-    work = _fresh_workdir(scratch or state_dir(prefix) / "train", level)
+    work = _fresh_workdir(scratch or train_folder(prefix, None), level)  # private
     assets = _probe(python, ["build", str(work)], log_path)
     checks, figures = _run_level(route, level, work, log_path)
     figures["model_parameters"] = assets["parameters"]
