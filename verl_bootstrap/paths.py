@@ -281,7 +281,7 @@ def others_can_write(path: Path, info: os.stat_result) -> str | None:
     if found is None:
         return "its ACL cannot be read"
     for kind, ident in found:
-        if kind == "user" and ident != info.st_uid:
+        if kind == "user" and ident not in (info.st_uid, 0):  # root writes anything anyway
             return f"its ACL lets user {_name(pwd.getpwuid, ident)} write"
         if kind == "group" and not _private_group(info.st_uid, ident):
             named = ident != info.st_gid

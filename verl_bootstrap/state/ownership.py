@@ -143,8 +143,8 @@ def _foreign(path: Path, hops: int) -> str | None:
     others."""
     try:
         info = path.lstat()
-    except (FileNotFoundError, PermissionError):  # what you cannot reach, you cannot run or read
-        return None
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return None  # not there (a prefix that is a file is said as such), or out of your reach
     except OSError as exc:
         return f"cannot be read ({exc.strerror or exc})"
     if info.st_uid not in {os.geteuid(), 0}:
