@@ -16,10 +16,12 @@ import shutil
 import stat
 import sysconfig
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from verl_bootstrap.errors import CannotWrite, Refused
+from verl_bootstrap.safety import acl
 from verl_bootstrap.safety.shapes import inside
 
 __all__ = [
@@ -43,6 +45,8 @@ __all__ = [
     "guard_file",
     "locked_requirements_file",
     "logs_dir",
+    "not_private",
+    "others_can_write",
     "override_file",
     "private_folder",
     "protected_file",
@@ -259,18 +263,38 @@ def not_private(path: Path, *, folder: bool) -> str | None:
         return "is not there"
     if not (stat.S_ISDIR(info.st_mode) if folder else stat.S_ISREG(info.st_mode)):
         return f"is not a {'folder' if folder else 'file'} (a symlink or another kind)"
-    if info.st_uid != os.geteuid() or _others_can_write(info):
+    if info.st_uid != os.geteuid() or others_can_write(path, info):
         return "is another user's or writable by others"
     return None
 
 
-def _others_can_write(info: os.stat_result) -> bool:
-    """Writable by a user other than its owner: by all, or by a group that is not the owner's
-    private group (the group of one user, named after them, that umask 002 systems give each
-    user: their ~/.cache is then 0775 and still only theirs)."""
+def others_can_write(path: Path, info: os.stat_result) -> str | None:
+    """Who besides its owner can write `path`, whose lstat is `info`, said for a message (None:
+    no one): all (mode o+w), a group that is not the owner's private group (the group of one
+    user, named after them, that umask 002 systems give each user: their ~/.cache is then 0775
+    and still only theirs), or a user or group its POSIX ACL names (safety/acl.py: the mode's
+    group bits are then the ACL's mask, which hides who it lets write)."""
+    mode = f"mode {stat.S_IMODE(info.st_mode):o}"
     if info.st_mode & 0o002:
-        return True
-    return bool(info.st_mode & 0o020) and not _private_group(info.st_uid, info.st_gid)
+        return mode
+    found = acl.writers(path, info)
+    if found is None:
+        return "its ACL cannot be read"
+    for kind, ident in found:
+        if kind == "user" and ident not in (info.st_uid, 0):  # root writes anything anyway
+            return f"its ACL lets user {_name(pwd.getpwuid, ident)} write"
+        if kind == "group" and not _private_group(info.st_uid, ident):
+            named = ident != info.st_gid
+            return f"its ACL lets group {_name(grp.getgrgid, ident)} write" if named else mode
+    return None
+
+
+def _name(lookup: Callable[[int], Any], ident: int) -> str:
+    """A user's or group's name with its id (the id alone when the system knows no name)."""
+    try:
+        return f"{lookup(ident)[0]} ({ident})"
+    except KeyError:
+        return str(ident)
 
 
 def _private_group(uid: int, gid: int) -> bool:
@@ -350,6 +374,7 @@ def _loose(folder: Path, *, last: bool) -> str | None:
     if stat.S_ISLNK(info.st_mode):
         return None  # a link's own mode means nothing; its target's folders are checked too
     sticky = info.st_mode & stat.S_ISVTX and not last
-    if _others_can_write(info) and not sticky:
-        return f"{folder} is writable by others (mode {stat.S_IMODE(info.st_mode):o})"
+    why = None if sticky else others_can_write(folder, info)
+    if why:
+        return f"{folder} is writable by others ({why})"
     return None

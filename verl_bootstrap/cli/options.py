@@ -46,7 +46,16 @@ def chosen_env(ns: argparse.Namespace, *, command: str) -> Path:
 def env_prefix(given: Path | None, *, command: str, name: str | None = None) -> Path:
     """The env a command that reads one works on: --prefix, else the env named `name` (a name
     `envs list` shows, or a folder), else the activated env's, else the only env there is. A
-    folder that is not there is bad input, said as such (not as a missing file inside it)."""
+    folder that is not there is bad input, said as such (not as a missing file inside it); an
+    env that is not the user's is refused (state/ownership.py)."""
+    from verl_bootstrap.state.ownership import check_yours
+
+    prefix = _env_prefix(given, command=command, name=name)
+    check_yours(prefix, command=command)
+    return prefix
+
+
+def _env_prefix(given: Path | None, *, command: str, name: str | None) -> Path:
     if given is not None and name is not None:
         raise InputError(
             f"{command}: the env is given twice ({name!r} and --prefix {given})",
@@ -73,7 +82,7 @@ def named_env(name: str, *, command: str) -> Path:
     from verl_bootstrap.state.registry import env_name, live_prefixes
 
     if "/" in name or name.startswith(("~", ".")):
-        return env_prefix(Path(name).expanduser(), command=command)
+        return _env_prefix(Path(name).expanduser(), command=command, name=None)
     envs = live_prefixes()
     found = [p for p in envs if env_name(p) == name]
     if len(found) > 1:
@@ -319,10 +328,13 @@ def _typed(option: Declared, value: Any) -> Any:
 
 
 def _state(prefix: Path) -> State:
-    """The state of the env at `prefix` (empty when there is none yet)."""
+    """The state of the env at `prefix` (empty when there is none yet); refused when the env is
+    not the user's: a recorded option may name a program (`--python`), which `plan` runs."""
     from verl_bootstrap.paths import state_file
+    from verl_bootstrap.state.ownership import check_yours
     from verl_bootstrap.state.state import State
 
+    check_yours(Path(prefix).absolute())
     return State.load(state_file(Path(prefix).absolute()))
 
 

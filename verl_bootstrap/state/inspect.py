@@ -11,6 +11,7 @@ from typing import Any
 from verl_bootstrap.envs.activation import activation_line
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.paths import guard_file, state_dir, state_file
+from verl_bootstrap.state.ownership import check_yours, not_yours
 from verl_bootstrap.state.state import State
 
 __all__ = ["EnvSummary", "describe", "disk_usage", "env_status", "summarize"]
@@ -23,7 +24,8 @@ class EnvSummary:
     """One env, as `envs list` shows it."""
 
     prefix: Path
-    # ok | verify failed | failed | interrupted | running | killed | missing | not an env
+    # ok | verify failed | failed | interrupted | running | killed | missing | not an env |
+    # not yours
     status: str
     profile: str | None = None
     verl_ref: str | None = None
@@ -33,10 +35,13 @@ class EnvSummary:
     backend: str | None = None
     verified_at: float | None = None
     size: int | None = None
+    not_yours: str | None = None  # what in it is another user's, or writable by others
 
 
 def load_state(prefix: Path) -> State:
-    """The env's state; InputError when `prefix` holds no env made by verl-bootstrap."""
+    """The env's state; InputError when `prefix` holds no env made by verl-bootstrap, Refused
+    when the env is not the user's (state/ownership.py)."""
+    check_yours(prefix)
     path = state_file(prefix)
     if not path.is_file():
         raise InputError(
@@ -68,6 +73,9 @@ def summarize(prefix: Path, *, size: bool = True) -> EnvSummary:
     """The summary of the env at `prefix` (a missing or foreign prefix says so, never raises)."""
     if not prefix.is_dir():
         return EnvSummary(prefix, "missing")
+    foreign = not_yours(prefix)
+    if foreign is not None:  # nothing in it is read: its state could say anything
+        return EnvSummary(prefix, "not yours", not_yours=foreign.reason)
     if not (state_file(prefix)).is_file():
         return EnvSummary(prefix, "not an env")
     state = load_state(prefix)

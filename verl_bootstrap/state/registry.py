@@ -14,6 +14,7 @@ from verl_bootstrap.errors import InputError
 from verl_bootstrap.paths import STATE_DIRNAME, atomic_write, tool_home
 from verl_bootstrap.safety import jsontext
 from verl_bootstrap.state.guard import guarding as holding
+from verl_bootstrap.state.ownership import check_file, someone_elses
 
 __all__ = [
     "env_name",
@@ -25,6 +26,7 @@ __all__ = [
     "prune",
     "register",
     "registry_path",
+    "why_gone",
 ]
 
 
@@ -44,8 +46,17 @@ def forget(prefix: Path) -> None:
 
 
 def gone_prefixes() -> list[Path]:
-    """The listed prefixes whose folder (or whose env record in it) is gone."""
-    return [Path(p) for p in sorted(_read(registry_path())) if not _holds_env(Path(p))]
+    """The listed prefixes whose folder (or whose env record in it) is gone, or whose folder is
+    another user's now (state/ownership.py: a purged /tmp prefix someone made again)."""
+    listed = [Path(p) for p in sorted(_read(registry_path()))]
+    return [p for p in listed if not _holds_env(p) or someone_elses(p)]
+
+
+def why_gone(prefix: Path) -> str:
+    """Why `envs prune` forgets `prefix` (one of gone_prefixes)."""
+    if _holds_env(prefix):
+        return "its folder is another user's now"
+    return "its folder is gone"
 
 
 def prune() -> list[Path]:
@@ -95,6 +106,7 @@ def _change(edit: Callable[[set[str]], set[str]]) -> None:
 def _read(path: Path) -> list[str]:
     if not path.is_file():
         return []
+    check_file(path, what="list of envs")  # another user's list could name any folder
     try:
         raw = jsontext.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:

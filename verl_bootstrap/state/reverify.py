@@ -19,6 +19,7 @@ from verl_bootstrap.state.record import read_record
 from verl_bootstrap.state.runlog import record_train, record_verify
 from verl_bootstrap.verify.env import VerifyReport, verify_env
 from verl_bootstrap.verify.train import TrainReport, record_entry, train_step
+from verl_bootstrap.verify.trainscratch import fresh_log, train_folder
 
 __all__ = ["train_prefix", "verify_against", "verify_prefix"]
 
@@ -124,9 +125,9 @@ def train_prefix(prefix: Path, level: str, *, scratch: Path | None = None) -> Tr
     """`verify --train LEVEL`: one real training step in the env at `prefix` (its inputs,
     checkpoints and log in `scratch`, else the env's own), this run's log alone, its checks
     recorded in the env."""
-    log = (scratch or logs_dir(prefix)) / f"train-{level}.log"
+    work = train_folder(prefix, scratch)  # private: its checkpoint is unpickled on resume
+    log = (work if scratch else logs_dir(prefix)) / f"train-{level}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text("")
-    trained = train_step(prefix, level, log_path=log, scratch=scratch)
+    trained = train_step(prefix, level, log_path=fresh_log(log), scratch=work)
     record_train(prefix, trained.level, record_entry(trained))
     return trained

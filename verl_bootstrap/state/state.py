@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.paths import atomic_write
 from verl_bootstrap.safety.shapes import PROFILE_NAME, STAGE_ID, VARIANT, check, control_char_at
+from verl_bootstrap.state.ownership import check_file
 from verl_bootstrap.state.statefile import HINT, read_state_json
 
 __all__ = ["State", "StepRecord"]
@@ -98,6 +99,7 @@ class State(BaseModel):
             )
         if not path.exists():
             return cls(path=path)
+        check_file(path, what="state file")  # it names programs (a recorded --python)
         raw = read_state_json(path, STATE_VERSION)  # bounded, one JSON object, this version
         raw.pop("version")
         try:

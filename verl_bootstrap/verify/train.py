@@ -20,9 +20,10 @@ from typing import Any
 from verl_bootstrap import proc
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.paths import PROBES, state_dir
+from verl_bootstrap.paths import PROBES
 from verl_bootstrap.verify.env import Check
 from verl_bootstrap.verify.trainroute import Route, route_for, step_environment
+from verl_bootstrap.verify.trainscratch import not_loadable, train_folder
 
 __all__ = ["LEVELS", "LOGPROB_TOLERANCE", "TrainReport", "record_entry", "train_step"]
 
@@ -87,7 +88,8 @@ def train_step(
     prefix: Path, level: str, *, log_path: Path | None = None, scratch: Path | None = None
 ) -> TrainReport:
     """Run `level` (sft or rl) in the env at `prefix` and check what the step shows; its inputs
-    and checkpoints go under `scratch` (default: the env's own state folder)."""
+    and checkpoints go under `scratch` (default: the env's own .verl-bootstrap/train/), which
+    the caller made private (trainscratch.train_folder)."""
     if level not in LEVELS:
         raise InputError(f"--train {level!r} is not a level", hint="use --train sft or --train rl")
     python = env_python(prefix)
@@ -99,7 +101,7 @@ def train_step(
         status = "fail" if route.broken else "skipped"  # a damaged env fails; a ref says why not
         check = Check(name=f"{level} step", status=status, detail=route.blocked)
         return TrainReport(str(prefix), level, route.name, (check,))
-    work = _fresh_workdir(scratch or state_dir(prefix) / "train", level)
+    work = _fresh_workdir(scratch or train_folder(prefix, None), level)  # private
     assets = _probe(python, ["build", str(work)], log_path)
     checks, figures = _run_level(route, level, work, log_path)
     figures["model_parameters"] = assets["parameters"]
@@ -110,7 +112,7 @@ def train_step(
 def _fresh_workdir(scratch: Path, level: str) -> Path:
     work = scratch / level
     shutil.rmtree(work, ignore_errors=True)  # the tool's own scratch: each run starts clean
-    work.mkdir(parents=True)
+    work.mkdir(mode=0o700, parents=True)
     return work
 
 
@@ -133,16 +135,27 @@ def _run_level(
     if first.code != 0 or 1 not in first.steps:
         detail = first.error or f"exit {first.code}, no step logged"
         return [Check(name=f"{level} step", status="fail", detail=detail)], {}
-    metrics = first.steps[1]
-    checks, figures = _step_checks(level, metrics)
+    checks, figures = _step_checks(level, first.steps[1])
+    if (refused := _unloadable(ckpt)) is not None:  # the weights probe unpickles it
+        return [*checks, refused], figures
     moved = _probe(
         route.python, ["weights", str(work / "model"), str(ckpt / "global_step_1")], log_path
     )
     checks.append(_weights_check(moved))
     figures["weights"] = moved
+    if (refused := _unloadable(ckpt)) is not None:  # and verl, on resume, once more
+        return [*checks, refused], figures
     again = _launch(route, level, work, ckpt, steps=2, log_path=log_path)
     checks.append(_resume_check(again, ckpt / "global_step_1"))
     return checks, figures
+
+
+def _unloadable(ckpt: Path) -> Check | None:
+    """A failed resume when the checkpoint may not be loaded: both the weights probe and verl
+    read it with torch.load(weights_only=False), so only what the user alone wrote is."""
+    why = not_loadable(ckpt)
+    detail = f"the checkpoint is not loaded: {why}"
+    return None if why is None else Check(name="resume", status="fail", detail=detail)
 
 
 def _launch(

@@ -48,6 +48,9 @@ def cmd_list(ns: argparse.Namespace) -> int:
     gone = sum(env.status == "missing" for env in envs)
     if gone:
         out(f"{gone} env(s) missing: `verl-bootstrap envs prune` forgets them")
+    for env in envs:  # why, so that it is never mistaken for a broken env of one's own
+        if env.not_yours:
+            out(f"not yours: {env.not_yours} (nothing in it is run or read)")
     return EXIT_OK
 
 
@@ -89,8 +92,9 @@ def verl_pin(ref: str | None, digest: str | None, kind: str | None) -> str:
 
 
 def cmd_prune(ns: argparse.Namespace) -> int:
-    """`envs prune`: forget the listed envs whose folder is gone (deleted by hand)."""
-    from verl_bootstrap.state.registry import gone_prefixes, prune
+    """`envs prune`: forget the listed envs whose folder is gone (deleted by hand) or is another
+    user's now (a purged /tmp or /scratch prefix made again)."""
+    from verl_bootstrap.state.registry import gone_prefixes, prune, why_gone
 
     gone = gone_prefixes() if ns.dry_run else prune()
     if ns.json:
@@ -104,7 +108,7 @@ def cmd_prune(ns: argparse.Namespace) -> int:
         return EXIT_OK
     verb = "would forget" if ns.dry_run else "forgot"
     for prefix in gone:
-        out(f"{verb} {prefix} (its folder is gone)")
+        out(f"{verb} {prefix} ({why_gone(prefix)})")
     if not gone:
         out("nothing to prune: every listed env is still there")
     return EXIT_OK

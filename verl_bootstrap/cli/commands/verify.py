@@ -54,10 +54,13 @@ def cmd_verify(ns: argparse.Namespace) -> int:
     """`verify --prefix P`: the verification checks on any env."""
     from verl_bootstrap.cli.options import chosen_env
     from verl_bootstrap.state.reverify import verify_prefix
+    from verl_bootstrap.verify.trainscratch import train_folder
 
     prefix = ns.prefix = chosen_env(ns, command="verify")  # the activated env by default
-    if ns.train and ns.train_dir is not None:
-        _check_train_dir(ns.train_dir)  # before the checks: they take a while
+    if ns.train:  # its scratch folder a folder, made private (or refused) before the checks
+        if ns.train_dir is not None:
+            _check_train_dir(ns.train_dir)
+        train_folder(prefix, ns.train_dir)
     if getattr(ns, "against", None) is not None:  # `--against LOCKFILE`: the drift report
         return _verify_against(ns)
 

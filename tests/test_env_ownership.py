@@ -1,0 +1,377 @@
+"""An env is yours, tried as a hostile second user for real: the lab mate is `nobody` (uid 65534,
+entered with setpriv; the tests run as root, as CI does), the victim is the test's own user.
+
+Each attack: a /tmp prefix the victim's list of envs names, purged and made again by the lab mate
+with a python, a conda activation hook and a state file of hers (`run NAME` ran them); a state
+file of hers naming her program as the recorded `--python` (`plan --prefix` ran it); a folder
+whose POSIX ACL lets her write (its mode's group bits are then the ACL's mask, and it passed for
+private); `verify --train --train-dir` in a folder she can write, with a link planted at the log's
+name (the log was truncated and appended through); a checkpoint she could write."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from scaffold import invoke, run_tool, with_env
+from tinyenv import tiny_parts
+
+from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED, EXIT_STEP_FAILED, Refused
+from verl_bootstrap.installer.cmdline import uv_binary
+from verl_bootstrap.paths import cache_folder, private_folder
+from verl_bootstrap.state.registry import register
+from verl_bootstrap.verify.trainscratch import not_loadable
+
+NOBODY = 65534
+THEIRS = "belongs to another user, nobody (uid 65534)"
+
+
+@pytest.fixture(autouse=True)
+def _two_real_users() -> None:
+    """Two real users need root (to become the second one with setpriv), as CI runs."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.fail("run as root with setpriv (util-linux), as CI does: a second user is needed")
+
+
+def as_nobody(script: str, *, umask: str = "022") -> subprocess.CompletedProcess[str]:
+    """`sh -c SCRIPT` as the lab mate (umask 022 unless said: her files are hers alone to
+    write, so only their owner gives them away)."""
+    argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    return subprocess.run(
+        [*argv, "sh", "-c", f"umask {umask}; {script}"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """A sticky folder everyone may write, as /tmp and /scratch are."""
+    path = Path(tempfile.mkdtemp(prefix="vb-sticky-", dir="/tmp"))
+    path.chmod(0o1777)
+    yield path
+    shutil.rmtree(path)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The victim's tool home (its list of envs), in this process and the tool's."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("VERL_BOOTSTRAP_HOME", str(home))
+    monkeypatch.delenv("VERL_BOOTSTRAP_PREFIX", raising=False)
+    return home
+
+
+def tool(*argv: str | Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The tool as the victim runs it, with this process's tool home."""
+    return run_tool(*argv, env=with_env(PYTHONDONTWRITEBYTECODE="1"), cwd=None, timeout=timeout)
+
+
+def plant_env(prefix: Path, marker: Path) -> None:
+    """What the lab mate makes at a purged prefix: a conda-looking env whose python and
+    activation hook each write a line to `marker` (a file only the victim can write: a line
+    there means her code ran as the victim)."""
+    script = f"""
+        mkdir -p {prefix}/.verl-bootstrap {prefix}/bin {prefix}/conda-meta \
+            {prefix}/etc/conda/activate.d
+        printf '#!/bin/sh\\necho python >> {marker}\\n' > {prefix}/bin/python
+        chmod 755 {prefix}/bin/python
+        printf 'echo hook >> {marker}\\n' > {prefix}/etc/conda/activate.d/x.sh
+        printf '{{"version": 1}}\\n' > {prefix}/.verl-bootstrap/state.json
+    """
+    done = as_nobody(script)
+    assert done.returncode == 0, done.stderr
+    assert prefix.stat().st_uid == NOBODY and prefix.stat().st_mode & 0o777 == 0o755
+
+
+def test_run_refuses_an_env_another_user_made_again_at_a_purged_prefix(
+    shared: Path, home: Path, tmp_path: Path
+) -> None:
+    """On main `run rl -- python` sourced her hook and ran her python as the victim."""
+    prefix, marker = shared / "rl", tmp_path / "ran-as-victim"
+    register(prefix)  # the victim's env, since purged with the rest of /tmp
+    plant_env(prefix, marker)
+    done = tool("run", "rl", "--", "python", "-c", "pass")
+    assert done.returncode == EXIT_REFUSED, done.stdout + done.stderr
+    assert f"run: the env at {prefix} is not yours: {prefix} {THEIRS}" in done.stderr
+    assert "another user made that folder" in done.stderr
+    assert not marker.exists()
+    for argv in (["activate", "rl"], ["info", "rl"], ["verify", "rl"], ["remove", "rl"]):
+        refused = tool(*argv, "--yes") if argv[0] == "remove" else tool(*argv)
+        assert refused.returncode == EXIT_REFUSED, (argv, refused.stderr)
+        assert f"the env at {prefix} is not yours: {prefix} {THEIRS}" in refused.stderr, argv
+    assert not marker.exists() and (prefix / "bin" / "python").exists()  # nothing of hers gone
+
+
+def test_envs_list_says_such_an_env_is_not_yours_and_prune_forgets_it(
+    shared: Path, home: Path, tmp_path: Path
+) -> None:
+    """On main `envs list` read her state file and showed her env as the victim's."""
+    prefix = shared / "rl"
+    register(prefix)
+    plant_env(prefix, tmp_path / "ran-as-victim")
+    listed = tool("envs", "list", "--no-size")
+    assert listed.returncode == EXIT_OK, listed.stderr
+    row = next(line for line in listed.stdout.splitlines() if line.startswith("rl "))
+    assert row.split()[2:4] == ["not", "yours"], listed.stdout
+    assert f"not yours: {prefix} {THEIRS} (nothing in it is run or read)" in listed.stdout
+    (entry,) = json.loads(tool("envs", "list", "--no-size", "--json").stdout)["envs"]
+    assert entry["status"] == "not yours" and entry["not_yours"] == f"{prefix} {THEIRS}"
+    pruned = tool("envs", "prune")
+    assert f"forgot {prefix} (its folder is another user's now)" in pruned.stdout
+    assert json.loads(tool("envs", "list", "--json").stdout)["envs"] == []
+
+
+def test_a_state_file_of_another_user_never_names_the_program_plan_runs(
+    shared: Path, home: Path, tmp_path: Path
+) -> None:
+    """Her state file records `python: her program`; on main `plan --prefix P` ran it as the
+    victim (to ask its version) before it planned."""
+    prefix, marker = shared / "rl", tmp_path / "ran-as-victim"
+    program = shared / "her-python"
+    record = {"version": 1, "record": {"options": {"python": str(program)}}}
+    script = f"""
+        printf '#!/bin/sh\\necho ran >> {marker}\\nexec python3 "$@"\\n' > {program}
+        chmod 755 {program}
+        mkdir -p {prefix}/.verl-bootstrap
+        printf '%s\\n' '{json.dumps(record)}' > {prefix}/.verl-bootstrap/state.json
+    """
+    assert as_nobody(script).returncode == 0
+    done = tool("plan", "--prefix", prefix, "--profile", "cpu")
+    assert done.returncode == EXIT_REFUSED, done.stdout + done.stderr
+    assert f"the env at {prefix} is not yours: {prefix} {THEIRS}" in done.stderr
+    assert not marker.exists()
+
+
+def test_plan_refuses_a_prefix_folder_another_user_made_first(shared: Path, home: Path) -> None:
+    """An empty folder of hers, where the victim's install would put its env (and its python,
+    which she could then replace): refused, naming her; on main it was planned into."""
+    prefix = shared / "rl"
+    assert as_nobody(f"mkdir {prefix}").returncode == 0
+    done = tool("plan", "--prefix", prefix, "--profile", "cpu")
+    assert done.returncode == EXIT_REFUSED, done.stdout + done.stderr
+    assert f"the env at {prefix} is not yours: {prefix} {THEIRS}" in done.stderr
+
+
+def test_a_list_of_envs_another_user_wrote_is_not_read(home: Path) -> None:
+    home.mkdir()
+    (home / "envs.json").write_text(json.dumps({"prefixes": ["/tmp/theirs"]}))
+    os.chown(home / "envs.json", NOBODY, NOBODY)
+    done = tool("envs", "list", "--no-size")
+    assert done.returncode == EXIT_REFUSED, done.stdout
+    assert f"the list of envs {home / 'envs.json'} is not yours: " in done.stderr
+    assert THEIRS in done.stderr
+
+
+# --- ACLs: a folder whose ACL lets another user write is not private ----------------------------
+
+_NAMED = {"u": 0x02, "g": 0x08}  # ACL_USER, ACL_GROUP: `nobody` and `nogroup` are both 65534
+_NO_ID = 0xFFFFFFFF
+
+
+def set_acl(path: Path, *entries: str) -> None:
+    """`setfacl -m ENTRY,...` (Debian's `acl` package), else the same ACL written as setfacl
+    writes it (the `system.posix_acl_access` attribute, entries in the kernel's order): a real
+    ACL either way, which the kernel enforces (the tests check that the lab mate can, or
+    cannot, write)."""
+    if shutil.which("setfacl"):
+        subprocess.run(["setfacl", "-m", ",".join(entries), str(path)], check=True)
+        return
+    mode = path.stat().st_mode
+    own = {"u": (mode >> 6) & 7, "g": (mode >> 3) & 7, "o": mode & 7}
+    named: list[tuple[int, int, int]] = []
+    for entry in entries:
+        kind, who, bits = entry.split(":")
+        perm = sum(v for c, v in zip("rwx", (4, 2, 1), strict=True) if c in bits)
+        if who:
+            named.append((_NAMED[kind], perm, NOBODY))
+        else:
+            own[kind] = perm
+    mask = own.get("m", own["g"] | max((p for _, p, _ in named), default=0))
+    rows = [(0x01, own["u"], _NO_ID), *[r for r in named if r[0] == 0x02]]
+    rows += [(0x04, own["g"], _NO_ID), *[r for r in named if r[0] == 0x08]]
+    rows += [(0x10, mask, _NO_ID), (0x20, own["o"], _NO_ID)]
+    raw = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *row) for row in rows)
+    os.setxattr(path, "system.posix_acl_access", raw)
+
+
+def clear_acl(path: Path, mode: int) -> None:
+    """`setfacl -b`: the ACL removed (the attribute itself, without setfacl), then `mode`."""
+    os.removexattr(path, "system.posix_acl_access")
+    path.chmod(mode)
+
+
+def nobody_can_write_in(folder: Path) -> bool:
+    """The lab mate, for real, makes a file in `folder` (then it is removed)."""
+    made = as_nobody(f"touch {folder}/hers").returncode == 0
+    if made:
+        (folder / "hers").unlink()
+    return made
+
+
+@pytest.mark.parametrize("grant", ["u:nobody:rwx", "g:nogroup:rwx"])
+def test_a_folder_whose_acl_lets_another_user_write_is_not_private(
+    shared: Path, grant: str
+) -> None:
+    """On main the ACL's mask in the group bits (0770 of root's own group) passed for private."""
+    folder = shared / "cache"
+    folder.mkdir(mode=0o700)
+    assert private_folder(folder) is None and not nobody_can_write_in(folder)
+    set_acl(folder, grant)
+    assert folder.stat().st_mode & 0o777 == 0o770  # what the mode shows: the mask
+    assert nobody_can_write_in(folder)  # the ACL is real: the kernel lets her write
+    who = "user nobody (65534)" if grant.startswith("u") else "group nogroup (65534)"
+    assert private_folder(folder) == f"{folder} is writable by others (its ACL lets {who} write)"
+    with pytest.raises(Refused, match=r"is not private: .*\(its ACL lets"):
+        cache_folder("sdists", environ={"VERL_BOOTSTRAP_CACHE": str(folder)})
+
+
+def test_an_acl_whose_mask_withholds_write_leaves_the_folder_private(shared: Path) -> None:
+    """The mask counts: an entry granting write under a mask without it lets no one write."""
+    folder = shared / "cache"
+    folder.mkdir(mode=0o700)
+    set_acl(folder, "u:nobody:rwx", "m::r-x")
+    assert not nobody_can_write_in(folder)
+    assert private_folder(folder) is None
+
+
+def _venv(prefix: Path) -> Path:
+    """A real venv with a state folder: an env of the victim's, as `envs list` finds one."""
+    subprocess.run([uv_binary(), "venv", "-q", "--python", "python3", str(prefix)], check=True)
+    (prefix / ".verl-bootstrap").mkdir()
+    return prefix
+
+
+def test_run_refuses_an_env_of_ones_own_whose_bin_folder_an_acl_lets_another_write(
+    shared: Path, home: Path
+) -> None:
+    """She could put a `python` of hers in the env's bin/ (the run's PATH starts there); on main
+    the env ran."""
+    prefix = _venv(shared / "rl")  # where she reaches the folder the ACL opens to her
+    register(prefix)
+    set_acl(prefix / "bin", "u:nobody:rwx")
+    assert nobody_can_write_in(prefix / "bin")
+    done = tool("run", "rl", "--", "python", "-c", "pass")
+    assert done.returncode == EXIT_REFUSED, done.stdout + done.stderr
+    assert (
+        f"the env at {prefix} is not yours: {prefix / 'bin'} is writable by others "
+        "(its ACL lets user nobody (65534) write)" in done.stderr
+    )
+    clear_acl(prefix / "bin", 0o755)
+    assert tool("run", "rl", "--", "python", "-c", "pass").returncode == EXIT_OK
+
+
+# --- the training step's scratch folder ----------------------------------------------------------
+
+
+def test_a_checkpoint_another_user_could_write_is_never_loaded(
+    shared: Path, tmp_path: Path
+) -> None:
+    """verl loads it on resume with torch.load(weights_only=False): a pickle."""
+    ckpt = tmp_path / "checkpoints"
+    (ckpt / "global_step_1").mkdir(parents=True)
+    weights = ckpt / "global_step_1" / "model.pt"
+    weights.write_bytes(b"weights")
+    assert not_loadable(ckpt) is None
+    os.chown(weights, NOBODY, NOBODY)
+    assert not_loadable(ckpt) == f"{weights} is another user's (uid 65534)"
+    os.chown(weights, 0, 0)
+    set_acl(weights, "u:nobody:rw-")
+    assert not_loadable(ckpt) == (
+        f"{weights} is writable by others (its ACL lets user nobody (65534) write)"
+    )
+    weights.unlink()
+    hers = shared / "model.pt"
+    assert as_nobody(f"echo pickle > {hers}").returncode == 0
+    weights.symlink_to(hers)
+    assert not_loadable(ckpt) == f"{weights} leads to {hers}, which is another user's (uid 65534)"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A real tiny env of the victim's (tests/tinyenv.py: a stand-in verl, one tiny stage), which
+    `verify` passes: `verify --train` gets as far as its training step."""
+    root = tmp_path_factory.mktemp("tiny")
+    with pytest.MonkeyPatch.context() as patch:
+        parts = tiny_parts(root, patch)
+        argv = ["--profile", str(parts.profile), "--prefix", str(root / "env")]
+        made = invoke([*argv, "--verl-source", str(parts.repo), "--cuda", "cpu"])
+        assert made.code == EXIT_OK, made.err
+        yield root / "env"
+
+
+def train(prefix: Path, folder: Path) -> subprocess.CompletedProcess[str]:
+    return tool("verify", "--prefix", prefix, "--train", "sft", "--train-dir", folder, timeout=300)
+
+
+@pytest.mark.parametrize("made_by", ["her", "the victim, mode 0777"])
+def test_verify_train_refuses_a_train_dir_she_can_write_and_writes_nothing_through_her_link(
+    tiny: Path, shared: Path, tmp_path: Path, made_by: str
+) -> None:
+    """On main the victim's file at the end of her link was truncated, then appended the log."""
+    precious = tmp_path / "precious"
+    precious.write_text("mine\n")
+    folder = shared / "train"
+    if made_by == "her":
+        assert as_nobody(f"mkdir -m 777 {folder}").returncode == 0
+    else:
+        folder.mkdir()
+        folder.chmod(0o777)
+    assert as_nobody(f"ln -s {precious} {folder}/train-sft.log").returncode == 0
+    done = train(tiny, folder)
+    assert done.returncode == EXIT_REFUSED, done.stdout + done.stderr
+    why = "belongs to another user (uid 65534)" if made_by == "her" else "writable by others"
+    assert f"--train-dir {folder} is not private: {folder} " in done.stderr
+    assert why in done.stderr
+    assert precious.read_text() == "mine\n"
+
+
+def test_verify_train_makes_its_folder_private_and_replaces_a_link_at_the_logs_name(
+    tiny: Path, shared: Path, tmp_path: Path
+) -> None:
+    """A folder the tool makes (0700 each, as a cache's); a link left at the log's name in it is
+    replaced, never written through (on main the file it led to was truncated)."""
+    precious = tmp_path / "precious"
+    precious.write_text("mine\n")
+    folder = shared / "new" / "train"
+    made = train(tiny, folder)  # the stand-in verl has no CPU hooks: its step is skipped
+    assert made.returncode == EXIT_STEP_FAILED, made.stderr
+    assert "sft step: verl 0.9.1 has no external-module hook" in made.stdout
+    for each in (folder.parent, folder):
+        assert each.stat().st_mode & 0o777 == 0o700, each
+    log = folder / "train-sft.log"
+    log.unlink()
+    log.symlink_to(precious)
+    again = train(tiny, folder)
+    assert again.returncode == made.returncode, again.stderr
+    assert precious.read_text() == "mine\n"
+    assert not log.is_symlink() and log.read_text().startswith("$ ")
+
+
+def test_verify_train_refuses_the_envs_own_train_folder_when_others_can_write_it(
+    tiny: Path,
+) -> None:
+    """Without --train-dir the step's folder is the env's .verl-bootstrap/train/: made 0700, and
+    refused when others can write it (on main it was used as it was)."""
+    own = tiny / ".verl-bootstrap" / "train"
+    shutil.rmtree(own, ignore_errors=True)
+    own.mkdir()
+    own.chmod(0o777)
+    done = tool("verify", "--prefix", tiny, "--train", "sft")
+    assert done.returncode == EXIT_REFUSED, done.stdout + done.stderr
+    assert f"the training step's folder {own} is another user's or writable by others" in (
+        done.stderr
+    )
+    own.rmdir()
+    again = tool("verify", "--prefix", tiny, "--train", "sft")
+    assert again.returncode == EXIT_STEP_FAILED, again.stderr  # the stand-in's step: skipped
+    assert own.stat().st_mode & 0o777 == 0o700
