@@ -56,9 +56,9 @@ def prepare_plan(
     chosen = make_choices(options, driver, bundle=bundle, check_optional=check_optional)
     plan = compile_plan(chosen.profile, chosen.options, chosen.host, locked=chosen.locked)
     plan = replace(plan, named_lockfile=chosen.named_lockfile, opened=chosen.opened)
-    if chosen.lab_passed:  # said with the plan's other notes, before anything runs
-        note = f"not the lab's lockfile: {chosen.lab_passed}"
-        plan = replace(plan, host=replace(plan.host, notes=(*plan.host.notes, note)))
+    if chosen.passed_over:  # said with the plan's other notes, before anything runs
+        notes = (*plan.host.notes, *chosen.passed_over)
+        plan = replace(plan, host=replace(plan.host, notes=notes))
     return replace(plan, route=_route_line(plan, chosen.reason))
 
 
