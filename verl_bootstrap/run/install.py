@@ -20,10 +20,13 @@ from verl_bootstrap.plan.model import Plan
 from verl_bootstrap.run.repair import Repair, env_drift, take_out_changed
 from verl_bootstrap.run.runner import RunReport, run_plan
 from verl_bootstrap.state.guard import guarding
+from verl_bootstrap.state.inspect import verify_failed_since
 from verl_bootstrap.state.runlog import begin_run, end_run, top_level
 from verl_bootstrap.state.state import State
 
 __all__ = ["InstallResult", "prepare_plan", "run_install"]
+
+VERIFY_STEP = "verify"
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ def run_install(
 
     A finished env whose steps are all up to date is preflighted only when its check against
     its record finds something to repair: a run that downloads nothing needs no preflight."""
+    force = force | _rechecked(plan, state)
     settled = _settled(plan, state) - force
     finished = settled == frozenset(plan.fingerprints())
     if preflight and not finished:
@@ -127,6 +131,13 @@ def _settled(plan: Plan, state: State | None) -> frozenset[str]:
     """The steps the env already holds done with this plan's inputs (a re-run skips them)."""
     state = state or State.load(state_file(plan.prefix))
     return frozenset(i for i, f in plan.fingerprints().items() if state.is_done(i, f))
+
+
+def _rechecked(plan: Plan, state: State | None) -> frozenset[str]:
+    """The verification, when a standalone `verify` failed since it ran: a re-run checks the
+    env again rather than call it verified."""
+    state = state or State.load(state_file(plan.prefix))
+    return frozenset({VERIFY_STEP}) if verify_failed_since(state) else frozenset()
 
 
 def run_preflight(plan: Plan, settled: frozenset[str] = frozenset()) -> None:
