@@ -149,7 +149,7 @@ def run_preflight(plan: Plan, settled: frozenset[str] = frozenset()) -> None:
     failures = preflight_failures(plan, settled=settled)
     if failures:
         lines = "\n  ".join(
-            f"{c.name}: {c.finding}" + (f" (fix: {c.fix})" if c.fix else "") for c in failures
+            f"{c.name}: {c.finding}" + (f"\n    fix: {c.fix}" if c.fix else "") for c in failures
         )
         raise Refused(
             "preflight refused the run:\n  " + lines,
