@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -139,10 +140,10 @@ def test_a_failed_step_says_the_host_and_the_setting_not_pips_or_uvs_hint(
     assert "network.ca_bundle" in hint
 
 
-def _doctor_index(index: Index, tmp_path: Path, **network: str) -> dict[str, object]:
+def _doctor_index(index: Index, tmp_path: Path, **network: str) -> dict[str, Any]:
     """The default index's line of doctor's network check, with a site config naming the index
     (and `network`)."""
-    config = {"schema_version": 1, "mirrors": {"pypi": {"index_url": index.url}}}
+    config: dict[str, Any] = {"schema_version": 1, "mirrors": {"pypi": {"index_url": index.url}}}
     if network:
         config["network"] = network
     site = tmp_path / f"site-{len(network)}.yaml"
@@ -157,10 +158,10 @@ def _doctor_index(index: Index, tmp_path: Path, **network: str) -> dict[str, obj
 
 def test_the_setting_named_fixes_it(index: Index, tmp_path: Path) -> None:
     untrusted = _doctor_index(index, tmp_path)
-    assert untrusted["url"]["status"] == "fail"  # type: ignore[index]
-    assert "network.ca_bundle" in untrusted["check"]["fix"]  # type: ignore[index]
+    assert untrusted["url"]["status"] == "fail"
+    assert "network.ca_bundle" in untrusted["check"]["fix"]
     trusted = _doctor_index(index, tmp_path, ca_bundle=str(index.ca))
-    assert trusted["url"]["status"] == "ok", trusted  # type: ignore[index]
+    assert trusted["url"]["status"] == "ok", trusted
 
 
 # What uv 0.13.9 printed here for an index whose certificate no CA it reads vouches for (no

@@ -46,7 +46,7 @@ done
 [ -n "$PY" ] || die "no Python >= 3.10 found; set VB_PYTHON to one (it stays in user space)"
 
 TOOL="$VB_HOME/tool"
-HERE=$(cd "$(dirname "$0")" && pwd)  # the folder the lab published this script and its wheel in
+HERE=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)  # where the lab put this script and its wheel
 WANT=${VB_TOOL:-"sha256:$VB_WHEEL_SHA256"}  # what the tool venv must hold
 pip_install() {
   args="--disable-pip-version-check --quiet"
