@@ -150,10 +150,14 @@ def _run_onboard(
     from verl_bootstrap.cli.planview import report_json, summary_text
     from verl_bootstrap.cli.render import Console
     from verl_bootstrap.onboard import describe, onboard
+    from verl_bootstrap.run.install import prepare_plan
 
     started = time.monotonic()
+    plan = prepare_plan(options)
+    if not ns.json:
+        err(plan.route)  # the first line, as an install's: the lockfile it installs
     with Console(quiet=ns.json) as console, listening(console):
-        result = onboard(options, shells=shells, shell_init=ns.shell_init, lockfile=lockfile)
+        result = onboard(plan, shells=shells, shell_init=ns.shell_init, lockfile=lockfile)
     if ns.json:
         body = {"schema": "verl-bootstrap.onboard/1", **describe(result)}
         emit_json({**body, "install": report_json(result.install)})
