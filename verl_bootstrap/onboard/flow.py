@@ -1,8 +1,9 @@
 """Onboarding: from nothing to a verified env of the lab's default profile, non-interactively.
 
 The CLI applies the lab's site config, builds the run's options (the lab's default profile,
-`--locked` from the lab's lockfile) and their plan, and says its route; this module installs, writes the activation the user
-sources (and, when asked, the block in their shell rc), and ends with doctor's verdict.
+`--locked` from the lab's lockfile) and their plan, and says its route; this module installs,
+writes the activation the user sources (and, when asked, the block in their shell rc), and ends
+with doctor's verdict.
 """
 
 from __future__ import annotations
