@@ -48,7 +48,7 @@ _KINDS = (
 _HOST_PATTERNS = (
     re.compile(r"host='([^']+)', port=(\d+)"),  # urllib3 (requests, pip)
     re.compile(r"Could not resolve host: ([^\s'\"]+)"),  # curl, git
-    re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>()]+"),  # any URL: uv, git, pip
+    re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"`<>()]+"),  # any URL: uv, git, pip
 )
 # An installer's own advice names its own flags: `--system-certs`, `--native-tls`,
 # `--trusted-host`, `--allow-insecure-host`, `--cert` (uv's `hint:`, pip's `HINT:`/`help:`)

@@ -251,6 +251,8 @@ def _failure(step: Step, exc: BootstrapError, seconds: float, log: str | None) -
     flags, and, when the network failed, the host and the setting that fixes it."""
     tail = tuple(without_tool_hints(exc.tail)) if isinstance(exc, CommandFailed) else ()
     fault = net_fault(tail) if tail else None
+    if fault is not None and fault.kind == "timeout":  # a build's or a test's too: not a sign
+        fault = None
     hint = exc.hint or (f"{fault.line()}: {fault.fix()}" if fault else None)
     return StepOutcome(
         step.id, Status.FAILED, seconds, reason=exc.message, log=log, tail=tail, hint=hint
