@@ -48,7 +48,8 @@ def flags_onboard(p: argparse.ArgumentParser) -> None:
         nargs="?",
         const="-",
         metavar="FILE",
-        help="write the lab's onboarding shell script (to FILE, or stdout) instead",
+        help="write the lab's onboarding shell script instead: to FILE, with the tool's own "
+        "wheel beside it (what the script installs); to stdout with --tool",
     )
     p.add_argument("--publish-config", metavar="URL", help="config location the script names")
     p.add_argument(
