@@ -20,6 +20,7 @@ from scaffold import run_tool
 from verl_bootstrap.cli.options import run_options
 from verl_bootstrap.cli.parse import build_parser
 from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.plan.lockroute import read_line, route_line
 from verl_bootstrap.run.install import prepare_plan
 from verl_bootstrap.state.record import record_of
 
@@ -76,6 +77,16 @@ def test_the_folder_lockfile_a_run_took_is_the_one_its_env_names_for_a_resume(
     made = record_of(plan)
     assert made["options"]["lockfile"] == str(tmp_path / OWN)
     assert made["lockfile"]["origin"] == "folder"
+
+
+def test_from_the_root_folder_a_lockfile_is_named_by_its_whole_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A script run from / (a login shell's `sh /shared/onboard.sh`, a cron job): `tmp/x` is
+    under / but reads as a relative path from nowhere."""
+    monkeypatch.chdir("/")
+    assert route_line(COMMITTED, None, "").startswith(f"from lockfile {COMMITTED} (")
+    assert read_line(COMMITTED, None) == f"from lockfile {COMMITTED}"
 
 
 @pytest.mark.real_slow

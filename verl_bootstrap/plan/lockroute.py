@@ -239,8 +239,10 @@ def _shown(path: Path) -> str:
     """A lockfile as the user can open it from where they are: relative to the current folder
     when under it (`lockfiles/…` in a checkout), else its whole path (the tool's shipped copy
     after `uv tool install`, say), never relative to the tool's own folder."""
-    whole = path.absolute()
+    whole, here = path.absolute(), Path.cwd()
+    if here == Path(here.anchor):  # from / every path is "under" it: its whole path reads best
+        return str(whole)
     try:
-        return str(whole.relative_to(Path.cwd()))
+        return str(whole.relative_to(here))
     except ValueError:
         return str(whole)
