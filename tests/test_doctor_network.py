@@ -79,7 +79,7 @@ def test_an_unreachable_index_is_named_with_the_setting_that_replaces_it(
     dead = f"http://127.0.0.1:{closed_port}/simple/"
     result = _network((("index:pypi", f"{server}/simple/"), ("index:pytorch", dead)))
     assert result.status is Status.FAIL
-    assert f"1 of 2 URLs answer; index:pytorch ({dead}): Connection refused" == result.finding
+    assert f"1 of 2 URLs answer:\n    index:pytorch ({dead}): Connection refused" == result.finding
     assert result.fix and "PIP_INDEX_URL" in result.fix and "HTTPS_PROXY" in result.fix
 
 

@@ -87,7 +87,7 @@ def test_files_replaced_since_install_are_installed_again(tiny: Tiny) -> None:
     assert against.code != EXIT_OK
     assert "vbtiny" in against.out + against.err
     info = invoke(["info", "--prefix", str(tiny.prefix), "--json"]).json()  # recorded, as a verify
-    assert (info["status"], info["verified"]["failed"]) == ("verify failed", ["other-hash vbtiny"])
+    assert (info["status"], info["verified"]["failed"]) == ("drifted", ["other-hash vbtiny"])
     assert info["verified"]["against"] == str(env_lockfile(tiny.prefix))
     repaired = tiny.again()
     assert repaired.code == EXIT_OK, repaired.err
@@ -143,10 +143,10 @@ def test_a_standalone_verify_is_recorded_and_a_failed_one_is_not_ok(tiny: Tiny) 
     tiny.uninstall("vbtiny")
     failed = invoke(["verify", "--prefix", str(tiny.prefix)])
     assert failed.code == EXIT_STEP_FAILED
-    assert listed(tiny.prefix)["status"] == "verify failed"
+    assert listed(tiny.prefix)["status"] == "drifted"  # the record check says why (test_way_out)
     assert listed(tiny.prefix)["verified_at"] is None
     info = invoke(["info", "--prefix", str(tiny.prefix), "--json"]).json()
-    assert (info["status"], info["verified"]["ok"]) == ("verify failed", False)
+    assert (info["status"], info["verified"]["ok"]) == ("drifted", False)
     assert info["verified"]["failed"] == ["import vbtiny"]
     text = invoke(["info", "--prefix", str(tiny.prefix)]).out
     assert "  verify    FAILED: import vbtiny, " in text

@@ -42,7 +42,8 @@ def test_a_lockfile_goes_to_output_else_its_place_in_the_folder(tmp_path: Path) 
     assert lock_path(job, "cpu", "cpu", single=True) == tmp_path / "one.lock.yaml"
     elsewhere = lock_path(job, "cpu", "cpu", single=False)
     assert elsewhere.is_relative_to(tmp_path / "dir")
-    assert lock_path(LockJob(), "cpu", "cpu", single=True).parts[0] == "lockfiles"  # the cwd's
+    own = Path.cwd() / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"  # the cwd's: read first
+    assert lock_path(LockJob(), "cpu", "cpu", single=True) == own
 
 
 def test_a_profile_with_several_lockfiles_names_the_one_it_took() -> None:

@@ -1,17 +1,20 @@
 """Onboarding, end to end, as a normal user created for the test, with no sudo ever called.
 
-The lab publishes, on its mirror host: its site config, its own copy of the cpu profile, the
-committed cpu lockfile, and a wheel of verl-bootstrap. The host wants a token, which the member
-keeps in ~/.netrc (uv, pip, git and requests all read it), so no URL carries it.
-`onboard --emit-script` writes the script a lab would publish; the new member runs it with a
-clean environment (pip's settings removed, uv's default index and every non-lab host
-unreachable, a `sudo` first on PATH that records any call). The script installs the tool into
-the user's space, and `onboard` builds the env `--locked` from the lockfile, writes the
-activation, hooks it into ~/.bashrc and runs doctor.
+The lab publishes, on its mirror host: its site config, its own copy of the cpu profile and the
+committed cpu lockfile. The host wants a token, which the member keeps in ~/.netrc (uv, pip, git
+and requests all read it), so no URL carries it. `onboard --emit-script` writes the script a lab
+would publish, and this tool's own wheel beside it (no index serves verl-bootstrap); the new
+member runs it with a clean environment (pip's settings removed, uv's default index and every
+non-lab host unreachable, a `sudo` first on PATH that records any call, ~/.local/bin not on
+PATH). The script installs that wheel, sha256-checked, into the user's space, and `onboard`
+builds the env `--locked` from the lockfile, writes the activation, hooks it into ~/.bashrc and
+runs doctor; the script's last line is the one that puts the tool on PATH. A lab that serves
+the tool from its index says so with `--tool`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import shutil
@@ -22,10 +25,10 @@ from pathlib import Path
 import pytest
 import yaml
 from labfixtures import COMMITTED_LOCK, DEAD, TOKEN, lab, lab_config, write_yaml
-from labmirror import mirror_wheels
+from labmirror import mirror_wheels, sha256_file
 from scaffold import invoke
 
-from verl_bootstrap import cli
+from verl_bootstrap import __version__, cli
 from verl_bootstrap.envs.inventory import installed
 from verl_bootstrap.installer.cmdline import uv_binary
 
@@ -107,10 +110,10 @@ def _tool_wheel(dest: Path) -> Path:
     return next(dest.glob("verl_bootstrap-*.whl"))
 
 
-def _publish(user: pwd.struct_passwd) -> Path:
-    """The lab's files on its host, and the onboarding script it publishes (returned)."""
+def _publish(user: pwd.struct_passwd, *flags: str) -> Path:
+    """The lab's files on its host, and the onboarding script it publishes (returned), made
+    with `onboard --emit-script` and `flags`."""
     the_lab = lab()
-    _tool_wheel(the_lab.base / "tool-wheels")
     shutil.copy2(REPO / "profiles" / "cpu.yaml", the_lab.site / "cpu.yaml")
     shutil.copy2(COMMITTED_LOCK, the_lab.site / "cpu.lock.yaml")
     config = lab_config(
@@ -120,7 +123,7 @@ def _publish(user: pwd.struct_passwd) -> Path:
     config["mirrors"]["pypi"]["find_links"] = [the_lab.url("files/", token=None)]
     config["caches"] = {"uv": str(_shared_cache(user))}
     local = write_yaml(the_lab.site / "lab.yaml", config)
-    script = the_lab.base / "onboard.sh"
+    script = the_lab.base / ("onboard-index.sh" if flags else "onboard.sh")
     argv = [
         "onboard",
         "--emit-script",
@@ -129,8 +132,7 @@ def _publish(user: pwd.struct_passwd) -> Path:
         str(local),
         "--publish-config",
         the_lab.url("site/lab.yaml", token=None),
-        "--tool",
-        "verl-bootstrap",
+        *flags,
     ]
     published = invoke(argv)
     assert published.code == 0, published.err
@@ -138,9 +140,9 @@ def _publish(user: pwd.struct_passwd) -> Path:
     return script
 
 
-def _netrc(user: pwd.struct_passwd) -> None:
+def _netrc(user: pwd.struct_passwd, home: Path | None = None) -> None:
     """The member's credentials for the lab's host, where uv, pip, git and requests read them."""
-    netrc = Path(user.pw_dir) / ".netrc"
+    netrc = (home or Path(user.pw_dir)) / ".netrc"
     netrc.write_text(f"machine 127.0.0.1 login lab password {TOKEN}\n")
     netrc.chmod(0o600)
     os.chown(netrc, user.pw_uid, user.pw_gid)
@@ -157,10 +159,10 @@ def _fake_sudo(base: Path) -> Path:
 
 
 def _as_member(
-    user: pwd.struct_passwd, argv: list[str], path: str, timeout: int = 600
+    user: pwd.struct_passwd, argv: list[str], path: str, timeout: int = 600, home: str = ""
 ) -> subprocess.CompletedProcess[str]:
     environ = {
-        "HOME": user.pw_dir,
+        "HOME": home or user.pw_dir,
         "USER": USER,
         "LOGNAME": USER,
         "SHELL": "/bin/bash",
@@ -196,6 +198,11 @@ def test_the_script_takes_a_new_member_to_a_verified_env(
     assert "doctor: ok" in done.stdout, done.stdout
     prefix = Path(user.pw_dir) / "verl-envs" / "cpu"
     assert f"env ready: {prefix}" in done.stdout
+    # onboard's first line names the lockfile it installs (the lab's, fetched) as an install's
+    route = next(line for line in done.stderr.splitlines() if not line.startswith("onboard: "))
+    assert route.startswith("from lockfile "), done.stderr[:2000]
+    shown = Path(route.removeprefix("from lockfile ").split(" (")[0])
+    assert shown.is_absolute() and shown.is_file()  # run from /: its whole path
     assert prefix.stat().st_uid == user.pw_uid
     assert (
         Path(user.pw_dir)
@@ -207,6 +214,71 @@ def test_the_script_takes_a_new_member_to_a_verified_env(
         / "verl-bootstrap"
     ).exists()
     assert TOKEN not in output
+
+
+def test_the_tool_is_the_wheel_published_beside_the_script_and_the_last_line_calls_it(
+    onboarded: tuple[pwd.struct_passwd, subprocess.CompletedProcess[str], str],
+) -> None:
+    user, done, path = onboarded
+    assert done.returncode == 0, done.stderr[-3000:]
+    (wheel,) = lab().base.glob("verl_bootstrap-*.whl")  # written by --emit-script
+    tool = Path(user.pw_dir) / ".local" / "share" / "verl-bootstrap" / "tool"
+    (dist_info,) = tool.glob("lib/python*/site-packages/verl_bootstrap-*.dist-info")
+    origin = json.loads((dist_info / "direct_url.json").read_text())["url"]
+    assert origin.endswith(f"/.local/share/verl-bootstrap/{wheel.name}")  # the checked copy
+    assert f"VB_WHEEL_SHA256='{sha256_file(wheel)}'" in (lab().base / "onboard.sh").read_text()
+    last = done.stderr.rstrip("\n").splitlines()[-1]
+    bin_dir = Path(user.pw_dir) / ".local" / "bin"
+    assert last == f'export PATH="{bin_dir}:$PATH"', done.stderr[-2000:]
+    before = _as_member(user, ["sh", "-c", "command -v verl-bootstrap"], path, timeout=60)
+    assert before.stdout == ""  # not callable by name until that line runs
+    called = _as_member(user, ["sh", "-c", f"{last}; verl-bootstrap --version"], path, timeout=60)
+    assert called.stdout.strip() == f"verl-bootstrap {__version__}", called.stderr
+
+
+def _fresh_home(user: pwd.struct_passwd, name: str) -> Path:
+    """An empty HOME of the member's (beside the lab's files: every folder above is readable)."""
+    home = lab().base / "homes" / name
+    home.mkdir(parents=True)
+    home.parent.chmod(0o755)
+    os.chown(home, user.pw_uid, user.pw_gid)
+    return home
+
+
+def test_a_lab_that_serves_the_tool_from_its_index_says_so_with_tool(
+    member: pwd.struct_passwd,
+) -> None:
+    """`--tool REQUIREMENT`: the script pip-installs it from the lab's index (no wheel beside
+    it); a fresh HOME gets the tool, and onboard's dry run plans the env."""
+    _tool_wheel(lab().base / "tool-wheels")  # what the lab's index serves
+    script = _publish(member, "--tool", "verl-bootstrap")
+    assert "VB_WHEEL=''" in script.read_text()
+    home = _fresh_home(member, "index")
+    _netrc(member, home)
+    path = f"{_fake_sudo(lab().base)}:/usr/local/bin:/usr/bin:/bin"
+    done = _as_member(member, ["sh", str(script), "--dry-run"], path, home=str(home))
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert "installing verl-bootstrap into" in done.stderr
+    assert "would build" in done.stdout
+    requests = lab().server.requests
+    assert any(r.startswith("/simple/verl-bootstrap") for r in requests), requests[-20:]
+
+
+def test_a_wheel_that_is_not_the_published_one_is_refused_before_anything_installs(
+    member: pwd.struct_passwd,
+) -> None:
+    share = lab().base / "share-changed"
+    share.mkdir()
+    config = write_yaml(share / "lab.yaml", {"schema_version": 1, "defaults": {"profile": "cpu"}})
+    emitted = invoke(["onboard", "--config", str(config), "--emit-script", str(share / "o.sh")])
+    assert emitted.code == 0, emitted.err
+    (wheel,) = share.glob("verl_bootstrap-*.whl")
+    wheel.write_bytes(wheel.read_bytes() + b"changed")
+    home = _fresh_home(member, "changed")
+    done = _as_member(member, ["sh", str(share / "o.sh")], "/usr/bin:/bin", home=str(home))
+    assert done.returncode == 1
+    assert f"{wheel} is not the wheel this script was made with" in done.stderr
+    assert not (home / ".local" / "share" / "verl-bootstrap" / "tool").exists()
 
 
 def test_no_sudo_was_ever_called(

@@ -101,4 +101,4 @@ def test_an_emitted_script_refuses_a_literal_credential(
     data = {"schema_version": 1, "mirrors": {"pypi": {"index_url": f"https://u:{TOKEN}@m/simple"}}}
     config = write_yaml(tmp_path / "lab.yaml", data)
     with pytest.raises(InputError, match="credential"):
-        onboarding_script(load_site(str(config)), config="https://lab/config.yaml")
+        onboarding_script(load_site(str(config)), config="https://lab/config.yaml", tool="t")

@@ -103,7 +103,7 @@ def test_an_emitted_onboarding_script_refuses_every_credential_shape(
         tmp_path / "lab.yaml", {"schema_version": 1, "mirrors": {"pypi": {"index_url": url}}}
     )
     with pytest.raises(InputError, match="holds a credential"):
-        onboarding_script(load_site(str(config)), config="https://lab/config.yaml")
+        onboarding_script(load_site(str(config)), config="https://lab/config.yaml", tool="t")
 
 
 def test_an_onboarding_script_keeps_a_credential_written_as_a_variable(
@@ -115,7 +115,7 @@ def test_an_onboarding_script_keeps_a_credential_written_as_a_variable(
     config = write_yaml(
         tmp_path / "lab.yaml", {"schema_version": 1, "mirrors": {"pypi": {"index_url": url}}}
     )
-    script = onboarding_script(load_site(str(config)), config="lab.yaml")
+    script = onboarding_script(load_site(str(config)), config="lab.yaml", tool="t")
     assert "${LAB_TOKEN}" in script and SECRET not in script
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "LOCKFILES_DIR",
     "PROBES",
     "PROFILES_DIR",
+    "PROJECT_LOCKFILES",
     "STATE_DIRNAME",
     "activation_file",
     "atomic_write",
@@ -49,6 +50,7 @@ __all__ = [
     "others_can_write",
     "override_file",
     "private_folder",
+    "project_lockfile",
     "protected_file",
     "shared_path",
     "state_dir",
@@ -75,6 +77,7 @@ def _shipped(name: str) -> Path:
 
 PROFILES_DIR = _shipped("profiles")
 LOCKFILES_DIR = _shipped("lockfiles")
+PROJECT_LOCKFILES = Path("lockfiles")  # a folder's own lockfiles, relative to it
 
 
 def default_lockfile(profile: str, variant: str, platform: str, root: Path = LOCKFILES_DIR) -> Path:
@@ -83,6 +86,12 @@ def default_lockfile(profile: str, variant: str, platform: str, root: Path = LOC
     Layout: lockfiles/PROFILE/VARIANT-PLATFORM.lock.yaml.
     """
     return root / profile / f"{variant}-{platform}.lock.yaml"
+
+
+def project_lockfile(profile: str, variant: str, platform: str) -> Path:
+    """The current folder's own lockfile of `profile` (a name or a YAML file, as the user gives
+    it): where `lock` writes by default, and the first lockfile a run in that folder looks at."""
+    return default_lockfile(Path(profile).stem, variant, platform, Path.cwd() / PROJECT_LOCKFILES)
 
 
 def tool_home(environ: Mapping[str, str] | None = None) -> Path:

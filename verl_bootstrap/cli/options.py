@@ -358,12 +358,16 @@ def scratch_options(ns: argparse.Namespace, profile: str, cuda: str) -> RunOptio
 
 
 def named_lock(ns: argparse.Namespace) -> tuple[Lockfile, Path]:
-    """The lockfile --lockfile names, else the committed one of --profile/--cuda/--platform (the
-    variant chosen, when there was a choice, said on stderr)."""
+    """The lockfile --lockfile names, else this folder's or the committed one of
+    --profile/--cuda/--platform; the first line on stderr names it (and the variant chosen, when
+    there was a choice)."""
     from verl_bootstrap.cli.output import err
     from verl_bootstrap.locking.command import named_lockfile
+    from verl_bootstrap.plan.lockroute import read_line
 
     named = named_lockfile(ns.command, ns.lockfile, ns.profile, ns.cuda, ns.platform)
+    if not ns.json:
+        err(read_line(named.path, named.lock.exclude_newer))
     if named.note:
         err(f"note: {named.note}")
     return named.lock, named.path

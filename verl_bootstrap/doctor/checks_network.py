@@ -12,6 +12,7 @@ from urllib.parse import unquote, urlparse
 from verl_bootstrap import proc
 from verl_bootstrap.doctor.inputs import Context, exact_env
 from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped, warn
+from verl_bootstrap.host.netfaults import SITE_CONFIG, net_fault
 from verl_bootstrap.httpclient import HttpError, proxies_for, proxy_for, status
 from verl_bootstrap.redact import redact
 
@@ -22,6 +23,7 @@ _WORKERS = 8
 # unreachable one, and refusing an install for a slow first answer would be wrong.
 RETRY_FACTOR = 3.0
 _NO_ANSWER = "no answer within"
+_LINE = "\n    "  # each URL on its own line: a git host, an index and a channel fail apart
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,8 @@ def _git(label: str, url: str, environ: Mapping[str, str], timeout: float) -> Re
     if done.returncode == 0:
         return Reach(label, redact(url), "ok", "git answers")
     last = (done.stderr.strip().splitlines() or ["git ls-remote failed"])[-1]
-    return Reach(label, redact(url), "fail", redact(last))
+    fault = net_fault(done.stderr, url)
+    return Reach(label, redact(url), "fail", fault.what if fault else redact(last))
 
 
 def _http(label: str, url: str, environ: Mapping[str, str], timeout: float) -> Reach:
@@ -118,24 +121,43 @@ def _replacement(reach: Reach) -> str:
     kind = reach.label.split(":", 1)[0]
     if reach.detail.startswith("local path") or reach.detail.startswith("neither"):
         return f"create {reach.url} or point the plan at a folder or URL that exists"
+    fault = net_fault(reach.detail, reach.url)
+    if fault is not None and fault.kind in ("tls", "proxy"):  # a mirror would not help
+        return fault.fix()
     if kind == "git" or reach.url.endswith(".git"):
-        return f"git config --global url.<mirror>.insteadOf {reach.url}"
+        return (
+            f"a mirror of it: `mirrors.git` in your site config ({SITE_CONFIG}), or "
+            f"git config --global url.<mirror>.insteadOf {reach.url}"
+        )
     if kind == "channel":
         return (
             f"a mirror (or local folder) in place of {reach.url}: pass --channel URL_OR_PATH "
             "(repeatable; it replaces the profile's channels)"
         )
+    name = reach.label.split(":", 1)[-1]
     return (
-        f"a mirror for {reach.label}: PIP_INDEX_URL / UV_DEFAULT_INDEX for the default index, "
-        "or the index's entry in the profile"
+        f"a mirror for {reach.label}: `mirrors.pypi.index_url` (the default index) or "
+        f"`mirrors.indexes.{name}` in your site config ({SITE_CONFIG}), or --index {name}=URL; "
+        "PIP_INDEX_URL / UV_DEFAULT_INDEX for the default index"
     )
 
 
 def _fix(ctx: Context, bad: list[Reach]) -> str:
     fixes = [f"{r.label}: {_replacement(r)}" for r in bad]
-    if not proxies_for("https://example.invalid", ctx.environ):
-        fixes.append("behind a proxy, set HTTPS_PROXY (and NO_PROXY for local mirrors)")
-    return "; ".join(fixes)
+    unreached = [r for r in bad if r.status == "fail" and not _trust_or_proxy(r)]
+    if unreached and not proxies_for("https://example.invalid", ctx.environ):
+        fixes.append(
+            "behind a proxy, set `network.proxy.https` in your site config (or HTTPS_PROXY; "
+            "NO_PROXY for local mirrors)"
+        )
+    return _LINE.join(dict.fromkeys(fixes))
+
+
+def _trust_or_proxy(reach: Reach) -> bool:
+    """The host answered, but its certificate is not trusted or the proxy refused: no mirror or
+    proxy setting for an unreachable host applies."""
+    fault = net_fault(reach.detail, reach.url)
+    return fault is not None and fault.kind in ("tls", "proxy")
 
 
 def check_network(ctx: Context) -> CheckResult:
@@ -151,8 +173,8 @@ def check_network(ctx: Context) -> CheckResult:
     required = [r for r in bad if r.status == "fail" and not _optional(ctx, r.label)]
     if not bad:
         return ok("network", f"all {len(reaches)} URLs answer", **data)
-    found = f"{len(reaches) - len(bad)} of {len(reaches)} URLs answer; " + "; ".join(
-        f"{r.label} ({r.url}): {r.detail}" for r in bad
+    found = f"{len(reaches) - len(bad)} of {len(reaches)} URLs answer:" + "".join(
+        f"{_LINE}{r.label} ({r.url}): {r.detail}" for r in bad
     )
     check = fail if required else warn
     return check("network", found, _fix(ctx, bad), **data)

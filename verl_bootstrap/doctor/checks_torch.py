@@ -19,6 +19,7 @@ from verl_bootstrap import proc
 from verl_bootstrap.doctor.inputs import Context
 from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped
 from verl_bootstrap.envs.inventory import installed
+from verl_bootstrap.host.netfaults import net_fault, without_tool_hints
 from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.profile.models import Stage
 from verl_bootstrap.redact import redact
@@ -81,10 +82,13 @@ def _torch_pin(stage: Stage) -> str | None:
 def _resolved(ctx: Context, stage: Stage) -> CheckResult:
     pin = _torch_pin(stage) or "torch"
     version, error = _resolve(ctx, pin)
+    fault = net_fault(error) if version is None else None
+    if fault is not None:  # the indexes it asked failed, not the CPU index it went without
+        return fail(NAME, f"{pin} could not be looked up: {fault.line()}", fault.fix())
     if version is None:
         return fail(
             NAME,
-            f"{pin} could not be resolved without {_index(ctx, stage)}: {error}",
+            f"{pin} could not be resolved without {_index(ctx, stage)}: {error.splitlines()[-1]}",
             _fix(ctx, stage, pin),
         )
     if _is_cpu(version):
@@ -143,7 +147,8 @@ def _resolve(ctx: Context, pin: str) -> tuple[str | None, str]:
     for line in done.stdout.splitlines():
         if line.lower().startswith("torch=="):
             return line.split("==", 1)[1].strip(), ""
-    return None, (done.stderr.strip().splitlines() or ["no answer"])[-1]
+    said = [line for line in without_tool_hints(done.stderr.strip().splitlines()) if line.strip()]
+    return None, "\n".join(said) or "no answer"
 
 
 def _python_args(ctx: Context) -> list[str]:

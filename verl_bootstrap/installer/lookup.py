@@ -18,6 +18,7 @@ from packaging.utils import canonicalize_name
 from verl_bootstrap import proc
 from verl_bootstrap.errors import CommandFailed, InputError, Refused
 from verl_bootstrap.host.indexes import DEFAULT, IndexSettings
+from verl_bootstrap.host.netfaults import net_fault, without_tool_hints
 from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.installer.resolve import FIND_LINKS, Target, index_args, load_toml
 from verl_bootstrap.lockfile.model import LockedDist, LockedStage, Lockfile
@@ -126,12 +127,27 @@ def lookup_dists(
     try:
         proc.run(argv, log_path=work / "lookup.log")
     except CommandFailed as exc:
-        reason = next((line for line in reversed(exc.tail) if line.strip()), exc.message)
-        raise NotServed(
-            f"the locked versions could not be looked up on your indexes: {reason}",
-            hint="check your network and index settings (pip config list), or pass --index",
-        ) from None
+        raise _not_served(exc) from None
     return served_artifacts(load_toml(out.read_text(encoding="utf-8")))
+
+
+def _not_served(exc: CommandFailed) -> NotServed:
+    """Why the lookup failed: the host and the setting that fixes it when the network failed
+    (uv's own hints, naming flags verl-bootstrap lacks, are left out), else uv's last line."""
+    fault = net_fault(exc.tail)
+    if fault is not None:  # said as the route's reason, one line: the fix goes in it
+        fix = fault.fix("--index NAME=URL")
+        return NotServed(
+            f"the locked versions could not be looked up on your indexes: {fault.line()}; "
+            f"fix: {fix}",
+            hint=fix,
+        )
+    lines = [line for line in without_tool_hints(exc.tail) if line.strip()]
+    return NotServed(
+        f"the locked versions could not be looked up on your indexes: "
+        f"{lines[-1].strip() if lines else exc.message}",
+        hint="check your network and index settings (pip config list), or pass --index",
+    )
 
 
 def served_artifacts(data: Mapping[str, Any]) -> dict[str, list[Artifact]]:

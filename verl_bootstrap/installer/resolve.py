@@ -20,6 +20,7 @@ from packaging.utils import canonicalize_name
 from verl_bootstrap import proc
 from verl_bootstrap.errors import CommandFailed, InputError, StepFailed
 from verl_bootstrap.host.indexes import DEFAULT, IndexSettings
+from verl_bootstrap.host.netfaults import net_fault, without_tool_hints
 from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.lockfile.model import DistSource
 from verl_bootstrap.platforms import DEFAULT_GLIBC, uv_platform
@@ -137,11 +138,19 @@ def load_toml(text: str) -> dict[str, Any]:
 
 
 def _run_uv(argv: list[str], log_path: Path, what: str) -> None:
-    """Run one uv resolution; a failure says why in uv's words (the command is in the log)."""
+    """Run one uv resolution; a failure says why in uv's words (the command is in the log), but
+    for its hints naming its own flags; a network failure names the host and the setting that
+    fixes it."""
     try:
         proc.run(argv, log_path=log_path)
     except CommandFailed as exc:
-        reason = "\n    ".join(line for line in exc.tail if line.strip())
+        fault = net_fault(exc.tail)
+        if fault is not None:
+            raise StepFailed(
+                f"{what}: uv could not reach the index: {fault.line()}",
+                hint=f"{fault.fix('--index NAME=URL')}; the full log is {log_path}",
+            ) from None
+        reason = "\n    ".join(line for line in without_tool_hints(exc.tail) if line.strip())
         raise StepFailed(
             f"{what}: uv could not resolve it:\n    {reason}",
             hint=f"the full log is {log_path}",

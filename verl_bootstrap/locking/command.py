@@ -1,6 +1,7 @@
 """What the lockfile commands decide, apart from their flags and their output: which lockfiles
 `lock` makes and where each goes, one lock with what changed against the lockfile it replaces,
-`lock --check`'s verdict on each committed lockfile, and the lockfile `export` and `bundle` read.
+`lock --check`'s verdict on each committed lockfile, and the lockfile `export` and `bundle` read
+(the current folder's own, where `lock` wrote it, before the one shipped with the tool).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from verl_bootstrap.locking.nativelinks import (
 from verl_bootstrap.locking.origins import lock_index_settings
 from verl_bootstrap.locking.uvlock import applies_to, export_uv_lock, uv_lock_gaps
 from verl_bootstrap.options import RunOptions
-from verl_bootstrap.paths import LOCKFILES_DIR, cache_folder, default_lockfile
+from verl_bootstrap.paths import LOCKFILES_DIR, cache_folder, default_lockfile, project_lockfile
 from verl_bootstrap.profile import list_profiles, load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack
@@ -60,7 +61,6 @@ __all__ = [
 ]
 
 OptionsFor = Callable[[str, str], RunOptions]  # (profile, variant) -> a scratch run's options
-_OWN_FOLDER = Path("lockfiles")  # relative: the current folder's
 
 
 @dataclass(frozen=True)
@@ -111,10 +111,13 @@ def lock_targets(profile: str | None, cuda: str | None, *, every: bool) -> LockT
 
 def lock_path(job: LockJob, profile: str, variant: str, *, single: bool) -> Path:
     """Where one lockfile goes: --output (one lockfile), else its place in --dir, else in the
-    current folder's lockfiles/ (never the tool's own shipped copy, which installs trust)."""
+    current folder's lockfiles/, where the next command in this folder looks first (never the
+    tool's own shipped copy, which installs trust)."""
     if job.output is not None and single:
         return Path(job.output)
-    return default_lockfile(Path(profile).stem, variant, job.platform, job.folder or _OWN_FOLDER)
+    if job.folder is not None:
+        return default_lockfile(Path(profile).stem, variant, job.platform, job.folder)
+    return project_lockfile(profile, variant, job.platform)
 
 
 def lock_request(
@@ -281,13 +284,14 @@ class NamedLock:
 def named_lockfile(
     command: str, lockfile: Path | None, profile: str | None, cuda: str | None, platform: str
 ) -> NamedLock:
-    """The lockfile --lockfile names, else the committed one of --profile/--cuda/--platform."""
+    """The lockfile --lockfile names, else that of --profile/--cuda/--platform: this folder's
+    own (`lock` wrote it here), else the one committed with the tool."""
     if lockfile is not None:
         return NamedLock(read_lockfile(lockfile), lockfile)
     if not profile:
         raise InputError(f"{command}: pass --lockfile PATH or --profile NAME")
     variant, note = (cuda, None) if cuda else _locked_variant(profile, platform)
-    path = default_lockfile(profile, variant, platform)
+    path = _profile_lockfile(profile, variant, platform)
     if not path.is_file():
         raise InputError(
             f"no lockfile at {path}",
@@ -297,11 +301,17 @@ def named_lockfile(
     return NamedLock(read_lockfile(path), path, note)
 
 
+def _profile_lockfile(profile: str, variant: str, platform: str) -> Path:
+    """This folder's lockfile of the profile and variant when it has one, else the committed."""
+    own = project_lockfile(profile, variant, platform)
+    return own if own.is_file() else default_lockfile(Path(profile).stem, variant, platform)
+
+
 def _locked_variant(profile_name: str, platform: str) -> tuple[str, str | None]:
     """The profile's first CUDA variant that has a committed lockfile for `platform` (with a note
     when there is a choice); InputError naming the variants when none has one."""
     variants = list(load_profile(profile_name).cuda_variants)
-    locked = [v for v in variants if default_lockfile(profile_name, v, platform).is_file()]
+    locked = [v for v in variants if _profile_lockfile(profile_name, v, platform).is_file()]
     if not locked:
         raise InputError(
             f"profile {profile_name!r} has no committed lockfile for {platform} "

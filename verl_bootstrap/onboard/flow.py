@@ -1,8 +1,9 @@
 """Onboarding: from nothing to a verified env of the lab's default profile, non-interactively.
 
-The CLI applies the lab's site config and builds the run's options (the lab's default profile,
-`--locked` from the lab's lockfile); this module installs, writes the activation the user
-sources (and, when asked, the block in their shell rc), and ends with doctor's verdict.
+The CLI applies the lab's site config, builds the run's options (the lab's default profile,
+`--locked` from the lab's lockfile) and their plan, and says its route; this module installs,
+writes the activation the user sources (and, when asked, the block in their shell rc), and ends
+with doctor's verdict.
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ from typing import TYPE_CHECKING, Any
 from verl_bootstrap.doctor import DoctorInputs, run_doctor
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.onboard.shellrc import rc_file, user_activation, write_rc_block
-from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import tool_home
 from verl_bootstrap.plan.model import Plan
 from verl_bootstrap.redact import redact
-from verl_bootstrap.run.install import InstallResult, prepare_plan, run_install
+from verl_bootstrap.run.install import InstallResult, run_install
 from verl_bootstrap.siteconfig import LoadedSite
 from verl_bootstrap.siteconfig.files import fetch_file, local_profile
 
@@ -67,16 +67,16 @@ def lab_defaults(
 
 
 def onboard(
-    options: RunOptions,
+    plan: Plan,
     *,
     shells: tuple[str, ...],
     shell_init: bool,
     lockfile: Path | None,
     environ: Mapping[str, str] | None = None,
 ) -> OnboardResult:
-    """Install (locked when a lockfile is given), write the activation, then run doctor."""
+    """Install `plan` (prepare_plan's: locked when a lockfile is given), write the activation,
+    then run doctor."""
     env = dict(os.environ if environ is None else environ)
-    plan = prepare_plan(options)
     result = run_install(plan, preflight=True)
     if not result.ok:
         return OnboardResult(result, {}, (), None, lockfile)

@@ -1,26 +1,30 @@
 """`onboard --emit-script`: a short POSIX shell script a lab can publish.
 
 It installs verl-bootstrap into the user's space (a venv under ~/.local/share, no sudo, no
-Docker), from the lab's own package index, then runs `verl-bootstrap onboard` with the lab's
-config. Credentials never go into it: a URL that needs one must name a variable (`${LAB_TOKEN}`),
-which the user's shell fills in when the script runs.
+Docker): the very tool that emitted it, from its wheel published beside the script and checked
+by sha256 (or, with `--tool`, a requirement the lab's index serves; the tool's own dependencies
+come from the lab's index either way), links it into ~/.local/bin, then runs `verl-bootstrap
+onboard` with the lab's config, and ends by saying the line that puts the tool on PATH when it
+is not there. Credentials never go into it: a URL that needs one must name a variable
+(`${LAB_TOKEN}`), which the user's shell fills in when the script runs.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verl_bootstrap import __version__
 from verl_bootstrap.errors import InputError
+from verl_bootstrap.onboard.toolwheel import ToolWheel
 from verl_bootstrap.paths import atomic_write
 from verl_bootstrap.redact import secrets_in
 from verl_bootstrap.siteconfig import LoadedSite, load_site
 from verl_bootstrap.siteconfig.load import CONFIG_VARS
 
-__all__ = ["lab_script", "onboarding_script", "write_script"]
+__all__ = ["LabScript", "lab_script", "onboarding_script", "write_script"]
 
 _REFERENCE = re.compile(r"^\$(\{[A-Za-z_]\w*\}|[A-Za-z_]\w*)$")
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))")
@@ -42,20 +46,73 @@ done
 [ -n "$PY" ] || die "no Python >= 3.10 found; set VB_PYTHON to one (it stays in user space)"
 
 TOOL="$VB_HOME/tool"
-if [ ! -x "$TOOL/bin/verl-bootstrap" ] || [ -n "${VB_UPGRADE:-}" ]; then
-  say "installing $VB_TOOL into $TOOL"
-  "$PY" -m venv "$TOOL" ||
-    die "$PY cannot make a venv (Debian/Ubuntu package it apart); set VB_PYTHON to another"
+HERE=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)  # where the lab put this script and its wheel
+WANT=${VB_TOOL:-"sha256:$VB_WHEEL_SHA256"}  # what the tool venv must hold
+pip_install() {
   args="--disable-pip-version-check --quiet"
   [ -z "$VB_INDEX_URL" ] || args="$args --index-url $VB_INDEX_URL"
   for url in $VB_EXTRA_INDEX_URLS; do args="$args --extra-index-url $url"; done
   for url in $VB_FIND_LINKS; do args="$args --find-links $url"; done
   # shellcheck disable=SC2086  # $args is a list of flags
-  "$TOOL/bin/python" -m pip install $args "$VB_TOOL" || die "could not install $VB_TOOL"
+  "$TOOL/bin/python" -m pip install $args "$@"
+}
+sha256() {
+  "$PY" - "$1" <<'EOF'
+import hashlib, sys
+sys.stdout.write(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())
+EOF
+}
+checked_wheel() {  # the wheel beside this script, copied into VB_HOME and its sha256 checked
+  [ -n "$VB_WHEEL" ] || die "this script names no wheel: set VB_TOOL to the tool's requirement"
+  [ -f "$HERE/$VB_WHEEL" ] || die "the tool's wheel $VB_WHEEL is not beside this script" \
+    "(in $HERE): run the script from the folder the lab published it in, or set VB_TOOL to" \
+    "a requirement your index serves (VB_TOOL=verl-bootstrap)"
+  mkdir -p "$VB_HOME"
+  cp "$HERE/$VB_WHEEL" "$VB_HOME/$VB_WHEEL" || die "cannot copy $HERE/$VB_WHEEL into $VB_HOME"
+  got=$(sha256 "$VB_HOME/$VB_WHEEL")
+  [ "$got" = "$VB_WHEEL_SHA256" ] || { rm -f "$VB_HOME/$VB_WHEEL"; die "$HERE/$VB_WHEEL is not" \
+    "the wheel this script was made with (sha256 $got, not $VB_WHEEL_SHA256): ask the lab to" \
+    "run \`verl-bootstrap onboard --emit-script\` again"; }
+}
+if [ "$(cat "$TOOL/.installed" 2>/dev/null || true)" != "$WANT" ] || [ -n "${VB_UPGRADE:-}" ]; then
+  [ -n "$VB_TOOL" ] || checked_wheel  # before anything is made
+  "$PY" -m venv "$TOOL" ||
+    die "$PY cannot make a venv (Debian/Ubuntu package it apart); set VB_PYTHON to another"
+  if [ -n "$VB_TOOL" ]; then
+    say "installing $VB_TOOL into $TOOL"
+    pip_install "$VB_TOOL" || die "could not install $VB_TOOL"
+  else
+    say "installing $VB_WHEEL (sha256 checked) into $TOOL"
+    # this very wheel, even over an install of the same version, then what it requires
+    pip_install --force-reinstall --no-deps "$VB_HOME/$VB_WHEEL" &&
+      pip_install "$VB_HOME/$VB_WHEEL" || die "could not install $VB_WHEEL"
+    rm -f "$VB_HOME/$VB_WHEEL"
+  fi
+  printf '%s\n' "$WANT" >"$TOOL/.installed"
 fi
-mkdir -p "$HOME/.local/bin"
-ln -sf "$TOOL/bin/verl-bootstrap" "$HOME/.local/bin/verl-bootstrap"
-exec "$TOOL/bin/verl-bootstrap" onboard --config "$VB_CONFIG" "$@"
+
+BIN=${XDG_BIN_HOME:-"$HOME/.local/bin"}
+LINK="$BIN/verl-bootstrap"
+mkdir -p "$BIN"
+if [ ! -e "$LINK" ] && [ ! -L "$LINK" ]; then
+  ln -s "$TOOL/bin/verl-bootstrap" "$LINK"
+elif [ "$(readlink "$LINK")" = "$TOOL/bin/verl-bootstrap" ]; then
+  : # this script's link, from an earlier run
+else
+  say "left $LINK as it is (not this script's link); the lab's tool is $TOOL/bin/verl-bootstrap"
+  LINK="$TOOL/bin/verl-bootstrap"
+fi
+status=0
+"$TOOL/bin/verl-bootstrap" onboard --config "$VB_CONFIG" "$@" || status=$?
+found=$(command -v verl-bootstrap 2>/dev/null || true)
+if [ -z "$found" ]; then
+  say "verl-bootstrap is in $BIN, which is not on your PATH; this line puts it there (add it" \
+    "to your shell rc to keep it):"
+  printf 'export PATH="%s:$PATH"\n' "$BIN" >&2
+elif [ "$found" != "$LINK" ]; then
+  say "the verl-bootstrap first on your PATH is $found; the lab's is $LINK"
+fi
+exit "$status"
 """
 
 
@@ -116,6 +173,7 @@ def _words(value: Any) -> str:
 
 
 def _settings(site: LoadedSite, config: str, tool: str) -> list[tuple[str, str]]:
+    """The settings a user may set beforehand (VB_TOOL: "" installs the wheel beside it)."""
     merged = site.config.model_dump(mode="json")
     raw = site.raw
 
@@ -124,7 +182,7 @@ def _settings(site: LoadedSite, config: str, tool: str) -> list[tuple[str, str]]
 
     return [
         ("VB_CONFIG", _public(config, "the config location")),
-        ("VB_TOOL", tool),
+        ("VB_TOOL", _public(tool, "--tool")),
         ("VB_INDEX_URL", pick("mirrors", "pypi", "index_url")),
         ("VB_EXTRA_INDEX_URLS", pick("mirrors", "pypi", "extra_index_urls")),
         ("VB_FIND_LINKS", pick("mirrors", "pypi", "find_links")),
@@ -148,23 +206,29 @@ def _network(site: LoadedSite) -> list[str]:
     return lines
 
 
-def onboarding_script(site: LoadedSite, *, config: str, tool: str | None = None) -> str:
-    """The script's text: settings from the lab config at the top, the same body for every lab."""
+def onboarding_script(site: LoadedSite, *, config: str, tool: ToolWheel | str) -> str:
+    """The script's text: settings from the lab config at the top, the same body for every lab.
+    `tool`: the tool's own wheel, published beside the script, or a requirement the lab's index
+    serves (`--tool`)."""
     _published(site.raw)
     header = [
         "#!/bin/sh",
         "# Onboarding to the lab's verl env: installs verl-bootstrap into your user space (no",
         "# sudo, no Docker), then builds, verifies and activates the lab's env. Run it as you:",
         "#   sh onboard.sh [--shell-init] [other `verl-bootstrap onboard` flags]",
-        "# Generated by `verl-bootstrap onboard --emit-script`; every VB_* can be set beforehand.",
+        "# Generated by `verl-bootstrap onboard --emit-script`; every VB_* but the wheel's can be",
+        "# set beforehand (VB_TOOL=REQUIREMENT: the tool from your index, not the wheel here).",
         "set -eu",
     ]
+    wheel = tool if isinstance(tool, ToolWheel) else ToolWheel("", "")
+    requirement = "" if isinstance(tool, ToolWheel) else tool
     settings = [
         f"{name}=${{{name}-{_literal(value) if name == 'VB_CONFIG' else _shell_string(value)}}}"
-        for name, value in _settings(site, config, tool or f"verl-bootstrap=={__version__}")
+        for name, value in _settings(site, config, requirement)
     ]
+    pinned = [f"VB_WHEEL={_literal(wheel.name)}", f"VB_WHEEL_SHA256={_literal(wheel.sha256)}"]
     home = 'VB_HOME=${VB_HOME:-"${XDG_DATA_HOME:-$HOME/.local/share}/verl-bootstrap"}'
-    lines = [*header, *settings, home, *_network(site), *_variables(site)]
+    lines = [*header, *settings, *pinned, home, *_network(site), *_variables(site)]
     return "\n".join(lines) + "\n" + _BODY.lstrip("\n")
 
 
@@ -177,11 +241,25 @@ def _variables(site: LoadedSite) -> list[str]:
     return [f"export {CONFIG_VARS}=${{{CONFIG_VARS}-{','.join(names)}}}"]
 
 
-def lab_script(config: str, *, publish_as: str | None, tool: str | None) -> str:
-    """The script of the lab config at `config`, naming it by `publish_as` (where the lab
-    publishes it), else by its own location (a file's made absolute)."""
-    location = publish_as or _absolute(config)
-    return onboarding_script(load_site(config), config=location, tool=tool)
+@dataclass(frozen=True)
+class LabScript:
+    """A lab config, checked for publishing, and the location the script names it by."""
+
+    site: LoadedSite
+    location: str
+
+    def text(self, tool: ToolWheel | str) -> str:
+        """The script, installing `tool` (see onboarding_script)."""
+        return onboarding_script(self.site, config=self.location, tool=tool)
+
+
+def lab_script(config: str, *, publish_as: str | None) -> LabScript:
+    """The lab config at `config`, named by `publish_as` (where the lab publishes it), else by
+    its own location (a file's made absolute); refused now if it could not be published."""
+    location = _public(publish_as or _absolute(config), "the config location")
+    site = load_site(config)
+    _published(site.raw)
+    return LabScript(site, location)
 
 
 def _absolute(location: str) -> str:

@@ -49,7 +49,7 @@ class Choices:
     host: HostFacts  # the variant and why, the interpreter, the indexes, the kernel sources
     locked: LockedInstall | None  # the lockfile installed, hash-checked (None: resolve)
     reason: str  # why the run resolves ("" when it installs a lockfile)
-    lab_passed: str = ""  # why the lab's lockfile was passed over ("" when it was not)
+    passed_over: tuple[str, ...] = ()  # notes: this folder's or the lab's lockfile not taken
     # the lockfile the env's record names: --lockfile, or the lab's that --locked/--frozen took
     # (a resume then installs that same file); None when the route chose one by default
     named_lockfile: Path | None = None
@@ -83,7 +83,7 @@ def make_choices(
     route, narrowed, locked = _checked_route(profile, options, variant[0], indexes[0])
     host = gather_host(narrowed, options, driver=driver, variant=variant, indexes=indexes)
     named = _named(options, route)
-    return Choices(options, narrowed, host, locked, route.reason, route.lab_passed, named, opened)
+    return Choices(options, narrowed, host, locked, route.reason, route.passed_over, named, opened)
 
 
 def _checked_route(
@@ -105,9 +105,10 @@ def _checked_route(
 
 def _named(options: RunOptions, route: Route) -> Path | None:
     """The lockfile the record names: the user's --lockfile, else the lab's one that a
-    --locked/--frozen run took (as a resume must install it again), else none."""
+    --locked/--frozen run took, else the folder's own that the run took (a resume, from any
+    folder, must install it again), else none."""
     lab = lock_required(options) and route.origin == "lab"
-    return options.lockfile or (route.lockfile if lab else None)
+    return options.lockfile or (route.lockfile if lab or route.origin == "folder" else None)
 
 
 def lock_required(options: RunOptions) -> bool:
@@ -154,7 +155,7 @@ def _required(
             "and with --with-tests to add the test tools",
         )
     if options.lockfile is not None:  # the user's own choice: the lab's is not asked for
-        route = replace(route, lab_passed="")
+        route = replace(route, passed_over=())
     path = options.lockfile or route.lockfile  # None: the committed one, checked to say why
     read = route.lock if path == route.lockfile else None
     narrowed, locked = prepare_locked(profile, options, variant, path=path, lock=read)

@@ -1,7 +1,8 @@
 """The route a run takes: the lockfile that fits (hash-checked, nothing resolved), else resolving.
 
-This gathers what `lockfile.fit` decides on: the candidate lockfiles in order (the lab's, from
-the site config's `lockfiles:` folder or URL, then the profile's committed one) and what the run
+This gathers what `lockfile.fit` decides on: the candidate lockfiles in order (the current
+folder's own, where `lock` writes it; the lab's, from the site config's `lockfiles:` folder or
+URL; then the profile's committed one, shipped with the tool) and what the run
 needs of them (the profile's hash, variant, platform, Python, glibc, and the commit verl's ref
 names now). `--resolve` skips it; `--locked`/`--lockfile` make a fitting lock a requirement.
 """
@@ -19,12 +20,12 @@ from verl_bootstrap.lockfile.fit import Candidate, Choice, Wanted, choose
 from verl_bootstrap.lockfile.io import read_lockfile
 from verl_bootstrap.lockfile.model import Lockfile, profile_hash
 from verl_bootstrap.options import RunOptions
-from verl_bootstrap.paths import atomic_write, cache_folder, default_lockfile
+from verl_bootstrap.paths import atomic_write, cache_folder, default_lockfile, project_lockfile
 from verl_bootstrap.platforms import host_platform
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.redact import redact
 
-__all__ = ["Route", "choose_route", "lab_candidate", "route_line"]
+__all__ = ["Route", "choose_route", "lab_candidate", "read_line", "route_line"]
 
 _LOCK_MAX_BYTES = 16 * 1024 * 1024  # a lab's lockfile fetched by URL: no bigger than this
 
@@ -36,35 +37,47 @@ class Route:
     lockfile: Path | None
     origin: str  # "lab", "committed" (the chosen lockfile's), or "" when resolving
     reason: str  # why resolving ("" when a lockfile is installed)
-    # why the lab's lockfile was passed over, when the site config names a lab folder and the run
-    # takes another route (a lab member expects the lab's env: a silent fallback would hide it)
-    lab_passed: str = ""
+    # a note for this folder's or the lab's lockfile when the run takes another route (whoever
+    # ran `lock` here, or a lab member, expects that env: a silent fallback would hide it)
+    passed_over: tuple[str, ...] = ()
     lock: Lockfile | None = None  # the chosen lockfile as read here (it is read once per run)
 
 
 def choose_route(profile: Profile, options: RunOptions, variant: str) -> Route:
-    """The lab's lockfile, else the committed one, when it fits this run of `variant` (the plan's
-    choice); else resolve, and why. `profile` is the one the run installs (its stack applied)."""
+    """This folder's lockfile, else the lab's, else the committed one, when it fits this run of
+    `variant` (the plan's choice); else resolve, and why. `profile` is the one the run installs
+    (its stack applied)."""
     candidates = _candidates(profile, options, variant)
     choice = choose(candidates, _wanted(profile, options, variant, candidates))
     return _route(choice)
 
 
+_PASSED = {"folder": "not this folder's lockfile", "lab": "not the lab's lockfile"}
+
+
 def _route(choice: Choice) -> Route:
-    lab = next((why for c, why in choice.passed_over if c.origin == "lab"), "")
+    passed = tuple(
+        f"{_PASSED[c.origin]}: {why}" for c, why in choice.passed_over if c.origin in _PASSED
+    )
     if choice.chosen is None:
-        return Route(lockfile=None, origin="", reason=choice.why_resolving(), lab_passed=lab)
+        return Route(lockfile=None, origin="", reason=choice.why_resolving(), passed_over=passed)
     chosen = choice.chosen
-    return Route(chosen.path, chosen.origin, reason="", lab_passed=lab, lock=chosen.lock)
+    return Route(chosen.path, chosen.origin, reason="", passed_over=passed, lock=chosen.lock)
 
 
 def _candidates(profile: Profile, options: RunOptions, variant: str) -> list[Candidate]:
+    """This folder's lockfile (when it has one), the lab's (when the site names a folder), the
+    committed one: the first that fits is taken, as a uv or pixi project takes its own lock."""
     platform = host_platform()
+    committed = default_lockfile(profile.name, variant, platform)
     found = []
+    own = project_lockfile(options.profile, variant, platform)
+    if own.is_file() and own.resolve() != committed.resolve():  # in the tool's checkout: same
+        found.append(_read("folder", own))
     lab = lab_candidate(options.site.lockfiles, profile.name, variant, platform)
     if lab is not None:
         found.append(lab)
-    found.append(_read("committed", default_lockfile(profile.name, variant, platform)))
+    found.append(_read("committed", committed))
     return found
 
 
@@ -215,12 +228,21 @@ def route_line(
     return f"from lockfile {_shown(path)} ({when}{checked})"
 
 
+def read_line(path: Path, exclude_newer: str | None) -> str:
+    """The first line of a command that reads a lockfile without installing it (export,
+    bundle): which one, by a path the user can open."""
+    when = f" (locked {exclude_newer[:10]})" if exclude_newer else ""
+    return f"from lockfile {_shown(path)}{when}"
+
+
 def _shown(path: Path) -> str:
     """A lockfile as the user can open it from where they are: relative to the current folder
     when under it (`lockfiles/…` in a checkout), else its whole path (the tool's shipped copy
     after `uv tool install`, say), never relative to the tool's own folder."""
-    whole = path.absolute()
+    whole, here = path.absolute(), Path.cwd()
+    if here == Path(here.anchor):  # from / every path is "under" it: its whole path reads best
+        return str(whole)
     try:
-        return str(whole.relative_to(Path.cwd()))
+        return str(whole.relative_to(here))
     except ValueError:
         return str(whole)

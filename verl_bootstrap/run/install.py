@@ -20,10 +20,13 @@ from verl_bootstrap.plan.model import Plan
 from verl_bootstrap.run.repair import Repair, env_drift, take_out_changed
 from verl_bootstrap.run.runner import RunReport, run_plan
 from verl_bootstrap.state.guard import guarding
+from verl_bootstrap.state.inspect import verify_failed_since
 from verl_bootstrap.state.runlog import begin_run, end_run, top_level
 from verl_bootstrap.state.state import State
 
 __all__ = ["InstallResult", "prepare_plan", "run_install"]
+
+VERIFY_STEP = "verify"
 
 
 @dataclass(frozen=True)
@@ -56,9 +59,9 @@ def prepare_plan(
     chosen = make_choices(options, driver, bundle=bundle, check_optional=check_optional)
     plan = compile_plan(chosen.profile, chosen.options, chosen.host, locked=chosen.locked)
     plan = replace(plan, named_lockfile=chosen.named_lockfile, opened=chosen.opened)
-    if chosen.lab_passed:  # said with the plan's other notes, before anything runs
-        note = f"not the lab's lockfile: {chosen.lab_passed}"
-        plan = replace(plan, host=replace(plan.host, notes=(*plan.host.notes, note)))
+    if chosen.passed_over:  # said with the plan's other notes, before anything runs
+        notes = (*plan.host.notes, *chosen.passed_over)
+        plan = replace(plan, host=replace(plan.host, notes=notes))
     return replace(plan, route=_route_line(plan, chosen.reason))
 
 
@@ -82,6 +85,7 @@ def run_install(
 
     A finished env whose steps are all up to date is preflighted only when its check against
     its record finds something to repair: a run that downloads nothing needs no preflight."""
+    force = force | _rechecked(plan, state)
     settled = _settled(plan, state) - force
     finished = settled == frozenset(plan.fingerprints())
     if preflight and not finished:
@@ -129,6 +133,13 @@ def _settled(plan: Plan, state: State | None) -> frozenset[str]:
     return frozenset(i for i, f in plan.fingerprints().items() if state.is_done(i, f))
 
 
+def _rechecked(plan: Plan, state: State | None) -> frozenset[str]:
+    """The verification, when a standalone `verify` failed since it ran: a re-run checks the
+    env again rather than call it verified."""
+    state = state or State.load(state_file(plan.prefix))
+    return frozenset({VERIFY_STEP}) if verify_failed_since(state) else frozenset()
+
+
 def run_preflight(plan: Plan, settled: frozenset[str] = frozenset()) -> None:
     """Doctor's preflight subset; any failure refuses the run before a download. `settled`:
     the steps already done with these inputs (a check of what they install is moot)."""
@@ -138,7 +149,7 @@ def run_preflight(plan: Plan, settled: frozenset[str] = frozenset()) -> None:
     failures = preflight_failures(plan, settled=settled)
     if failures:
         lines = "\n  ".join(
-            f"{c.name}: {c.finding}" + (f" (fix: {c.fix})" if c.fix else "") for c in failures
+            f"{c.name}: {c.finding}" + (f"\n    fix: {c.fix}" if c.fix else "") for c in failures
         )
         raise Refused(
             "preflight refused the run:\n  " + lines,

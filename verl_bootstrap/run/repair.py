@@ -5,12 +5,15 @@ lists what each stage installed, and the digest of each installed RECORD. A re-r
 env with it the way `verify --against` does (dist-info folders only: no interpreter starts), and
 runs again each stage that owns a missing or changed distribution; the runner then re-runs what
 depends on it (the record, the verification). A difference no stage of the plan can put back is
-said, and the run goes on without claiming it repaired it.
+said, and the run goes on without claiming it repaired it. The same check, outside a run
+(`record_drift`), is what `envs list` and a failed `verify` say of an env, with the command that
+repairs it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from verl_bootstrap import proc
 from verl_bootstrap.envs.base import env_python
@@ -23,7 +26,7 @@ from verl_bootstrap.paths import env_lockfile
 from verl_bootstrap.plan.model import Plan
 from verl_bootstrap.state.state import State
 
-__all__ = ["Repair", "env_drift", "take_out_changed"]
+__all__ = ["Repair", "env_drift", "record_drift", "take_out_changed"]
 
 RECORD_STEP = "record-lock"
 _REPAIRED = ("missing", "other-version", "other-hash")  # an extra distribution is the user's own
@@ -60,10 +63,24 @@ def env_drift(plan: Plan, state: State) -> Repair:
     except BootstrapError as exc:  # gone or edited: the env is recorded again as it is
         line = f"the env's record cannot be read ({exc.message}); it is written again"
         return Repair(frozenset({RECORD_STEP}), (line,))
-    drifted = [
-        d for d in compare_env(plan.prefix, lock, own=True).differences if d.kind in _REPAIRED
-    ]
-    return _triage(drifted, _owners(lock), frozenset(in_plan))
+    return _triage(_drifted(plan.prefix, lock), _owners(lock), frozenset(in_plan))
+
+
+def record_drift(prefix: Path) -> tuple[str, ...] | None:
+    """What differs in the env at `prefix` from its own record, a line each (the check a re-run
+    makes; a re-run puts each back); None when the env has no readable record (unfinished, or
+    not made by verl-bootstrap)."""
+    try:
+        lock = read_lockfile(env_lockfile(prefix))
+    except BootstrapError:
+        return None
+    return tuple(_describe(d) for d in _drifted(prefix, lock))
+
+
+def _drifted(prefix: Path, lock: Lockfile) -> list[Difference]:
+    """The env's distributions missing or changed since its record `lock` (dist-info folders
+    only: no interpreter starts); one the user added is theirs, not drift."""
+    return [d for d in compare_env(prefix, lock, own=True).differences if d.kind in _REPAIRED]
 
 
 def _triage(drifted: list[Difference], owners: dict[str, str], in_plan: frozenset[str]) -> Repair:

@@ -30,6 +30,7 @@ from verl_bootstrap.errors import (
     StepFailed,
 )
 from verl_bootstrap.events import emit
+from verl_bootstrap.host.netfaults import net_fault, without_tool_hints
 from verl_bootstrap.paths import cannot_write, logs_dir, state_file
 from verl_bootstrap.plan.model import Plan, Step
 from verl_bootstrap.state.hints import resume_command
@@ -246,9 +247,15 @@ def _emit_line(step_id: str, line: str) -> None:
 
 
 def _failure(step: Step, exc: BootstrapError, seconds: float, log: str | None) -> StepOutcome:
-    tail = tuple(exc.tail) if isinstance(exc, CommandFailed) else ()
+    """A failed step: a command's output tail without the installers' hints naming their own
+    flags, and, when the network failed, the host and the setting that fixes it."""
+    tail = tuple(without_tool_hints(exc.tail)) if isinstance(exc, CommandFailed) else ()
+    fault = net_fault(tail) if tail else None
+    if fault is not None and fault.kind == "timeout":  # a build's or a test's too: not a sign
+        fault = None
+    hint = exc.hint or (f"{fault.line()}: {fault.fix()}" if fault else None)
     return StepOutcome(
-        step.id, Status.FAILED, seconds, reason=exc.message, log=log, tail=tail, hint=exc.hint
+        step.id, Status.FAILED, seconds, reason=exc.message, log=log, tail=tail, hint=hint
     )
 
 

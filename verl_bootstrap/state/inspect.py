@@ -14,7 +14,7 @@ from verl_bootstrap.paths import guard_file, state_dir, state_file
 from verl_bootstrap.state.ownership import check_yours, not_yours
 from verl_bootstrap.state.state import State
 
-__all__ = ["EnvSummary", "describe", "disk_usage", "env_status", "summarize"]
+__all__ = ["EnvSummary", "describe", "disk_usage", "env_status", "summarize", "verify_failed_since"]
 
 LOCKFILE_NAME = "verl-bootstrap.lock.yaml"
 
@@ -56,12 +56,12 @@ def env_status(prefix: Path, state: State) -> str:
     status = str(state.last_run.get("status") or ("ok" if _verified(state) else "unknown"))
     if status == "running" and not _locked(guard_file(prefix)):
         return "killed"
-    if status == "ok" and _verify_failed(state):
+    if status == "ok" and verify_failed_since(state):
         return "verify failed"
     return status
 
 
-def _verify_failed(state: State) -> bool:
+def verify_failed_since(state: State) -> bool:
     """A standalone `verify` failed after the last run finished (a run since re-checks it)."""
     check, finished = state.verified, state.last_run.get("finished")
     if not check or check.get("ok") is not False:
@@ -145,7 +145,7 @@ def _source(state: State) -> dict[str, Any]:
 def _verified(state: State) -> float | None:
     """When the env was last verified: its verify step, or a later standalone `verify` that
     passed (one that failed since means it is not verified now)."""
-    if _verify_failed(state):
+    if verify_failed_since(state):
         return None
     record = state.steps.get("verify")
     step = record.finished if record is not None and record.status == "done" else None

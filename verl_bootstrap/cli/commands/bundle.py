@@ -21,7 +21,11 @@ __all__ = ["cmd_bundle", "flags_bundle"]
 def flags_bundle(p: argparse.ArgumentParser) -> None:
     """bundle's flags."""
     p.add_argument("--lockfile", type=path_arg, help="the lockfile (default: the profile's)")
-    p.add_argument("--profile", help="the profile whose committed lockfile to bundle")
+    p.add_argument(
+        "--profile",
+        help="the profile whose lockfile to bundle: this folder's (lockfiles/), else the "
+        "committed one",
+    )
     p.add_argument(
         "--cuda", help="the variant's lockfile (default: the profile's variant that has one)"
     )

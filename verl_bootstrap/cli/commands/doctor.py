@@ -57,8 +57,12 @@ def flags_doctor(p: argparse.ArgumentParser) -> None:
 def cmd_doctor(ns: argparse.Namespace) -> int:
     """Run every check and print the verdict; exit 3 when one fails."""
     from verl_bootstrap.doctor import run_doctor
+    from verl_bootstrap.siteconfig import load_site, site_options
+    from verl_bootstrap.siteconfig.apply import applied_environment
 
-    report = run_doctor(doctor_inputs(ns))
+    # the site's CA bundle, proxy and mirrors, as a run has them: a fix doctor names must work
+    with applied_environment(dict(site_options(load_site()).environment)):
+        report = run_doctor(doctor_inputs(ns))
     if ns.json:
         emit_json(report.to_dict())
     else:

@@ -25,7 +25,11 @@ def flags_export(export: argparse.ArgumentParser) -> None:
 
     export.add_argument("--format", required=True, choices=FORMATS, help="the tool's format")
     export.add_argument("--lockfile", type=path_arg, help="the lockfile (default: the profile's)")
-    export.add_argument("--profile", help="the profile whose committed lockfile to export")
+    export.add_argument(
+        "--profile",
+        help="the profile whose lockfile to export: this folder's (lockfiles/, as `lock` writes "
+        "it), else the committed one",
+    )
     export.add_argument(
         "--cuda", help="the variant's lockfile (default: the profile's variant that has one)"
     )

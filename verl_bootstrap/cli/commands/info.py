@@ -21,10 +21,14 @@ def flags_info(p: argparse.ArgumentParser) -> None:
 
 def cmd_info(ns: argparse.Namespace) -> int:
     """`info --prefix P`."""
+    from verl_bootstrap.cli.commands.envs import checked_status
     from verl_bootstrap.cli.options import chosen_env
     from verl_bootstrap.state.inspect import describe
 
-    body = describe(chosen_env(ns, command="info"))
+    prefix = chosen_env(ns, command="info")
+    body = describe(prefix)
+    status, drift = checked_status(prefix, body["status"])  # as `envs list` says it
+    body = {**body, "status": status, "drift": None if drift is None else list(drift)}
     if ns.json:
         emit_json({"schema": "verl-bootstrap.info/1", **body})
     else:
@@ -45,6 +49,7 @@ def _info_text(body: dict[str, Any]) -> str:
         pinned = f"not fetched yet, from {record.get('verl_repo')}"
     lines = [
         f"env {body['prefix']}: {body['status']}",
+        *_drift_lines(body),
         f"  profile   {record.get('profile_name', '?')} ({record.get('profile_hash', '?')[:19]})",
         f"  verl      {ref}, {pinned}",
         f"  variant   {record.get('variant')}, backend {record.get('backend')}",
@@ -61,6 +66,18 @@ def _info_text(body: dict[str, Any]) -> str:
     lines.append(f"  lockfile  {body['lockfile'] or '(none yet)'}")
     lines.append(f"  activate  {body['activate'] or '(not verified yet)'}")
     return "\n".join(lines)
+
+
+def _drift_lines(body: dict[str, Any]) -> list[str]:
+    """What changed since the env was recorded, and the command that puts it back."""
+    if not body["drift"]:
+        return []
+    from pathlib import Path
+
+    from verl_bootstrap.state.hints import resume_command
+
+    lines = [f"  drift     {line}" for line in body["drift"]]
+    return [*lines, f"  repair    {resume_command(Path(body['prefix']))}"]
 
 
 def _verify_line(check: dict[str, Any]) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any
 from verl_bootstrap.cli.flags import dry_run_flag, json_flag
 from verl_bootstrap.cli.options import run_options
 from verl_bootstrap.cli.output import emit_json, err, out, paint, path_arg
-from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED
+from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 from verl_bootstrap.events import listening
 
 __all__ = ["cmd_onboard", "flags_onboard"]
@@ -48,10 +48,16 @@ def flags_onboard(p: argparse.ArgumentParser) -> None:
         nargs="?",
         const="-",
         metavar="FILE",
-        help="write the lab's onboarding shell script (to FILE, or stdout) instead",
+        help="write the lab's onboarding shell script instead: to FILE, with the tool's own "
+        "wheel beside it (what the script installs); to stdout with --tool",
     )
     p.add_argument("--publish-config", metavar="URL", help="config location the script names")
-    p.add_argument("--tool", metavar="REQUIREMENT", help="what the script pip-installs")
+    p.add_argument(
+        "--tool",
+        metavar="REQUIREMENT",
+        help="the script installs this requirement from the lab's index (default: this tool's "
+        "own wheel, written beside the script)",
+    )
     dry_run_flag(p, "show the env it would build (its plan) and the files it would write")
     json_flag(p)
 
@@ -145,10 +151,14 @@ def _run_onboard(
     from verl_bootstrap.cli.planview import report_json, summary_text
     from verl_bootstrap.cli.render import Console
     from verl_bootstrap.onboard import describe, onboard
+    from verl_bootstrap.run.install import prepare_plan
 
     started = time.monotonic()
+    plan = prepare_plan(options)
+    if not ns.json:
+        err(plan.route)  # the first line, as an install's: the lockfile it installs
     with Console(quiet=ns.json) as console, listening(console):
-        result = onboard(options, shells=shells, shell_init=ns.shell_init, lockfile=lockfile)
+        result = onboard(plan, shells=shells, shell_init=ns.shell_init, lockfile=lockfile)
     if ns.json:
         body = {"schema": "verl-bootstrap.onboard/1", **describe(result)}
         emit_json({**body, "install": report_json(result.install)})
@@ -185,15 +195,32 @@ def _print_onboard(result: Any) -> None:
 
 
 def _emit_script(ns: argparse.Namespace) -> int:
+    """The lab's script, and (without --tool) the tool's own wheel beside it, which it installs."""
     from verl_bootstrap.onboard.script import lab_script, write_script
+    from verl_bootstrap.onboard.toolwheel import planned_wheel, publish_wheel
 
-    script = lab_script(ns.config, publish_as=ns.publish_config, tool=ns.tool)
+    lab = lab_script(ns.config, publish_as=ns.publish_config)  # refused before any build
     if ns.emit_script == "-":
-        out(script.rstrip("\n"))
-    elif ns.dry_run:
-        out(f"would write {ns.emit_script} ({len(script.splitlines())} lines, executable)")
-    else:
-        target = Path(ns.emit_script)
-        write_script(target, script)
+        if ns.tool is None:
+            raise InputError(
+                "the script installs the tool's wheel from its own folder, and stdout has none",
+                hint="pass --emit-script FILE (the wheel is written beside it), or --tool "
+                "REQUIREMENT when the lab's index serves verl-bootstrap",
+            )
+        out(lab.text(ns.tool).rstrip("\n"))
+        return EXIT_OK
+    target = Path(ns.emit_script)
+    if ns.dry_run:
+        lines = len(lab.text(ns.tool or "").splitlines())
+        beside = "" if ns.tool else f", and the tool's wheel {planned_wheel()} beside it"
+        out(f"would write {target} ({lines} lines, executable){beside}")
+        return EXIT_OK
+    tool = ns.tool or publish_wheel(target.absolute().parent)
+    write_script(target, lab.text(tool))
+    if ns.tool:
         err(f"wrote {target}: publish it; new members run `sh {target.name}`")
+    else:
+        wheel = target.parent / tool.name
+        err(f"wrote {target} and {wheel} (the tool it installs, sha256 {tool.sha256[:12]}…):")
+        err(f"keep them in one folder; new members run `sh {target.absolute()}`")
     return EXIT_OK

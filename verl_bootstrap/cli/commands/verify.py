@@ -69,15 +69,18 @@ def cmd_verify(ns: argparse.Namespace) -> int:
     with Console(quiet=ns.json) as console, console.activity("verify", "importing the stack"):
         report = verify_prefix(prefix, profile=ns.profile, require_gpu=ns.require_gpu)
     trained = _train_level(prefix, ns) if ns.train and report.ok else None
+    after = () if report.ok else _after_failure(prefix)
     if ns.json:
         body = {"schema": "verl-bootstrap.verify/1", **report.to_json()}
         if ns.train:
             body["train"] = trained.to_json() if trained else None
-        emit_json(body)
+        emit_json({**body, "next": list(after)} if after else body)
     else:
         for check in report.checks:
             out(f"{mark(check.status)} {check.name}: {check.detail}")
         out("verified" if report.ok else "verification FAILED")
+        for line in after:
+            out(line)
         if trained is not None:
             _show_train(trained)
         elif ns.train:
@@ -97,6 +100,15 @@ def _check_train_dir(folder: Path) -> None:
             hint="name a folder for the step's scratch (made if it is not there), or leave "
             "--train-dir out for the env's own",
         )
+
+
+def _after_failure(prefix: Path) -> tuple[str, ...]:
+    """The way out of a failed verification: the env checked against its record (what a re-run
+    would repair), then the command to run."""
+    from verl_bootstrap.run.repair import record_drift
+    from verl_bootstrap.state.hints import next_step
+
+    return next_step(prefix, record_drift(prefix))
 
 
 def _train_level(prefix: Path, ns: argparse.Namespace) -> TrainReport:
@@ -123,6 +135,7 @@ def _verify_against(ns: argparse.Namespace) -> int:
     given = None if ns.against == AGAINST_ITS_OWN else ns.against
     ns.against, compared = verify_against(ns.prefix, given)
     found, unknown, held = compared.differences, not compared.hashes_checked, compared.held
+    after = _repairable(ns.prefix) if found else ()
     if ns.json:
         emit_json(
             {
@@ -132,6 +145,7 @@ def _verify_against(ns: argparse.Namespace) -> int:
                 "hashes_checked": not unknown,
                 "differences": [d.__dict__ for d in found],
                 "held_by_whole_wheels": held,
+                "next": list(after),
             }
         )
     else:
@@ -150,4 +164,16 @@ def _verify_against(ns: argparse.Namespace) -> int:
             if found
             else f"the env matches {ns.against}"
         )
+        for line in after:
+            out(line)
     return EXIT_STEP_FAILED if found else EXIT_OK
+
+
+def _repairable(prefix: Path) -> tuple[str, ...]:
+    """What a re-run would put back of the differences (the env against its own record), and the
+    command; nothing when the differences are not drift (another lockfile's pins, say)."""
+    from verl_bootstrap.run.repair import record_drift
+    from verl_bootstrap.state.hints import next_step
+
+    drift = record_drift(prefix)
+    return next_step(prefix, drift) if drift else ()
