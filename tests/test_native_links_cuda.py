@@ -80,6 +80,17 @@ def test_the_drivers_library_and_any_other_the_set_lacks_stay_the_hosts(cuda: Cu
     ] * 3
 
 
+def test_each_library_a_core_lacks_is_said_on_its_one_line(cuda: Cuda) -> None:
+    user = _lib(cuda.cudnn_user, "attn/libattention.so", "attn 1.0")
+    [gap] = link_gaps([user, _lib(cuda.lt13)], among="the lock")
+    assert gap.line() == (
+        "attn/libattention.so (attn 1.0) needs libcudnn.so.9, libcudnn_ops.so.9 and "
+        "libcublasLt.so.12, which nothing in the lock provides (it has libcublasLt.so.13; no "
+        "libcudnn and libcudnn_ops: the nvidia-cudnn wheels ship them): loading it fails with "
+        "`libcudnn.so.9: cannot open shared object file`"
+    )
+
+
 def test_a_copy_a_wheels_repair_renamed_is_found_by_its_file_name(cuda: Cuda) -> None:
     """torchvision's image module needs `libcudart.faf08d9a.so.13`, the copy it ships (whose
     SONAME is `libcudart.so.13`): the set has it."""

@@ -111,7 +111,13 @@ class MissingLibrary:
     def _instead(self) -> str:
         names = tuple(n for _, found in self.has for n in found)
         said = [_listed(names)] if names else []
-        said += [f"no {f}: the {CUDA_LIBRARIES[f]} wheels ship it" for f, n in self.has if not n]
+        lacking: dict[str, list[str]] = {}
+        for family, found in self.has:
+            if not found:
+                lacking.setdefault(CUDA_LIBRARIES[family], []).append(family)
+        for wheels, families in lacking.items():
+            them = "them" if len(families) > 1 else "it"
+            said.append(f"no {_listed(tuple(families))}: the {wheels} wheels ship {them}")
         return "; ".join(said)
 
 
