@@ -73,14 +73,16 @@ class Cuda:
     """CUDA-named libraries: cuBLASLt as CUDA 12 and CUDA 13 ship it (`libcublasLt.so.12`,
     `libcublasLt.so.13`), a core built against the CUDA 12 one that also needs the driver
     (`libcuda.so.1`, a stand-in built here, as a host carries it), one that needs cuDNN's
-    `libcudnn.so.9` and `libcudnn_ops.so.9` beside that cuBLASLt, and a user of a copy a
-    wheel's repair renamed (`libcudart.faf08d9a.so.13`, its SONAME still `libcudart.so.13`)."""
+    `libcudnn.so.9` and `libcudnn_ops.so.9` beside that cuBLASLt, one build per CUDA major of
+    one module (`hook_cu12`, `hook_cu13`, as torch-memory-saver ships them), and a user of a
+    copy a wheel's repair renamed (`libcudart.faf08d9a.so.13`, its SONAME `libcudart.so.13`)."""
 
     lt12: Path
     lt13: Path
     driver: Path
     core: Path
     cudnn_user: Path
+    hooks: tuple[Path, Path]
     cudart_copy: Path
     copy_user: Path
 
@@ -107,12 +109,13 @@ def build_cuda(root: Path) -> Cuda:
     core = _user(root / "core", "core", lt12, driver)
     cudnn = [_named(root / "cudnn", f"{name}.so.9") for name in ("libcudnn", "libcudnn_ops")]
     cudnn_user = _user(root / "attention", "attention", *cudnn, lt12)
+    hooks = (_user(root / "hooks", "hook_cu12", lt12), _user(root / "hooks", "hook_cu13", lt13))
     # linked against the renamed file (its name as the SONAME, as the repair leaves the need);
     # the copy shipped beside it keeps CUDA's own SONAME
     renamed = _named(root / "link", "libcudart.faf08d9a.so.13")
     copy_user = _user(root / "copyuser", "image", renamed)
     cudart_copy = _named(root / "copy", "libcudart.so.13", file=renamed.name)
-    return Cuda(lt12, lt13, driver, core, cudnn_user, cudart_copy, copy_user)
+    return Cuda(lt12, lt13, driver, core, cudnn_user, hooks, cudart_copy, copy_user)
 
 
 def wheel_of(folder: Path, name: str, libraries: dict[str, Path]) -> Path:

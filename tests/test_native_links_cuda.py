@@ -91,6 +91,20 @@ def test_each_library_a_core_lacks_is_said_on_its_one_line(cuda: Cuda) -> None:
     )
 
 
+def test_a_wheels_build_for_another_cuda_major_is_not_its_gap(cuda: Cuda) -> None:
+    """A wheel that ships one build per CUDA major loads the one that matches, by path: its
+    CUDA 12 build beside CUDA 13's cuBLASLt is never loaded. Another distribution's is."""
+    hooks = [_lib(path, f"saver/{path.name}", "saver 1.0") for path in cuda.hooks]
+    lt13 = _lib(cuda.lt13)
+    assert link_gaps([*hooks, lt13]) == []
+    core = _lib(cuda.core, CORE, "core 1.0")
+    assert [g.line() for g in link_gaps([*hooks, core, lt13], among="the lock")] == [
+        _lacks_lt12("the lock")
+    ]
+    [alone] = link_gaps([hooks[0], lt13], among="the lock")  # no CUDA 13 build beside it
+    assert alone.line() == _lacks_lt12("the lock", "saver/libhook_cu12.so", "saver 1.0")
+
+
 def test_a_copy_a_wheels_repair_renamed_is_found_by_its_file_name(cuda: Cuda) -> None:
     """torchvision's image module needs `libcudart.faf08d9a.so.13`, the copy it ships (whose
     SONAME is `libcudart.so.13`): the set has it."""

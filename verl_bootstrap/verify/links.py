@@ -40,6 +40,7 @@ HOST_LIBRARIES = re.compile(
     r"^(libcuda|libnvidia-[\w-]+|libnvcuvid|libc|libm|libdl|libpthread|librt|libutil|libresolv"
     r"|libstdc\+\+|libgcc_s|libatomic|ld-linux[\w.-]*|ld64)\.so(\.\d+)*$"
 )
+UNOWNED = "no distribution's"  # the owner of an env's library that no RECORD lists
 _LIBRARY_NAME = re.compile(r"[^/]\.so(\.\d+)*$")
 _SHOWN = 3  # missing symbols named per gap; the count says how many more
 
@@ -136,7 +137,9 @@ def link_gaps(libraries: Iterable[Library], among: str = "the set") -> list[Gap]
     for lib in libraries:
         for name in dict.fromkeys((lib.name, lib.file)):
             providers.setdefault(name, []).append(lib)
-    gaps = [g for lib in libraries for g in _gaps_of(lib, providers, among)]
+    met = _met(libraries, providers)
+    gaps: list[Gap] = [g for lib in libraries for g in _symbol_gaps(lib, providers)]
+    gaps += [m for lib in libraries if (m := _missing(lib, providers, met, among))]
     return sorted(gaps, key=_order)
 
 
@@ -146,11 +149,7 @@ def _order(gap: Gap) -> tuple[str, str, str]:
     return (gap.library.where, gap.provider.name, gap.version)
 
 
-def _gaps_of(lib: Library, providers: Mapping[str, list[Library]], among: str) -> Iterator[Gap]:
-    absent = _absent(lib, providers)
-    if absent:
-        has = {f: _named(providers, f) for f in dict.fromkeys(absent.values())}
-        yield MissingLibrary(lib, tuple(absent), tuple(has.items()), among)
+def _symbol_gaps(lib: Library, providers: Mapping[str, list[Library]]) -> Iterator[LinkGap]:
     for needed, versions in sorted(lib.links.needs.items()):
         found = providers.get(needed)
         if not found or HOST_LIBRARIES.match(needed):
@@ -163,14 +162,35 @@ def _gaps_of(lib: Library, providers: Mapping[str, list[Library]], among: str) -
                 yield LinkGap(lib, provider, version, missing)
 
 
-def _absent(lib: Library, providers: Mapping[str, list[Library]]) -> dict[str, str]:
-    """Each CUDA library `lib` needs that the set does not have -> its family."""
-    found = {}
+def _met(libraries: list[Library], providers: Mapping[str, list[Library]]) -> dict[str, set[str]]:
+    """Each distribution -> the CUDA libraries one of its libraries finds in the set. A wheel
+    that ships one build per CUDA major (torch-memory-saver's `_cu12` and `_cu13` modules) loads
+    the one that matches at run time, by path: the others never load, and are not its gaps."""
+    met: dict[str, set[str]] = {}
+    for lib in libraries:
+        for needed in lib.links.needed:
+            family = cuda_family(needed)
+            if family is not None and needed in providers and lib.owner != UNOWNED:
+                met.setdefault(lib.owner, set()).add(family)
+    return met
+
+
+def _missing(
+    lib: Library, providers: Mapping[str, list[Library]], met: Mapping[str, set[str]], among: str
+) -> MissingLibrary | None:
+    """The CUDA libraries `lib` needs that the set does not have (each with its family), unless
+    another build of its own distribution finds that library in the set."""
+    absent: dict[str, str] = {}
     for needed in lib.links.needed:
         family = cuda_family(needed)
-        if family is not None and needed not in providers and not HOST_LIBRARIES.match(needed):
-            found[needed] = family
-    return found
+        if family is None or needed in providers or HOST_LIBRARIES.match(needed):
+            continue
+        if family not in met.get(lib.owner, ()):
+            absent[needed] = family
+    if not absent:
+        return None
+    has = {f: _named(providers, f) for f in dict.fromkeys(absent.values())}
+    return MissingLibrary(lib, tuple(absent), tuple(has.items()), among)
 
 
 def _named(providers: Mapping[str, list[Library]], family: str) -> tuple[str, ...]:
@@ -194,7 +214,7 @@ def env_libraries(site_packages: Iterable[Path]) -> list[Library]:
             links = _read(path)
             if links is not None:
                 inside = path.relative_to(root).as_posix()
-                found.append(Library(inside, owners.get(inside, "no distribution's"), links))
+                found.append(Library(inside, owners.get(inside, UNOWNED), links))
     return found
 
 
