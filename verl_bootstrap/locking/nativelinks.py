@@ -55,9 +55,9 @@ def native_link_gaps(
 ) -> list[str]:
     """Each CUDA library a library of the lock's wheels needs that the lock lacks, each
     versioned symbol one needs from another that lacks it; and, as `not checked here:`, what
-    could not be read. `replaced`: distribution -> the whole
-    wheel a kernel stage takes in its place for this lock (`replacing_wheels`): a gap of its
-    libraries is said with that wheel, not a failure."""
+    could not be read. `replaced`: distribution -> the whole wheel a kernel stage takes in its
+    place for this lock (`replacing_wheels`): a gap of its libraries is said with that wheel,
+    not a failure."""
     cache = WheelCache(check.cache)
     wheels = sorted(
         (d for d in lock.distributions().values() if d.source == "wheel"), key=lambda d: d.name

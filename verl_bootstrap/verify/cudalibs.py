@@ -6,15 +6,16 @@ that is missing is a library that does not load (a CUDA 12 core beside CUDA 13 w
 
 Each name is read from the wheels of the family beside it (`nvidia-cublas` for CUDA 13, its
 twin `nvidia-cublas-cu12` for CUDA 12: the same names at other versions; nvToolsExt is CUDA 12's
-nvidia-nvtx, nvtx3interop CUDA 13's). Only what a library names as
-DT_NEEDED is judged: what a wheel opens by hand at run time (nvrtc's builtins, NVSHMEM's
-transports) is not a link. cuTENSOR (`cutensor-cu13`) is not listed: cupy's one module that
-needs it is an accelerator cupy loads only when asked for, with cuTENSOR installed apart.
+nvidia-nvtx, nvtx3interop CUDA 13's). Only what a library names as DT_NEEDED is judged: what a
+wheel opens by hand at run time (nvrtc's builtins, NVSHMEM's transports) is not a link. cuTENSOR
+(`cutensor-cu13`, not an nvidia- wheel) is not listed: cupy's one module that needs it is an
+accelerator cupy loads only when asked for, with cuTENSOR installed apart.
 """
 
 from __future__ import annotations
 
 import re
+from functools import cache
 
 __all__ = ["CUDA_LIBRARIES", "cuda_family"]
 
@@ -75,6 +76,7 @@ CUDA_LIBRARIES: dict[str, str] = {
 _NAME = re.compile(r"^(?P<stem>lib[\w+-]+?)(\.alt)?([.-][0-9a-f]{8})?\.so(\.\d+)*$")
 
 
+@cache  # a set's libraries need the same few hundred names over and over
 def cuda_family(name: str) -> str | None:
     """The CUDA library a needed name is one of (`libcublasLt.so.12` -> `libcublasLt`), also
     for a wheel's renamed copy; None for any other library."""

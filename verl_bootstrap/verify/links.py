@@ -183,9 +183,7 @@ def _missing(
     absent: dict[str, str] = {}
     for needed in lib.links.needed:
         family = cuda_family(needed)
-        if family is None or needed in providers or HOST_LIBRARIES.match(needed):
-            continue
-        if family not in met.get(lib.owner, ()):
+        if family is not None and needed not in providers and family not in met.get(lib.owner, ()):
             absent[needed] = family
     if not absent:
         return None
