@@ -7,23 +7,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
-import yaml
-from elflibs import SONAME, VERSION, Built, build
-from packaging.utils import parse_wheel_filename
+from elflibs import SONAME, VERSION, Built, build, env_with, lock_of, wheel_of
 from scaffold import run_cli
 
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_STEP_FAILED
 from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.installer.cmdline import uv_binary
-from verl_bootstrap.lockfile import read_lockfile
-from verl_bootstrap.lockfile.model import Lockfile
 from verl_bootstrap.locking.nativelinks import LinkCheck, native_link_gaps
 from verl_bootstrap.locking.wheellibs import wheel_libraries
-from verl_bootstrap.paths import default_lockfile, file_sha256
+from verl_bootstrap.paths import file_sha256
 from verl_bootstrap.profile.models import VerifySpec
 from verl_bootstrap.verify.elf import ElfError, read_links
 from verl_bootstrap.verify.env import verify_env
@@ -96,18 +90,8 @@ def test_a_file_that_is_not_elf_is_refused(tmp_path: Path) -> None:
         read_links(stream)
 
 
-def _wheel(folder: Path, name: str, libraries: dict[str, Path]) -> Path:
-    """A platform wheel holding `libraries` (path in the wheel -> file), as the index's are."""
-    wheel = folder / f"{name}-1.0-py3-none-manylinux_2_28_x86_64.whl"
-    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
-        for inside, path in libraries.items():
-            archive.write(path, inside)
-        archive.writestr(f"{name}-1.0.dist-info/METADATA", f"Name: {name}\nVersion: 1.0\n")
-    return wheel
-
-
-def test_libraries_are_read_from_inside_a_wheel(built: Built, tmp_path: Path) -> None:
-    wheel = _wheel(
+def test_libraries_are_read_from_inside_awheel_of(built: Built, tmp_path: Path) -> None:
+    wheel = wheel_of(
         tmp_path, "greet_old", {f"greet/lib/{SONAME}": built.old, "greet/x.so.txt": built.old}
     )
     [(member, links)] = wheel_libraries(wheel)
@@ -115,22 +99,14 @@ def test_libraries_are_read_from_inside_a_wheel(built: Built, tmp_path: Path) ->
 
 
 def _env_with(root: Path, provider: Path, built: Built) -> Path:
-    """A real venv whose site-packages holds the user and `provider`, each recorded by a
-    distribution's RECORD, as a wheel install leaves them."""
-    prefix = root / "env"
-    subprocess.run([uv_binary(), "venv", "-q", str(prefix)], check=True)
-    (site,) = prefix.glob("lib/python3*/site-packages")
-    for dist, path, inside in (
-        ("greet_user", built.user, "greet_user/libuser.so"),
-        ("libgreet", provider, f"libgreet/lib/{SONAME}"),
-    ):
-        (site / inside).parent.mkdir(parents=True, exist_ok=True)
-        (site / inside).write_bytes(path.read_bytes())
-        info = site / f"{dist}-1.0.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
-        (info / "RECORD").write_text(f"{inside},,\n{dist}-1.0.dist-info/METADATA,,\n")
-    return prefix
+    """A real venv holding the user and `provider`, each its distribution's."""
+    return env_with(
+        root / "env",
+        {
+            "greet_user": {"greet_user/libuser.so": built.user},
+            "libgreet": {f"libgreet/lib/{SONAME}": provider},
+        },
+    )
 
 
 def test_verify_fails_an_env_whose_library_needs_what_its_provider_lacks(
@@ -166,32 +142,16 @@ def test_an_envs_libraries_are_named_by_the_distribution_that_installed_them(
     }
 
 
-def _lock_of(folder: Path, wheels: list[Path]) -> Lockfile:
-    """The cpu lockfile with one stage holding `wheels` (each its sha256, from find-links)."""
-    data = yaml.safe_load(default_lockfile("cpu", "cpu", "linux-64").read_text(encoding="utf-8"))
-    dists = []
-    for wheel in wheels:
-        name, version, _, _ = parse_wheel_filename(wheel.name)
-        dist = {"name": str(name), "version": str(version), "source": "wheel"}
-        dists.append({**dist, "hashes": [file_sha256(wheel)], "index": "find-links"})
-    stage = {"id": "native", "kind": "packages", "distributions": dists, "env": {}, "options": []}
-    data["stages"] = [data["stages"][0], stage]
-    data["exclude_newer"] = None
-    path = folder / "native.lock.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return read_lockfile(path)
-
-
 def test_a_locks_wheels_are_read_once_and_their_links_judged(built: Built, tmp_path: Path) -> None:
     """`lock --check --links`'s reading: the lock's wheels found on find-links by sha256,
     downloaded, read, kept in the cache by sha256; offline, the cache alone answers."""
     links = tmp_path / "links"
     links.mkdir()
-    user = _wheel(links, "greet_user", {"greet_user/libuser.so": built.user})
-    old = _wheel(links, "greet_old", {f"greet_old/lib/{SONAME}": built.old})
+    user = wheel_of(links, "greet_user", {"greet_user/libuser.so": built.user})
+    old = wheel_of(links, "greet_old", {f"greet_old/lib/{SONAME}": built.old})
     pure = links / "greet_docs-1.0-py3-none-any.whl"  # a pure-Python wheel: not read
-    pure.write_bytes(_wheel(tmp_path, "greet_docs", {}).read_bytes())
-    lock = _lock_of(tmp_path, [user, old, pure])
+    pure.write_bytes(wheel_of(tmp_path, "greet_docs", {}).read_bytes())
+    lock = lock_of(tmp_path, [user, old, pure])
     sha = {w.name: file_sha256(w) for w in (user, old, pure)}
     settings = IndexSettings(index_url=(tmp_path / "no-index").as_uri(), find_links=(str(links),))
     cache = tmp_path / "cache"
@@ -224,11 +184,11 @@ def test_lock_check_links_fails_a_lock_whose_library_does_not_link(
     `--check`) is refused as bad input."""
     links = tmp_path / "links"
     links.mkdir()
-    user = _wheel(links, "greet_user", {"greet_user/libuser.so": built.user})
-    old = _wheel(links, "greet_old", {f"greet_old/lib/{SONAME}": built.old})
+    user = wheel_of(links, "greet_user", {"greet_user/libuser.so": built.user})
+    old = wheel_of(links, "greet_old", {f"greet_old/lib/{SONAME}": built.old})
     folder = tmp_path / "lockfiles"
     (folder / "cpu").mkdir(parents=True)
-    _lock_of(tmp_path, [user, old])
+    lock_of(tmp_path, [user, old])
     (tmp_path / "native.lock.yaml").rename(folder / "cpu" / "cpu-linux-64.lock.yaml")
     monkeypatch.setenv("PIP_FIND_LINKS", str(links))
     monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "no-index").as_uri())

@@ -1,7 +1,7 @@
 """A lock's native libraries judged as they will link (`lock --check --links`): every shared
 library of the lock's wheels is read from the wheel itself (`locking/wheellibs`, any host, any
-architecture), and each versioned symbol one takes from another library of the lock must be
-defined there (`verify/links`).
+architecture): each CUDA library one needs must be in the lock, and each versioned symbol one
+takes from another library of the lock must be defined there (`verify/links`).
 
 The wheels are GBs (a cu130 lock's CUDA libraries alone are several), so what was read is kept in
 the tool's cache by the wheel's sha256, which the lock records: a later check asks the indexes
@@ -30,7 +30,7 @@ from verl_bootstrap.lockinstall.kernels import locked_key
 from verl_bootstrap.platforms import DEFAULT_GLIBC, MACHINES
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stagespec import stage_specs
-from verl_bootstrap.verify.links import Library, LinkGap, link_gaps
+from verl_bootstrap.verify.links import Gap, Library, link_gaps
 
 __all__ = ["REPLACED", "UNCHECKED", "LinkCheck", "native_link_gaps", "replacing_wheels"]
 
@@ -53,10 +53,11 @@ class LinkCheck:
 def native_link_gaps(
     lock: Lockfile, check: LinkCheck, replaced: Mapping[str, str] | None = None
 ) -> list[str]:
-    """Each versioned symbol a library of the lock's wheels needs from another that lacks it;
-    and, as `not checked here:`, what could not be read. `replaced`: distribution -> the whole
-    wheel a kernel stage takes in its place for this lock (`replacing_wheels`): a gap of its
-    libraries is said with that wheel, not a failure."""
+    """Each CUDA library a library of the lock's wheels needs that the lock lacks, each
+    versioned symbol one needs from another that lacks it; and, as `not checked here:`, what
+    could not be read. `replaced`: distribution -> the whole wheel a kernel stage takes in its
+    place for this lock (`replacing_wheels`): a gap of its libraries is said with that wheel,
+    not a failure."""
     cache = WheelCache(check.cache)
     wheels = sorted(
         (d for d in lock.distributions().values() if d.source == "wheel"), key=lambda d: d.name
@@ -76,7 +77,7 @@ def native_link_gaps(
                 continue
             owner = f"{dist.name} {dist.version}"
             libraries.extend(Library(member, owner, links) for member, links in held)
-    gaps = [_said(g, replaced or {}) for g in link_gaps(libraries)]
+    gaps = [_said(g, replaced or {}) for g in link_gaps(libraries, among="the lock")]
     return gaps + [f"{UNCHECKED}the native libraries of {w}" for w in unread]
 
 
@@ -116,7 +117,7 @@ def _served(lock: Lockfile, dists: list[LockedDist], check: LinkCheck) -> dict[s
     return found
 
 
-def _said(gap: LinkGap, replaced: Mapping[str, str]) -> str:
+def _said(gap: Gap, replaced: Mapping[str, str]) -> str:
     wheel = replaced.get(gap.library.owner.split(" ", 1)[0])
     if wheel is None:
         return gap.line()

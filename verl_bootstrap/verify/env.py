@@ -223,16 +223,17 @@ def _expected(found: list[Mismatch], free: Mapping[str, DepsFree]) -> str:
 
 
 def links_check(prefix: Path) -> Check:
-    """Every native library the env's wheels installed finds each versioned symbol it takes
-    from another of them (read from the files: no GPU, no import needed)."""
+    """Every native library the env's wheels installed finds each CUDA library it needs among
+    them, and each versioned symbol it takes from another of them (read from the files: no GPU,
+    no import needed)."""
     libraries = env_libraries(site_packages(prefix))
-    lines = [g.line() for g in link_gaps(libraries)]
+    lines = [g.line() for g in link_gaps(libraries, among="the env")]
     data = {"libraries": len(libraries), "gaps": lines}
     if lines:
         return Check(name="native links", status="fail", detail="; ".join(lines), data=data)
     detail = (
-        f"{len(libraries)} shared libraries: each versioned symbol one takes from another is "
-        "defined there"
+        f"{len(libraries)} shared libraries: each CUDA library one needs is there, and each "
+        "versioned symbol one takes from another is defined there"
     )
     return Check(name="native links", status="ok", detail=detail, data=data)
 

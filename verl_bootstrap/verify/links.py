@@ -3,9 +3,11 @@ library takes from another library of the same set is defined there, at that ver
 the libraries' link facts (`verify/elf`), so an env's files (`verify`) and a lock's wheels read
 on any host (`lock --check`) are judged alike.
 
-Only what the set provides is judged: a library needed from the host is not the set's to provide
-(the NVIDIA driver's own, which a GPU host carries; glibc, libstdc++ and the rest of the system),
-and a CUDA stub (`lib/stubs/`) only stands in for the driver at build time.
+A library needed from the host is not the set's to provide (the NVIDIA driver's own, which a GPU
+host carries; glibc, libstdc++ and the rest of the system), and a CUDA stub (`lib/stubs/`) only
+stands in for the driver at build time. A CUDA library NVIDIA's wheels ship (`verify/cudalibs`)
+is the set's: one that a library needs by a name nothing of the set has (a CUDA 12 core's
+`libcublasLt.so.12` beside CUDA 13's `libcublasLt.so.13`) does not load.
 """
 
 from __future__ import annotations
@@ -18,9 +20,19 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from verl_bootstrap.verify.cudalibs import CUDA_LIBRARIES, cuda_family
 from verl_bootstrap.verify.elf import MAGIC, ElfError, ElfLinks, read_links
 
-__all__ = ["HOST_LIBRARIES", "Library", "LinkGap", "env_libraries", "is_library", "link_gaps"]
+__all__ = [
+    "HOST_LIBRARIES",
+    "Gap",
+    "Library",
+    "LinkGap",
+    "MissingLibrary",
+    "env_libraries",
+    "is_library",
+    "link_gaps",
+]
 
 # the libraries a host provides, never an env's wheels: the driver's (libcuda, libnvidia-ml and
 # the rest of libnvidia-*), glibc's, the C++ and GCC runtimes, and the dynamic loader
@@ -28,6 +40,7 @@ HOST_LIBRARIES = re.compile(
     r"^(libcuda|libnvidia-[\w-]+|libnvcuvid|libc|libm|libdl|libpthread|librt|libutil|libresolv"
     r"|libstdc\+\+|libgcc_s|libatomic|ld-linux[\w.-]*|ld64)\.so(\.\d+)*$"
 )
+UNOWNED = "no distribution's"  # the owner of an env's library that no RECORD lists
 _LIBRARY_NAME = re.compile(r"[^/]\.so(\.\d+)*$")
 _SHOWN = 3  # missing symbols named per gap; the count says how many more
 
@@ -42,9 +55,14 @@ class Library:
     links: ElfLinks
 
     @property
+    def file(self) -> str:
+        """Its file name (a wheel's repaired copy is needed by it: `libcudart.faf08d9a.so.13`)."""
+        return self.where.rsplit("/", 1)[-1]
+
+    @property
     def name(self) -> str:
         """The name other libraries need it by: its SONAME, else its file name."""
-        return self.links.soname or self.where.rsplit("/", 1)[-1]
+        return self.links.soname or self.file
 
 
 @dataclass(frozen=True)
@@ -73,17 +91,65 @@ def is_library(filename: str) -> bool:
     return bool(_LIBRARY_NAME.search(filename))
 
 
-def link_gaps(libraries: Iterable[Library]) -> list[LinkGap]:
-    """Each versioned need of one library of the set that its provider in the set lacks."""
+@dataclass(frozen=True)
+class MissingLibrary:
+    """A library that needs CUDA libraries by names no library of the set has."""
+
+    library: Library
+    needed: tuple[str, ...]  # ("libcublasLt.so.12",)
+    has: tuple[tuple[str, tuple[str, ...]], ...]  # each one's family -> the set's names of it
+    among: str  # "the env", "the lock"
+
+    def line(self) -> str:
+        """One line naming the library, what it needs, and what the set has instead."""
+        needed = _listed(self.needed)
+        return (
+            f"{self.library.where} ({self.library.owner}) needs {needed}, which nothing in "
+            f"{self.among} provides (it has {self._instead()}): loading it fails with "
+            f"`{self.needed[0]}: cannot open shared object file`"
+        )
+
+    def _instead(self) -> str:
+        names = tuple(n for _, found in self.has for n in found)
+        said = [_listed(names)] if names else []
+        lacking: dict[str, list[str]] = {}
+        for family, found in self.has:
+            if not found:
+                lacking.setdefault(CUDA_LIBRARIES[family], []).append(family)
+        for wheels, families in lacking.items():
+            them = "them" if len(families) > 1 else "it"
+            said.append(f"no {_listed(tuple(families))}: the {wheels} wheels ship {them}")
+        return "; ".join(said)
+
+
+def _listed(names: tuple[str, ...]) -> str:
+    return " and ".join(", ".join(names).rsplit(", ", 1))
+
+
+Gap = LinkGap | MissingLibrary
+
+
+def link_gaps(libraries: Iterable[Library], among: str = "the set") -> list[Gap]:
+    """Each versioned need of one library of the set that its provider in the set lacks, and
+    each CUDA library one needs that the set (`among`, as the line says it) does not have."""
     libraries = [lib for lib in libraries if "/stubs/" not in f"/{lib.where}"]
     providers: dict[str, list[Library]] = {}
     for lib in libraries:
-        providers.setdefault(lib.name, []).append(lib)
-    gaps = [g for lib in libraries for g in _gaps_of(lib, providers)]
-    return sorted(gaps, key=lambda g: (g.library.where, g.provider.name, g.version))
+        for name in dict.fromkeys((lib.name, lib.file)):
+            providers.setdefault(name, []).append(lib)
+    met = _met(libraries, providers)
+    gaps: list[Gap] = [g for lib in libraries for g in _symbol_gaps(lib, providers)]
+    gaps += [m for lib in libraries if (m := _missing(lib, providers, met, among))]
+    return sorted(gaps, key=_order)
 
 
-def _gaps_of(lib: Library, providers: Mapping[str, list[Library]]) -> Iterator[LinkGap]:
+def _order(gap: Gap) -> tuple[str, str, str]:
+    if isinstance(gap, MissingLibrary):
+        return (gap.library.where, "", "")
+    return (gap.library.where, gap.provider.name, gap.version)
+
+
+def _symbol_gaps(lib: Library, providers: Mapping[str, list[Library]]) -> Iterator[LinkGap]:
     for needed, versions in sorted(lib.links.needs.items()):
         found = providers.get(needed)
         if not found or HOST_LIBRARIES.match(needed):
@@ -94,6 +160,41 @@ def _gaps_of(lib: Library, providers: Mapping[str, list[Library]]) -> Iterator[L
             if missing:
                 provider = next(p for p in found if _lacks(p, version, symbols) == missing)
                 yield LinkGap(lib, provider, version, missing)
+
+
+def _met(libraries: list[Library], providers: Mapping[str, list[Library]]) -> dict[str, set[str]]:
+    """Each distribution -> the CUDA libraries one of its libraries finds in the set. A wheel
+    that ships one build per CUDA major (torch-memory-saver's `_cu12` and `_cu13` modules) loads
+    the one that matches at run time, by path: the others never load, and are not its gaps."""
+    met: dict[str, set[str]] = {}
+    for lib in libraries:
+        for needed in lib.links.needed:
+            family = cuda_family(needed)
+            if family is not None and needed in providers and lib.owner != UNOWNED:
+                met.setdefault(lib.owner, set()).add(family)
+    return met
+
+
+def _missing(
+    lib: Library, providers: Mapping[str, list[Library]], met: Mapping[str, set[str]], among: str
+) -> MissingLibrary | None:
+    """The CUDA libraries `lib` needs that the set does not have (each with its family), unless
+    another build of its own distribution finds that library in the set."""
+    absent: dict[str, str] = {}
+    for needed in lib.links.needed:
+        family = cuda_family(needed)
+        if family is not None and needed not in providers and family not in met.get(lib.owner, ()):
+            absent[needed] = family
+    if not absent:
+        return None
+    has = {f: _named(providers, f) for f in dict.fromkeys(absent.values())}
+    return MissingLibrary(lib, tuple(absent), tuple(has.items()), among)
+
+
+def _named(providers: Mapping[str, list[Library]], family: str) -> tuple[str, ...]:
+    """The names the set has of one CUDA library (each copy by its SONAME)."""
+    libs = (lib for found in providers.values() for lib in found)
+    return tuple(sorted({lib.name for lib in libs if cuda_family(lib.name) == family}))
 
 
 def _lacks(provider: Library, version: str, symbols: frozenset[str]) -> tuple[str, ...]:
@@ -111,7 +212,7 @@ def env_libraries(site_packages: Iterable[Path]) -> list[Library]:
             links = _read(path)
             if links is not None:
                 inside = path.relative_to(root).as_posix()
-                found.append(Library(inside, owners.get(inside, "no distribution's"), links))
+                found.append(Library(inside, owners.get(inside, UNOWNED), links))
     return found
 
 
