@@ -80,7 +80,8 @@ def build(python: Path, archive: Path, work: Path, jobs: int) -> tuple[float, in
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(done.stdout[-4000:] + done.stderr[-4000:])
-    units = [int(m[1]) for m in re.finditer(r"\[(\d+)/(\d+)\]", done.stdout)]
+    said = done.stdout + done.stderr  # pip passes the build's output on either stream
+    units = [int(m[1]) for m in re.finditer(r"\[(\d+)/(\d+)\]", said)]
     return seconds, max(units, default=0)
 
 

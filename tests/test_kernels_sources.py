@@ -95,7 +95,7 @@ def test_megatron_cu130_takes_verls_whole_transformer_engine_on_x86_64() -> None
 def test_a_stage_no_source_serves_says_why_and_what_a_build_costs() -> None:
     rows = coverage(load_record(RECORD), profiles=["megatron"])
     sdist = "the default index has transformer-engine-torch only as an sdist"
-    cost = "a source build takes about 1.7 min on 16 cores"  # host code: as long for any GPUs
+    cost = "a source build takes about 1.6 min on 16 cores"  # host code: as long for any GPUs
     # cu128 pins verl's TE 2.16.1 too, which verl's wheelhouse builds for torch 2.11 + cu130 only
     for variant, platform, missing in (
         ("cu128", "linux_x86_64", "transformer-engine 2.16.1 for no build of torch 2.10.0+cu128"),
