@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from scaffold import run
+from tinyenv import kernel_wheel
 
 from verl_bootstrap.cli.parse import build_parser
 from verl_bootstrap.cli.registry import COMMANDS, NAMES, Command, resolve
@@ -248,8 +249,7 @@ def test_install_help_groups_its_flags(capsys: pytest.CaptureFixture[str]) -> No
 def test_wheelhouse_add_dry_run_publishes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    wheel = tmp_path / "flash_attn-2.8.3-cp312-cp312-linux_x86_64.whl"
-    wheel.write_bytes(b"a wheel's bytes")
+    wheel = kernel_wheel(tmp_path, "flash_attn", "2.8.3")
     house = tmp_path / "house"
     key = "torch=2.11.0,cuda=13.0,cxx11abi=TRUE,python=cp312,platform=linux_x86_64"
     argv = ["wheelhouse", "add", str(wheel), "--key", key, "--wheelhouse", str(house)]

@@ -48,8 +48,9 @@ def test_the_route_names_the_lockfile_from_where_the_user_is(tmp_path: Path) -> 
 def test_the_plan_says_when_verl_comes_from_its_release_sdist(tmp_path: Path) -> None:
     plan = _tool("plan", "--profile", "cpu", cwd=tmp_path).stdout  # the lock pins the sdist
     assert "get verl v0.9.1: its release sdist verl-0.9.1.tar.gz (sha256 " in plan
-    assert "install verl from its release sdist verl-0.9.1.tar.gz" in plan
+    assert "install verl from its release sdist, unpacked by fetch-source" in plan
     assert "from its checkout" not in plan
+    assert "git clone" not in plan  # the sdist is downloaded and checked: no git runs
     resolving = _tool("plan", "--profile", "cpu", "--resolve", cwd=tmp_path).stdout
     assert "install verl from its checkout" in resolving  # git first; the sdist a fallback
 

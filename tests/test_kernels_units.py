@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _json
 import json
 import multiprocessing
 import os
@@ -40,12 +41,15 @@ FLASH = (
 ENV = BuildKey(torch="2.8.0", cuda="12.8", cxx11abi=False, python="cp312", platform="linux_x86_64")
 
 
-def wheel(folder: Path, name: str = "standin_kernel-0.1.0-cp311-cp311-linux_x86_64.whl") -> Path:
-    """A real (tiny) wheel file."""
+def wheel(folder: Path, name: str = "standin_kernel-0.1.0-cp312-cp312-linux_x86_64.whl") -> Path:
+    """A real (tiny) wheel file, holding a compiled module as a kernel's does (the bytes of a real
+    ELF extension module of this host's Python, named for ENV's cp312)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr("standin_kernel/__init__.py", f"# {name}\n")
+        module = "standin_kernel/_C.cpython-312-x86_64-linux-gnu.so"
+        zf.writestr(module, Path(_json.__file__).read_bytes())
     return path
 
 
@@ -99,13 +103,13 @@ def test_publish_lookup_and_check(tmp_path: Path) -> None:
         is None
     )
     assert house.lookup("standin-kernel", "0.2.0", ENV) is None
-    assert house.check() == []
+    assert house.check().all == []
     (house.root / built.name).write_bytes(b"changed")
-    assert house.check() == [f"{built.name}: sha256 differs from the index (the file changed)"]
+    assert house.check().all == [f"{built.name}: sha256 differs from the index (the file changed)"]
 
 
 def _publish_one(root: str, folder: str, number: int) -> None:
-    name = f"standin_kernel-0.{number}.0-cp311-cp311-linux_x86_64.whl"
+    name = f"standin_kernel-0.{number}.0-cp312-cp312-linux_x86_64.whl"
     Wheelhouse(Path(root)).publish(wheel(Path(folder), name), ENV)
 
 
@@ -122,7 +126,7 @@ def test_two_processes_publishing_at_once_both_land(tmp_path: Path) -> None:
         assert w.exitcode == 0
     house = Wheelhouse(tmp_path / "house")
     assert sorted(e.version for e in house.entries()) == [f"0.{n}.0" for n in range(1, 7)]
-    assert house.check() == []
+    assert house.check().all == []
     assert not [p for p in house.root.iterdir() if p.name.startswith(".") and p.name != ".lock"]
 
 
@@ -171,7 +175,7 @@ def test_an_index_entry_that_leaves_the_folder_is_never_used(tmp_path: Path) -> 
     with listening(lambda event: notes.append(event.message)):
         assert house.entries() == ()
     assert len(notes) == 1 and "wheels[0]: '../evil" in notes[0]
-    assert ["../evil" in p for p in house.check()] == [True]
+    assert ["../evil" in p for p in house.check().all] == [True]
     house.index_path.write_text("not json")
     with pytest.raises(InputError, match="not a wheelhouse index"):
         house.entries()

@@ -182,8 +182,9 @@ def test_a_locked_install_takes_the_whole_wheel_the_lock_records_hash_checked(
         in (step["kernel"]["reason"])
     )
     assert step["description"].startswith(
-        "1 of its 3 locked distribution(s), hash-checked, the kernel's whole wheel among them "
-        "(below), left out: standin-core, standin-kernel, which it holds"
+        "1 of its 3 locked distribution(s), hash-checked, the kernel's whole standin-meta wheel "
+        "among them, installed in place of the locked standin-meta, with standin-core, "
+        "standin-kernel left out: it holds them"
     ), step["description"]
     assert not [g for g in plan.body["hash_gaps"] if "kernel stage standin" in g]
     run = _run("install", whole_lab, kernel_lab, tmp_path, lock="kernel")
@@ -237,8 +238,9 @@ def test_a_locked_install_takes_the_whole_wheel_in_place_of_the_parts_it_holds(
     )
     assert said in kernel["reason"], kernel["reason"]
     assert step["description"].startswith(
-        "1 of its 3 locked distribution(s), hash-checked but for the kernel's whole wheel, which "
-        "the lockfile does not pin (below), left out: standin-core, standin-kernel, which it holds"
+        "1 of its 3 locked distribution(s), hash-checked but for the kernel's whole standin-meta "
+        "wheel (a hash gap, above), installed in place of the locked standin-meta, with "
+        "standin-core, standin-kernel left out: it holds them"
     ), step["description"]
 
     run = _run("install", whole_lab, kernel_lab, tmp_path)

@@ -184,19 +184,39 @@ def test_a_gpu_profile_with_no_driver_and_cuda_auto_is_refused(name: str, tmp_pa
     assert not (tmp_path / "env").exists()
 
 
-def test_the_cli_refuses_a_gpu_profile_with_no_driver_with_exit_3(
+def test_install_refuses_a_gpu_profile_with_no_driver_with_exit_3(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(install, "detect_driver", lambda: None)  # no GPU here
     prefix = tmp_path / "env"
-    for argv in (["plan", "--profile", "fsdp"], ["--profile", "fsdp"]):
-        assert cli.main([*argv, "--prefix", str(prefix)]) == EXIT_REFUSED
-        stderr = capsys.readouterr().err
-        assert "error: no NVIDIA driver on this host" in stderr
-        assert "'fsdp'" in stderr
-        assert "hint: " in stderr
-        assert "--profile cpu" in stderr
-        assert "--cuda" in stderr
+    assert cli.main(["--profile", "fsdp", "--prefix", str(prefix)]) == EXIT_REFUSED
+    stderr = capsys.readouterr().err
+    assert "error: no NVIDIA driver on this host" in stderr
+    assert "'fsdp'" in stderr
+    assert "hint: " in stderr
+    assert "--profile cpu" in stderr
+    assert "--cuda" in stderr
+    assert not prefix.exists()
+
+
+@pytest.mark.parametrize("name", GPU_PROFILES)
+def test_plan_on_a_host_with_no_driver_plans_the_default_variant_and_says_so(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A login node: `plan --profile fsdp` (help's own example) plans the profile's default
+    variant, the newest CUDA, and says that no driver chose it."""
+    monkeypatch.setattr(install, "detect_driver", lambda: None)  # no GPU here
+    prefix = tmp_path / "env"
+    assert cli.main(["plan", "--profile", name, "--prefix", str(prefix), "--json"]) == EXIT_OK
+    body = json.loads(capsys.readouterr().out)
+    default = newest_gpu_variant(name)
+    assert body["variant"] == default
+    assert body["variant_reason"].startswith(
+        f"no NVIDIA driver on this host: planned for the default variant of {name!r}, {default}"
+    )
+    assert "an install here picks none without --cuda" in body["variant_reason"]
+    assert cli.main(["plan", "--profile", name, "--prefix", str(prefix)]) == EXIT_OK
+    assert f"CUDA variant: {default} (no NVIDIA driver on this host:" in capsys.readouterr().out
     assert not prefix.exists()
 
 
@@ -312,7 +332,11 @@ def test_plan_text_lists_each_step_with_its_commands(
     text = capsys.readouterr().out
     assert "1. create-env [create-env]  (no dependencies)" in text
     assert "3. install-verl [install-verl]  (after create-env, fetch-source)" in text
-    assert "$ git clone --depth 1 --branch v0.9.1" in text
+    assert "get verl v0.9.1: its release sdist verl-0.9.1.tar.gz" in text  # the lock pins it
+    assert "git clone" not in text  # so no git runs: the step shows no git command
+    argv = ["plan", "--profile", "cpu", "--resolve", "--prefix", str(tmp_path / "env")]
+    assert cli.main(argv) == EXIT_OK
+    assert "$ git clone --depth 1 --branch v0.9.1" in capsys.readouterr().out
 
 
 def test_a_script_stage_seeds_pip_runs_under_strict_bash_and_needs_the_repo(

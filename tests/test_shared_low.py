@@ -9,13 +9,13 @@ import json
 import socket
 import subprocess
 import threading
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from loopback import Server, base_url, serve
 from scaffold import run
+from tinyenv import kernel_wheel
 
 from verl_bootstrap import cli
 from verl_bootstrap.httpclient import HttpError, fetch
@@ -38,11 +38,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "home"
 
 
-def wheel(folder: Path, name: str = "w-1.0-py3-none-any.whl") -> Path:
-    path = folder / name
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr("w/__init__.py", "")
-    return path
+def wheel(folder: Path) -> Path:
+    """A kernel's wheel for KEY's Python and platform."""
+    return kernel_wheel(folder, "w", "1.0")
 
 
 # --- a shared wheelhouse ---

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from scaffold import run_tool
-from tinyenv import publish_wheel
+from tinyenv import kernel_wheel
 
 from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED
 
@@ -63,16 +63,17 @@ def tool(base: Path, *args: str, user: str) -> subprocess.CompletedProcess[str]:
 
 
 def a_wheel(base: Path, name: str) -> Path:
-    """A wheel file the publisher has (readable by both)."""
+    """A kernel's wheel file the publisher has (readable by both), for the Python `name` says."""
     folder = base / "wheels"
     folder.mkdir(exist_ok=True)
-    built = publish_wheel(folder, "vbtiny", "1.0")
+    built = kernel_wheel(folder, "vbtiny", "1.0", python=name.split("-")[2])
     return built.rename(folder / name)
 
 
 def add(base: Path, house: Path, wheel: Path, user: str) -> subprocess.CompletedProcess[str]:
+    key = KEY.replace("python=cp312", f"python={wheel.name.split('-')[2]}")  # the wheel's own
     return tool(
-        base, "wheelhouse", "add", str(wheel), "--key", KEY, "--wheelhouse", str(house), user=user
+        base, "wheelhouse", "add", str(wheel), "--key", key, "--wheelhouse", str(house), user=user
     )
 
 

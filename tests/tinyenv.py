@@ -4,6 +4,7 @@ test can publish a newer version. Built for real by the CLI in ~15 s."""
 
 from __future__ import annotations
 
+import _json
 import base64
 import hashlib
 import sys
@@ -97,6 +98,29 @@ def publish_wheel(links: Path, name: str, version: str) -> Path:
     with zipfile.ZipFile(wheel, "w") as archive:
         for path, text in files.items():
             archive.writestr(path, text)
+    return wheel
+
+
+def kernel_wheel(
+    folder: Path, name: str, version: str, python: str = "cp312", platform: str = "linux_x86_64"
+) -> Path:
+    """A wheel as a kernel's is made: tagged for one Python and platform, holding a compiled
+    extension module (the bytes of a real ELF extension of this host's Python, under the name
+    the tags' Python gives it). Not loadable for another Python: for the wheelhouse's checks."""
+    dist = f"{name}-{version}"
+    module = f"{name}/_C.cpython-{python.removeprefix('cp')}-x86_64-linux-gnu.so"
+    files: dict[str, str | bytes] = {
+        f"{name}/__init__.py": "",
+        module: Path(_json.__file__).read_bytes(),
+        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\n"
+        f"Root-Is-Purelib: false\nTag: {python}-{python}-{platform}\n",
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"{dist}-{python}-{python}-{platform}.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, body in files.items():
+            archive.writestr(path, body)
     return wheel
 
 

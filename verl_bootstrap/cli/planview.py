@@ -10,7 +10,7 @@ from verl_bootstrap.redact import redact
 from verl_bootstrap.state.hints import resume_command
 
 if TYPE_CHECKING:
-    from verl_bootstrap.plan.model import Plan
+    from verl_bootstrap.plan.model import Plan, Step
     from verl_bootstrap.run.install import InstallResult
     from verl_bootstrap.run.summary import EnvFacts
 
@@ -75,6 +75,9 @@ def _kernel_json(plan: Plan, step_id: str) -> dict[str, Any]:
         "cuda_archs_reason": sizing.arch_reason,
         "max_jobs": sizing.max_jobs,
         "max_jobs_reason": sizing.jobs_reason,
+        "builds": bool(decision.kept),  # the plan expects a source build (else only a fallback)
+        # a source build's estimate on this host, in minutes (None: the profile gives no figure)
+        "build_minutes": None if decision.minutes is None else round(decision.minutes),
     }
     return {"kernel": kernel}
 
@@ -107,11 +110,23 @@ def plan_text(plan: Plan) -> str:
         after = f"  (after {', '.join(step.deps)})" if step.deps else "  (no dependencies)"
         lines.append(f"{number}. {step.id} [{step.kind}]{after}")
         lines += [f"   {line}" for line in step.description.splitlines()]
-        if step.env:
-            shown = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(step.env.items()))
-            lines.append(f"   env: {redact(shown)}")
+        lines += _env_line(plan, step)
         lines += [f"   $ {_shown(c, shared)}" for c in step.commands]
     return "\n".join(lines)
+
+
+def _env_line(plan: Plan, step: Step) -> list[str]:
+    """The variables the step runs with that its description has not stated, each once, and
+    where MAX_JOBS comes from when the host's sizing set it."""
+    env = {k: v for k, v in sorted(step.env.items()) if k not in step.env_said}
+    if not env:
+        return []
+    shown = redact(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()))
+    decision = plan.kernels.get(step.id)
+    if decision is not None and "MAX_JOBS" in env:
+        why = decision.sizing.jobs_reason
+        shown += f" (MAX_JOBS {why})" if why.startswith("from ") else f" (MAX_JOBS: {why})"
+    return [f"   env: {shown}"]
 
 
 # The index flags of the install commands: the same long run of them in every command, so the

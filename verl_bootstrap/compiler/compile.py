@@ -11,6 +11,7 @@ from graphlib import CycleError, TopologicalSorter
 
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.kernels.planning import KernelDecision, plan_kernels, stage_queries
+from verl_bootstrap.lockfile.model import profile_hash
 from verl_bootstrap.lockinstall.kernels import locked_queries
 from verl_bootstrap.lockinstall.prepare import LockedInstall, locked_source_spec, locked_stage_specs
 from verl_bootstrap.options import RunOptions
@@ -26,13 +27,20 @@ __all__ = ["attach_locked", "compile_plan"]
 
 
 def compile_plan(
-    profile: Profile, options: RunOptions, host: HostFacts, *, locked: LockedInstall | None = None
+    profile: Profile,
+    options: RunOptions,
+    host: HostFacts,
+    *,
+    locked: LockedInstall | None = None,
+    digest: str | None = None,
 ) -> Plan:
     """Compile the graph: create-env ∥ fetch-source → install-verl → stages → record-lock → verify.
 
-    With `locked`, the stages are the lockfile's and verl's source is the locked one.
+    With `locked`, the stages are the lockfile's and verl's source is the locked one. `digest`:
+    the profile hash of the profile before a lockfile narrowed it (default: `profile`'s own).
     """
     draft = Plan(
+        profile_hash=digest or profile_hash(profile, host.variant),
         profile=profile,
         options=options,
         host=host,

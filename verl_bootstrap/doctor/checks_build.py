@@ -137,11 +137,26 @@ def check_build_tools(ctx: Context) -> CheckResult:
     data["stages"] = list(builds)
     needed = "; ".join(f"{stage}: {why}" for stage, why in builds.items())
     if problems:
+        fixes += [_WHEELHOUSE] if _kernel_builds(ctx, builds) else []
         return fail(
             "build-tools", f"{'; '.join(problems)} (for {needed})", "; ".join(fixes), **data
         )
     found = f"nvcc {data['nvcc_cuda']}" if data["nvcc"] else "no CUDA build needed"
-    return ok("build-tools", f"{found}, Python.h and {data['cxx']} for {', '.join(builds)}", **data)
+    return ok("build-tools", f"{found}, Python.h and {data['cxx']} for {needed}", **data)
+
+
+# what spares every later node a kernel's source build (docs/kernels.md, The lab wheelhouse)
+_WHEELHOUSE = (
+    "or take the wheel from a lab wheelhouse (`wheelhouse:` in the site config) where one node "
+    "built it or `verl-bootstrap wheelhouse add` filed it: every later node then installs it "
+    "prebuilt, with no toolkit and no build"
+)
+
+
+def _kernel_builds(ctx: Context, builds: Mapping[str, str]) -> list[str]:
+    """The kernel stages among the stages that compile (a lab wheelhouse can serve their wheel)."""
+    stages = ctx.profile.stages if ctx.profile else ()
+    return [s.id for s in stages if s.kernel is not None and s.id in builds]
 
 
 def _no_build(ctx: Context) -> CheckResult:

@@ -198,7 +198,8 @@ def check_ram(ctx: Context) -> CheckResult:
     if not stages:
         return skipped("ram", "no stage builds from source")
     available = _mem_available_gib(ctx.inputs.root)
-    jobs = max(_jobs(s, ctx.environ) for s in stages)
+    planned = dict(ctx.inputs.build_jobs)  # as the plan sized them, where a plan was made
+    jobs = max(planned.get(s.id) or _jobs(s, ctx.environ) for s in stages)
     if available is None:
         fix = f"set MAX_JOBS to your free RAM in GiB divided by {GIB_PER_JOB}"
         return warn("ram", "cannot read MemAvailable from /proc/meminfo", fix)

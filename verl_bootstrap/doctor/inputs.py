@@ -52,6 +52,7 @@ class DoctorInputs:
     # prebuilt wheel a kernel stage takes instead
     source_builds: tuple[tuple[str, str], ...] | None = None
     prebuilt_kernels: tuple[tuple[str, str], ...] = ()
+    build_jobs: tuple[tuple[str, int], ...] = ()  # stage id -> the MAX_JOBS the plan sized it to
     # This host's facts, given instead of read (a report recorded on another node, tests):
     machine: str | None = None  # `uname -m`; None: this host's
     glibc: str | None = None  # "2.39"; None: this host's

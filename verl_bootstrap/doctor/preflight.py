@@ -11,7 +11,7 @@ from verl_bootstrap.doctor.inputs import DoctorInputs
 from verl_bootstrap.doctor.model import CheckResult
 from verl_bootstrap.doctor.run import PREFLIGHT_CHECKS, run_doctor
 from verl_bootstrap.envs.condarc import channel_urls, load_condarc
-from verl_bootstrap.kernels.sources import KernelChoice
+from verl_bootstrap.kernels.planning import KernelDecision
 from verl_bootstrap.plan.model import Plan
 
 __all__ = ["inputs_from_plan", "plan_urls", "preflight_failures", "run_preflight_checks"]
@@ -79,12 +79,15 @@ def inputs_from_plan(
         lock_platform=plan.locked.lock.platform if plan.locked else None,
         source_builds=builds,
         prebuilt_kernels=prebuilt,
+        build_jobs=_build_jobs(plan, builds),
     )
 
 
-# the kernel choices that compile: a source build, or an install "as the stage says" (a
-# dependency of the pinned package, built where no wheel fits)
-_COMPILES = frozenset({"build", "stage"})
+def _build_jobs(plan: Plan, builds: tuple[tuple[str, str], ...]) -> tuple[tuple[str, int], ...]:
+    """The MAX_JOBS each compiling step runs with, as the plan sized it (doctor's RAM check)."""
+    wanted = {stage for stage, _ in builds}
+    jobs = {s.id: s.env.get("MAX_JOBS", "") for s in plan.steps if s.id in wanted}
+    return tuple((stage, int(value)) for stage, value in jobs.items() if value.isdigit())
 
 
 def _routes(plan: Plan) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
@@ -93,21 +96,22 @@ def _routes(plan: Plan) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, s
     for stage in plan.profile.stages:
         decision = plan.kernels.get(stage.id)
         choice = decision.choice if decision else None
-        if stage.kind != "script" and choice is not None and choice.source not in _COMPILES:
-            prebuilt.append((stage.id, choice.origin or choice.source))
+        if stage.kind != "script" and decision is not None and not decision.compiles:
+            prebuilt.append((stage.id, decision.choice.origin or decision.choice.source))
         elif stage.kind == "script" or choice is not None or stage.no_build_isolation:
-            builds.append((stage.id, _why_it_compiles(stage.kind, choice)))
+            builds.append((stage.id, _why_it_compiles(stage.kind, decision)))
     return tuple(builds), tuple(prebuilt)
 
 
-def _why_it_compiles(kind: str, choice: KernelChoice | None) -> str:
+def _why_it_compiles(kind: str, decision: KernelDecision | None) -> str:
     if kind == "script":
         return "verl's install script compiles its kernels"
-    if choice is None:
+    if decision is None:
         return "built against the env's torch (no build isolation)"
-    if choice.source == "stage":
-        return "installed as the stage says, compiled where no wheel fits"
-    return "no prebuilt wheel for this env, so a source build"
+    took = f" of about {decision.minutes:.0f} min on this host" if decision.minutes else ""
+    if decision.choice.source == "stage":
+        return f"installed as the stage says, compiled where no wheel fits: a source build{took}"
+    return f"no prebuilt wheel for this env, so a source build{took}"
 
 
 def _wheel_tags(plan: Plan) -> tuple[str, ...]:

@@ -9,7 +9,13 @@ from verl_bootstrap.gpu.cuda import MIN_DRIVER_FOR_CUDA_MAJOR, version_tuple
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.profile.models import CudaVariant, Profile
 
-__all__ = ["VariantWindow", "choose_variant", "known_variant", "variant_window"]
+__all__ = [
+    "VariantWindow",
+    "choose_variant",
+    "default_variant",
+    "known_variant",
+    "variant_window",
+]
 
 _NO_DRIVER_HINT = (
     "use --profile cpu for a GPU-less env, or pass --cuda cuXYZ (e.g. --cuda cu130) to prepare "
@@ -89,13 +95,38 @@ def _refuse_unserved(profile: Profile, driver: DriverInfo, windows: list[Variant
     )
 
 
-def choose_variant(profile: Profile, driver: DriverInfo | None, requested: str) -> tuple[str, str]:
-    """The variant to install and why. `auto` picks the newest CUDA the driver runs."""
+def default_variant(profile: Profile) -> VariantWindow | None:
+    """The profile's default GPU variant: the newest CUDA, what `--cuda auto` takes on a host
+    whose driver runs every variant (None: the profile has only the cpu variant)."""
+    windows = _gpu_windows(profile)
+    return max(windows, key=lambda w: version_tuple(w.cuda or "0")) if windows else None
+
+
+def _planned_without_driver(profile: Profile) -> tuple[str, str]:
+    """`plan` on a host with no driver (a login node): the default variant, and that it is one."""
+    chosen = default_variant(profile)
+    assert chosen is not None
+    others = " or ".join(sorted(n for n in profile.cuda_variants if n not in (chosen.name, "cpu")))
+    other = f"; --cuda {others} plans another" if others else ""
+    return chosen.name, (
+        f"no NVIDIA driver on this host: planned for the default variant of {profile.name!r}, "
+        f"{chosen.name} (CUDA {chosen.cuda}, its newest; {chosen.needs()}){other}; an install "
+        "here picks none without --cuda"
+    )
+
+
+def choose_variant(
+    profile: Profile, driver: DriverInfo | None, requested: str, *, planning: bool = False
+) -> tuple[str, str]:
+    """The variant to install and why. `auto` picks the newest CUDA the driver runs; with no
+    driver, a plan (`planning`) takes the profile's default variant and an install is refused."""
     if requested != "auto":
         return _explicit(profile, requested)
     windows = _gpu_windows(profile)
     if not windows:
         return "cpu", f"profile {profile.name!r} has only the cpu variant"
+    if driver is None and planning:
+        return _planned_without_driver(profile)
     if driver is None:
         raise Refused(
             f"no NVIDIA driver on this host, and profile {profile.name!r} needs one to pick its "

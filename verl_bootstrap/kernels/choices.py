@@ -164,7 +164,7 @@ def _allowed(query: KernelQuery, why_not: list[str]) -> list[KernelChoice]:
     entry = wheelhouse_match(query.kernel, dist.version, query.key, query.entries, why_not)
     if entry is not None:  # the wheelhouse's sha256, not the lockfile's: a named gap
         house = _from_house(entry, query.root, "")
-        found.append(replace(house, reason=house.reason + UNPINNED, unpinned=True))
+        found.append(_unpinned(house))
     if not query.lock.online:
         why_not.append("offline: the declared prebuilt sources are not asked")
         return found
@@ -192,8 +192,14 @@ def _declared(query: KernelQuery, why_not: list[str]) -> list[KernelChoice]:
         elif choice.distribution:
             out.append(_whole(choice, query.kernel, stage))
         else:
-            out.append(replace(choice, reason=choice.reason + UNPINNED, unpinned=True))
+            out.append(_unpinned(choice))
     return out
+
+
+def _unpinned(choice: KernelChoice) -> KernelChoice:
+    """A wheel the lockfile does not pin (it pins the sdist): a hash gap, said in its reason."""
+    notes = (*choice.notes, UNPINNED)
+    return replace(choice, reason=choice.reason + UNPINNED, unpinned=True, notes=notes)
 
 
 def _whole(choice: KernelChoice, kernel: KernelSpec, stage: LockedStage | None) -> KernelChoice:
@@ -202,8 +208,10 @@ def _whole(choice: KernelChoice, kernel: KernelSpec, stage: LockedStage | None) 
     assert choice.distribution is not None
     names = [d.name for d in stage.distributions] if stage else [kernel.distribution]
     left_out = held_parts(kernel, choice.replaces, names)
-    reason = choice.reason + HOLDS.format(whole=choice.distribution, parts=_and(left_out)) + WHOLE
-    return replace(choice, reason=reason, unpinned=True, replaces=left_out)
+    holds = HOLDS.format(whole=choice.distribution, parts=_and(left_out))
+    notes = (*choice.notes, holds, WHOLE)
+    reason = choice.reason + holds + WHOLE
+    return replace(choice, reason=reason, unpinned=True, replaces=left_out, notes=notes)
 
 
 def _recorded(query: KernelQuery, why: list[str]) -> KernelChoice | None:
@@ -225,8 +233,14 @@ def _recorded(query: KernelQuery, why: list[str]) -> KernelChoice | None:
         return None
     if wheel.distribution is None:
         return choice
-    reason = choice.reason + HOLDS.format(whole=wheel.distribution, parts=_and(wheel.replaces))
-    return replace(choice, reason=reason, distribution=wheel.distribution, replaces=wheel.replaces)
+    holds = HOLDS.format(whole=wheel.distribution, parts=_and(wheel.replaces))
+    return replace(
+        choice,
+        reason=choice.reason + holds,
+        distribution=wheel.distribution,
+        replaces=wheel.replaces,
+        notes=(*choice.notes, holds),
+    )
 
 
 def _and(names: Sequence[str]) -> str:

@@ -125,7 +125,5 @@ def _stack(
 def _cost(kernel: KernelSpec) -> str:
     if kernel.build_minutes is None:
         return ""
-    return (
-        f"; a source build takes about {kernel.build_minutes:g} min per GPU architecture on 16 "
-        "cores"
-    )
+    per = " per GPU architecture" if kernel.build_per_arch else ""
+    return f"; a source build takes about {kernel.build_minutes:g} min{per} on 16 cores"

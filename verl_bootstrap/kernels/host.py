@@ -1,7 +1,7 @@
 """What the plan needs to decide a kernel stage, gathered once before it is compiled: the lab
 wheelhouse's listing (and that of the kernel wheels of a bundle installed from), this host's
-cores and memory, the Python tag the env will have, and the sizing variables the user already
-set (which are kept)."""
+cores and memory, its CUDA toolkit, the Python tag the env will have, and the sizing variables
+the user already set (which are kept)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from verl_bootstrap.kernels.sizing import (
     HostResources,
     read_resources,
 )
+from verl_bootstrap.kernels.toolkit import Nvcc
 from verl_bootstrap.kernels.wheelhouse import Entry, Wheelhouse
 from verl_bootstrap.options import SiteOptions
 from verl_bootstrap.paths import default_wheelhouse
@@ -73,6 +74,9 @@ class KernelHost:
     record: KernelRecord | None = None  # the sources' recorded wheel lists (None: none)
     order: tuple[str, ...] | None = None  # the site config's kernel_sources (None: declared)
     bundled: Bundled | None = None  # the kernel wheels of the bundle installed from
+    nvcc: Nvcc | None = None  # the toolkit a source build here would use (None: none found)
+    # the wheelhouse is the site config's (a lab's), not the tool home's own per-user one
+    configured: bool = False
 
 
 def wheelhouse_root(configured: str | None, environ: Mapping[str, str]) -> Path:
@@ -101,10 +105,11 @@ def gather_kernel_host(
     python_prefer: str,
     environ: Mapping[str, str],
     record: KernelRecord | None = None,
+    nvcc: Nvcc | None = None,
 ) -> KernelHost:
     """Read the wheelhouse and the host (an unreadable index is an InputError naming it);
     `site`: the site config's wheelhouse, archs, kernel_sources and a bundle's kernel wheels;
-    `record`: the recorded lists beside the profile."""
+    `record`: the recorded lists beside the profile; `nvcc`: the toolkit found here."""
     house = open_wheelhouse(site.wheelhouse, environ)
     watched = ("MAX_JOBS", *ARCH_VARIABLES, *THREADS_VARIABLES)
     bundled = site.bundle_kernels
@@ -121,6 +126,8 @@ def gather_kernel_host(
         record=record,
         order=site.kernel_sources,
         bundled=open_bundled(bundled) if bundled else None,
+        nvcc=nvcc,
+        configured=bool(site.wheelhouse),
     )
 
 

@@ -23,11 +23,14 @@ from verl_bootstrap.kernels.sizing import (
     device_passes,
 )
 from verl_bootstrap.kernels.sources import KernelChoice, pinned_version
+from verl_bootstrap.kernels.toolkit import toolkit_need
 from verl_bootstrap.profile.kernel import KernelSpec
 from verl_bootstrap.profile.models import Profile
 
 __all__ = [
+    "COMPILES",
     "KernelDecision",
+    "build_minutes",
     "cxx11_abi",
     "decision",
     "expected_key",
@@ -36,6 +39,9 @@ __all__ = [
     "stage_queries",
 ]
 
+# the sources whose install compiles: a source build, or the stage's own install of a
+# distribution the index has only as an sdist
+COMPILES = frozenset({"build", "stage"})
 # PyPI's torch wheels use the C++11 ABI from 2.7 on (earlier ones the pre-C++11 ABI).
 _CXX11_FROM = Version("2.7")
 
@@ -48,11 +54,31 @@ class KernelDecision:
     choice: KernelChoice
     sizing: BuildSizing
     env: Mapping[str, str] = field(default_factory=dict)
-    estimate: str = ""
+    # of a source build, whether expected or a fallback: how long here, the toolkit it needs
+    build: tuple[str, ...] = ()
+    kept: str = ""  # where a build's wheel goes ("" when no build is expected)
+    minutes: float | None = None  # the build's estimate on this host (None: no figure)
 
     def line(self) -> str:
-        """What the plan says about the stage."""
-        return f"kernel: {self.choice.reason}{self.estimate}"
+        """What the plan says about the stage: its source and why, then an expected build's
+        notes. A wheel the lockfile does not pin is a hash gap the plan names above it, and the
+        stage's line says what it holds: the kernel line leaves both out."""
+        choice = self.choice
+        plain = choice.unpinned or choice.replaces  # said by the gaps, or by the stage's line
+        said = f"kernel: {choice.plain_reason() if plain else choice.reason}"
+        notes = [*self.build, self.kept] if self.kept else []
+        return said + (f"\nbuild: {'; '.join(notes)}" if notes else "")
+
+    def fallback_line(self) -> str:
+        """What the plan says of the build a prebuilt stage falls back to."""
+        cost = f": {'; '.join(self.build)}" if self.build else ""
+        return f"its build variables apply only if it falls back to building from source{cost}"
+
+    @property
+    def compiles(self) -> bool:
+        """Whether the plan expects the stage to compile: a source build, or the stage's own
+        install of a distribution no prebuilt wheel serves (TransformerEngine's extension)."""
+        return self.choice.source in COMPILES
 
 
 def plan_kernels(
@@ -148,19 +174,65 @@ def decision(
     sizing = BuildSizing(archs, arch_why, jobs, jobs_why)
     env = {"MAX_JOBS": str(jobs), **arch_variables(kernel.arch_variables, archs), **threads}
     env = {k: v for k, v in env.items() if k not in preset or k == "MAX_JOBS"}
+    notes = _build_notes(kernel, key, sizing, host)
     # an unlisted release asset may be missing when the stage runs, and then it builds
-    builds = choice.source == "build" or (choice.source == "release" and choice.listed is None)
-    estimate = _estimate(kernel, sizing, host) if builds else ""
-    if builds and not host.writable:
-        estimate += f"; wheelhouse {host.wheelhouse} is read-only for you: not published there"
-    return KernelDecision(key, choice, sizing, env, estimate)
+    builds = choice.source in COMPILES or (choice.source == "release" and choice.listed is None)
+    kept = _kept(choice, host) if builds else ""
+    return KernelDecision(
+        key, choice, sizing, env, notes, kept, build_minutes(kernel, sizing, host)
+    )
+
+
+def _build_notes(
+    kernel: KernelSpec, key: BuildKey, sizing: BuildSizing, host: KernelHost
+) -> tuple[str, ...]:
+    """What the plan says of a source build of the stage: how long here, the toolkit."""
+    notes = [_estimate(kernel, sizing, host), toolkit_need(key.cuda, host.nvcc)]
+    if not host.ninja:
+        notes.append("ninja is not on PATH, so the build runs one file at a time")
+    return tuple(n for n in notes if n)
+
+
+def _kept(choice: KernelChoice, host: KernelHost) -> str:
+    """Where the wheel the build makes goes, so that later nodes skip the build."""
+    house = host.wheelhouse
+    if choice.source == "stage":
+        return (
+            "uv builds it inside the stage's install, so no wheelhouse keeps it (from the "
+            "lockfile, the default route, it is built as a wheel and published)"
+        )
+    if not host.writable:
+        return (
+            f"wheelhouse {house} is read-only for you: not published there (`verl-bootstrap "
+            "wheelhouse add` files it where you can write)"
+        )
+    if host.configured:
+        return f"the wheel is published to the lab wheelhouse {house}: later nodes take it"
+    return (
+        f"the wheel is kept in your wheelhouse {house}: a lab's shared one (`wheelhouse:` in "
+        "the site config) spares every later node this build"
+    )
+
+
+def build_minutes(kernel: KernelSpec, sizing: BuildSizing, host: KernelHost) -> float | None:
+    """The profile's figure for 16 cores (per architecture, where the build compiles device code
+    for each), spread over the jobs this host runs (None: the profile gives no figure)."""
+    if kernel.build_minutes is None:
+        return None
+    archs = (len(sizing.archs) or DEFAULT_ARCH_COUNT) if kernel.build_per_arch else 1
+    jobs = max(1, min(sizing.max_jobs, host.resources.cores))
+    return kernel.build_minutes * archs * 16 / jobs
 
 
 def _estimate(kernel: KernelSpec, sizing: BuildSizing, host: KernelHost) -> str:
-    """'; about N min on this host' from the profile's per-architecture figure on 16 cores."""
-    slow = "" if host.ninja else "; ninja is not on PATH, so the build runs one file at a time"
-    if kernel.build_minutes is None:
-        return slow
-    archs = len(sizing.archs) or DEFAULT_ARCH_COUNT
-    minutes = kernel.build_minutes * archs * 16 / max(1, min(sizing.max_jobs, host.resources.cores))
-    return f"; a source build takes about {minutes:.0f} min on this host{slow}"
+    """'about N min on this host', and the figure it comes from."""
+    minutes = build_minutes(kernel, sizing, host)
+    if minutes is None:
+        return ""
+    known = f"{len(sizing.archs)} here" if sizing.archs else "none known here: about 4"
+    per = f" per GPU architecture ({known})" if kernel.build_per_arch else ""
+    measured = f"; measured: {kernel.build_measured}" if kernel.build_measured else ""
+    return (
+        f"about {minutes:.0f} min on this host (the profile's {kernel.build_minutes:g} min{per} "
+        f"on 16 cores, at this host's MAX_JOBS{measured})"
+    )

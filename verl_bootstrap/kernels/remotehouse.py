@@ -20,6 +20,7 @@ from verl_bootstrap.kernels.wheelhouse import (
     parse_index,
     read_index,
 )
+from verl_bootstrap.kernels.wheeltags import HouseCheck, contradictions
 from verl_bootstrap.paths import file_sha256
 from verl_bootstrap.redact import redact
 from verl_bootstrap.safety.shapes import inside
@@ -92,23 +93,25 @@ class RemoteWheelhouse:
             hint="publish to the folder behind it (`wheelhouse add --wheelhouse FOLDER`)",
         )
 
-    def check(self) -> list[str]:
+    def check(self) -> HouseCheck:
         """Every problem found by fetching and rehashing each listed wheel (and each entry
-        that readers skip)."""
+        that readers skip), and each wheel whose tags or contents contradict its key."""
         text = self._index_text()
         rows = read_index(text, f"{self.shown()}/{INDEX_NAME}") if text else []
-        problems = [f"{row} (skipped)" for row in rows if isinstance(row, str)]
+        found = HouseCheck([f"{row} (skipped)" for row in rows if isinstance(row, str)])
         with tempfile.TemporaryDirectory(prefix="verl-wheelhouse-") as tmp:
             for entry in self.entries():
                 try:
                     path = self.local_wheel(entry.file, Path(tmp))
                 except InputError as exc:
-                    problems.append(f"{entry.file}: {exc}")
+                    found.problems.append(f"{entry.file}: {exc}")
                     continue
                 if file_sha256(path) != entry.sha256:
-                    problems.append(f"{entry.file}: sha256 differs from the index")
+                    found.problems.append(f"{entry.file}: sha256 differs from the index")
+                else:
+                    found.misfiled.extend(contradictions(path, entry.key, file=entry.file))
                 path.unlink()
-        return problems
+        return found
 
 
 AnyWheelhouse = Wheelhouse | RemoteWheelhouse

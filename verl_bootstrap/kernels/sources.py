@@ -48,6 +48,16 @@ class KernelChoice:
     # the key fields (torch, cuda) that only the profile states for the wheel: its file name
     # does not, so a source that re-uploads under the same name (verl's wheelhouse) goes unseen
     unnamed: tuple[str, ...] = ()
+    # what the reason says of a gap and of the parts a whole wheel holds, as appended to it: a
+    # locked plan states these in its hash gaps and the stage's line, so its kernel line omits them
+    notes: tuple[str, ...] = ()
+
+    def plain_reason(self) -> str:
+        """The reason without its `notes`."""
+        reason = self.reason
+        for note in self.notes:
+            reason = reason.replace(note, "")
+        return reason
 
 
 # what the plan says of a wheel whose file name states no torch or CUDA (none recorded its sha256)
@@ -188,9 +198,10 @@ def from_source(
 def _listed_choice(source: PrebuiltSource, kind: str, wheel: Listed) -> KernelChoice:
     about = f"; {source.about}" if source.about else ""
     unnamed = unnamed_fields(source.key)
+    gap = _gap(source.id, unnamed)
     reason = (
         f"prebuilt from {source.id} (trust: {source.trust}{about}), key {wheel.key.describe()}, "
-        f"listed {wheel.recorded.isoformat()}: {wheel.url}{_gap(source.id, unnamed)}"
+        f"listed {wheel.recorded.isoformat()}: {wheel.url}{gap}"
     )
     return KernelChoice(
         kind,
@@ -204,6 +215,7 @@ def _listed_choice(source: PrebuiltSource, kind: str, wheel: Listed) -> KernelCh
         wheel.recorded.isoformat(),
         replaces=source.replaces,
         unnamed=unnamed,
+        notes=(gap,) if gap else (),
     )
 
 
@@ -277,7 +289,9 @@ def index_choice(kernel: KernelSpec, key: BuildKey, why_not: list[str]) -> Kerne
         why_not.append(f"index {prebuilt.index!r} is built for {stated.describe()}, not this env")
         return None
     unnamed = unnamed_fields(prebuilt.key)
+    gap = _gap(f"index {prebuilt.index!r}", unnamed)
     reason = f"prebuilt from index {prebuilt.index!r}, which the profile states is built for " + (
-        stated.describe() + _gap(f"index {prebuilt.index!r}", unnamed)
+        stated.describe() + gap
     )
-    return KernelChoice("index", reason, built_for=stated, unnamed=unnamed)
+    notes = (gap,) if gap else ()
+    return KernelChoice("index", reason, built_for=stated, unnamed=unnamed, notes=notes)

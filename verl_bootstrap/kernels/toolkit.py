@@ -18,7 +18,14 @@ from verl_bootstrap import proc
 from verl_bootstrap.errors import StepFailed
 from verl_bootstrap.gpu.cuda import version_tuple
 
-__all__ = ["Nvcc", "find_nvcc", "require_toolkit", "toolkit_fix", "toolkit_problem"]
+__all__ = [
+    "Nvcc",
+    "find_nvcc",
+    "require_toolkit",
+    "toolkit_fix",
+    "toolkit_need",
+    "toolkit_problem",
+]
 
 _TIMEOUT = 15.0
 
@@ -71,6 +78,24 @@ def toolkit_problem(cuda: str, nvcc: Nvcc | None) -> str | None:
         found = f"nvcc {nvcc.release} ({nvcc.path}) is not CUDA {major}.x like the wheels"
         return f"{found}: torch refuses to build extensions across CUDA majors"
     return None
+
+
+def toolkit_need(cuda: str | None, nvcc: Nvcc | None) -> str:
+    """What a plan says of the toolkit its source build of torch's CUDA `cuda` needs, and whether
+    this host has it ("" for a CPU torch, which needs none)."""
+    if not cuda or cuda == "cpu":
+        return ""
+    major = cuda.partition(".")[0]
+    need = f"it needs a CUDA {major}.x toolkit (nvcc, from CUDA_HOME or PATH)"
+    how = "`verl-bootstrap doctor` names a rootless install"
+    if nvcc is None:
+        return f"{need}: none here ({how})"
+    if toolkit_problem(cuda, nvcc) is not None:
+        return (
+            f"{need}: nvcc {nvcc.release} ({nvcc.path}) is another CUDA major, across which "
+            f"torch builds no extension ({how})"
+        )
+    return f"{need}: nvcc {nvcc.release} ({nvcc.path})"
 
 
 def require_toolkit(

@@ -32,6 +32,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from verl_bootstrap.errors import InputError, Refused
 from verl_bootstrap.events import emit
 from verl_bootstrap.kernels.key import BuildKey
+from verl_bootstrap.kernels.wheeltags import HouseCheck, contradictions
 from verl_bootstrap.paths import cannot_write, file_sha256
 from verl_bootstrap.safety import jsontext
 from verl_bootstrap.safety.shapes import SHA256, control_char_at, inside
@@ -152,16 +153,21 @@ class Wheelhouse:
             self._write([*kept, entry])
         return entry
 
-    def check(self) -> list[str]:
-        """Every problem found by rehashing each listed wheel (empty: all is well)."""
-        problems = [f"{e} (skipped)" for e in self._rows() if isinstance(e, str)]
+    def check(self) -> HouseCheck:
+        """Every problem found by rehashing each listed wheel, and each wheel whose tags or
+        contents contradict its key (none of either: all is well)."""
+        found = HouseCheck([f"{e} (skipped)" for e in self._rows() if isinstance(e, str)])
         for entry in self.entries():
             path = self.path_of(entry)
             if not path.is_file():
-                problems.append(f"{entry.file}: listed in {INDEX_NAME} but missing")
+                found.problems.append(f"{entry.file}: listed in {INDEX_NAME} but missing")
             elif file_sha256(path) != entry.sha256:
-                problems.append(f"{entry.file}: sha256 differs from the index (the file changed)")
-        return problems
+                found.problems.append(
+                    f"{entry.file}: sha256 differs from the index (the file changed)"
+                )
+            else:
+                found.misfiled.extend(contradictions(path, entry.key, file=entry.file))
+        return found
 
     @contextmanager
     def _locked(self) -> Iterator[None]:

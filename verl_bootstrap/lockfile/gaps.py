@@ -46,8 +46,8 @@ GAPS: Final[dict[str, tuple[str, str]]] = {
     ),
     "conda-unlocked": (
         "the conda packages of the env (its Python among them), which the lockfile does not hold",
-        "nothing: they are solved from the channels when the env is made (the lock was made "
-        "where the channels were unreachable; regenerate it where they are reachable)",
+        "nothing: they are solved from the channels when the env is made ({why}; regenerate "
+        "it where they are reachable)",
     ),
     "conda-exe": (
         "the conda packages, installed by your own conda executable",
@@ -71,10 +71,16 @@ _GENERIC = {
 }  # what the page says where a plan names a stage
 
 
-def _line(kind: str, what: str | None = None) -> str:
+# why a conda lock holds no packages, where the lockfile records no reason of its own
+_CONDA_WHY = "the lock was made where the channels were unreachable"
+
+
+def _line(kind: str, what: str | None = None, why: str | None = None) -> str:
     gap, how = GAPS[kind]
     what = what or _GENERIC.get(kind, _GENERIC_WHAT)
-    return f"not hash-checked: {gap.format(what=what)}, checked by {how}"
+    return (
+        f"not hash-checked: {gap.format(what=what)}, checked by {how.format(why=why or _CONDA_WHY)}"
+    )
 
 
 def documented_gaps() -> list[str]:
@@ -118,18 +124,22 @@ def gap_kinds(
         elif installer == "pip":
             lines.append(("pip-build", _line("pip-build", what)))
     if lock.backend == "conda" and not lock.conda:
-        lines.append(("conda-unlocked", _line("conda-unlocked") + _why(lock.conda_gap)))
+        lines.append(("conda-unlocked", _line("conda-unlocked", why=lock.conda_gap)))
     if lock.conda and conda_exe:
         lines.append(("conda-exe", _line("conda-exe")))
     named = set(unkeyed)
-    for stage_id in unpinned:
-        kind = "kernel-unkeyed" if stage_id in named else "kernel-unpinned"
-        lines.append((kind, _line(kind, f"kernel stage {stage_id}")))
+    for kind in ("kernel-unpinned", "kernel-unkeyed"):  # one line a kind: its stages named
+        stages = [s for s in unpinned if (s in named) == (kind == "kernel-unkeyed")]
+        if stages:
+            lines.append((kind, _line(kind, _kernel_stages(stages))))
     return lines
 
 
-def _why(gap: str | None) -> str:
-    return f" ({gap})" if gap else ""
+def _kernel_stages(stages: list[str]) -> str:
+    """'kernel stage a', or 'each of kernel stages a and b' (the gap's verb stays singular)."""
+    if len(stages) == 1:
+        return f"kernel stage {stages[0]}"
+    return f"each of kernel stages {', '.join(stages[:-1])} and {stages[-1]}"
 
 
 def _isolated_builds(stages: Iterable[LockedStage]) -> list[LockedStage]:

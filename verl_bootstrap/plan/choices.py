@@ -16,6 +16,7 @@ from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.host.variants import choose_variant
 from verl_bootstrap.installer.lookup import NotServed
+from verl_bootstrap.lockfile.model import profile_hash
 from verl_bootstrap.lockinstall.prepare import LockedInstall, precheck, prepare_locked
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.facts import HostFacts, gather_host
@@ -49,6 +50,7 @@ class Choices:
     host: HostFacts  # the variant and why, the interpreter, the indexes, the kernel sources
     locked: LockedInstall | None  # the lockfile installed, hash-checked (None: resolve)
     reason: str  # why the run resolves ("" when it installs a lockfile)
+    digest: str  # the profile hash of `profile` before a lockfile narrowed its Python
     passed_over: tuple[str, ...] = ()  # notes: this folder's or the lab's lockfile not taken
     # the lockfile the env's record names: --lockfile, or the lab's that --locked/--frozen took
     # (a resume then installs that same file); None when the route chose one by default
@@ -62,16 +64,18 @@ def make_choices(
     *,
     bundle: Bundle | None = None,
     check_optional: bool = True,
+    planning: bool = False,
 ) -> Choices:
     """The stack, variant, route and host facts for `options` on a host with `driver`; with a
-    bundle, it is checked against the variant and unpacked before the route is chosen."""
+    bundle, it is checked against the variant and unpacked before the route is chosen.
+    `planning`: for `plan` alone, which takes a GPU profile's default variant with no driver."""
     profile = apply_stack(
         load_profile(options.profile),
         options.verl_ref,
         allow_unsupported=options.allow_unsupported_ref,
         options=frozenset({"tests"} if options.with_tests else ()),
     )
-    variant = choose_variant(profile, driver, options.cuda)
+    variant = choose_variant(profile, driver, options.cuda, planning=planning)
     opened = None
     if bundle is not None:  # a step of planning: the options never unpack anything
         # loaded only when a bundle is named: `plan` and a plain install start without it
@@ -83,7 +87,10 @@ def make_choices(
     route, narrowed, locked = _checked_route(profile, options, variant[0], indexes[0])
     host = gather_host(narrowed, options, driver=driver, variant=variant, indexes=indexes)
     named = _named(options, route)
-    return Choices(options, narrowed, host, locked, route.reason, route.passed_over, named, opened)
+    digest = profile_hash(profile, variant[0])  # the one a lockfile of this profile carries
+    return Choices(
+        options, narrowed, host, locked, route.reason, digest, route.passed_over, named, opened
+    )
 
 
 def _checked_route(

@@ -13,6 +13,7 @@ from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.host.interpreters import find_interpreter
 from verl_bootstrap.kernels.host import KernelHost, gather_kernel_host
 from verl_bootstrap.kernels.record import record_for_profile
+from verl_bootstrap.kernels.toolkit import Nvcc, find_nvcc
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.siteconfig.apply import index_settings
@@ -34,6 +35,9 @@ class HostFacts:
     driver: DriverInfo | None = None
     notes: tuple[str, ...] = ()
     kernels: KernelHost | None = None  # only when a stage compiles a kernel
+    # the CUDA toolkit a build here would use, looked for only where a stage may compile (a
+    # kernel stage, or verl's script); None: none found, or none looked for
+    nvcc: Nvcc | None = None
 
 
 def gather_host(
@@ -57,14 +61,18 @@ def gather_host(
         interpreter = options.python or find_interpreter(
             profile.python.requires, profile.python.prefer
         )
-    kernels = None
+    kernels, nvcc = None, None
+    env = dict(os.environ) if environ is None else environ
+    if any(stage.kernel or stage.kind == "script" for stage in profile.stages):
+        nvcc = find_nvcc(env)
     if any(stage.kernel for stage in profile.stages):
         kernels = gather_kernel_host(
             options.site,
             interpreter=interpreter,
             python_prefer=profile.python.prefer,
-            environ=dict(os.environ) if environ is None else environ,
+            environ=env,
             record=record_for_profile(options.profile),
+            nvcc=nvcc,
         )
     return HostFacts(
         variant=variant[0],
@@ -76,4 +84,5 @@ def gather_host(
         driver=driver,
         notes=(*options.site.notes, *notes, *storage_notes(options.prefix, environ)),
         kernels=kernels,
+        nvcc=nvcc,
     )

@@ -40,6 +40,9 @@ class Step:
     inputs: Mapping[str, Any] = field(default_factory=dict)
     # the variables its commands run with (shown by `plan`; sizing is not part of the fingerprint)
     env: Mapping[str, str] = field(default_factory=dict)
+    # those of `env` its description already states with their values (what a lockfile sets):
+    # the text plan says each variable once
+    env_said: tuple[str, ...] = ()
     # --locked: the lockfile's stage of this id, attached when the plan is compiled (its inputs
     # carry what of it the fingerprint needs)
     locked: LockedStage | None = None
@@ -62,6 +65,9 @@ class Plan:
     # the lockfile the record names (plan.choices.Choices.named_lockfile); options stay as given
     named_lockfile: Path | None = None
     opened: OpenedBundle | None = None  # --bundle: the bundle checked and unpacked for this plan
+    # the profile hash (lockfile.model.profile_hash) of the profile as this run resolves it, before
+    # a lockfile narrows its Python: the one a lockfile of it carries, and the env's record shows
+    profile_hash: str = ""
 
     # What the steps read: the choices as they resolved (steps never reach into the options).
     @property

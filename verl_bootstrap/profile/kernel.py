@@ -176,8 +176,22 @@ class KernelSpec(_Strict):
     build_minutes: float | None = Field(
         default=None,
         gt=0,
-        description="About how long a source build takes, per architecture, "
-        "on 16 cores (for the plan's estimate).",
+        description="About how long a source build takes on 16 cores, per GPU architecture "
+        "where it compiles device code for each (`build_per_arch`), else in all (for the plan's "
+        "estimate); say in a comment what measured it.",
+    )
+    build_measured: str = Field(
+        default="",
+        max_length=200,
+        description="What measured `build_minutes`, as the plan cites it beside its estimate "
+        "(e.g. '1618 CPU-s for the whole build, bench/bench_te_build.py').",
+    )
+    build_per_arch: bool = Field(
+        default=True,
+        description="Whether the build's work grows with each GPU architecture (CUDA device "
+        "code, as flash-attn's); false for an extension of host code alone, whose build takes "
+        "as long for any list (TransformerEngine's torch extension: C++ against torch's and "
+        "CUDA's headers, compiled by the host compiler).",
     )
 
     @field_validator("threads_variable")

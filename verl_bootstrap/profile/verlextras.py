@@ -10,7 +10,7 @@ they are read here, where they are declared, at plan, lock and install time. A p
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ __all__ = [
     "pinned_packages",
     "read_extras",
     "read_uv_table",
+    "shown_substitutions",
     "stage_pins",
     "substituted_lines",
     "substitutions_for",
@@ -247,15 +248,30 @@ def substituted_lines(
 
 
 def _instead(sub: Substitution) -> str:
-    """What a substitution installs: another requirement, verl's from elsewhere, or nothing."""
-    if sub.by is not None:
-        return sub.by
-    return f"verl's own, from {sub.source}" if sub.source else "nothing"
+    """What a substitution installs, said once with its reason: another requirement, verl's own
+    requirement from another source, or nothing."""
+    if sub.by is None and sub.source:
+        return f"verl's {sub.replace} from {sub.source} ({sub.reason})"
+    return f"instead of verl's {sub.replace}: {sub.by or 'nothing'} ({sub.reason})"
 
 
-def extras_lines(spec: StageSpec, checkout: Path, python: str = "3.12") -> list[str]:
+def shown_substitutions(spec: StageSpec) -> tuple[Substitution, ...]:
+    """The substitutions `extras_lines` names for a stage that takes verl's extras: those of the
+    packages it pins from verl, else those of what it installs itself."""
+    if not spec.verl_extras:
+        return ()
+    if spec.pins_from_verl:
+        wanted = {canonicalize_name(Requirement(p).name) for p in spec.packages}
+        return tuple(s for s in spec.substitutions if canonicalize_name(s.replace) in wanted)
+    return tuple(s for s in spec.substitutions if canonicalize_name(s.replace) not in spec.excluded)
+
+
+def extras_lines(
+    spec: StageSpec, checkout: Path, python: str = "3.12", said: Collection[str] = ()
+) -> list[str]:
     """What `plan` says about a stage that takes verl's extras: which, from where, what it
-    leaves to later stages, and each substitution with its reason."""
+    leaves to later stages, and each substitution with its reason (`said`: the substitutions an
+    earlier stage named, only listed here)."""
     if not spec.verl_extras:
         return []
     asked = f"verl[{','.join(spec.verl_extras)}]"
@@ -275,14 +291,16 @@ def extras_lines(spec: StageSpec, checkout: Path, python: str = "3.12") -> list[
         lines = [f"takes the pins {asked} declares, from {where}"]
         if pins:
             lines.append("  " + ", ".join(f"{r} ({', '.join(o)})" for r, o in pins.items()))
-        subs = [s for s in spec.substitutions if canonicalize_name(s.replace) in wanted]
     else:
-        subs = [s for s in spec.substitutions if canonicalize_name(s.replace) not in spec.excluded]
         lines = [f"takes {asked} as declared in {where}"]
         if declared:
             names = sorted({d.name for d in declared} - set(spec.excluded))
             lines.append(f"  {len(names)} distributions: {', '.join(names)}")
         if spec.excluded:
             lines.append(f"  left to later stages: {', '.join(spec.excluded)}")
-    lines += [f"  instead of verl's {s.replace}: {_instead(s)} ({s.reason})" for s in subs]
+    subs = shown_substitutions(spec)
+    again = [s.replace for s in subs if s.replace in said]
+    if again:
+        lines.append(f"  as an earlier stage says: verl's {', '.join(again)} substituted")
+    lines += [f"  {_instead(s)}" for s in subs if s.replace not in said]
     return lines

@@ -51,13 +51,19 @@ def prepare_plan(
     detect: bool = True,
     check_optional: bool = True,
     bundle: Bundle | None = None,
+    planning: bool = False,
 ) -> Plan:
     """Make each choice once (plan.choices), then compile the plan once (nothing runs but the
-    unpacking of a `bundle`)."""
+    unpacking of a `bundle`). `planning`: the plan is only shown (`plan`), so a GPU profile on a
+    host with no driver is planned for its default variant rather than refused."""
     if detect and driver is None:
         driver = detect_driver()
-    chosen = make_choices(options, driver, bundle=bundle, check_optional=check_optional)
-    plan = compile_plan(chosen.profile, chosen.options, chosen.host, locked=chosen.locked)
+    chosen = make_choices(
+        options, driver, bundle=bundle, check_optional=check_optional, planning=planning
+    )
+    plan = compile_plan(
+        chosen.profile, chosen.options, chosen.host, locked=chosen.locked, digest=chosen.digest
+    )
     plan = replace(plan, named_lockfile=chosen.named_lockfile, opened=chosen.opened)
     if chosen.passed_over:  # said with the plan's other notes, before anything runs
         notes = (*plan.host.notes, *chosen.passed_over)

@@ -15,7 +15,6 @@ from packaging.specifiers import SpecifierSet
 
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.envs.venv import python_version
-from verl_bootstrap.lockfile.model import profile_hash
 from verl_bootstrap.paths import state_file
 from verl_bootstrap.state.record import plan_options, recorded_options
 from verl_bootstrap.state.state import State
@@ -91,7 +90,7 @@ def _differences(record: dict[str, Any], plan: Plan) -> tuple[Change, ...]:
         before = record.get(keys[label])
         if before != now:
             found.insert(0, Change(label, _show(before), now))
-    digest = profile_hash(plan.profile, plan.variant)
+    digest = plan.profile_hash
     if not found and record.get("profile_hash") != digest:
         old_hash, new_hash = str(record.get("profile_hash", "?")), digest
         found.append(Change(f"profile {plan.profile.name} (edited)", old_hash[:19], new_hash[:19]))

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from verl_bootstrap import __version__
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.lockfile.model import profile_hash
 from verl_bootstrap.options import Declared, RunOptions, declared
 from verl_bootstrap.paths import state_file
 from verl_bootstrap.redact import redact
@@ -76,7 +75,7 @@ def record_of(plan: Plan) -> dict[str, Any]:
     return {
         "options": plan_options(plan),
         "profile_name": plan.profile.name,
-        "profile_hash": profile_hash(plan.profile, plan.variant),
+        "profile_hash": plan.profile_hash,
         "variant": plan.variant,
         "backend": plan.backend,
         "verl_repo": redact(plan.source.repo),

@@ -27,6 +27,9 @@ def locked_sdist(plan: Plan) -> str:
 
 def describe(plan: Plan) -> Step:
     src = plan.source
+    sdist = locked_sdist(plan)
+    if sdist:  # the lock pins the release sdist: fetched by sha256, the repo never asked
+        return _locked_sdist_step(plan, sdist)
     command = (
         "git",
         "clone",
@@ -41,9 +44,6 @@ def describe(plan: Plan) -> Step:
         f"if unreachable: verl=={src.release} sdist from the index" if src.sdist_fallback else ""
     )
     said = f"get verl {src.ref} from {redact(src.repo)}" + (f" ({fallback})" if fallback else "")
-    sdist = locked_sdist(plan)
-    if sdist:  # the lock pins the release sdist: fetched by sha256, the repo never asked
-        said = f"get verl {src.ref}: its release sdist {sdist}, unpacked into {src.checkout}"
     return Step(
         id="fetch-source",
         kind="fetch-source",
@@ -51,6 +51,27 @@ def describe(plan: Plan) -> Step:
         description=said,
         commands=(command,),
         inputs={"repo": src.repo, "ref": src.ref, "fallback": src.sdist_fallback},
+    )
+
+
+def _locked_sdist_step(plan: Plan, sdist: str) -> Step:
+    """verl's locked release sdist: downloaded by the tool and checked by its sha256, no git (so
+    the step shows no command: nothing but the tool itself runs)."""
+    src = plan.source
+    assert plan.locked is not None
+    artifact = plan.locked.artifacts.get("verl")
+    where = f"from {redact(artifact.url)}" if artifact else "from the tool's cache"
+    said = f"get verl {src.ref}: its release sdist {sdist}, {where}, unpacked into {src.checkout}"
+    return Step(
+        id="fetch-source",
+        kind="fetch-source",
+        deps=(),
+        description=said,
+        inputs={
+            "repo": src.repo,
+            "ref": src.ref,
+            "sdist_sha256": plan.locked.lock.verl.sdist_sha256,
+        },
     )
 
 

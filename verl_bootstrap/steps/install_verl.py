@@ -40,9 +40,9 @@ def describe(plan: Plan) -> Step:
         kind="install-verl",
         deps=("create-env", "fetch-source"),
         description=(
-            f"install verl from its release sdist {sdist} (unpacked), editable, with no "
+            "install verl from its release sdist, unpacked by fetch-source, editable, with no "
             "dependencies"
-            if (sdist := locked_sdist(plan))
+            if locked_sdist(plan)
             else "install verl from its checkout, editable, with no dependencies"
         ),
         commands=(tuple(redact(a) for a in _argv(plan)),),

@@ -17,7 +17,6 @@ from verl_bootstrap.lockfile import (
     LockedDist,
     LockedStage,
     Lockfile,
-    profile_hash,
     write_lockfile,
 )
 from verl_bootstrap.lockfile.model import CudaTarget, KernelWheel, channel_name
@@ -61,7 +60,7 @@ def write_env_lock(
         generated_by=f"verl-bootstrap {__version__}",
         regenerate=f"verl-bootstrap --profile {plan.profile.name} --prefix {plan.prefix}",
         profile=plan.profile.name,
-        profile_hash=profile_hash(plan.profile, plan.variant),
+        profile_hash=plan.profile_hash,
         verl=locked_source(source),
         python=_python_version(plan.prefix),
         platform=host_platform(),

@@ -8,7 +8,6 @@ promise (`expect`) and against the protected packages.
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -28,7 +27,6 @@ from verl_bootstrap.kernels.host import open_bundled, open_wheelhouse
 from verl_bootstrap.kernels.progress import BuildProgress, chain
 from verl_bootstrap.kernels.record import record_for_profile
 from verl_bootstrap.kernels.sizing import read_resources
-from verl_bootstrap.kernels.sources import KernelChoice
 from verl_bootstrap.kernels.stage import KernelJob, ResolvingRoute, run_kernel_stage
 from verl_bootstrap.lockfile.model import LockedStage
 from verl_bootstrap.lockinstall.install import (
@@ -49,11 +47,15 @@ from verl_bootstrap.paths import (
 from verl_bootstrap.plan.model import Plan, Step
 from verl_bootstrap.platforms import host_platform
 from verl_bootstrap.profile.stagespec import StageSpec
-from verl_bootstrap.profile.verlextras import extras_lines, marker_env, stage_pins
+from verl_bootstrap.profile.verlextras import (
+    marker_env,
+    stage_pins,
+)
 from verl_bootstrap.redact import redact
 from verl_bootstrap.steps.base import StepContext, run_cache_first, run_in_env
 from verl_bootstrap.steps.protect import check_protected, protected_pins, refused_by_pins
 from verl_bootstrap.steps.srcbuild import build_locked_sdists
+from verl_bootstrap.steps.stagetext import described
 from verl_bootstrap.steps.verldeps import editable_verl, verl_pin, verl_requirement
 
 __all__ = ["describe", "execute", "stage_request"]
@@ -116,48 +118,17 @@ def _cached_argv(ctx: StepContext, stage: StageSpec) -> list[str] | None:
     return install_command(plan.installer, request, plan.settings)
 
 
-def _kernel_wheel_line(count: int, choice: KernelChoice) -> str:
-    """What a locked stage installs whose kernel wheel the lockfile does not pin (a hash gap), or
-    whose whole kernel wheel holds some of its locked parts (left out)."""
-    held = choice.replaces
-    installs = f"{count - len(held)} of its {count}" if held else str(count)
-    which = "whole wheel" if held else "wheel"
-    line = f"{installs} locked distribution(s), hash-checked"
-    if choice.unpinned:
-        line += f" but for the kernel's {which}, which the lockfile does not pin (below)"
-    else:
-        line += f", the kernel's {which} among them (below)"
-    return line + (f", left out: {', '.join(held)}, which it holds" if held else "")
-
-
-def _lock_env(locked: LockedStage) -> str:
-    """The variables a locked stage's lockfile sets on its install and builds, shown in the plan
-    and the run (a lab's lockfile may set known build variables only: safety/buildvars.py)."""
-    env = {**locked.env, **{k: v for d in locked.distributions for k, v in d.build_env.items()}}
-    return " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
-
-
 def describe(plan: Plan, stage: StageSpec, previous: str) -> Step:
     decision = plan.kernels.get(stage.id)
-    description = stage.description or f"install {', '.join(stage.packages)}"
-    locked = plan.locked_stage(stage.id)
-    if not locked:  # verl's extras, as resolved (a lockfile has its own)
-        description += "".join(f"\n{line}" for line in extras_lines(stage, plan.source.checkout))
-    elif decision is not None and (decision.choice.unpinned or decision.choice.replaces):
-        description = _kernel_wheel_line(len(locked.distributions), decision.choice)
-    if locked and _lock_env(locked):
-        description += f"\nthe lockfile sets: {_lock_env(locked)}"
-    if decision is not None:
-        description += f"\n{decision.line()}"
-        if decision.choice.source != "build" and (stage.env or decision.env):
-            # a prebuilt wheel compiles nothing: the build variables wait for the fallback
-            description += "\nits env below applies only if it falls back to building from source"
+    env = {**stage.env, **(decision.env if decision else {})}
+    description, said = described(plan, stage, env)
     return Step(
         id=stage.id,
         kind="script" if stage.kind == "script" else "stage",
         deps=(previous,),
         description=description,
-        env={**stage.env, **(decision.env if decision else {})},
+        env=env,
+        env_said=said,
         commands=(tuple(redact(a) for a in _argv(plan, stage)),),
         inputs={
             "env": dict(stage.env),

@@ -197,15 +197,39 @@ def _step_checks(level: str, metrics: dict[str, float]) -> tuple[list[Check], di
     return _rl_checks(metrics)
 
 
-def _finite(name: str, value: float | None, what: str) -> Check:
+# what a first GRPO step's policy loss can show: only that it is finite (see _rl_checks)
+_ON_POLICY = (
+    ", which is all this check asks: a first, on-policy GRPO step's policy loss is near 0 by "
+    "construction (each prompt's advantages average 0 and the policy ratio is 1), so the "
+    "advantages, gradient and weights checks show the update"
+)
+
+
+def _finite(name: str, value: float | None, what: str, why: str = "") -> Check:
+    """A figure that must be a number: the detail says that this is what is checked."""
     ok = value is not None and math.isfinite(value)
-    detail = f"{what} {value:.4g}" if value is not None else f"no {what} logged"
-    return Check(name=name, status="ok" if ok else "fail", detail=detail)
+    detail = f"{what} {value:.4g}: finite{why}" if ok else f"{what} {value}: not finite"
+    return Check(name=name, status="ok" if ok else "fail", detail=_logged(value, what, detail))
+
+
+def _gradient(value: float | None) -> Check:
+    """The gradient norm must be a number above 0: a zero one changed no weight."""
+    ok = value is not None and math.isfinite(value) and value > 0
+    detail = f"grad norm {value:.4g}: finite and above 0" if ok else f"grad norm {value}"
+    if value == 0:
+        detail += ": no gradient reached the weights"
+    return Check(
+        name="gradient", status="ok" if ok else "fail", detail=_logged(value, "grad norm", detail)
+    )
+
+
+def _logged(value: float | None, what: str, detail: str) -> str:
+    return detail if value is not None else f"no {what} logged"
 
 
 def _sft_checks(m: dict[str, float]) -> tuple[list[Check], dict[str, Any]]:
     loss, grad = m.get("train/loss"), m.get("train/grad_norm")
-    checks = [_finite("loss", loss, "loss"), _finite("gradient", grad, "grad norm")]
+    checks = [_finite("loss", loss, "loss"), _gradient(grad)]
     return checks, {"loss": loss, "grad_norm": grad}
 
 
@@ -216,8 +240,8 @@ def _rl_checks(m: dict[str, float]) -> tuple[list[Check], dict[str, Any]]:
     spread = None if adv_max is None or adv_min is None else max(abs(adv_max), abs(adv_min))
     diff = m.get("training/rollout_probs_diff_max")
     checks = [
-        _finite("loss", loss, "policy loss"),
-        _finite("gradient", grad, "grad norm"),
+        _finite("loss", loss, "policy loss", _ON_POLICY),
+        _gradient(grad),
         _finite("reward", reward, "mean reward"),
         _advantage_check(spread),
         _logprob_check(diff, m.get("training/rollout_probs_diff_mean")),

@@ -50,7 +50,8 @@ def _info_text(body: dict[str, Any]) -> str:
     lines = [
         f"env {body['prefix']}: {body['status']}",
         *_drift_lines(body),
-        f"  profile   {record.get('profile_name', '?')} ({record.get('profile_hash', '?')[:19]})",
+        f"  profile   {record.get('profile_name', '?')} (profile hash "
+        f"{record.get('profile_hash', '?')[:19]})",
         f"  verl      {ref}, {pinned}",
         f"  variant   {record.get('variant')}, backend {record.get('backend')}",
         f"  from      {_origin(record)}",

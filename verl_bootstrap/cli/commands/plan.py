@@ -35,7 +35,7 @@ def cmd_plan(ns: argparse.Namespace) -> int:
         tempfile.TemporaryDirectory(prefix="verl-plan-bundle-") as scratch,
     ):
         bundle = None if ns.bundle is None else Bundle(ns.bundle, into=Path(scratch))
-        plan = prepare_plan(options, bundle=bundle)
+        plan = prepare_plan(options, bundle=bundle, planning=True)
         if plan.opened is not None:
             err(opened_line(plan.opened, kept=False))
         if ns.json:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verl_bootstrap.cli.flags import json_flag
 from verl_bootstrap.cli.output import emit_json, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, InputError
+
+if TYPE_CHECKING:
+    from verl_bootstrap.profile.models import Profile
 
 __all__ = ["cmd_list", "cmd_show", "cmd_validate", "flags_list", "flags_show", "flags_validate"]
 
@@ -59,8 +62,9 @@ def cmd_show(ns: argparse.Namespace) -> int:
     options = frozenset(s.option for s in base.stages if s.option)  # optional stages shown too
     profile = apply_stack(base, ns.verl_ref, options=options)
     body: dict[str, Any] = profile.model_dump(mode="json", exclude={"stacks", "extends"})
+    hashes = profile_hashes(apply_stack(base, ns.verl_ref))  # as a lock resolves it
     if ns.json:
-        emit_json(body)
+        emit_json({**body, "profile_hashes": hashes})
     else:
         import yaml
 
@@ -70,8 +74,18 @@ def cmd_show(ns: argparse.Namespace) -> int:
         if stack is not None and stack.note:
             out(f"# verl {profile.verl.ref}: {stack.note}")
         out(f"# verl refs with a stack: {', '.join(supported_refs(base))}")
+        shown = ", ".join(f"{variant} {digest}" for variant, digest in hashes.items())
+        out(f"# profile hash per variant (its lockfiles' profile_hash): {shown}")
         out(yaml.safe_dump(body, sort_keys=False, width=100).rstrip())
     return EXIT_OK
+
+
+def profile_hashes(profile: Profile) -> dict[str, str]:
+    """Each variant's profile hash: what a lockfile of it carries as `profile_hash`, and `info`
+    shows for an env of it (of what a lock is resolved from, not the file's bytes)."""
+    from verl_bootstrap.lockfile.model import profile_hash
+
+    return {variant: profile_hash(profile, variant) for variant in profile.cuda_variants}
 
 
 def cmd_validate(ns: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
-from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
+from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_STEP_FAILED, InputError
 
 if TYPE_CHECKING:
     from verl_bootstrap.kernels.remotehouse import AnyWheelhouse
@@ -91,8 +91,11 @@ def cmd_add(ns: argparse.Namespace) -> int:
     if not Path(ns.wheel).is_file():
         raise InputError(f"{ns.wheel}: no such wheel file")
     from verl_bootstrap.kernels.command import publish_key
+    from verl_bootstrap.kernels.wheeltags import refuse_contradictions
 
     key = publish_key(ns.key, ns.key_of, hint=_KEY_HELP)
+    if ns.dry_run or house.writable():  # else the wheelhouse refuses first, saying why
+        refuse_contradictions(Path(ns.wheel), key)  # before anything is written where a lab reads
     if ns.dry_run:
         if ns.json:
             emit_json(
@@ -115,14 +118,19 @@ def cmd_add(ns: argparse.Namespace) -> int:
 
 
 def cmd_check(ns: argparse.Namespace) -> int:
-    """`wheelhouse check`: non-zero when any wheel is missing or changed."""
+    """`wheelhouse check`: exit 2 when a wheel's tags or contents contradict its key, 1 when any
+    wheel is missing or changed."""
     house = _house(ns)
-    problems = house.check()
+    found = house.check()
+    problems = found.all
     if ns.json:
-        emit_json({"wheelhouse": house.shown(), "ok": not problems, "problems": problems})
+        body = {"ok": not problems, "problems": problems, "misfiled": found.misfiled}
+        emit_json({"wheelhouse": house.shown(), **body})
     else:
         count = len(house.entries())
         out(f"wheelhouse {house.shown()}: {count} wheel(s), {len(problems)} problem(s)")
         for problem in problems:
             out(f"  {problem}")
+    if found.misfiled:  # a wheel filed under a key it contradicts: bad input
+        return EXIT_BAD_INPUT
     return EXIT_OK if not problems else EXIT_STEP_FAILED
