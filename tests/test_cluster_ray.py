@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from labextras import make_wheel
 from labfixtures import lab, lab_env, write_yaml
+from labmate import THEIRS, need_two_users, plant_env, sticky_folder
 from scaffold import TOOL
 
 from verl_bootstrap import cli
@@ -62,10 +63,21 @@ def envs() -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def cluster(envs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A running three-node Ray cluster; node 3 keeps its env at the copy."""
+def scratch() -> Iterator[Path]:
+    """A folder everyone may write, where each node keeps a node-local prefix ($VB_SCRATCH)."""
+    with sticky_folder() as path:
+        yield path
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    envs: tuple[Path, Path], scratch: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A running three-node Ray cluster; node 3 keeps its env at the copy. Each node's
+    node-local prefix is $VB_SCRATCH: scratch/node-1, node-2, node-3."""
     original, copy = envs
     nodes = [{"VB_ENV": str(original)}, {"VB_ENV": str(original)}, {"VB_ENV": str(copy)}]
+    nodes = [{**env, "VB_SCRATCH": str(scratch / f"node-{i}")} for i, env in enumerate(nodes, 1)]
     stop = tmp_path_factory.mktemp("ray") / "stop"
     helper = Path(__file__).with_name("raycluster.py")
     process = subprocess.Popen(
@@ -190,6 +202,43 @@ def test_train_runs_one_real_sft_step_on_every_node(
         assert weights["changed"] == weights["compared"] > 0
     for prefix in (original, copy):  # each node trained in its own scratch, since removed
         assert not list(prefix.glob(".verl-bootstrap/train/sft"))
+
+
+def test_a_node_whose_env_another_user_made_again_is_refused_and_runs_nothing(
+    cluster: str,
+    this_node: tuple[Path, Path],
+    scratch: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Node 3's node-local prefix, purged, made again by the lab mate (a second real user) with a
+    python of hers: node 3 is refused, naming her, and her python never runs; nodes 1 and 2
+    (links to the lab's env) pass. On main node 3's task ran her python as the victim."""
+    need_two_users()
+    original, _ = this_node
+    marker = tmp_path / "ran-as-victim"
+    for node in ("node-1", "node-2"):
+        (scratch / node).symlink_to(original)
+    plant_env(scratch / "node-3", marker)
+    profile = write_yaml(tmp_path / "cpu-quick.yaml", QUICK)
+    argv = ["cluster", "verify", "--ray-address", cluster, "--prefix", "$VB_SCRATCH"]
+    argv += ["--ray-python", str(original / "bin" / "python")]  # no $VB_SCRATCH on this node
+    assert cli.main([*argv, "--profile", str(profile), "--json"]) == 1
+    body = json.loads(capsys.readouterr().out)
+    refused = next(n for n in body["nodes"] if n["prefix"] == str(scratch / "node-3"))
+    assert body["failures"] == [
+        {
+            "node": refused["label"],
+            "failure": f"not yours: {scratch / 'node-3'} {THEIRS} "
+            "(nothing of the env was run on this node)",
+        }
+    ]
+    assert body["differences"] == []
+    passed = [n for n in body["nodes"] if n.get("verify")]
+    assert len(passed) == 2 and all(
+        n["verify"]["versions"] == {"torch": "2.13.0+cpu"} for n in passed
+    )
+    assert not marker.exists()
 
 
 _JOIN = """

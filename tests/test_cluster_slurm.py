@@ -20,6 +20,7 @@ import pytest
 from cpuenv import install_cpu_env
 from labextras import make_wheel
 from labfixtures import clean_environ, lab, lab_env, write_yaml
+from labmate import THEIRS, need_two_users, plant_env, sticky_folder
 from scaffold import TOOL
 from slurmcluster import SlurmCluster
 
@@ -167,14 +168,16 @@ def test_the_table_marks_the_differing_cell(
     assert "  n3: distributions: + tinyextra 0.1" in text
 
 
-def test_a_node_without_the_env_and_a_task_that_dies_are_per_node_errors(
+def test_a_node_without_the_env_and_an_env_whose_python_dies_are_per_node_errors(
     nodes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The report runs in the node's python3, the env's python under it: n2's python says
+    noise, half an answer and exits 3, and n2's report says so (a task itself cut short or
+    killed: test_cluster_frames.py)."""
     base = tmp_path / "nodes"
     base.mkdir()
     (base / "n1").symlink_to(nodes / "n1")
-    (base / "n2" / "bin").mkdir(parents=True)  # its python: noise, half an answer, exit 3
-    # (killed by a signal, it would make srun stop the whole step: test_cluster_frames.py)
+    (base / "n2" / "bin").mkdir(parents=True)
     dying = "#!/bin/sh\necho noise >&2\necho '@@VB-ANSWER@@ begin 9 %s 2'\nexit 3\n" % ("0" * 64)
     (base / "n2" / "bin" / "python").write_text(dying)
     (base / "n2" / "bin" / "python").chmod(0o755)
@@ -183,10 +186,41 @@ def test_a_node_without_the_env_and_a_task_that_dies_are_per_node_errors(
     assert cli.main(argv) == 1
     failures = {f["node"]: f["failure"] for f in json.loads(capsys.readouterr().out)["failures"]}
     assert failures["n3"] == f"no env at {base / 'n3'}"
-    assert failures["n2"] == (
-        "task 1: its answer was cut short (no end line); srun: Exited with exit code 3; "
-        "last lines: noise"
-    )
+    assert failures["n2"] == "the checks exited 3: noise"
+
+
+def test_a_node_whose_env_another_user_made_again_is_refused_and_runs_nothing(
+    nodes: Path,
+    built: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A node-local prefix, purged, made again on n2 by the lab mate (a second real user) with a
+    python of hers: n2 is refused, naming her, and her python never runs; n1 and n3 pass. On
+    main n2's task ran her python as the victim."""
+    need_two_users()
+    quick = write_yaml(tmp_path / "quick.yaml", QUICK)
+    marker = tmp_path / "ran-as-victim"
+    with sticky_folder() as scratch:
+        (scratch / "n1").symlink_to(built)  # the lab's env, on n1 and n3
+        (scratch / "n3").symlink_to(built)
+        plant_env(scratch / "n2", marker)
+        monkeypatch.setenv("VB_BASE", str(scratch))
+        argv = ["cluster", "verify", "--slurm", *PER_NODE, "--profile", str(quick), "--json"]
+        assert cli.main(argv) == 1
+        body = json.loads(capsys.readouterr().out)
+        assert body["failures"] == [
+            {
+                "node": "n2",
+                "failure": f"not yours: {scratch / 'n2'} {THEIRS} "
+                "(nothing of the env was run on this node)",
+            }
+        ]
+        assert body["differences"] == []
+        passed = [n["label"] for n in body["nodes"] if n.get("verify")]
+        assert passed == ["n1", "n3"]
+        assert not marker.exists()
 
 
 def test_outside_an_allocation_it_says_how_to_get_one(

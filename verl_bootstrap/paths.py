@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import grp
 import hashlib
 import os
-import pwd
 import shutil
 import stat
 import sysconfig
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from verl_bootstrap.errors import CannotWrite, Refused
-from verl_bootstrap.safety import acl
+from verl_bootstrap.probes import envowner
 from verl_bootstrap.safety.shapes import inside
 
 __all__ = [
@@ -279,42 +276,10 @@ def not_private(path: Path, *, folder: bool) -> str | None:
 
 def others_can_write(path: Path, info: os.stat_result) -> str | None:
     """Who besides its owner can write `path`, whose lstat is `info`, said for a message (None:
-    no one): all (mode o+w), a group that is not the owner's private group (the group of one
-    user, named after them, that umask 002 systems give each user: their ~/.cache is then 0775
-    and still only theirs), or a user or group its POSIX ACL names (safety/acl.py: the mode's
-    group bits are then the ACL's mask, which hides who it lets write)."""
-    mode = f"mode {stat.S_IMODE(info.st_mode):o}"
-    if info.st_mode & 0o002:
-        return mode
-    found = acl.writers(path, info)
-    if found is None:
-        return "its ACL cannot be read"
-    for kind, ident in found:
-        if kind == "user" and ident not in (info.st_uid, 0):  # root writes anything anyway
-            return f"its ACL lets user {_name(pwd.getpwuid, ident)} write"
-        if kind == "group" and not _private_group(info.st_uid, ident):
-            named = ident != info.st_gid
-            return f"its ACL lets group {_name(grp.getgrgid, ident)} write" if named else mode
-    return None
-
-
-def _name(lookup: Callable[[int], Any], ident: int) -> str:
-    """A user's or group's name with its id (the id alone when the system knows no name)."""
-    try:
-        return f"{lookup(ident)[0]} ({ident})"
-    except KeyError:
-        return str(ident)
-
-
-def _private_group(uid: int, gid: int) -> bool:
-    """`gid` is `uid`'s own group: its primary group, named after it, with no other member."""
-    try:
-        user, group = pwd.getpwuid(uid), grp.getgrgid(gid)
-    except KeyError:
-        return False
-    if user.pw_gid != gid or group.gr_name != user.pw_name or set(group.gr_mem) - {user.pw_name}:
-        return False
-    return not any(u.pw_gid == gid and u.pw_uid != uid for u in pwd.getpwall())
+    no one): all (mode o+w), a group that is not the owner's private group, or a user or group
+    its POSIX ACL names. The one rule of what private means, which each node of a cluster applies
+    too: probes/envowner.py."""
+    return envowner.others_can_write(path, info)
 
 
 def private_folder(path: Path) -> str | None:

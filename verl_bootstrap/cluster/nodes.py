@@ -1,8 +1,8 @@
 """What runs on every node (the node report, or a command), and reaching the nodes through Ray.
 
 Ray pins a task to each node; Slurm runs one srun task per node (srun.py). Both run the same
-stdlib-only node report (sent as source) or the same command line, and hand back one answer per
-node.
+stdlib-only node report (sent as source, with the ownership rule it applies first) or the same
+command line, and hand back one answer per node.
 """
 
 from __future__ import annotations
@@ -33,11 +33,13 @@ class NodeJob:
     train: Mapping[str, Any] | None = None  # `verify --train`'s command and limit, run after it
 
     def report_args(self) -> dict[str, Any]:
-        """The node report's keyword arguments."""
+        """The node report's keyword arguments: with the verify probe, the ownership rule that
+        the node applies before it runs anything of the env (probes/envowner.py)."""
         verify = (PROBES / "verify_env.py").read_text(encoding="utf-8")
         args = {
             "prefix": self.prefix,
             "verify_source": verify,
+            "rule_source": (PROBES / "envowner.py").read_text(encoding="utf-8"),
             "request": dict(self.request),
             "timeout": self.timeout,
         }

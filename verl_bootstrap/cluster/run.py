@@ -24,6 +24,7 @@ from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.paths import env_lockfile
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.models import VerifySpec
+from verl_bootstrap.state.ownership import check_yours
 
 __all__ = [
     "ClusterInstall",
@@ -69,12 +70,21 @@ def _expand(text: str, environ: Mapping[str, str]) -> str:
     return _VARIABLE.sub(lambda found: environ.get(found[1] or found[2], found[0]), text)
 
 
-def _spec(prefix: Path, profile: str | None) -> VerifySpec:
+def _local_env(prefix: str, environ: Mapping[str, str]) -> Path:
+    """The env as this node sees it, for what the tool reads or runs of it here (its lockfile, its
+    python as Ray's driver): refused (exit 3) unless it is the user's (state/ownership.py), as
+    each node's report refuses its own."""
+    local = local_prefix(prefix, environ)
+    check_yours(local, command="cluster")
+    return local
+
+
+def _spec(prefix: str, profile: str | None, environ: Mapping[str, str]) -> VerifySpec:
     """The checks of --profile, else of the profile that built the env, else the defaults."""
 
     if profile:
         return load_profile(profile).verify
-    lock = env_lockfile(prefix)
+    lock = env_lockfile(_local_env(prefix, environ))
     return load_profile(read_lockfile(lock).profile).verify if lock.is_file() else VerifySpec()
 
 
@@ -101,7 +111,7 @@ def _answers(
 ) -> list[dict[str, Any]]:
     if target.slurm:
         return slurm_answers(job, environ, options=target.slurm_options, log_path=log_path)
-    python = target.ray_python or local_prefix(job.prefix, environ) / "bin" / "python"
+    python = target.ray_python or _local_env(job.prefix, environ) / "bin" / "python"
     return ray_answers(python, str(target.ray_address), job, log_path=log_path)
 
 
@@ -131,7 +141,7 @@ def verify_cluster(
 ) -> ClusterReport:
     """The node report from every node, compared: every difference and failure named."""
     env = dict(os.environ if environ is None else environ)
-    spec = _spec(local_prefix(prefix, env), profile)
+    spec = _spec(prefix, profile, env)
     job = NodeJob(
         prefix=prefix,
         request=_request(spec, fingerprint_only=fingerprint_only),

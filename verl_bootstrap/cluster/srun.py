@@ -38,10 +38,22 @@ _RC_MARK = f"{FRAME} exit "
 _PART_LINE = re.compile(rf"^\s*\d+: ?{FRAME} \d+ ")
 # Each task first says which node Slurm runs it on: a task that dies still has a name.
 _HELLO = f'printf "%s\\n" "{NODE_LINE}${{SLURMD_NODENAME:-$(hostname)}}"; '
-# Runs on each node: the prefix expanded there; its interpreter, else any python3.
+# Runs on each node: the prefix expanded there, then the report in the node's python3 (on PATH,
+# else /usr/bin's; 3.8+, isolated), never one inside the env (as named, through its folder's
+# links or its own): the report finds the env the user's (probes/envowner.py) before anything of
+# the env runs, and an interpreter inside it would be the env's own code running first.
 _NODE_SH = _HELLO + (
-    'p=$(eval "printf %s \\"$1\\""); py="$p/bin/python"; [ -x "$py" ] || py=python3; '
-    'exec "$py" -c "$2" "$3"'
+    'p=$(eval "printf %s \\"$1\\""); r=$(cd -P -- "$p" 2>/dev/null && pwd -P) || r=$p\n'
+    'inside() { case "$1/" in "$p"/*|"$r"/*) return 0;; esac; return 1; }\n'
+    'for py in "$(command -v python3)" /usr/bin/python3; do\n'
+    '  [ -n "$py" ] || continue\n'
+    '  d=$(cd -P -- "${py%/*}" 2>/dev/null && pwd -P); f=$(readlink -f -- "$py" 2>/dev/null)\n'
+    '  inside "$py" || inside "$d/" || inside "$f" && continue\n'
+    '  "$py" -I -c "import sys; sys.exit(sys.version_info < (3, 8))" 2>/dev/null || continue\n'
+    '  exec "$py" -I -c "$2" "$3"\n'
+    "done\n"
+    'echo "no Python 3.8+ on this node outside the env to check it with (python3 on PATH, '
+    '/usr/bin/python3): nothing of the env runs before it is found yours"; exit 1'
 )
 # Runs a command on each node, its arguments' variables expanded there, then reports its exit.
 _COMMAND_SH = _HELLO + (

@@ -6,6 +6,11 @@ expanded here, on the node. The fingerprint: the env's lockfile hash, a digest o
 distributions, verl's commit, Python, the NVIDIA driver, the GPUs, /dev/shm, and the CUDA
 libraries the env's processes really load. The verification runs the verify probe (sent along as
 source) in the env's interpreter, and reads /proc/self/maps in that same process afterwards.
+Before any of it, the env is checked as the user's by the tool's own rule (probes/envowner.py,
+sent along as source): on a node the prefix may be a node-local folder that was purged and made
+again by another user, and then nothing of it runs (its python, its verify, `--train`) and the
+node's answer says whose it is. This report itself runs outside the env: under srun in the
+node's python3 (cluster/srun.py picks it), through Ray in the worker's Python, which Ray starts.
 With `train` (`cluster verify --train LEVEL`), the tool's own `verify --train LEVEL --json` runs
 here too, in a private scratch folder of this node's (an env on a shared filesystem is trained by
 every node at once), and its result goes into the answer.
@@ -218,12 +223,30 @@ def run_train(train):
     return dict(_train_result(body, done), level=train.get("level"))
 
 
-def node_report(prefix, verify_source, request, timeout=600.0, train=None):
-    """Everything this node says about the env at `prefix` (expanded here)."""
+def not_yours(prefix: Path, rule_source: str):
+    """Why the env at `prefix` is not this user's to run, as the node's failure says it (None:
+    it is): the first part the ownership rule (envowner.py's source) finds another user's or
+    writable by others."""
+    rule = {"__name__": "verl_bootstrap_envowner"}
+    exec(compile(rule_source, "envowner.py", "exec"), rule)
+    found = rule["not_yours"](prefix)
+    if found is None:
+        return None
+    part, why = found
+    return f"not yours: {part} {why} (nothing of the env was run on this node)"
+
+
+def node_report(prefix, verify_source, rule_source, request, *, timeout=600.0, train=None):
+    """Everything this node says about the env at `prefix` (expanded here), once it is found
+    to be the user's (`not_yours`)."""
     expanded = Path(os.path.expandvars(prefix)).expanduser()
     report = {"schema": SCHEMA, "host": socket.gethostname(), "prefix": str(expanded)}
     if os.environ.get("SLURMD_NODENAME"):  # srun sets it: the name Slurm knows the node by
         report["node_name"] = os.environ["SLURMD_NODENAME"]
+    refused = not_yours(expanded, rule_source)
+    if refused:
+        report["error"] = refused
+        return report
     python = expanded / "bin" / "python"
     if not python.exists():
         report["error"] = f"no env at {expanded}"
