@@ -19,7 +19,7 @@ from verl_bootstrap.envs.inventory import editable_path
 from verl_bootstrap.installer.cmdline import find_uv
 from verl_bootstrap.paths import state_dir
 from verl_bootstrap.source import gitquery
-from verl_bootstrap.source.gitquery import GitQueryFailed
+from verl_bootstrap.source.gitquery import GitQueryFailed, NotARepository
 from verl_bootstrap.source.sourcework import SDIST_MARK
 
 __all__ = [
@@ -64,10 +64,12 @@ def _env(ctx: Context, name: str) -> EnvFacts | CheckResult:
 
 def _checkout_state(checkout: Path) -> tuple[str, bool] | str:
     """(HEAD's commit, whether tracked files changed) of verl's checkout, or why git cannot say
-    (not a repository of its own, no commit)."""
+    (empty: it is not a repository of its own)."""
     try:
         with gitquery.opened(checkout) as repo:
             return gitquery.head_commit(repo), gitquery.has_changes(repo)
+    except NotARepository:
+        return ""
     except GitQueryFailed as exc:
         return exc.reason
 
@@ -103,8 +105,8 @@ def _verl_commit(env: EnvFacts) -> tuple[Path, str, bool] | CheckResult:
         return ok(name, found, checkout=str(checkout), sdist=sdist, sdist_sha256=sha)
     if isinstance(state, str):
         fix = f"clone verl into {checkout} again, or {_REINSTALL}"
-        found = f"{checkout} (verl's editable source) is not a git checkout (git: {state})"
-        return fail(name, found, fix)
+        why = f" (git: {state})" if state else ""
+        return fail(name, f"{checkout} (verl's editable source) is not a git checkout{why}", fix)
     return checkout, *state
 
 

@@ -44,10 +44,11 @@ __all__ = [
 class GitQueryFailed(Exception):
     """git could not answer: `question` names what was asked, `reason` is git's own last word."""
 
-    def __init__(self, question: str, reason: str) -> None:
+    def __init__(self, question: str, reason: str, cause: Exception | None = None) -> None:
         super().__init__(f"git {question} failed: {reason}")
         self.question = question
         self.reason = reason
+        self.cause = cause  # what GitPython raised
 
 
 class NotARepository(GitQueryFailed):
@@ -60,9 +61,12 @@ def opened(checkout: Path) -> Iterator[Repo]:
     import git  # noqa: PLC0415 - GitPython is slow to import; only a look at a checkout needs it
 
     try:
-        repo = git.Repo(checkout)  # never a parent folder's repository
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
-        raise NotARepository("open", f"{checkout} is not a git repository ({exc})") from None
+        with _asking("open"):
+            repo = git.Repo(checkout)  # never a parent folder's repository
+    except GitQueryFailed as exc:
+        if isinstance(exc.cause, (git.InvalidGitRepositoryError, git.NoSuchPathError)):
+            raise NotARepository("open", f"{checkout} is not a git repository") from None
+        raise
     with repo:
         yield repo
 
@@ -75,9 +79,9 @@ def _asking(question: str) -> Iterator[None]:
     try:
         yield
     except git.GitCommandError as exc:
-        raise GitQueryFailed(question, _last_line(str(exc.stderr)) or str(exc)) from None
+        raise GitQueryFailed(question, _last_line(str(exc.stderr)) or str(exc), exc) from None
     except (git.GitError, OSError, ValueError) as exc:
-        raise GitQueryFailed(question, str(exc)) from None
+        raise GitQueryFailed(question, str(exc) or type(exc).__name__, exc) from None
 
 
 def _last_line(stderr: str) -> str:
@@ -154,7 +158,8 @@ def stash_entries(repo: Repo) -> list[tuple[str, str]]:
     """(stash@{n}, its message) of each stash entry, newest first, numbered as git numbers them."""
     with _asking("stash"):
         out = str(repo.git.stash("list", "--format=%gd %s"))
-    return [(line.partition(" ")[0], line.partition(" ")[2]) for line in out.splitlines()]
+    entries = [line.partition(" ") for line in out.splitlines()]  # a stash@{n} has no space
+    return [(entry, what) for entry, _, what in entries]
 
 
 def unpushed_commits(repo: Repo, known: list[str]) -> list[tuple[str, str]]:
