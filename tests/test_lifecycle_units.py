@@ -6,11 +6,13 @@ masked credentials are asked for again; completion loads in each shell and compl
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from labmirror import git_mirror, serving
 from shells import shell_path
 from verlrepo import git
 
@@ -18,6 +20,7 @@ from verl_bootstrap.errors import InputError, StepFailed
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.cmdline import pip_launcher
 from verl_bootstrap.source.fetch import fetch_source
+from verl_bootstrap.source.sourcework import checkout_work
 from verl_bootstrap.source.spec import SourceSpec
 from verl_bootstrap.state.resume import merge_indexes, merge_options
 
@@ -74,6 +77,57 @@ def test_an_unknown_ref_fails_instead_of_reusing_the_checkout(
     with pytest.raises(StepFailed, match=r"could not get verl ref 'v9\.9\.9'"):
         fetch(verl_two_releases, "v9.9.9", checkout, log)
     assert git(checkout, "rev-parse", "HEAD") == head
+
+
+def test_a_ref_the_clone_lacks_comes_from_verls_url_with_its_login_and_is_logged(
+    tmp_path: Path, verl_two_releases: Path
+) -> None:
+    """verl from a lab's mirror behind a login: the checkout's origin holds no login (it never
+    goes into .git/config), so a ref the clone lacks is fetched from verl's URL, the login
+    reaching git as the clone's did, and the run's log shows the fetch and the checkout, the
+    login masked. (Fetched from `origin`, the mirror refused it: 401.)"""
+    checkout, log = tmp_path / "src" / "verl", tmp_path / "fetch.log"
+    token = "s3cret-lab-token"
+    git_mirror(verl_two_releases, tmp_path / "git" / "verl.git")
+    with serving(wheels=(), git_root=tmp_path / "git", site=tmp_path, token=token) as server:
+        url = server.url("/git/verl.git")
+        for ref in ("v0.9.1", "v0.9.0"):
+            settings = IndexSettings()
+            got = fetch_source(
+                SourceSpec(url, ref, checkout, False), settings, pip=[], log_path=log
+            )
+    assert got.commit == git(verl_two_releases, "rev-parse", "v0.9.0")
+    assert git(checkout, "rev-parse", "HEAD") == got.commit
+    said = log.read_text(encoding="utf-8")
+    masked = url.replace(f"lab:{token}@", "***@")
+    assert f"$ git fetch --quiet --depth 1 -- '{masked}' v0.9.0\n[exit 0]" in said
+    assert f"$ git checkout --quiet --detach {got.commit}" in said
+    assert token not in said + (checkout / ".git" / "config").read_text(encoding="utf-8")
+
+
+def test_a_ref_that_reads_as_an_option_to_git_runs_nothing(
+    tmp_path: Path, verl_two_releases: Path
+) -> None:
+    """A ref from a profile is untrusted: one such as `--upload-pack=CMD` is a name git does not
+    find, never an option of the fetch (which would run CMD)."""
+    checkout, log = tmp_path / "src" / "verl", tmp_path / "fetch.log"
+    head = fetch(verl_two_releases, "v0.9.1", checkout, log)
+    ran = tmp_path / "ran"
+    with pytest.raises(StepFailed, match="could not get verl ref"):
+        fetch(verl_two_releases, f"--upload-pack=touch {ran};", checkout, log)
+    assert not ran.exists()
+    assert git(checkout, "rev-parse", "HEAD") == head
+
+
+def test_a_file_name_that_is_not_utf8_is_listed_as_the_users_work(
+    tmp_path: Path, verl_two_releases: Path
+) -> None:
+    """git lists file names as bytes: one in another encoding (a Latin-1 name from an old
+    script) is named, its odd byte escaped, instead of stopping `remove` with a crash."""
+    checkout, log = tmp_path / "src" / "verl", tmp_path / "fetch.log"
+    fetch(verl_two_releases, "v0.9.1", checkout, log)
+    (checkout / os.fsdecode(b"r\xe9sultats.txt")).write_text("mine\n", encoding="utf-8")
+    assert checkout_work(checkout) == ["r\\xe9sultats.txt (untracked)"]
 
 
 def test_masked_credentials_in_the_record_are_asked_for_again() -> None:

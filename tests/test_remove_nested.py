@@ -198,7 +198,7 @@ def test_remove_refuses_unpushed_commits_a_stash_and_local_branches_listing_all(
     git(checkout, "add", "notes.py")
     git(checkout, "stash", "push", "-q", "-m", "half done")
     git(checkout, "commit", "-q", "--allow-empty", "-m", "my fix")  # on the detached HEAD
-    mine = git(checkout, "rev-parse", "--short", "HEAD")
+    mine = git(checkout, "rev-parse", "HEAD")[:12]  # the tool names commits by 12 digits
     history = [
         "branch experiment (a local branch)",
         "stash@{0} (stashed: On (no branch): half done)",
@@ -217,7 +217,7 @@ def test_remove_refuses_unpushed_commits_a_stash_and_local_branches_listing_all(
         "verl/__init__.py (modified)",
     ]
     refused_then_kept(prefix, work, listed)
-    assert git(checkout, "rev-parse", "--short", "HEAD") == mine
+    assert git(checkout, "rev-parse", "HEAD")[:12] == mine
     assert git(checkout, "stash", "list", "--format=%s") == "On (no branch): half done"
     assert git(checkout, "branch", "--list", "experiment").strip() == "experiment"
 

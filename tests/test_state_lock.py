@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,13 +86,48 @@ def test_atomic_write_replaces_the_file_and_leaves_no_temp_file(tmp_path: Path) 
     assert [p.name for p in path.parent.iterdir()] == ["file.txt"]
 
 
-def test_a_failed_atomic_write_keeps_the_old_file_whole(tmp_path: Path) -> None:
-    path = tmp_path / "file.txt"
-    atomic_write(path, "old\n")
-    with pytest.raises(TypeError):
-        atomic_write(path, None)  # type: ignore[arg-type]
-    assert path.read_text(encoding="utf-8") == "old\n"
-    assert [p.name for p in tmp_path.iterdir()] == ["file.txt"]
+# A real process writes with a limit on how large a file it may write (RLIMIT_FSIZE), so the
+# write stops part-way as on a full disk: with the limit's error (EFBIG, SIGXFSZ ignored, as Python
+# starts) or killed by its signal (SIGXFSZ's default action), mid-write.
+_CUT_WRITE = """
+import resource, signal, sys
+from pathlib import Path
+from verl_bootstrap.errors import CannotWrite
+from verl_bootstrap.paths import atomic_write
+
+path, how, limit = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+if how == "killed":
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+try:
+    atomic_write(path, b"new\\n" * (1 << 18))
+except CannotWrite as exc:
+    print(exc.message)
+    sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize("how", ["error", "killed"])
+def test_a_failed_atomic_write_keeps_the_old_file_whole(tmp_path: Path, how: str) -> None:
+    """A write of 1 MiB cut at 64 KiB, by an error or by the process's death: the file holds
+    its old bytes, every one; an error says which file, and leaves no temp file behind."""
+    path = tmp_path / "state.json"
+    old = b"old\n" * 4096
+    atomic_write(path, old)
+    done = subprocess.run(
+        [sys.executable, "-c", _CUT_WRITE, str(path), how, str(64 << 10)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert path.read_bytes() == old
+    if how == "killed":
+        assert done.returncode == -signal.SIGXFSZ, done.stderr
+        return
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.strip() == f"cannot write {path}: File too large"
+    assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
 
 
 # --- the prefix lock ---------------------------------------------------------------------------

@@ -18,6 +18,8 @@ from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped, warn
 from verl_bootstrap.envs.inventory import editable_path
 from verl_bootstrap.installer.cmdline import find_uv
 from verl_bootstrap.paths import state_dir
+from verl_bootstrap.source import gitquery
+from verl_bootstrap.source.gitquery import GitQueryFailed, NotARepository
 from verl_bootstrap.source.sourcework import SDIST_MARK
 
 __all__ = [
@@ -29,7 +31,6 @@ __all__ = [
     "version_matches",
 ]
 
-_GIT_TIMEOUT = 10.0
 _UV_TIMEOUT = 120.0
 _REINSTALL = "re-run verl-bootstrap for this prefix (it resumes and reinstalls what differs)"
 
@@ -61,12 +62,16 @@ def _env(ctx: Context, name: str) -> EnvFacts | CheckResult:
     return ctx.env
 
 
-def _git(checkout: Path, *args: str) -> str | None:
+def _checkout_state(checkout: Path) -> tuple[str, bool] | str:
+    """(HEAD's commit, whether tracked files changed) of verl's checkout, or why git cannot say
+    (empty: it is not a repository of its own)."""
     try:
-        done = proc.capture(["git", "-C", str(checkout), *args], timeout=_GIT_TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
+        with gitquery.opened(checkout) as repo:
+            return gitquery.head_commit(repo), gitquery.has_changes(repo)
+    except NotARepository:
+        return ""
+    except GitQueryFailed as exc:
+        return exc.reason
 
 
 def _editable_checkout(dist: Distribution) -> Path | None:
@@ -78,7 +83,7 @@ def _editable_checkout(dist: Distribution) -> Path | None:
     return editable_path(info if isinstance(info, dict) else None)
 
 
-def _verl_commit(env: EnvFacts) -> tuple[Path, str] | CheckResult:
+def _verl_commit(env: EnvFacts) -> tuple[Path, str, bool] | CheckResult:
     name, reinstall = "verl-source", f"reinstall it editable: {_REINSTALL}"
     dist = _distributions(env.prefix).get("verl")
     if dist is None and not state_dir(env.prefix).is_dir():
@@ -92,16 +97,17 @@ def _verl_commit(env: EnvFacts) -> tuple[Path, str] | CheckResult:
     if checkout is None:
         found = f"verl {dist.version} is not installed editable from a git checkout"
         return fail(name, found, reinstall)
-    commit = _git(checkout, "rev-parse", "HEAD")
-    if commit is None and (checkout / SDIST_MARK).is_file():
+    state = _checkout_state(checkout)
+    if isinstance(state, str) and (checkout / SDIST_MARK).is_file():
         # git was unreachable at install time: the release sdist stands in, its hash recorded
         sdist, sha = (checkout / SDIST_MARK).read_text().split()
         found = f"verl is editable from {checkout}, unpacked from {sdist} (sha256 {sha[:12]}…)"
         return ok(name, found, checkout=str(checkout), sdist=sdist, sdist_sha256=sha)
-    if commit is None:
+    if isinstance(state, str):
         fix = f"clone verl into {checkout} again, or {_REINSTALL}"
-        return fail(name, f"{checkout} (verl's editable source) is not a git checkout", fix)
-    return checkout, commit
+        why = f" (git: {state})" if state else ""
+        return fail(name, f"{checkout} (verl's editable source) is not a git checkout{why}", fix)
+    return checkout, *state
 
 
 def check_verl_source(ctx: Context) -> CheckResult:
@@ -112,7 +118,7 @@ def check_verl_source(ctx: Context) -> CheckResult:
     found = _verl_commit(env)
     if isinstance(found, CheckResult):
         return found
-    checkout, commit = found
+    checkout, commit, changed = found
     want = ctx.inputs.lock_commit
     data = {"checkout": str(checkout), "commit": commit, "lock_commit": want}
     if want and not (commit.startswith(want) or want.startswith(commit)):
@@ -124,7 +130,7 @@ def check_verl_source(ctx: Context) -> CheckResult:
         )
     finding = f"verl is editable from {checkout} at {commit[:12]}"
     finding += ", the lockfile's commit" if want else " (no lockfile commit to compare)"
-    if _git(checkout, "status", "--porcelain", "--untracked-files=no"):
+    if changed:
         fix = f"commit or stash them (git -C {checkout} stash) so the env matches its lockfile"
         return warn("verl-source", f"{finding}, with uncommitted changes", fix, **data)
     return ok("verl-source", finding, **data)

@@ -22,7 +22,7 @@ from verl_bootstrap.paths import atomic_copy, atomic_write, cache_folder, file_s
 from verl_bootstrap.redact import redact
 from verl_bootstrap.safety.credentials import lift
 from verl_bootstrap.source.cache import GitFailed, checkout_from_cache, mirror_dir
-from verl_bootstrap.source.checkout import commit_of, move_checkout
+from verl_bootstrap.source.checkout import reuse_checkout
 from verl_bootstrap.source.sdist import unpack_sdist
 from verl_bootstrap.source.sourcework import SDIST_MARK
 from verl_bootstrap.source.spec import SourceResult, SourceSpec
@@ -61,7 +61,7 @@ def _fetch(
     spec: SourceSpec, settings: IndexSettings, *, pip: list[str], log_path: Path, offline: bool
 ) -> SourceResult:
     if spec.checkout.exists():
-        return _reuse(spec)
+        return _reuse(spec, log_path)
     try:
         return _clone(spec, log_path, offline=offline)
     except _Unreachable as exc:
@@ -115,7 +115,7 @@ def _git_reason(stderr: str) -> str:
     return (fatal or lines or ["unreachable"])[-1]
 
 
-def _reuse(spec: SourceSpec) -> SourceResult:
+def _reuse(spec: SourceSpec, log_path: Path) -> SourceResult:
     mark = spec.checkout / SDIST_MARK
     if mark.exists():
         name, sha = mark.read_text().split()
@@ -134,37 +134,7 @@ def _reuse(spec: SourceSpec) -> SourceResult:
             sdist_name=name,
             note="reused the unpacked sdist",
         )
-    return _reuse_git(spec)
-
-
-def _reuse_git(spec: SourceSpec) -> SourceResult:
-    import git  # noqa: PLC0415 - GitPython is slow to import; only git sources need it
-
-    try:
-        repo = git.Repo(spec.checkout)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        raise InputError(
-            f"{spec.checkout} exists and is not a verl checkout made by verl-bootstrap",
-            hint="move it away, or choose another --prefix; it is never overwritten",
-        ) from None
-    head = repo.head.commit.hexsha
-    if repo.is_dirty(untracked_files=False):
-        raise InputError(
-            f"verl checkout {spec.checkout} has local changes",
-            hint="commit or stash them (they are never overwritten), or choose another --prefix",
-        )
-    wanted = commit_of(repo, spec.ref)
-    note = "reused the existing checkout"
-    if wanted != head:  # another ref: moved only when the tool made it and it is untouched
-        note = move_checkout(repo, spec.ref, str(wanted))
-    return SourceResult(
-        kind="git",
-        repo=spec.repo,
-        ref=spec.ref,
-        path=spec.checkout,
-        commit=repo.head.commit.hexsha,
-        note=note,
-    )
+    return reuse_checkout(spec, log_path)
 
 
 def _from_sdist(

@@ -13,11 +13,17 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from verl_bootstrap import proc
 from verl_bootstrap.paths import file_sha256
 from verl_bootstrap.safety import jsontext
+from verl_bootstrap.source import gitquery
+from verl_bootstrap.source.gitquery import GitQueryFailed
+
+if TYPE_CHECKING:
+    from git import Repo
 
 __all__ = ["MARK", "SDIST_FILES", "SDIST_MARK", "checkout_work", "record_unpacked"]
 
@@ -43,74 +49,53 @@ def checkout_work(checkout: Path) -> list[str]:
     if checkout.is_symlink() or not checkout.is_dir():
         return [f"{checkout.name} (not a folder verl-bootstrap made)"]
     if (checkout / ".git").exists():
-        return _git_history(checkout) + _git_work(checkout)
+        return _git(checkout)
     if (checkout / SDIST_MARK).is_file():
         return _sdist_work(checkout)
     return ["(every file: this is not a checkout verl-bootstrap made)"]
 
 
-def _git_work(checkout: Path) -> list[str]:
+def _git(checkout: Path) -> list[str]:
+    """The user's work git knows of: what it keeps beyond the files, then the files. A question
+    git cannot answer is listed too: what it would have shown is not known to be nothing."""
+    work: list[str] = []
+    try:
+        with gitquery.opened(checkout) as repo:
+            for question in (partial(_git_history, repo), partial(_git_work, repo)):
+                try:
+                    work += question()
+                except GitQueryFailed as exc:
+                    work.append(f"({exc})")
+    except GitQueryFailed as exc:  # not a repository git can open
+        work.append(f"({exc})")
+    return work
+
+
+def _git_work(repo: Repo) -> list[str]:
     """Modified, staged, untracked and ignored files, from git's own status."""
-    done = proc.capture(
-        [
-            "git",
-            "-C",
-            str(checkout),
-            "status",
-            "--porcelain=v1",
-            "-z",
-            "--ignored",
-            "--untracked-files=all",
-        ]
-    )
-    if done.returncode != 0:
-        return [f"(git status failed: {done.stderr.strip()[-200:]})"]
     work = []
-    entries = iter(done.stdout.split("\0"))
-    for entry in entries:
-        if len(entry) < 4:
-            continue
-        code, path = entry[:2], entry[3:]
-        if code[0] in "RC":
-            next(entries, None)  # a rename's second field is where it came from
+    for code, path in gitquery.changed_paths(repo):
         why = _GIT_WHY.get(code, "modified")
         if why and not _generated(path):
             work.append(f"{path} ({why})")
     return sorted(work)
 
 
-def _git_history(checkout: Path) -> list[str]:
+def _git_history(repo: Repo) -> list[str]:
     """What git keeps beyond the files: local branches other than the checked-out one, stash
-    entries, and commits on no remote branch or tag (nor the commit the tool checked out). A
-    git command that fails is listed too: what it would have shown is not known to be nothing."""
-    work: list[str] = []
-    head = proc.capture(["git", "-C", str(checkout), "symbolic-ref", "--quiet", "--short", "HEAD"])
-    current = head.stdout.strip()  # none on a detached HEAD (exit 1), as the tool leaves it
-    branches = _git(checkout, work, "for-each-ref", "--format=%(refname:short)", "refs/heads")
-    work += [f"branch {b} (a local branch)" for b in branches if b != current]
-    for line in _git(checkout, work, "stash", "list", "--format=%gd %s"):
-        entry, _, what = line.partition(" ")
-        work.append(f"{entry} (stashed: {what})")
-    log = ["log", "--format=%h %s", "HEAD", "--branches", "--not", "--remotes", "--tags"]
-    for line in _git(checkout, work, *log, *_made(checkout)):
-        commit, _, subject = line.partition(" ")
+    entries, and commits on no remote branch or tag (nor the commit the tool checked out)."""
+    current = gitquery.current_branch(repo)  # none on a detached HEAD, as the tool leaves it
+    work = [f"branch {b} (a local branch)" for b in gitquery.local_branches(repo) if b != current]
+    work += [f"{entry} (stashed: {what})" for entry, what in gitquery.stash_entries(repo)]
+    for commit, subject in gitquery.unpushed_commits(repo, _made(repo)):
         work.append(f"commit {commit} (on no remote branch: {subject})")
     return work
 
 
-def _git(checkout: Path, work: list[str], *args: str) -> list[str]:
-    """The lines git prints in the checkout; a failure is added to `work`, naming the command."""
-    done = proc.capture(["git", "-C", str(checkout), *args])
-    if done.returncode != 0:
-        work.append(f"(git {args[0]} failed: {done.stderr.strip()[-200:]})")
-        return []
-    return done.stdout.splitlines()
-
-
-def _made(checkout: Path) -> list[str]:
-    """The commit the tool checked out, as git's `log --not` takes it (none: no mark)."""
+def _made(repo: Repo) -> list[str]:
+    """The commit the tool checked out, from its mark in the repository (none: no mark)."""
     try:
-        commit = (checkout / ".git" / MARK).read_text(encoding="utf-8").strip()
+        commit = (Path(repo.git_dir) / MARK).read_text(encoding="utf-8").strip()
     except OSError:
         return []
     return [commit] if commit and all(c in "0123456789abcdef" for c in commit) else []
