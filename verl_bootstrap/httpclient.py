@@ -40,6 +40,7 @@ __all__ = [
     "download",
     "fetch",
     "fetch_page",
+    "fetch_range",
     "proxies_for",
     "proxy_for",
     "reachable",
@@ -164,6 +165,7 @@ class _Ask:
     sink: BinaryIO | None = None
     limit: int = -1
     accept: str | None = None  # the Accept header (a PEP 691 index answers JSON for its type)
+    byte_range: tuple[int, int] | None = None  # the Range header: first and last byte, inclusive
 
 
 @dataclass(frozen=True)
@@ -224,7 +226,7 @@ def _exchange(ask: _Ask, stop: threading.Event) -> _Answer:
                 auth=target.auth,
                 proxies=proxies_for(url, environ),
                 timeout=timeout,
-                headers={"Accept": ask.accept} if ask.accept else None,
+                headers=_headers(ask),
                 stream=True,
                 allow_redirects=True,
             ) as answer,
@@ -240,6 +242,13 @@ def _exchange(ask: _Ask, stop: threading.Event) -> _Answer:
     except (requests.exceptions.RequestException, OSError, ValueError) as exc:
         # no route, refused, TLS, an unreadable CA file, a URL requests cannot parse
         raise HttpError(_reason(exc)) from None
+
+
+def _headers(ask: _Ask) -> dict[str, str]:
+    headers = {"Accept": ask.accept} if ask.accept else {}
+    if ask.byte_range is not None:
+        headers["Range"] = "bytes={}-{}".format(*ask.byte_range)
+    return headers
 
 
 def _body(
@@ -305,6 +314,19 @@ def fetch_page(
     media type the server chose (a simple index may answer JSON, or only ever HTML)."""
     answer = _get(_Ask(url, "GET", _env(None), timeout, deadline, limit=limit, accept=accept))
     return Page(media_type=answer.media_type, body=answer.body)
+
+
+def fetch_range(
+    url: str, first: int, last: int, *, timeout: float = 30, deadline: float = FETCH_DEADLINE
+) -> bytes:
+    """Bytes `first` to `last` (inclusive) of `url`: a server that ignores the Range header and
+    sends the whole file is an HttpError (no more than the range is ever read)."""
+    size = last - first + 1
+    ask = _Ask(url, "GET", _env(None), timeout, deadline, limit=size, byte_range=(first, last))
+    answer = _get(ask)
+    if answer.status != 206 and first > 0:
+        raise HttpError(f"HTTP {answer.status} to a range request (the server sends whole files)")
+    return answer.body
 
 
 def _get(ask: _Ask) -> _Answer:

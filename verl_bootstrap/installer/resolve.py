@@ -8,6 +8,7 @@ second run reads only uv's cache, so both see the same index state.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -22,6 +23,7 @@ from verl_bootstrap.errors import CommandFailed, InputError, StepFailed
 from verl_bootstrap.host.indexes import DEFAULT, IndexSettings
 from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.lockfile.model import DistSource
+from verl_bootstrap.paths import atomic_write
 from verl_bootstrap.platforms import DEFAULT_GLIBC, uv_platform
 
 if sys.version_info >= (3, 11):
@@ -80,6 +82,8 @@ class Resolved:
     url: str | None = None
     commit: str | None = None
     via: tuple[str, ...] = field(default=())
+    # the wheels the index serves for the target: (URL, sha256, size), for reading their metadata
+    files: tuple[tuple[str, str, int | None], ...] = field(default=())
 
 
 def index_args(settings: IndexSettings, stage_index: str | None) -> list[str]:
@@ -107,25 +111,39 @@ def compile_stage(
     stage_index: str | None,
     extra: Sequence[str],
     log_path: Path,
+    preferences: Mapping[str, str] | None = None,
 ) -> list[Resolved]:
-    """Resolve `requirements` (+ `extra` flags: constraints, overrides) for `target`."""
-    # --upgrade: uv would otherwise prefer the versions pinned in an existing output file.
-    base = [uv_binary(), "pip", "compile", str(requirements), "--no-header", "--quiet", "--upgrade"]
+    """Resolve `requirements` (+ `extra` flags: constraints, overrides) for `target`, keeping the
+    versions of `preferences` (name -> version: the lock being regenerated) where they still fit,
+    as uv keeps the versions already in its output file."""
+    base = [uv_binary(), "pip", "compile", str(requirements), "--no-header", "--quiet"]
     base += target.uv_args() + index_args(settings, stage_index) + list(extra)
     pylock = requirements.with_name(f"pylock.{requirements.stem}.toml")
     annotated = requirements.with_suffix(".out.txt")
     for stale in (pylock, annotated):
         stale.unlink(missing_ok=True)
+    if preferences:  # uv prefers the versions its output file holds
+        atomic_write(pylock, _preferred(preferences))
     _run_uv([*base, "--format", "pylock.toml", "-o", str(pylock)], log_path, requirements.stem)
-    # The second view reads only what the first put in uv's cache: the same index state, no
-    # network. (Two concurrent resolutions were seen to get different answers from the index.)
+    found = parse_pylock(pylock.read_text(encoding="utf-8"))
+    # The second view reads only what the first put in uv's cache, preferring what the first
+    # chose: the same index state, no network. (Two concurrent resolutions were seen to get
+    # different answers from the index.)
+    pins = "".join(f"{d.name}=={d.version}\n" for d in found if d.source in ("wheel", "sdist"))
+    atomic_write(annotated, pins)
     second = [*base, "--emit-index-annotation", "-o", str(annotated)]
     _run_uv(second if target.offline else [*second, "--offline"], log_path, requirements.stem)
     origins = parse_annotated(annotated.read_text(encoding="utf-8"))
-    return [
-        _with_origin(dist, origins, settings)
-        for dist in parse_pylock(pylock.read_text(encoding="utf-8"))
-    ]
+    return [_with_origin(dist, origins, settings) for dist in found]
+
+
+def _preferred(versions: Mapping[str, str]) -> str:
+    """A PEP 751 file of bare pins, which uv reads as the versions to keep."""
+    head = 'lock-version = "1.0"\ncreated-by = "verl-bootstrap"\n'
+    return head + "".join(
+        f"\n[[packages]]\nname = {json.dumps(n)}\nversion = {json.dumps(v)}\n"
+        for n, v in sorted(versions.items())
+    )
 
 
 def load_toml(text: str) -> dict[str, Any]:
@@ -163,7 +181,8 @@ def _from_package(package: Mapping[str, Any]) -> Resolved:
         return Resolved(name, version, "git", url=vcs.get("url"), commit=vcs.get("commit-id"))
     wheels = [_sha256(w, name) for w in package.get("wheels", [])]
     if wheels:
-        return Resolved(name, version, "wheel", tuple(sorted(wheels)))
+        files = tuple(_file(w, name) for w in package.get("wheels", []))
+        return Resolved(name, version, "wheel", tuple(sorted(wheels)), files=files)
     if "sdist" in package:
         return Resolved(name, version, "sdist", (_sha256(package["sdist"], name),))
     raise InputError(
@@ -171,6 +190,13 @@ def _from_package(package: Mapping[str, Any]) -> Resolved:
         "by index name",
         hint="publish it to an index (or a find-links folder) and name that in the profile",
     )
+
+
+def _file(artifact: Mapping[str, Any], name: str) -> tuple[str, str, int | None]:
+    """(URL, sha256, size) of a wheel uv listed (a find-links file by its path)."""
+    url = artifact.get("url") or Path(str(artifact.get("path"))).absolute().as_uri()
+    size = artifact.get("size")
+    return str(url), _sha256(artifact, name), size if isinstance(size, int) else None
 
 
 def _sha256(artifact: Mapping[str, Any], name: str) -> str:
