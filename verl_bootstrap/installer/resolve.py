@@ -114,27 +114,46 @@ def compile_stage(
     preferences: Mapping[str, str] | None = None,
 ) -> list[Resolved]:
     """Resolve `requirements` (+ `extra` flags: constraints, overrides) for `target`, keeping the
-    versions of `preferences` (name -> version: the lock being regenerated) where they still fit,
-    as uv keeps the versions already in its output file."""
+    versions of `preferences` (name -> version: the lock being regenerated) where they still fit.
+
+    Kept first as exact constraints: where they all still fit, the stage gets them back exactly.
+    Where they do not (a bound restored, another profile), uv is given them as preferred versions
+    instead, as it keeps the versions already in its output file. (Preferences alone are not
+    enough: uv passes over a preferred version that an index without upload times also lists,
+    under --exclude-newer, and backtracks to older ones.)"""
     base = [uv_binary(), "pip", "compile", str(requirements), "--no-header", "--quiet"]
     base += target.uv_args() + index_args(settings, stage_index) + list(extra)
     pylock = requirements.with_name(f"pylock.{requirements.stem}.toml")
     annotated = requirements.with_suffix(".out.txt")
     for stale in (pylock, annotated):
         stale.unlink(missing_ok=True)
-    if preferences:  # uv prefers the versions its output file holds
-        atomic_write(pylock, _preferred(preferences))
-    _run_uv([*base, "--format", "pylock.toml", "-o", str(pylock)], log_path, requirements.stem)
+    first = [*base, "--format", "pylock.toml", "-o", str(pylock)]
+    kept = _pins_file(requirements.with_suffix(".kept.txt"), preferences or {})
+    try:
+        _run_uv([*first, *kept], log_path, requirements.stem)
+    except StepFailed:
+        if not kept:
+            raise
+        atomic_write(pylock, _preferred(preferences or {}))  # uv prefers what its output holds
+        _run_uv(first, log_path, requirements.stem)
     found = parse_pylock(pylock.read_text(encoding="utf-8"))
-    # The second view reads only what the first put in uv's cache, preferring what the first
-    # chose: the same index state, no network. (Two concurrent resolutions were seen to get
-    # different answers from the index.)
-    pins = "".join(f"{d.name}=={d.version}\n" for d in found if d.source in ("wheel", "sdist"))
-    atomic_write(annotated, pins)
+    # The second view reads only what the first put in uv's cache, held to what the first chose:
+    # the same index state, no network. (Two concurrent resolutions were seen to get different
+    # answers from the index.)
+    chosen = {d.name: d.version for d in found if d.source in ("wheel", "sdist")}
     second = [*base, "--emit-index-annotation", "-o", str(annotated)]
+    second += _pins_file(requirements.with_suffix(".chosen.txt"), chosen)
     _run_uv(second if target.offline else [*second, "--offline"], log_path, requirements.stem)
     origins = parse_annotated(annotated.read_text(encoding="utf-8"))
     return [_with_origin(dist, origins, settings) for dist in found]
+
+
+def _pins_file(path: Path, versions: Mapping[str, str]) -> list[str]:
+    """`--constraint PATH` holding `versions` exactly (none: no flag)."""
+    if not versions:
+        return []
+    atomic_write(path, "".join(f"{n}=={v}\n" for n, v in sorted(versions.items())))
+    return ["--constraint", str(path)]
 
 
 def _preferred(versions: Mapping[str, str]) -> str:

@@ -184,7 +184,8 @@ def check_lockfiles(
     folder: Path | None, profile: str | None, options_for: OptionsFor, *, offline: bool
 ) -> list[CheckedLock]:
     """Each committed lockfile (of `profile`, or every one) in `folder` (default: the tool's own),
-    checked against its profile and against verl's declared contract."""
+    checked against its profile, verl's declared contract, its wheels' own requirements and its
+    regenerate line."""
     paths = committed_lockfiles(folder or LOCKFILES_DIR, profile)
     # each check waits on the index far more than it computes: a few run at once
     with ThreadPoolExecutor(max_workers=_CHECKERS) as pool:
@@ -221,7 +222,7 @@ def _extras_gaps(path: Path, options_for: OptionsFor, offline: bool, *, again: b
                 return found  # stale already: it is regenerated anyway, not resolved again here
             return [*found, *regenerate_gaps(lock, profile, options, check)]
     except BootstrapError as exc:
-        return [f"cannot compare with verl's extras: {exc.message}"]
+        return [f"cannot check it: {exc.message}"]
 
 
 def _contract_gaps(
@@ -246,15 +247,9 @@ def _uv_lock_gaps(lock: Lockfile, profile: Profile, checkout: Path, work: Path) 
     if not pins:
         return []
     subs = [s for s in profile.substitutions if s.applies(variant)]
-    gap = (
-        [
-            f"{UNCHECKED}the artifacts of {', '.join(unhashed(pins))} (verl's uv.lock records no "
-            "sha256 for them)"
-        ]
-        if unhashed(pins)
-        else []
-    )
-    return [*uv_lock_gaps(lock.distributions(), pins, subs), *gap]
+    unseen = unhashed(pins)
+    gap = f"{UNCHECKED}the artifacts of {', '.join(unseen)} (verl's uv.lock records no sha256)"
+    return [*uv_lock_gaps(lock.distributions(), pins, subs), *([gap] if unseen else [])]
 
 
 @dataclass(frozen=True)
