@@ -26,6 +26,7 @@ __all__ = ["WheelFile", "requires_dist", "served_wheels", "wheel_requirements"]
 
 _BLOCK = 1 << 18  # one range request reads 256 KiB: a wheel's directory is usually in the last
 _LIMIT = 1 << 22  # a METADATA larger than 4 MiB is not one
+_MOST = 1 << 26  # read no more than 64 MiB of one wheel (torch's directory is under 2 MiB)
 _WORKERS = 8
 _TRIES = 3
 
@@ -76,6 +77,8 @@ class _RangeFile(io.RawIOBase):
 
     def _block(self, number: int) -> bytes:
         if number not in self.blocks:
+            if len(self.blocks) * _BLOCK >= _MOST:
+                raise ValueError("the wheel's directory is too large to read by range")
             first = number * _BLOCK
             last = min(self.size, first + _BLOCK) - 1
             self.blocks[number] = fetch_range(self.url, first, last)
