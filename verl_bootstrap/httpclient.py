@@ -52,6 +52,7 @@ __all__ = [
     "download",
     "fetch",
     "fetch_page",
+    "fetch_range",
     "proxies_for",
     "proxy_for",
     "reachable",
@@ -212,6 +213,7 @@ class _Ask:
     limit: int = -1
     accept: str | None = None  # the Accept header (a PEP 691 index answers JSON for its type)
     partial: _Partial | None = None  # a download's file: the body goes on where it stopped
+    byte_range: tuple[int, int] | None = None  # the Range header: first and last byte, inclusive
 
 
 @dataclass(frozen=True)
@@ -268,8 +270,6 @@ def _exchange(ask: _Ask, stop: threading.Event) -> _Answer:
 
     url, method, environ, timeout = ask.url, ask.method, ask.environ, ask.timeout
     target = _target(url, environ)
-    headers = {"Accept": ask.accept} if ask.accept else {}
-    headers.update(ask.partial.headers() if ask.partial else {})
     try:
         with (
             _session(environ) as session,
@@ -279,7 +279,7 @@ def _exchange(ask: _Ask, stop: threading.Event) -> _Answer:
                 auth=target.auth,
                 proxies=proxies_for(url, environ),
                 timeout=timeout,
-                headers=headers or None,
+                headers=_headers(ask) or None,
                 stream=True,
                 allow_redirects=True,
             ) as answer,
@@ -313,6 +313,15 @@ def _hung_up(exc: BaseException) -> bool:
     text = str(exc)
     dropped = "Connection aborted" in text or "Connection reset" in text
     return isinstance(exc, requests.exceptions.ConnectionError) and dropped
+
+
+def _headers(ask: _Ask) -> dict[str, str]:
+    """Accept, and a Range: a download's rest (with its If-Range), or a byte range asked for."""
+    headers = {"Accept": ask.accept} if ask.accept else {}
+    headers.update(ask.partial.headers() if ask.partial else {})
+    if ask.byte_range is not None:
+        headers["Range"] = "bytes={}-{}".format(*ask.byte_range)
+    return headers
 
 
 def _body(
@@ -378,6 +387,19 @@ def fetch_page(
     media type the server chose (a simple index may answer JSON, or only ever HTML)."""
     answer = _get(_Ask(url, "GET", _env(None), timeout, deadline, limit=limit, accept=accept))
     return Page(media_type=answer.media_type, body=answer.body)
+
+
+def fetch_range(
+    url: str, first: int, last: int, *, timeout: float = 30, deadline: float = FETCH_DEADLINE
+) -> bytes:
+    """Bytes `first` to `last` (inclusive) of `url`: a server that ignores the Range header and
+    sends the whole file is an HttpError (no more than the range is ever read)."""
+    size = last - first + 1
+    ask = _Ask(url, "GET", _env(None), timeout, deadline, limit=size, byte_range=(first, last))
+    answer = _get(ask)
+    if answer.status != 206 and first > 0:
+        raise HttpError(f"HTTP {answer.status} to a range request (the server sends whole files)")
+    return answer.body
 
 
 def _get(ask: _Ask) -> _Answer:

@@ -8,6 +8,7 @@ second run reads only uv's cache, so both see the same index state.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,7 @@ from verl_bootstrap.host.indexes import DEFAULT, IndexSettings
 from verl_bootstrap.host.netfaults import net_fault, without_tool_hints
 from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.lockfile.model import DistSource
+from verl_bootstrap.paths import atomic_write
 from verl_bootstrap.platforms import DEFAULT_GLIBC, uv_platform
 
 if sys.version_info >= (3, 11):
@@ -81,6 +83,8 @@ class Resolved:
     url: str | None = None
     commit: str | None = None
     via: tuple[str, ...] = field(default=())
+    # the wheels the index serves for the target: (URL, sha256, size), for reading their metadata
+    files: tuple[tuple[str, str, int | None], ...] = field(default=())
 
 
 def index_args(settings: IndexSettings, stage_index: str | None) -> list[str]:
@@ -108,25 +112,58 @@ def compile_stage(
     stage_index: str | None,
     extra: Sequence[str],
     log_path: Path,
+    preferences: Mapping[str, str] | None = None,
 ) -> list[Resolved]:
-    """Resolve `requirements` (+ `extra` flags: constraints, overrides) for `target`."""
-    # --upgrade: uv would otherwise prefer the versions pinned in an existing output file.
-    base = [uv_binary(), "pip", "compile", str(requirements), "--no-header", "--quiet", "--upgrade"]
+    """Resolve `requirements` (+ `extra` flags: constraints, overrides) for `target`, keeping the
+    versions of `preferences` (name -> version: the lock being regenerated) where they still fit.
+
+    Kept first as exact constraints: where they all still fit, the stage gets them back exactly.
+    Where they do not (a bound restored, another profile), uv is given them as preferred versions
+    instead, as it keeps the versions already in its output file. (Preferences alone are not
+    enough: uv passes over a preferred version that an index without upload times also lists,
+    under --exclude-newer, and backtracks to older ones.)"""
+    base = [uv_binary(), "pip", "compile", str(requirements), "--no-header", "--quiet"]
     base += target.uv_args() + index_args(settings, stage_index) + list(extra)
     pylock = requirements.with_name(f"pylock.{requirements.stem}.toml")
     annotated = requirements.with_suffix(".out.txt")
     for stale in (pylock, annotated):
         stale.unlink(missing_ok=True)
-    _run_uv([*base, "--format", "pylock.toml", "-o", str(pylock)], log_path, requirements.stem)
-    # The second view reads only what the first put in uv's cache: the same index state, no
-    # network. (Two concurrent resolutions were seen to get different answers from the index.)
+    first = [*base, "--format", "pylock.toml", "-o", str(pylock)]
+    kept = _pins_file(requirements.with_suffix(".kept.txt"), preferences or {})
+    try:
+        _run_uv([*first, *kept], log_path, requirements.stem)
+    except StepFailed:
+        if not kept:
+            raise
+        atomic_write(pylock, _preferred(preferences or {}))  # uv prefers what its output holds
+        _run_uv(first, log_path, requirements.stem)
+    found = parse_pylock(pylock.read_text(encoding="utf-8"))
+    # The second view reads only what the first put in uv's cache, held to what the first chose:
+    # the same index state, no network. (Two concurrent resolutions were seen to get different
+    # answers from the index.)
+    chosen = {d.name: d.version for d in found if d.source in ("wheel", "sdist")}
     second = [*base, "--emit-index-annotation", "-o", str(annotated)]
+    second += _pins_file(requirements.with_suffix(".chosen.txt"), chosen)
     _run_uv(second if target.offline else [*second, "--offline"], log_path, requirements.stem)
     origins = parse_annotated(annotated.read_text(encoding="utf-8"))
-    return [
-        _with_origin(dist, origins, settings)
-        for dist in parse_pylock(pylock.read_text(encoding="utf-8"))
-    ]
+    return [_with_origin(dist, origins, settings) for dist in found]
+
+
+def _pins_file(path: Path, versions: Mapping[str, str]) -> list[str]:
+    """`--constraint PATH` holding `versions` exactly (none: no flag)."""
+    if not versions:
+        return []
+    atomic_write(path, "".join(f"{n}=={v}\n" for n, v in sorted(versions.items())))
+    return ["--constraint", str(path)]
+
+
+def _preferred(versions: Mapping[str, str]) -> str:
+    """A PEP 751 file of bare pins, which uv reads as the versions to keep."""
+    head = 'lock-version = "1.0"\ncreated-by = "verl-bootstrap"\n'
+    return head + "".join(
+        f"\n[[packages]]\nname = {json.dumps(n)}\nversion = {json.dumps(v)}\n"
+        for n, v in sorted(versions.items())
+    )
 
 
 def load_toml(text: str) -> dict[str, Any]:
@@ -172,7 +209,8 @@ def _from_package(package: Mapping[str, Any]) -> Resolved:
         return Resolved(name, version, "git", url=vcs.get("url"), commit=vcs.get("commit-id"))
     wheels = [_sha256(w, name) for w in package.get("wheels", [])]
     if wheels:
-        return Resolved(name, version, "wheel", tuple(sorted(wheels)))
+        files = tuple(_file(w, name) for w in package.get("wheels", []))
+        return Resolved(name, version, "wheel", tuple(sorted(wheels)), files=files)
     if "sdist" in package:
         return Resolved(name, version, "sdist", (_sha256(package["sdist"], name),))
     raise InputError(
@@ -180,6 +218,13 @@ def _from_package(package: Mapping[str, Any]) -> Resolved:
         "by index name",
         hint="publish it to an index (or a find-links folder) and name that in the profile",
     )
+
+
+def _file(artifact: Mapping[str, Any], name: str) -> tuple[str, str, int | None]:
+    """(URL, sha256, size) of a wheel uv listed (a find-links file by its path)."""
+    url = artifact.get("url") or Path(str(artifact.get("path"))).absolute().as_uri()
+    size = artifact.get("size")
+    return str(url), _sha256(artifact, name), size if isinstance(size, int) else None
 
 
 def _sha256(artifact: Mapping[str, Any], name: str) -> str:

@@ -14,6 +14,7 @@ import re
 from dataclasses import asdict
 from typing import Annotated, Any, Final, Literal
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion
 from packaging.version import Version as Pep440
@@ -40,6 +41,7 @@ __all__ = [
     "CondaPackage",
     "CudaTarget",
     "DistSource",
+    "ForcedMismatch",
     "KernelWheel",
     "LockedDist",
     "LockedKey",
@@ -343,6 +345,48 @@ class CudaTarget(_Strict):
     )
 
 
+def _requirement(value: str) -> str:
+    """A PEP 508 requirement on one line (a wheel's, or an override)."""
+    one_line(value, "a requirement")
+    try:
+        Requirement(value)
+    except InvalidRequirement as exc:
+        raise ValueError(f"{value!r} is not a requirement: {exc}") from None
+    return value
+
+
+RequirementText = Annotated[str, AfterValidator(_requirement)]
+
+
+class ForcedMismatch(_Strict):
+    """A pin outside a locked wheel's own requirement that an override forces: the override
+    erased the requirement, and no release of the package meets both (see docs/lockfiles.md)."""
+
+    package: PackageName = Field(description="The distribution whose pin breaks the requirement")
+    requirement: RequirementText = Field(
+        description="The requirement it breaks, as the requiring wheel states it"
+    )
+    required_by: PackageName = Field(description="The locked distribution that requires it")
+    required_by_version: Pep440Version
+    override: RequirementText = Field(description="The override that erases the requirement")
+
+    @model_validator(mode="after")
+    def _on_package(self) -> ForcedMismatch:
+        """The requirement and the override both name the package."""
+        wanted = canonicalize_name(self.package)
+        for field, value in (("requirement", self.requirement), ("override", self.override)):
+            if canonicalize_name(Requirement(value).name) != wanted:
+                raise ValueError(f"{field} {value!r} is not a requirement on {self.package}")
+        return self
+
+    def line(self) -> str:
+        """One line for verify and `lock --check`."""
+        return (
+            f"{self.required_by} {self.required_by_version} requires {self.requirement}, "
+            f"which the override {self.override!r} forces aside"
+        )
+
+
 class Lockfile(_Strict):
     """A whole lockfile."""
 
@@ -364,6 +408,11 @@ class Lockfile(_Strict):
         "when it was made): the env's conda part is then solved when the env is made",
     )
     stages: tuple[LockedStage, ...]
+    forced: tuple[ForcedMismatch, ...] = Field(
+        default=(),
+        description="Pins outside a locked wheel's own requirement that an override forces (no "
+        "release meets both); `verify` names each as a warning, any other mismatch fails",
+    )
     skipped_checks: tuple[CheckName, ...] = ()
     allow_unsupported_ref: bool = False
 

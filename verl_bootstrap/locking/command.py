@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +39,8 @@ from verl_bootstrap.locking.nativelinks import (
     replacing_wheels,
 )
 from verl_bootstrap.locking.origins import lock_index_settings
-from verl_bootstrap.locking.uvlock import applies_to, export_uv_lock, uv_lock_gaps
+from verl_bootstrap.locking.reproduce import forced_gaps, regenerate_gaps
+from verl_bootstrap.locking.uvlock import applies_to, export_uv_lock, unhashed, uv_lock_gaps
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import LOCKFILES_DIR, cache_folder, default_lockfile, project_lockfile
 from verl_bootstrap.profile import list_profiles, load_profile
@@ -60,6 +62,7 @@ __all__ = [
     "named_lockfile",
 ]
 
+_CHECKERS = 4
 OptionsFor = Callable[[str, str], RunOptions]  # (profile, variant) -> a scratch run's options
 
 
@@ -191,7 +194,7 @@ class CheckedLock:
         said = [
             f"{len(found)} {what}"
             for found, what in (
-                (self.differences, "difference(s) from verl's contract"),
+                (self.differences, "difference(s) found"),
                 (self.link_failures, "native link failure(s)"),
             )
             if found
@@ -208,17 +211,12 @@ def check_lockfiles(
     links: bool = False,
 ) -> list[CheckedLock]:
     """Each committed lockfile (of `profile`, or every one) in `folder` (default: the tool's own),
-    checked against its profile and against verl's declared contract; with `links`, its native
-    libraries against each other."""
+    checked against its profile, verl's declared contract, its wheels' own requirements and its
+    regenerate line; with `links`, its native libraries against each other."""
     paths = committed_lockfiles(folder or LOCKFILES_DIR, profile)
-    return [
-        CheckedLock(
-            stale_lockfile(p),
-            _extras_gaps(p, options_for, offline),
-            _link_gaps(p, options_for, offline) if links else [],
-        )
-        for p in paths
-    ]
+    # each check waits on the index far more than it computes: a few run at once
+    with ThreadPoolExecutor(max_workers=_CHECKERS) as pool:
+        return list(pool.map(lambda p: _checked(p, options_for, offline, links), paths))
 
 
 def _link_gaps(path: Path, options_for: OptionsFor, offline: bool) -> list[str]:
@@ -236,29 +234,50 @@ def _link_gaps(path: Path, options_for: OptionsFor, offline: bool) -> list[str]:
         return [f"{UNCHECKED}its native libraries ({exc.message})"]
 
 
-def _extras_gaps(path: Path, options_for: OptionsFor, offline: bool) -> list[str]:
+def _checked(path: Path, options_for: OptionsFor, offline: bool, links: bool) -> CheckedLock:
+    verdict = stale_lockfile(path)
+    gaps = _extras_gaps(path, options_for, offline, again=not verdict.reason)
+    return CheckedLock(verdict, gaps, _link_gaps(path, options_for, offline) if links else [])
+
+
+def _extras_gaps(path: Path, options_for: OptionsFor, offline: bool, *, again: bool) -> list[str]:
     """What the lockfile lacks or pins otherwise of verl's declared extras, where it leaves
-    verl's [tool.uv] contract without a stated substitution, and where its pins break their
-    own metadata (lines)."""
+    verl's [tool.uv] contract without a stated substitution, where its pins break their own
+    metadata or a locked wheel's own requirement (but for the mismatches it records as forced),
+    and, for a lock that is otherwise current, where its regenerate line gives other versions
+    (lines)."""
     try:
         lock = read_lockfile(path)
         profile = apply_stack(
             load_profile(lock.profile), lock.verl.ref, allow_unsupported=lock.allow_unsupported_ref
         )
-        if not declared_extras(profile, lock.cuda.variant):
-            return []
         options = options_for(lock.profile, lock.cuda.variant)
         with tempfile.TemporaryDirectory(prefix="verl-lock-check-") as work:
             pyproject = verl_pyproject(profile, options, Path(work))
             check = MetadataCheck(lock_index_settings(lock, options), Path(work), offline)
-            return [
-                *(g.line() for g in extras_gaps(lock, profile, pyproject)),
-                *contract_gaps(lock, profile, pyproject),
-                *_uv_lock_gaps(lock, profile, pyproject.parent, Path(work)),
-                *metadata_gaps(lock, profile, pyproject, check),
-            ]
+            contract = (
+                _contract_gaps(lock, profile, pyproject, check)
+                if declared_extras(profile, lock.cuda.variant)
+                else []
+            )
+            found = [*contract, *forced_gaps(lock, profile, pyproject, check)]
+            if not again or any(not line.startswith(UNCHECKED) for line in found):
+                return found  # stale already: it is regenerated anyway, not resolved again here
+            return [*found, *regenerate_gaps(lock, profile, options, check)]
     except BootstrapError as exc:
-        return [f"cannot compare with verl's extras: {exc.message}"]
+        return [f"cannot check it: {exc.message}"]
+
+
+def _contract_gaps(
+    lock: Lockfile, profile: Profile, pyproject: Path, check: MetadataCheck
+) -> list[str]:
+    """verl's declared extras and [tool.uv] contract, its uv.lock, and the pins' metadata."""
+    return [
+        *(g.line() for g in extras_gaps(lock, profile, pyproject)),
+        *contract_gaps(lock, profile, pyproject),
+        *_uv_lock_gaps(lock, profile, pyproject.parent, check.work),
+        *metadata_gaps(lock, profile, pyproject, check),
+    ]
 
 
 def _uv_lock_gaps(lock: Lockfile, profile: Profile, checkout: Path, work: Path) -> list[str]:
@@ -268,8 +287,12 @@ def _uv_lock_gaps(lock: Lockfile, profile: Profile, checkout: Path, work: Path) 
         return []
     extras = declared_extras(profile, variant)
     pins = export_uv_lock(checkout, extras, lock.python, lock.platform, work)
+    if not pins:
+        return []
     subs = [s for s in profile.substitutions if s.applies(variant)]
-    return uv_lock_gaps(lock.distributions(), pins, subs) if pins else []
+    unseen = unhashed(pins)
+    gap = f"{UNCHECKED}the artifacts of {', '.join(unseen)} (verl's uv.lock records no sha256)"
+    return [*uv_lock_gaps(lock.distributions(), pins, subs), *([gap] if unseen else [])]
 
 
 @dataclass(frozen=True)

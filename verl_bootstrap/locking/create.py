@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import shlex
-import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -17,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from verl_bootstrap import __version__
@@ -25,32 +23,26 @@ from verl_bootstrap.envs.condarc import channel_urls, load_condarc
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.host.variants import known_variant
-from verl_bootstrap.installer.cmdline import pip_launcher
 from verl_bootstrap.installer.resolve import Resolved, Target
 from verl_bootstrap.lockfile.io import dump_lockfile, read_lockfile
 from verl_bootstrap.lockfile.model import (
     CudaTarget,
-    LockedStage,
     Lockfile,
     channel_name,
     profile_hash,
 )
 from verl_bootstrap.locking.buildlock import lock_stage_builds
-from verl_bootstrap.locking.stages import StageInputs, lock_stages, torch_cuda, verl_version
-from verl_bootstrap.locking.uvlock import UvLockPin, applies_to, export_uv_lock, uv_lock_gaps
+from verl_bootstrap.locking.resolution import fetch_verl, resolve_stages
+from verl_bootstrap.locking.stages import torch_cuda
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import atomic_write, cache_folder, default_lockfile
 from verl_bootstrap.platforms import DEFAULT_GLIBC, MACHINES
 from verl_bootstrap.profile.load import load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack
-from verl_bootstrap.profile.stagespec import StageSpec, stage_specs
-from verl_bootstrap.profile.verlextras import marker_env, stage_pins
 from verl_bootstrap.redact import shareable
 from verl_bootstrap.siteconfig.apply import index_settings
-from verl_bootstrap.source.fetch import fetch_source
-from verl_bootstrap.source.lockcheckout import lock_checkout, locked_source
-from verl_bootstrap.source.spec import SourceResult, SourceSpec
+from verl_bootstrap.source.lockcheckout import locked_source
 
 __all__ = [
     "AfterLock",
@@ -128,6 +120,8 @@ def lock_profile(
             settings=settings,
             request=request,
             work=Path(work or tmp),
+            kept=_kept_versions(previous, target),
+            notes=notes,
         )
         if after is not None:  # e.g. the kernel stages' prebuilt wheels, recorded
             lock = after(lock, profile, Path(work or tmp), notes)
@@ -155,21 +149,13 @@ def _resolve(
     settings: IndexSettings,
     request: LockRequest,
     work: Path,
+    kept: Mapping[str, str],
+    notes: list[str],
 ) -> Lockfile:
-    source = _fetch_verl(profile, request.options, settings, work)
-    inputs = StageInputs(
-        target=target,
-        settings=settings,
-        checkout=_scratch_copy(source.path, work),
-        verl_version=verl_version(source.path, source.ref),
-        protected=frozenset(canonicalize_name(n) for n in profile.protected),
-        work=work,
+    done = resolve_stages(
+        profile, variant, target, settings, request.options, work=work, kept=kept, notes=notes
     )
-    env = marker_env(target.python, target.platform)
-    specs = tuple(stage_pins(s, inputs.checkout, env) for s in stage_specs(profile, variant))
-    pins = _uv_lock(profile, variant, target, specs, inputs)
-    stages, resolved = lock_stages(specs, replace(inputs, uv_pins=pins))
-    _check_uv_lock(stages, pins, profile, variant, target)
+    source, stages, resolved = done.source, done.stages, done.resolved
     stages = lock_stage_builds(
         stages, source.path, target, settings, cache=cache_folder(), work=work / "build"
     )
@@ -188,6 +174,7 @@ def _resolve(
         backend=backend,
         **(_conda(profile, request.options, target, cuda) if backend == "conda" else {}),
         stages=stages,
+        forced=done.forced,
         allow_unsupported_ref=request.options.allow_unsupported_ref,
     )
 
@@ -200,6 +187,16 @@ def _previous(path: Path) -> Lockfile | None:
         return read_lockfile(path)
     except InputError:  # unreadable or an old schema: relock from the profile alone
         return None
+
+
+def _kept_versions(previous: Lockfile | None, target: Target) -> dict[str, str]:
+    """The versions a re-lock keeps where they still fit (uv keeps a lock's versions the same
+    way): the previous lock's, when it is re-made at its own cutoff. An index can list, after a
+    lock was made, files dated before its cutoff (a mirror's sync, a late upload time): a fresh
+    resolution would then take them, and the regenerate line would not give the lock back."""
+    if previous is None or previous.exclude_newer != target.exclude_newer:
+        return {}
+    return {n: d.version for n, d in previous.distributions().items() if d.source != "editable"}
 
 
 def _old_glibc(previous: Lockfile | None) -> str | None:
@@ -266,30 +263,11 @@ def normalize_cutoff(value: str) -> str:
     return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _fetch_verl(
-    profile: Profile, options: RunOptions, settings: IndexSettings, work: Path
-) -> SourceResult:
-    """verl's checkout in the tool's cache (git at the commit the ref names now, else the
-    release sdist)."""
-
-    spec = SourceSpec.from_profile(profile, options, work)
-    checkout = lock_checkout(spec.repo, spec.ref, offline=options.offline)
-    spec = replace(spec, checkout=checkout)
-    return fetch_source(spec, settings, pip=pip_launcher(), log_path=work / "fetch-source.log")
-
-
 def verl_pyproject(profile: Profile, options: RunOptions, work: Path) -> Path:
     """verl's `pyproject.toml` at the profile's ref, from the checkout `lock` would use (its
     cache, else git, else the release sdist)."""
     settings, _ = index_settings(profile, options)
-    return _fetch_verl(profile, options, settings, work).path / "pyproject.toml"
-
-
-def _scratch_copy(checkout: Path, work: Path) -> Path:
-    """A copy of verl's checkout to resolve from: reading its metadata builds it in place."""
-    copy = work / "verl-src"
-    shutil.copytree(checkout, copy, ignore=shutil.ignore_patterns(".git"), dirs_exist_ok=True)
-    return copy
+    return fetch_verl(profile, options, settings, work).path / "pyproject.toml"
 
 
 def _cuda_target(
@@ -319,37 +297,6 @@ def _cuda_xy(cuda: str | None) -> str | None:
         return None
     release = Version(cuda).release
     return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
-
-
-def _uv_lock(
-    profile: Profile, variant: str, target: Target, specs: Sequence[StageSpec], inputs: StageInputs
-) -> dict[str, UvLockPin]:
-    """verl's uv.lock, exported for the deps stage's extras, where its stack is this one."""
-    if not applies_to(profile, variant, target.python, target.platform):
-        return {}
-    extras = next((s.extras for s in specs if s.kind == "verl-deps"), ())
-    found = export_uv_lock(inputs.checkout, extras, target.python, target.platform, inputs.work)
-    return found or {}
-
-
-def _check_uv_lock(
-    stages: Sequence[LockedStage],
-    pins: Mapping[str, UvLockPin],
-    profile: Profile,
-    variant: str,
-    target: Target,
-) -> None:
-    """A lock made under verl's uv.lock holds its versions and artifacts, or says where not."""
-    if not pins:
-        return
-    locked = {d.name: d for s in stages for d in s.distributions}
-    subs = [s for s in profile.substitutions if s.applies(variant)]
-    gaps = uv_lock_gaps(locked, pins, subs)
-    if gaps:
-        raise InputError(
-            "the lock is not verl's uv.lock: " + "; ".join(gaps),
-            hint="state a substitution with its reason in the profile where it must differ",
-        )
 
 
 def _conda(
@@ -394,6 +341,7 @@ def _regenerate(profile: Profile, variant: str, target: Target, request: LockReq
         parts += ["--verl-ref", options.verl_ref]
     for channel in options.channels:
         parts += ["--channel", shareable(channel)]  # the netrc gives the login, as to conda
-    if request.output is not None:
+    own = default_lockfile(Path(options.profile).stem, variant, target.platform, Path("lockfiles"))
+    if request.output is not None and request.output != own:  # lock writes there by default
         parts += ["--output", str(request.output)]
     return shlex.join(parts)  # one line a shell runs as it reads; the lockfile is shared

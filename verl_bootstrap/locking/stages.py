@@ -45,6 +45,11 @@ class StageInputs:
     work: Path
     # verl's uv.lock, exported, where the stack is the one it is made for (empty: none)
     uv_pins: Mapping[str, UvLockPin] = field(default_factory=dict)
+    # the bounds an override erased that a release meets together with it (locking.bounds):
+    # constraints on every stage
+    bounds: tuple[str, ...] = ()
+    # name -> version of the lock being regenerated: kept where they still fit (uv's rule)
+    preferences: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -136,6 +141,7 @@ def _lock_stage(
         stage_index=spec.index,
         extra=extra,
         log_path=stem.with_suffix(".log"),
+        preferences=inputs.preferences,
     )
 
 
@@ -147,7 +153,7 @@ def _carried(spec: StageSpec, stem: Path, inputs: StageInputs, state: _Locked) -
     lines = [*verl, *spec.packages, *carried]
     atomic_write(stem.with_suffix(".in"), "\n".join(lines) + "\n")
     hard = state.pins(state.requested | (inputs.protected & state.owner.keys()))
-    hard += uv_lock_constraints(inputs.uv_pins, spec.substitutions)
+    hard += uv_lock_constraints(inputs.uv_pins, spec.substitutions) + list(inputs.bounds)
     extra = _file_flag(stem, "constraints", "--constraint", hard)
     # earlier stages' packages are carried, so their overrides are too (this stage's win); what
     # a later stage installs is left out of this one (not carried: that stage installs it)

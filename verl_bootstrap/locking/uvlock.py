@@ -1,35 +1,45 @@
 """verl's own `uv.lock`: where its checkout ships one (git refs from verl's uv integration on), the
 CUDA 13.0, x86_64, Python 3.12 stack takes its versions exactly.
 
-uv reads the lock itself: `uv export --frozen --no-emit-project --extra ...` turns it into a
-PEP 751 file of pinned artifacts with their sha256 (none for verl's wheelhouse files), markers
-kept; nothing here parses `uv.lock`. Each stage then resolves under those pins as constraints,
-and every artifact the lock records must be one `uv.lock` records where it records any. Where the
-profile substitutes a distribution (another requirement: its pin is left out; another source:
-the version is kept, without a local label such as `+cu130` the other source's build carries),
-the substitution says why.
+uv reads the lock itself: `uv export --frozen --no-emit-project --extra ... --format
+requirements.txt` turns it into pinned requirements with the sha256 of each artifact it records,
+markers kept; nothing here parses `uv.lock`. That export reads only the file: it needs no network
+(the PEP 751 export downloads every file uv.lock records without a hash, such as verl's wheelhouse
+wheels, to hash it, and fails where that index is unreachable). A pin uv.lock records no sha256
+for is a named gap: its artifacts are not compared. Each stage then resolves under those pins as
+constraints, and every artifact the lock records must be one `uv.lock` records where it records
+any. Where the profile substitutes a distribution (another requirement: its pin is left out;
+another source: the version is kept, without a local label such as `+cu130` the other source's
+build carries), the substitution says why.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from packaging.markers import InvalidMarker, Marker
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from verl_bootstrap import proc
 from verl_bootstrap.errors import CommandFailed, InputError
 from verl_bootstrap.installer.cmdline import uv_binary
-from verl_bootstrap.installer.resolve import load_toml
 from verl_bootstrap.lockfile.model import LockedDist
 from verl_bootstrap.profile.models import Profile, Substitution
 from verl_bootstrap.profile.verlextras import marker_env
 
-__all__ = ["UvLockPin", "applies_to", "export_uv_lock", "uv_lock_constraints", "uv_lock_gaps"]
+__all__ = [
+    "UvLockPin",
+    "applies_to",
+    "export_uv_lock",
+    "unhashed",
+    "uv_lock_constraints",
+    "uv_lock_gaps",
+]
 
 UV_LOCK = "uv.lock"
 
@@ -42,6 +52,11 @@ class UvLockPin:
     version: str
     hashes: tuple[str, ...]  # every artifact's sha256 the lock records (empty: it records none)
     git: bool = False  # from a git source: the version alone is not an index pin
+
+
+@dataclass(frozen=True)
+class _Exported(UvLockPin):
+    marker: Marker | None = None  # where uv.lock holds it (evaluated for the target)
 
 
 def applies_to(profile: Profile, variant: str, python: str, platform: str) -> bool:
@@ -57,9 +72,9 @@ def export_uv_lock(
     checkout has no uv.lock)."""
     if not (checkout / UV_LOCK).is_file():
         return None
-    out = work / "pylock.verl-uv-lock.toml"  # uv export names its PEP 751 output so
+    out = work / "verl-uv-lock.txt"
     argv = [uv_binary(), "export", "--frozen", "--no-emit-project", "--no-header", "--quiet"]
-    argv += ["--directory", str(checkout), "--format", "pylock.toml", "-o", str(out)]
+    argv += ["--directory", str(checkout), "--format", "requirements.txt", "-o", str(out)]
     argv += [a for extra in extras for a in ("--extra", extra)]
     try:
         proc.run(argv, log_path=work / "uv-lock-export.log")
@@ -67,31 +82,63 @@ def export_uv_lock(
         tail = " ".join(line.strip() for line in exc.tail if line.strip())
         raise InputError(
             f"{checkout / UV_LOCK}: uv cannot export it: {tail}",
-            hint="a uv.lock made for another pyproject.toml is refused: run `uv lock --check` "
-            "in the checkout",
+            hint=_export_hint(tail, extras),
         ) from None
     env = marker_env(python, platform)
-    packages = load_toml(out.read_text(encoding="utf-8")).get("packages", [])
-    pins = (_pin(p) for p in packages if _holds(p.get("marker"), env))
-    return {pin.name: pin for pin in pins}
+    pins = (_pin(req, hashes) for req, hashes in _exported(out.read_text(encoding="utf-8")))
+    return {pin.name: pin for pin in pins if pin.marker is None or _holds(pin.marker, env)}
 
 
-def _pin(package: Mapping[str, Any]) -> UvLockPin:
-    artifacts = [*package.get("wheels", []), *([package["sdist"]] if "sdist" in package else [])]
-    hashes = tuple(sorted(str(a["hashes"]["sha256"]) for a in artifacts if a.get("hashes")))
-    return UvLockPin(
-        canonicalize_name(str(package["name"])),
-        str(package.get("version", "")),
+def unhashed(pins: Mapping[str, UvLockPin]) -> list[str]:
+    """The gap: each index pin uv.lock records no sha256 for (`name version`), whose artifacts
+    are therefore not compared with the lock's."""
+    return sorted(f"{p.name} {p.version}" for p in pins.values() if not p.hashes and not p.git)
+
+
+def _export_hint(said: str, extras: Sequence[str]) -> str:
+    """What to do, from uv's own words (the export reads only uv.lock and pyproject.toml)."""
+    if "extra" in said.lower():
+        return (
+            f"this ref's uv.lock does not lock the extras the profile's deps stage asks for "
+            f"({', '.join(extras)}): lock another ref, or name extras it locks"
+        )
+    return "uv's words above say what it could not read in the checkout's uv.lock"
+
+
+def _exported(text: str) -> list[tuple[Requirement, tuple[str, ...]]]:
+    """(requirement, sha256s) of each line of uv's requirements export."""
+    logical = re.sub(r"\\\n\s*", " ", text)
+    out = []
+    for raw in logical.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", "-")):
+            continue
+        spec, *hashes = re.split(r"\s+--hash=", line)
+        out.append((_requirement(spec), tuple(sorted(h.removeprefix("sha256:") for h in hashes))))
+    return out
+
+
+def _requirement(spec: str) -> Requirement:
+    try:
+        return Requirement(spec)
+    except InvalidRequirement as exc:
+        raise InputError(f"uv export gave a line that does not parse: {spec!r}: {exc}") from None
+
+
+def _pin(req: Requirement, hashes: tuple[str, ...]) -> _Exported:
+    exact = [s.version for s in req.specifier if s.operator in ("==", "===")]
+    return _Exported(
+        canonicalize_name(req.name),
+        exact[0] if exact else "",
         hashes,
-        "vcs" in package,
+        bool(req.url and req.url.startswith("git+")),
+        req.marker,
     )
 
 
-def _holds(marker: Any, env: Mapping[str, str]) -> bool:
-    if not marker:
-        return True
+def _holds(marker: Marker, env: Mapping[str, str]) -> bool:
     try:
-        return Marker(str(marker)).evaluate(dict(env))
+        return marker.evaluate(dict(env))
     except InvalidMarker:
         raise InputError(f"uv export gave a marker that does not parse: {marker!r}") from None
 

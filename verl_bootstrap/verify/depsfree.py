@@ -17,9 +17,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from verl_bootstrap.errors import InputError
+from verl_bootstrap.lockfile.model import ForcedMismatch
 from verl_bootstrap.profile.verlextras import read_uv_table
 
-__all__ = ["DepsFree", "Mismatch", "deps_free", "mismatches", "unexplained"]
+__all__ = ["DepsFree", "Mismatch", "deps_free", "forced_keys", "mismatches", "unexplained"]
 
 # `uv pip check`: "The package `transferqueue` requires `ray[default]`, but it's not installed"
 _MISMATCH = re.compile(r"^The package `([^`]+)` requires `([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -52,16 +53,27 @@ def mismatches(output: str) -> list[Mismatch]:
 
 
 def unexplained(
-    found: Iterable[Mismatch], free: Mapping[str, DepsFree], overridden: Iterable[str]
+    found: Iterable[Mismatch],
+    free: Mapping[str, DepsFree],
+    overridden: Iterable[str],
+    forced: Iterable[ForcedMismatch] = (),
 ) -> list[Mismatch]:
-    """The mismatches neither a deps-free install nor one of the profile's overrides explains."""
+    """The mismatches neither a deps-free install, one of the profile's overrides, nor a
+    mismatch the env's lockfile records as forced explains."""
     overrides = {canonicalize_name(n) for n in overridden}
+    recorded = forced_keys(forced)
     return [
         m
         for m in found
         if m.wanted not in overrides
+        and (m.package, m.wanted) not in recorded
         and not (m.package in free and m.wanted not in free[m.package].declared)
     ]
+
+
+def forced_keys(forced: Iterable[ForcedMismatch]) -> set[tuple[str, str]]:
+    """(who requires, what) of each recorded forced mismatch, as `uv pip check` names them."""
+    return {(canonicalize_name(f.required_by), canonicalize_name(f.package)) for f in forced}
 
 
 def deps_free(checkout: Path, no_deps: Iterable[tuple[str, str]] = ()) -> dict[str, DepsFree]:

@@ -15,16 +15,33 @@ from packaging.specifiers import SpecifierSet
 from verl_bootstrap import proc
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.envs.inventory import site_packages
-from verl_bootstrap.errors import InputError
+from verl_bootstrap.errors import BootstrapError, InputError
 from verl_bootstrap.installer.cmdline import uv_binary
-from verl_bootstrap.paths import PROBES, checkout_dir
+from verl_bootstrap.lockfile.io import read_lockfile
+from verl_bootstrap.lockfile.model import ForcedMismatch
+from verl_bootstrap.paths import PROBES, checkout_dir, env_lockfile
 from verl_bootstrap.profile.models import VerifySpec
 from verl_bootstrap.verify import bytecode
 from verl_bootstrap.verify.backends import SINCE, backend_imports
-from verl_bootstrap.verify.depsfree import DepsFree, Mismatch, deps_free, mismatches, unexplained
+from verl_bootstrap.verify.depsfree import (
+    DepsFree,
+    Mismatch,
+    deps_free,
+    forced_keys,
+    mismatches,
+    unexplained,
+)
 from verl_bootstrap.verify.links import env_libraries, link_gaps
 
-__all__ = ["Check", "VerifyReport", "links_check", "needs_driver", "needs_ffmpeg", "verify_env"]
+__all__ = [
+    "Check",
+    "VerifyReport",
+    "links_check",
+    "needs_driver",
+    "needs_ffmpeg",
+    "recorded_forced",
+    "verify_env",
+]
 
 PROBE = PROBES / "verify_env.py"
 _MARK = "@@VERIFY@@"
@@ -104,7 +121,7 @@ def verify_env(
     imports = _import_checks(answer, gpu_present=gpu_present)
     checks = [*imports, *_version_checks(answer, spec)]
     free = deps_free(checkout_dir(prefix), no_deps)
-    checks.append(_pip_check(python, log_path, spec.overridden, free))
+    checks.append(_pip_check(python, log_path, spec.overridden, free, recorded_forced(prefix)))
     checks.append(links_check(prefix))
     checks.append(_gpu_check(answer["gpu"], require_gpu=require_gpu))
     stored = {}
@@ -184,11 +201,24 @@ def _version_checks(answer: dict[str, Any], spec: VerifySpec) -> list[Check]:
     return checks
 
 
+def recorded_forced(prefix: Path) -> tuple[ForcedMismatch, ...]:
+    """The mismatches the env's lockfile records as forced by an override (none: an env that
+    resolved, or whose record cannot be read)."""
+    path = env_lockfile(prefix)
+    if not path.is_file():
+        return ()
+    try:
+        return read_lockfile(path).forced
+    except BootstrapError:
+        return ()
+
+
 def _pip_check(
     python: Path,
     log_path: Path | None,
     overridden: tuple[str, ...] = (),
     free: Mapping[str, DepsFree] | None = None,
+    forced: tuple[ForcedMismatch, ...] = (),
 ) -> Check:
     done = proc.run(
         [uv_binary(), "pip", "check", "--python", str(python)],
@@ -201,21 +231,32 @@ def _pip_check(
         return Check(name="uv pip check", status="ok", detail=lines[-1] if lines else "")
     found = mismatches(done.output)
     free = free or {}
-    left = unexplained(found, free, overridden)
-    if not found or left:  # named: those neither an override nor a deps-free install explains
+    left = unexplained(found, free, overridden, forced)
+    if not found or left:  # named: those nothing on purpose explains
         detail = "; ".join(m.line for m in left) or (lines[-1] if lines else "")
         return Check(name="uv pip check", status="fail", detail=detail)
-    # each mismatch is one made on purpose: an override in the profile's stages, or a
-    # distribution installed without its own dependencies (verl's dependency-metadata, no_deps)
-    return Check(name="uv pip check", status="warn", detail=_expected(found, free))
+    # each mismatch is one made on purpose: an override in the profile's stages, one the lock
+    # records as forced by an override, or a distribution installed without its own
+    # dependencies (verl's dependency-metadata, no_deps)
+    return Check(name="uv pip check", status="warn", detail=_expected(found, free, forced))
 
 
-def _expected(found: list[Mismatch], free: Mapping[str, DepsFree]) -> str:
-    """What explains each mismatch: the deps-free installs, by who says so, then the overrides."""
+def _expected(
+    found: list[Mismatch], free: Mapping[str, DepsFree], forced: tuple[ForcedMismatch, ...]
+) -> str:
+    """What explains each mismatch: the deps-free installs, by who says so, the forced ones the
+    lock records, by name, then the profile's overrides."""
     deps_free = sorted({m.package for m in found if m.package in free})
     said = [f"{n} ({free[n].said_by})" for n in deps_free]
-    overrides = sorted({m.wanted for m in found if m.package not in free})
+    keys = {(m.package, m.wanted) for m in found}
+    named = [f.line() for f in forced if (f.required_by, f.package) in keys]
+    recorded = forced_keys(forced)
+    overrides = sorted(
+        {m.wanted for m in found if m.package not in free and (m.package, m.wanted) not in recorded}
+    )
     parts = [f"installed without their own dependencies: {', '.join(said)}"] if said else []
+    if named:
+        parts.append(f"mismatches the lock records as forced by an override ({'; '.join(named)})")
     if overrides:
         parts.append(f"the profile's overrides of {', '.join(overrides)}")
     lines = "; ".join(m.line for m in found)
