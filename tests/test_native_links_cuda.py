@@ -144,3 +144,29 @@ def test_lock_check_links_names_the_cuda_library_the_lock_lacks(cuda: Cuda, tmp_
     (tmp_path / "cache").mkdir()
     check = LinkCheck(settings, tmp_path / "work", tmp_path / "cache")
     assert native_link_gaps(lock, check) == [_lacks_lt12("the lock")]
+
+
+def test_a_cuda_build_in_an_env_with_no_cuda_library_is_a_named_warning(
+    cuda: Cuda, tmp_path: Path
+) -> None:
+    """A CPU env (no CUDA library at all) holding a package's CUDA build (torchcodec's wheel on
+    the default index, beside CPU torch): that package cannot load, the rest of the env works,
+    and verify says which package and where its CPU build comes from. The same need beside a
+    CUDA library of the env (a GPU env missing one of its libraries) stays a failure."""
+
+    def check(dists: dict[str, dict[str, Path]], name: str) -> tuple[str, str]:
+        report = verify_env(
+            env_with(tmp_path / name, dists), VerifySpec(imports=(), gpu_smoke=False)
+        )
+        [found] = [c for c in report.checks if c.name == "native links"]
+        return found.status, found.detail
+
+    status, detail = check({"core": {CORE: cuda.core}}, "cpu")
+    assert status == "warn"
+    assert detail.startswith("core 1.0: a CUDA build in a CPU env (its libraries need ")
+    assert "libcublasLt.so.12" in detail and "pytorch-cpu" in detail
+    gpu = {
+        "core": {CORE: cuda.core},
+        "cudart": {"nvidia/cu13/lib/libcudart.so.13": cuda.cudart_copy},
+    }
+    assert check(gpu, "gpu")[0] == "fail"

@@ -23,6 +23,7 @@ from verl_bootstrap.paths import PROBES, checkout_dir, env_lockfile
 from verl_bootstrap.profile.models import VerifySpec
 from verl_bootstrap.verify import bytecode
 from verl_bootstrap.verify.backends import SINCE, backend_imports
+from verl_bootstrap.verify.cudalibs import cuda_family
 from verl_bootstrap.verify.depsfree import (
     DepsFree,
     Mismatch,
@@ -31,7 +32,7 @@ from verl_bootstrap.verify.depsfree import (
     mismatches,
     unexplained,
 )
-from verl_bootstrap.verify.links import env_libraries, link_gaps
+from verl_bootstrap.verify.links import Gap, MissingLibrary, env_libraries, link_gaps
 
 __all__ = [
     "Check",
@@ -266,17 +267,37 @@ def _expected(
 def links_check(prefix: Path) -> Check:
     """Every native library the env's wheels installed finds each CUDA library it needs among
     them, and each versioned symbol it takes from another of them (read from the files: no GPU,
-    no import needed)."""
+    no import needed). In an env with no CUDA library at all (a CPU env), a wheel that needs
+    them is another build than the env's: a named warning, not a broken env."""
     libraries = env_libraries(site_packages(prefix))
-    lines = [g.line() for g in link_gaps(libraries, among="the env")]
+    gaps = link_gaps(libraries, among="the env")
+    lines = [g.line() for g in gaps]
     data = {"libraries": len(libraries), "gaps": lines}
-    if lines:
-        return Check(name="native links", status="fail", detail="; ".join(lines), data=data)
+    cpu_env = not any(cuda_family(lib.name) for lib in libraries)
+    broken = [g for g in gaps if not (cpu_env and isinstance(g, MissingLibrary))]
+    if broken:
+        detail = "; ".join(g.line() for g in broken)
+        return Check(name="native links", status="fail", detail=detail, data=data)
+    if gaps:  # each a CUDA build of a package in a CPU env: it cannot load here
+        return Check(name="native links", status="warn", detail=_cuda_builds(gaps), data=data)
     detail = (
         f"{len(libraries)} shared libraries: each CUDA library one needs is there, and each "
         "versioned symbol one takes from another is defined there"
     )
     return Check(name="native links", status="ok", detail=detail, data=data)
+
+
+def _cuda_builds(gaps: list[Gap]) -> str:
+    """The packages a CPU env holds as CUDA builds, and where their CPU builds come from."""
+    owners = sorted({g.library.owner for g in gaps})
+    needed = sorted({n for g in gaps if isinstance(g, MissingLibrary) for n in g.needed})
+    return (
+        f"{', '.join(owners)}: a CUDA build in a CPU env (its libraries need "
+        f"{', '.join(needed)}, which a CPU env does not have), so it cannot load here; the rest "
+        "of the env does not need it. Its CPU build comes from the PyTorch CPU index: name that "
+        "index (or a mirror of it) `pytorch-cpu` (--index pytorch-cpu=URL, or the site config) "
+        "and re-run the install"
+    )
 
 
 def _gpu_check(gpu: dict[str, Any], *, require_gpu: bool) -> Check:
