@@ -52,8 +52,8 @@ lock:  ## regenerate every committed lockfile (aarch64: cu130 only, see docs/aar
 	$(BIN)/verl-bootstrap lock --all
 	for p in fsdp megatron sglang vllm-only; do $(BIN)/verl-bootstrap lock --profile $$p --cuda cu130 --platform linux-aarch64 || exit 1; done
 
-lock-check:
-	$(BIN)/verl-bootstrap lock --check
+lock-check:  ## every committed lockfile regenerates to itself, and every native library of its wheels links
+	$(BIN)/verl-bootstrap lock --check --links
 
 schema:  ## regenerate the JSON schemas checked into schemas/
 	$(BIN)/python -m verl_bootstrap.schemas

@@ -112,7 +112,15 @@ def test_envs_prune_forgets_only_the_records_of_deleted_envs(
     assert kept in known_prefixes()
 
 
-def test_envs_list_has_a_header(capsys: pytest.CaptureFixture[str]) -> None:
+def test_envs_list_has_a_header(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The table's header names its columns (an env of this test's own, so it never leans on
+    envs other tests left in the session's tool home)."""
+    monkeypatch.setenv("VERL_BOOTSTRAP_HOME", str(tmp_path / "home"))
+    prefix = tmp_path / "env"
+    (prefix / ".verl-bootstrap").mkdir(parents=True)
+    register(prefix)
     code, out, _ = run(["envs", "list", "--no-size"], capsys)
     assert code == EXIT_OK
     header = out.splitlines()[0].split()

@@ -7,6 +7,7 @@ real CLI in a fresh process."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -288,11 +289,15 @@ def test_a_lockfile_may_size_a_build_and_never_drops_what_the_profile_sets(
     """Sizing (jobs, threads, architectures) is the lockfile's own to set; a variable it leaves
     out that the profile's stage sets is still set: the build stays forced."""
     lock = flash_env_lock(tmp_path, {"NVCC_THREADS": "2", "FLASH_ATTN_CUDA_ARCHS": "90"})
-    done = cli("plan", "--profile", "fsdp", "--cuda", "cu128", "--lockfile", lock, "--frozen")
+    args = ("plan", "--profile", "fsdp", "--cuda", "cu128", "--lockfile", lock, "--frozen")
+    done = cli(*args, "--json")
     assert done.returncode == 0, done.stderr
-    step = done.stdout[done.stdout.index("flash-attn [stage]") :]
-    env = next(line for line in step.splitlines() if line.strip().startswith("env:"))
-    assert "FLASH_ATTENTION_FORCE_BUILD=TRUE" in env, step
+    step = next(s for s in json.loads(done.stdout)["steps"] if s["id"] == "flash-attn")
+    assert step["env"]["FLASH_ATTENTION_FORCE_BUILD"] == "TRUE", step["env"]
+    assert step["env"]["FLASH_ATTN_CUDA_ARCHS"] == "90", step["env"]
+    shown = cli(*args).stdout
+    said = next(line for line in shown.splitlines() if "the lockfile sets:" in line)
+    assert "FLASH_ATTENTION_FORCE_BUILD=TRUE" in said, shown
 
 
 CLIMB = "https://github.com/Dao-AILab/flash-attention/releases/download/"
