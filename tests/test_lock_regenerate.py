@@ -46,6 +46,7 @@ def test_the_committed_cpu_locks_regenerate_line_gives_its_versions_back(tmp_pat
     run = run_tool(*words[1:], env=ENV, cwd=tmp_path, timeout=900)  # as written, in a checkout
     assert run.returncode == 0, run.stderr
     assert "no version changed against the previous lockfile" in run.stderr, run.stderr
+    assert read_lockfile(copy).regenerate == lock.regenerate  # no --output of this host's folder
     again = read_lockfile(copy).distributions()
     assert {n: d.version for n, d in again.items()} == {
         n: d.version for n, d in lock.distributions().items()

@@ -342,6 +342,8 @@ def _regenerate(profile: Profile, variant: str, target: Target, request: LockReq
     for channel in options.channels:
         parts += ["--channel", shareable(channel)]  # the netrc gives the login, as to conda
     own = default_lockfile(Path(options.profile).stem, variant, target.platform, Path("lockfiles"))
-    if request.output is not None and request.output != own:  # lock writes there by default
+    # lock writes there by default, named relative or whole: the line never carries this host's
+    # folders for the one place every checkout has
+    if request.output is not None and request.output.absolute() != own.absolute():
         parts += ["--output", str(request.output)]
     return shlex.join(parts)  # one line a shell runs as it reads; the lockfile is shared
