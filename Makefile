@@ -26,8 +26,12 @@ lint:
 	$(BIN)/ruff format --check verl_bootstrap tests bench
 	$(BIN)/mypy
 
+# the fast tier's test processes: its tests wait on subprocesses far more than they compute, and
+# each file stays in one process (--dist loadfile), so a module's fixtures are made once
+TEST_WORKERS ?= 2
+
 test: test-shells  ## the fast tier (zsh and fish first): everything but the slow real runs (real_slow) and the tiers below
-	$(BIN)/pytest -m "not heavy and not gpu and not wheel and not train_refs and not real_slow" tests
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not heavy and not gpu and not wheel and not train_refs and not real_slow" tests
 
 test-real: test-deps  ## the slow real runs (Slurm first): full installs, Slurm and Ray end to end, training steps
 	$(BIN)/pytest -m "real_slow and not heavy and not gpu and not wheel and not train_refs" tests

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from labmirror import mirror_wheels, project_of, sha256_file
-from verlrepo import CACHE, verl_sdist
+from verlrepo import CACHE, filling, verl_sdist
 
 __all__ = ["lock_extras", "make_wheel"]
 
@@ -28,13 +28,19 @@ def lock_extras(lockfile: Path) -> Path:
     The upload times go to upload-times.json, which the mirror host serves (PEP 700), so that the
     lock's `--exclude-newer` cutoff sees the mirror as it saw PyPI.
     """
-    import tomllib  # noqa: PLC0415
     import yaml  # noqa: PLC0415
 
     lock = yaml.safe_load(lockfile.read_text())
     target = CACHE / f"lab-lock-extras-{hashlib.sha256(lockfile.read_bytes()).hexdigest()[:12]}"
-    if (target / ".complete").exists():
-        return target
+    with filling(target.name):
+        if not (target / ".complete").exists():
+            _fill_extras(lock, target)
+    return target
+
+
+def _fill_extras(lock: dict[str, Any], target: Path) -> None:
+    import tomllib  # noqa: PLC0415
+
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     packages = [
@@ -55,7 +61,6 @@ def lock_extras(lockfile: Path) -> Path:
         shutil.copy2(verl_sdist(), target / verl_sdist().name)
     (target / "upload-times.json").write_text(json.dumps(times, default=str, indent=1))
     (target / ".complete").write_text("ok\n")
-    return target
 
 
 def _locked_dists(lock: dict[str, Any]) -> list[dict[str, Any]]:

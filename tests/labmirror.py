@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from verlrepo import CACHE, git
+from verlrepo import CACHE, filling, git
 
 MIRROR_VERSION = 2  # 2: argcomplete, a dependency of the tool
 # What the cpu profile installs (torch, verl's deps, its extra packages), what an editable build
@@ -62,9 +62,14 @@ def _upload_time(path: Path, known: dict[str, str]) -> str:
 def mirror_wheels() -> Path:
     """The wheel folder (downloaded once, then cached across test runs)."""
     target = CACHE / f"lab-mirror-v{MIRROR_VERSION}"
-    if (target / ".complete").exists():
-        _keep_local_times(target)
-        return target
+    with filling(target.name):
+        if (target / ".complete").exists():
+            _keep_local_times(target)
+            return target
+        return _fill_mirror(target)
+
+
+def _fill_mirror(target: Path) -> Path:
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)

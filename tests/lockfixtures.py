@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from scaffold import run_tool
-from verlrepo import CACHE
+from verlrepo import CACHE, filling
 
 HOST_XY = "{}.{}".format(*sys.version_info[:2])
 CUTOFF = "2026-12-01T00:00:00Z"  # fixed: a re-lock must give the same bytes on any day
@@ -61,9 +61,13 @@ def conda_lock_tool() -> Path:
     shadows ours there.
     """
     venv = CACHE / "conda-lock-4.0.3"
-    exe = venv / "bin" / "conda-lock"
-    if exe.exists():
-        return venv
+    with filling(venv.name):
+        if not (venv / "bin" / "conda-lock").exists():
+            _make_conda_lock_venv(venv)
+    return venv
+
+
+def _make_conda_lock_venv(venv: Path) -> None:
     from uv import find_uv_bin  # noqa: PLC0415
 
     uv = str(find_uv_bin())

@@ -10,6 +10,7 @@ import pytest
 from scaffold import run
 
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
+from verl_bootstrap.lockfile import read_lockfile
 
 
 @pytest.mark.parametrize("output", [[], ["--output", "-"]])
@@ -43,12 +44,16 @@ def test_a_file_that_is_there_is_replaced_only_with_force(
 
 
 def test_a_gpu_profile_takes_the_variant_that_has_a_lockfile(
-    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    code, out, err = run(["export", "--format", "pylock", "--profile", "fsdp"], capsys)
+    """The Dockerfile format carries the lockfile itself (pylock and requirements ask the index
+    for every file's URL: the same choice, minutes slower for a GPU stack)."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(["export", "--format", "dockerfile", "--profile", "fsdp"], capsys)
     assert code == EXIT_OK, err
     assert "note: the cu130 lockfile of fsdp (--cuda chooses among cu130, cu128)" in err
-    assert "cu130" in out.splitlines()[0]
+    carried = read_lockfile(tmp_path / "verl-bootstrap.lock.yaml")
+    assert (carried.profile, carried.cuda.variant) == ("fsdp", "cu130")
 
 
 def test_no_lockfile_for_the_platform_names_the_variants_and_a_lock_command(

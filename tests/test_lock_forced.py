@@ -99,6 +99,7 @@ def test_an_override_that_erases_a_real_bound_is_a_mismatch_until_recorded(
     assert stale.startswith("records a forced mismatch its pins do not have: numba 0.65.0")
 
 
+@pytest.mark.real_slow  # a real lock against the index (about a minute)
 def test_no_committed_lock_holds_a_numpy_outside_numbas_own_bound(tmp_path: Path) -> None:
     """numba 0.65.0 needs numpy<2.5 (`import numba` refuses 2.5): verl's `numpy>=2.0.0`
     override erased that bound from the resolution, and no lock may keep what it erased."""

@@ -181,6 +181,7 @@ def test_a_lock_that_lacks_or_moves_one_fails(tmp_path: Path, verl_091: Path) ->
     ]
 
 
+@pytest.mark.real_slow  # a real lock against the index (about a minute)
 def test_lock_check_names_what_a_lock_lacks(tmp_path: Path, verl_repo_session: Path) -> None:
     folder = tmp_path / "lockfiles"
     _edited(

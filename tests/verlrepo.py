@@ -6,10 +6,14 @@ The sdist lacks scripts/*.sh: a test that needs verl's install script adds its o
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
 import tarfile
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 CACHE = Path(
@@ -23,40 +27,40 @@ GIT_ENV = {
 }
 
 
+@contextmanager
+def filling(entry: str) -> Iterator[None]:
+    """Held while one test process fills the cache entry `entry`: the test workers (pytest -n)
+    share the cache, and a second one waits for the first one's entry instead of reading it
+    half-written or writing it again."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / f".{entry}.lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def verl_sdist(version: str = "0.9.1") -> Path:
     """verl's real sdist from the configured index (cached across runs)."""
     target = CACHE / f"verl-{version}.tar.gz"
-    if target.exists():
-        return target
-    CACHE.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "-q",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            f"verl=={version}",
-            "--dest",
-            str(CACHE),
-        ],
-        check=True,
-    )
+    with filling(target.name):
+        if not target.exists():
+            pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary"]
+            with tempfile.TemporaryDirectory(dir=CACHE) as partial:
+                subprocess.run([*pip, ":all:", f"verl=={version}", "--dest", partial], check=True)
+                (Path(partial) / target.name).replace(target)
     return target
 
 
 def verl_pyproject_dir(version: str = "0.9.1") -> Path:
     """A folder holding verl's real pyproject.toml of `version` (from its sdist, cached)."""
     dest = CACHE / f"verl-{version}-pyproject"
-    if not (dest / "pyproject.toml").is_file():
-        dest.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(verl_sdist(version)) as tar:
-            member = tar.getmember(f"verl-{version}/pyproject.toml")
-            member.name = "pyproject.toml"
-            tar.extractall(dest, members=[member], filter="data")
+    sdist = verl_sdist(version)
+    with filling(dest.name):
+        if not (dest / "pyproject.toml").is_file():
+            dest.mkdir(parents=True, exist_ok=True)
+            with tarfile.open(sdist) as tar:
+                member = tar.getmember(f"verl-{version}/pyproject.toml")
+                member.name = "pyproject.toml"
+                tar.extractall(dest, members=[member], filter="data")
     return dest
 
 
