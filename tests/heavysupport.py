@@ -19,6 +19,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import parse_sdist_filename, parse_wheel_filename
+
 from verl_bootstrap.host.indexes import read_pip_settings
 from verl_bootstrap.installer import resolve
 from verl_bootstrap.installer.cmdline import uv_binary
@@ -166,22 +168,20 @@ def tree_bytes(root: Path) -> int:
 
 
 def download_bytes(
-    python: Path,
-    version: str,
-    workdir: Path,
-    env: Mapping[str, str] | None = None,
-    hashes: frozenset[str] = frozenset(),
+    python: Path, version: str, workdir: Path, env: Mapping[str, str] | None = None
 ) -> int | None:
-    """What the env's distributions weigh as downloads (wheel sizes the indexes report): of the
-    file with one of `hashes` (a lock's sha256s) where one is listed, else of the first."""
+    """What the env's distributions weigh as downloads (file sizes the indexes report): of the
+    very file each was installed from where the env says (a locked install names each by its
+    URL), else of the first wheel the index lists for its version."""
     frozen = subprocess.run(
         [uv_binary(), "pip", "freeze", "--python", str(python), "--exclude-editable"],
         capture_output=True,
         text=True,
         check=True,
-    ).stdout.split()
+    ).stdout.splitlines()
+    pins, urls = installed_files(frozen)
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "frozen.txt").write_text("\n".join(frozen) + "\n")
+    (workdir / "frozen.txt").write_text("\n".join(pins) + "\n")
     lock = workdir / "pylock.toml"
     cmd = [uv_binary(), "pip", "compile", "-q", *index_args(), "--no-deps"]
     cmd += ["--python-version", version, "--format", "pylock.toml"]
@@ -192,9 +192,28 @@ def download_bytes(
     total = 0
     for package in tomllib.loads(lock.read_text())["packages"]:
         files = [*package.get("wheels", []), *([package["sdist"]] if "sdist" in package else [])]
-        locked = [f for f in files if f.get("hashes", {}).get("sha256") in hashes]
-        total += sum(_artifact_size(a) for a in (locked or files)[:1])
+        taken = [f for f in files if f.get("url") in urls]
+        total += sum(_artifact_size(a) for a in (taken or files)[:1])
     return total
+
+
+def installed_files(frozen: Iterable[str]) -> tuple[list[str], set[str]]:
+    """`uv pip freeze` lines as pins (name==version), and the URLs of those installed from one
+    (`name @ URL`, the version read from the file's name)."""
+    pins, urls = [], set()
+    for line in (ln.strip() for ln in frozen):
+        if "==" in line:
+            pins.append(line)
+        elif " @ " in line:
+            name, url = (part.strip() for part in line.split(" @ ", 1))
+            filename = url.rsplit("/", 1)[-1]
+            if filename.endswith(".whl"):
+                version = parse_wheel_filename(filename)[1]
+            else:
+                version = parse_sdist_filename(filename)[1]
+            pins.append(f"{name}=={version}")
+            urls.add(url)
+    return pins, urls
 
 
 def _artifact_size(artifact: Mapping[str, Any]) -> int:
