@@ -48,7 +48,8 @@ test-heavy:  ## installs every GPU profile for real (several GB each); not in CI
 bench:
 	$(BIN)/python bench/run.py
 
-bench-heavy:  ## nvcc builds for one GPU arch vs the default list (a cu130 env of several GB); not in make bench
+bench-heavy:  ## the committed cu130 GPU locks' install vs raw uv, nvcc builds for one GPU arch vs the default list (cu130 envs of several GB); not in make bench
+	$(BIN)/python bench/bench_heavy.py --profile fsdp --profile sglang --profile vllm-only --profile megatron
 	$(BIN)/python bench/bench_kernels_cuda.py
 	$(BIN)/python bench/bench_flash_attn_unit.py
 

@@ -31,8 +31,20 @@ def _time(seconds: float | None) -> str:
 
 
 def render(results: dict[str, Any]) -> str:
-    """The Markdown table, with the run's date, host, what the columns mean, and the notes."""
+    """The Markdown tables (the resolving rows, then the locked ones), each with the run's date,
+    host and what the columns mean, and the notes of both under them."""
     notes: list[str] = []
+    resolving = [r for r in results["rows"] if not r.get("lockfile")]
+    locked = [r for r in results["rows"] if r.get("lockfile")]
+    lines = _resolving(results, resolving, notes) if resolving else []
+    if locked:
+        lines += [*([""] if lines else []), *_locked(results, locked, notes)]
+    if notes:
+        lines += ["", *(f"{n}. {note}" for n, note in enumerate(notes, start=1))]
+    return "\n".join(lines)
+
+
+def _resolving(results: dict[str, Any], rows: list[dict[str, Any]], notes: list[str]) -> list[str]:
     lines = [
         f"Heavy tier, {results['date']} on {results['host']} "
         "(no GPU, no NVIDIA driver; `--backend venv --cuda VARIANT`; each install starts from an "
@@ -41,7 +53,7 @@ def render(results: dict[str, Any]) -> str:
         "| date | profile | variant | verl | python | result | time | download | env size |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for row in results["rows"]:
+    for row in rows:
         lines.append(
             f"| {row.get('date', results['date'])} | "
             f"{row['profile']} | {row['variant']} | {row.get('ref', '')} | "
@@ -49,9 +61,45 @@ def render(results: dict[str, Any]) -> str:
             f"{_result(row, notes)} | {_time(row['seconds'])} | {_gb(row['download_bytes'])} | "
             f"{_gb(row['env_bytes'])} |"
         )
-    if notes:
-        lines += ["", *(f"{n}. {note}" for n, note in enumerate(notes, start=1))]
-    return "\n".join(lines)
+    return lines
+
+
+def _locked(results: dict[str, Any], rows: list[dict[str, Any]], notes: list[str]) -> list[str]:
+    lines = [
+        f"Committed locks installed, {results['date']} on {results['host']} "
+        "(no GPU, no NVIDIA driver; `--backend venv --cuda VARIANT --lockfile LOCK`, a user's pip "
+        "settings; each install starts from an empty uv cache, so time and download include "
+        "every download; time is the whole command, its verify included; checks are those of "
+        "`verify --prefix` after it).",
+        "",
+        "| date | profile | lockfile | route | result | time | download | env size | checks |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        route = f"note {_note_number(_clean(row['route']), notes)}" if row.get("route") else "—"
+        lines.append(
+            f"| {row.get('date', results['date'])} | {row['profile']} | `{row['lockfile']}` | "
+            f"{route} | {_result(row, notes)} | {_time(row['seconds'])} | "
+            f"{_gb(row['download_bytes'])} | {_gb(row['env_bytes'])} | "
+            f"{_checks(row.get('checks', {}))} |"
+        )
+    return lines
+
+
+def _checks(checks: dict[str, str]) -> str:
+    """How verify's checks ended: passed (ok, or a warning that names its reason), skipped (verify
+    says why), an import of a stage left out here, failed."""
+    if not checks:
+        return "—"
+    kinds = ("ok", "warn", "skipped", "left out", "fail")
+    count = {kind: sum(1 for v in checks.values() if v == kind) for kind in kinds}
+    passed = f"{count['ok'] + count['warn']} passed"
+    if count["warn"]:
+        passed += f" ({count['warn']} with a warning)"
+    parts = [passed, f"{count['skipped']} skipped"]
+    if count["left out"]:
+        parts.append(f"{count['left out']} of a stage left out")
+    return ", ".join([*parts, f"{count['fail']} failed"])
 
 
 def _result(row: dict[str, Any], notes: list[str]) -> str:

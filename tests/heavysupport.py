@@ -7,14 +7,19 @@ GitHub serves, anything that needs the NVIDIA driver) is detected and named, nev
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import re
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
+
+from packaging.utils import parse_sdist_filename, parse_wheel_filename
 
 from verl_bootstrap.host.indexes import read_pip_settings
 from verl_bootstrap.installer import resolve
@@ -27,6 +32,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ROOT / "build" / "heavy"
+RESULTS = HEAVY / "results.json"
 # The platforms a resolution is tried for, oldest glibc first (PEP 600 tags, uv's spelling).
 PLATFORMS = ("x86_64-manylinux_2_28", "x86_64-manylinux_2_34")
 _NO_WHEEL = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+) has no usable wheels")
@@ -162,15 +170,18 @@ def tree_bytes(root: Path) -> int:
 def download_bytes(
     python: Path, version: str, workdir: Path, env: Mapping[str, str] | None = None
 ) -> int | None:
-    """What the env's distributions weigh as downloads (wheel sizes the indexes report)."""
+    """What the env's distributions weigh as downloads (file sizes the indexes report): of the
+    very file each was installed from where the env says (a locked install names each by its
+    URL), else of the first wheel the index lists for its version."""
     frozen = subprocess.run(
         [uv_binary(), "pip", "freeze", "--python", str(python), "--exclude-editable"],
         capture_output=True,
         text=True,
         check=True,
-    ).stdout.split()
+    ).stdout.splitlines()
+    pins, urls = installed_files(frozen)
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "frozen.txt").write_text("\n".join(frozen) + "\n")
+    (workdir / "frozen.txt").write_text("\n".join(pins) + "\n")
     lock = workdir / "pylock.toml"
     cmd = [uv_binary(), "pip", "compile", "-q", *index_args(), "--no-deps"]
     cmd += ["--python-version", version, "--format", "pylock.toml"]
@@ -180,9 +191,29 @@ def download_bytes(
         return None
     total = 0
     for package in tomllib.loads(lock.read_text())["packages"]:
-        for artifact in package.get("wheels", [package.get("sdist", {})])[:1]:
-            total += _artifact_size(artifact)
+        files = [*package.get("wheels", []), *([package["sdist"]] if "sdist" in package else [])]
+        taken = [f for f in files if f.get("url") in urls]
+        total += sum(_artifact_size(a) for a in (taken or files)[:1])
     return total
+
+
+def installed_files(frozen: Iterable[str]) -> tuple[list[str], set[str]]:
+    """`uv pip freeze` lines as pins (name==version), and the URLs of those installed from one
+    (`name @ URL`, the version read from the file's name)."""
+    pins, urls = [], set()
+    for line in (ln.strip() for ln in frozen):
+        if "==" in line:
+            pins.append(line)
+        elif " @ " in line:
+            name, url = (part.strip() for part in line.split(" @ ", 1))
+            filename = url.rsplit("/", 1)[-1]
+            if filename.endswith(".whl"):
+                version = parse_wheel_filename(filename)[1]
+            else:
+                version = parse_sdist_filename(filename)[1]
+            pins.append(f"{name}=={version}")
+            urls.add(url)
+    return pins, urls
 
 
 def _artifact_size(artifact: Mapping[str, Any]) -> int:
@@ -209,7 +240,45 @@ class HeavyResult:
     not_provable: dict[str, str] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
+    lockfile: str = ""  # a locked row: the committed lockfile it installed
+    route: str = ""  # the route line the run printed
+    checks: dict[str, str] = field(default_factory=dict)  # verify's checks: name -> status
+    steps: dict[str, float] = field(default_factory=dict)  # the run's steps: id -> seconds
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form, for the results file."""
         return dict(self.__dict__)
+
+
+def save_results(rows: list[HeavyResult]) -> None:
+    """This run's rows into build/heavy/results.json (over the last run's), and the table."""
+    body = {
+        "date": date.today().isoformat(),
+        "host": f"{platform.system()} {platform.machine()}, glibc {platform.libc_ver()[1]}",
+        "rows": _merged(rows),
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
+    from bench.heavy_table import render  # noqa: PLC0415 - the renderer lives with the benches
+
+    print("\n\n" + render(body) + "\n")
+
+
+def _row_key(row: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    return (row["profile"], row["variant"], row.get("ref", ""), row.get("lockfile", ""))
+
+
+def _merged(rows: list[HeavyResult]) -> list[dict[str, Any]]:
+    """This run's rows over the last results file's: a run of some cases (`-k`) updates those.
+
+    Each row carries its own date, so a table mixing runs says which row is from when.
+    """
+    today = date.today().isoformat()
+    fresh = [{**r.to_json(), "date": today} for r in rows]
+    if not RESULTS.is_file():
+        return fresh
+    old = json.loads(RESULTS.read_text(encoding="utf-8"))
+    ran = {_row_key(r) for r in fresh}
+    kept = [{"date": old["date"], **r} for r in old["rows"] if _row_key(r) not in ran]
+    order = {_row_key(r): n for n, r in enumerate(old["rows"])}
+    return sorted([*kept, *fresh], key=lambda r: order.get(_row_key(r), len(order)))

@@ -20,16 +20,13 @@ build/heavy/results.json and the table is printed at the end (bench/heavy_table.
 
 from __future__ import annotations
 
-import json
 import os
-import platform
 import re
 import shutil
 import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +41,7 @@ from heavysupport import (
     host_python,
     index_args,
     requirement_name,
+    save_results,
     sdists_blamed,
     source_builds,
     stage_requirements,
@@ -65,7 +63,6 @@ pytestmark = pytest.mark.heavy
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ROOT / "build" / "heavy"
-RESULTS = HEAVY / "results.json"
 INSTALL_TIMEOUT = 3600.0
 # Older stacks installed too (the engine profiles: their stacks need no source build but
 # flash-attn); VERL_BOOTSTRAP_HEAVY_OLDER=0 leaves them out.
@@ -195,37 +192,7 @@ def test_every_stack_resolves_stage_by_stage(
 def table() -> Iterator[list[HeavyResult]]:
     rows: list[HeavyResult] = []
     yield rows
-    body = {
-        "date": date.today().isoformat(),
-        "host": f"{platform.system()} {platform.machine()}, glibc {platform.libc_ver()[1]}",
-        "rows": _merged(rows),
-    }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
-    from bench.heavy_table import render  # noqa: PLC0415
-
-    print("\n\n" + render(body) + "\n")
-
-
-def _row_key(row: dict[str, Any]) -> tuple[str, str, str]:
-    return (row["profile"], row["variant"], row.get("ref", ""))
-
-
-def _merged(rows: list[HeavyResult]) -> list[dict[str, Any]]:
-    """This run's rows over the last results file's: a run of some cases (`-k`) updates those.
-
-    Each row carries its own date, so a table mixing runs says which row is from when.
-    """
-    today = date.today().isoformat()
-    fresh = [{**r.to_json(), "date": today} for r in rows]
-    if not RESULTS.is_file():
-        return fresh
-    old = json.loads(RESULTS.read_text(encoding="utf-8"))
-    key = _row_key
-    ran = {key(r) for r in fresh}
-    kept = [{"date": old["date"], **r} for r in old["rows"] if key(r) not in ran]
-    order = {key(r): n for n, r in enumerate(old["rows"])}
-    return sorted([*kept, *fresh], key=lambda r: order.get(key(r), len(order)))
+    save_results(rows)
 
 
 def _provable_profile(profile: Profile, blocked: dict[str, dict[str, str]], folder: Path) -> Path:

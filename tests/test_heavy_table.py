@@ -72,3 +72,34 @@ def test_an_index_url_quoted_in_a_failure_is_not_written_into_the_table() -> Non
     table = render({"date": "2026-12-03", "host": "h", "rows": [_row(failures=[failure])]})
     assert "mirror.example.invalid" not in table
     assert "index:default (<configured index>): no answer" in table
+
+
+def test_locked_rows_get_their_own_table_with_the_route_and_verify_checks() -> None:
+    route = "from lockfile lockfiles/fsdp/cu130-linux-64.lock.yaml less the stages named"
+    checks = {"import verl": "ok", "uv pip check": "warn", "gpu smoke test": "skipped"}
+    locked = _row(
+        profile="fsdp",
+        lockfile="lockfiles/fsdp/cu130-linux-64.lock.yaml",
+        route=route,
+        checks={**checks, "import flash_attn": "left out", "import numba": "fail"},
+        not_provable={"gpu smoke test": "no NVIDIA driver"},
+        failures=["import numba: ImportError: Numba needs NumPy 2.4 or less"],
+        result="FAILED",
+    )
+    lines = render({"date": "2026-12-07", "host": "h", "rows": [_row(), locked]}).splitlines()
+    assert lines[4].startswith("| 2026-12-07 | megatron | cu130 | v0.9.1 | 3.12 | passed, partly |")
+    assert lines[6].startswith("Committed locks installed, 2026-12-07 on h")
+    assert lines[8] == (
+        "| date | profile | lockfile | route | result | time | download | env size | checks |"
+    )
+    assert lines[10] == (
+        "| 2026-12-07 | fsdp | `lockfiles/fsdp/cu130-linux-64.lock.yaml` | note 1 | "
+        "FAILED; notes 2, 3 | 1 min 31 s | 4.4 GB | 10.0 GB | "
+        "2 passed (1 with a warning), 1 skipped, 1 of a stage left out, 1 failed |"
+    )
+    assert lines[11:] == [
+        "",
+        f"1. {route}",
+        "2. not provable here: gpu smoke test: no NVIDIA driver",
+        "3. failed: import numba: ImportError: Numba needs NumPy 2.4 or less",
+    ]
