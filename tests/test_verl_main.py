@@ -1,0 +1,91 @@
+"""A lab that tracks verl main: a ref with no stack in the profile whose checkout carries verl's
+own uv.lock installs with no extra flag, its stack that lock's slice for the profile's extras
+(the cpu profile: `cpu`), on a Python the lock is made for, and what the lock's sources this
+machine cannot reach give instead is named (tests/mainrepo.py makes the repo: a real uv.lock,
+with TransferQueue from a git repo that is gone and torch from the PyTorch CPU index, which
+does not answer here).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from mainrepo import TQ_DEV, make_main_repo
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+from scaffold import run_cli, run_tool
+from verlrepo import git
+
+from verl_bootstrap.installer.cmdline import uv_binary
+from verl_bootstrap.locking.uvlock import UvLockPin, export_uv_lock
+
+
+@pytest.fixture(scope="module")
+def main_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_main_repo(tmp_path_factory.mktemp("verl-main"))
+
+
+def _cpu_slice(repo: Path, work: Path) -> dict[str, UvLockPin]:
+    pins = export_uv_lock(repo, ("cpu",), "3.11", "linux-64", work)
+    assert pins
+    return pins
+
+
+def test_the_plan_says_the_stack_is_the_uv_lock_and_names_each_substitution(
+    main_repo: Path, tmp_path: Path
+) -> None:
+    args = ["plan", "--profile", "cpu", "--verl-source", main_repo, "--verl-ref", "main"]
+    done = run_tool(*args, "--prefix", tmp_path / "env", timeout=300)
+    assert done.returncode == 0, done.stderr
+    route = (done.stdout + done.stderr).splitlines()[0]
+    pins = _cpu_slice(main_repo, tmp_path)
+    commit = git(main_repo, "rev-parse", "main")
+    assert route.startswith("resolving: ")
+    assert (
+        f"the stack is verl's uv.lock at main ({commit[:12]}): its cpu slice, {len(pins)} pins, "
+        "Python 3.11" in route
+    )
+    gone = (main_repo.parent / "TransferQueue").as_uri()
+    assert f"transferqueue {TQ_DEV} from git {gone} at " in route
+    assert route.endswith("-> transferqueue==0.1.10")  # the index's release nearest the dev one
+    assert "torch 2.13.0+cpu from pytorch-cpu -> torch==2.13.0" in route
+    said = done.stdout + done.stderr
+    assert "which is unreachable here: 0.1.10 is the configured indexes' release nearest" in said
+    assert "--allow-unsupported-ref" not in said
+
+
+@pytest.mark.real_slow  # a full cpu install from the lock's slice: ~1 min from a warm cache
+def test_main_installs_the_uv_lock_slice_with_no_extra_flag(
+    main_repo: Path, tmp_path: Path
+) -> None:
+    prefix = tmp_path / "env"
+    argv = ["--profile", "cpu", "--prefix", str(prefix), "--verl-source", str(main_repo)]
+    run = run_cli([*argv, "--verl-ref", "main"])
+    assert run.code == 0, run.stderr
+    listed = subprocess.run(
+        [
+            uv_binary(),
+            "pip",
+            "list",
+            "--python",
+            str(prefix / "bin" / "python"),
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    have = {canonicalize_name(d["name"]): d["version"] for d in json.loads(listed.stdout)}
+    pins = _cpu_slice(main_repo, tmp_path)
+    assert set(have) - set(pins) == {"verl"}  # nothing beyond the slice
+    assert set(pins) - set(have) == set()
+    index_pins = {n: p for n, p in pins.items() if not p.git}
+    assert all(Version(have[n]) == Version(p.version) for n, p in index_pins.items())
+    assert set(pins) - set(index_pins) == {"transferqueue"}  # git: the named substitution
+    assert have["transferqueue"] == "0.1.10"  # the index's release nearest the lock's 0.1.10.dev0
+    assert pins["torch"].version == "2.13.0+cpu" == have["torch"]  # the same CPU build
+    assert (prefix / "bin" / "python3.11").exists()
