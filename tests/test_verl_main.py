@@ -13,6 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
+from lockfixtures import CUTOFF
 from mainrepo import TQ_DEV, make_main_repo
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -20,6 +22,7 @@ from scaffold import run_cli, run_tool
 from verlrepo import git
 
 from verl_bootstrap.installer.cmdline import uv_binary
+from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.locking.uvlock import UvLockPin, export_uv_lock
 
 
@@ -89,3 +92,59 @@ def test_main_installs_the_uv_lock_slice_with_no_extra_flag(
     assert have["transferqueue"] == "0.1.10"  # the index's release nearest the lock's 0.1.10.dev0
     assert pins["torch"].version == "2.13.0+cpu" == have["torch"]  # the same CPU build
     assert (prefix / "bin" / "python3.11").exists()
+    # verified again later with the stack it was installed with (made from its own checkout)
+    again = run_cli(["verify", "--prefix", str(prefix)])
+    assert again.code == 0, again.stderr
+
+
+@pytest.fixture(scope="module")
+def main_lock(main_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`lock --profile cpu` at main, into a lockfile folder of its own (as `lock --check` reads)."""
+    folder = tmp_path_factory.mktemp("main-locks")
+    output = folder / "cpu" / "cpu-linux-64.lock.yaml"
+    output.parent.mkdir()
+    args = ["lock", "--profile", "cpu", "--verl-source", main_repo, "--verl-ref", "main"]
+    done = run_tool(*args, "--exclude-newer", CUTOFF, "-o", output, timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert "the stack is verl's uv.lock at main" in done.stderr
+    return output
+
+
+@pytest.mark.real_slow  # a real lock against the index: ~30 s
+def test_lock_at_main_is_the_uv_lock_on_every_pin_and_records_its_substitutions(
+    main_repo: Path, main_lock: Path, tmp_path: Path
+) -> None:
+    lock = read_lockfile(main_lock)
+    locked = lock.distributions()
+    pins = _cpu_slice(main_repo, tmp_path)
+    assert set(pins) <= set(locked)
+    for name, pin in pins.items():
+        if not pin.git:
+            assert Version(locked[name].version) == Version(pin.version), name
+    assert locked["transferqueue"].version == "0.1.10"
+    assert lock.python == "3.11" and lock.verl.ref == "main"
+    assert lock.uv_lock is not None and lock.uv_lock.pins == len(pins)
+    assert lock.uv_lock.commit == git(main_repo, "rev-parse", "main")
+    subs = lock.uv_lock.substitutions
+    assert [s.split(":", 1)[0] for s in subs] == ["torch", "transferqueue"]
+    assert f"transferqueue: {TQ_DEV} from git " in subs[1] and "-> transferqueue==0.1.10" in subs[1]
+
+
+@pytest.mark.real_slow  # `lock --check` re-reads the lock's uv.lock, and resolves it again
+def test_lock_check_passes_the_lock_and_fails_a_pin_that_left_the_uv_lock(
+    main_repo: Path, main_lock: Path, tmp_path: Path
+) -> None:
+    check = ["lock", "--check", "--profile", "cpu", "--verl-source", main_repo]
+    done = run_tool(*check, "--dir", main_lock.parent.parent, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    moved = tmp_path / "cpu" / main_lock.name
+    moved.parent.mkdir()
+    data = yaml.safe_load(main_lock.read_text(encoding="utf-8"))
+    for stage in data["stages"]:
+        for dist in stage["distributions"]:
+            if dist["name"] == "idna":
+                was, dist["version"] = dist["version"], "3.10"
+    moved.write_text(yaml.safe_dump(data), encoding="utf-8")
+    done = run_tool(*check, "--dir", tmp_path, timeout=900)
+    assert done.returncode != 0
+    assert f"pins idna==3.10, verl's uv.lock has {was}" in done.stdout + done.stderr

@@ -32,6 +32,7 @@ from verl_bootstrap.lockfile.model import (
     profile_hash,
 )
 from verl_bootstrap.locking.buildlock import lock_stage_builds
+from verl_bootstrap.locking.lockstack import lock_stack
 from verl_bootstrap.locking.resolution import fetch_verl, resolve_stages
 from verl_bootstrap.locking.stages import torch_cuda
 from verl_bootstrap.options import RunOptions
@@ -97,11 +98,15 @@ def lock_profile(
     request: LockRequest, *, work: Path | None = None, after: AfterLock | None = None
 ) -> LockResult:
     """Resolve and write one lockfile; unchanged content leaves the file untouched."""
-    profile = load_locked_profile(request.options)
-    variant = known_variant(profile, request.options.cuda)
     _check_platform(request.platform)
-    path = request.output or default_lockfile(profile.name, variant, request.platform)
+    base = load_profile(request.options.profile)
+    own = apply_stack(base, request.options.verl_ref, allow_unsupported=True)
+    variant = known_variant(own, request.options.cuda)
+    path = request.output or default_lockfile(base.name, variant, request.platform)
     previous = _previous(path) or (_previous(request.base) if request.base else None)
+    wanted = request.python or (previous.python if previous else None)
+    at_ref, _ = lock_stack(request.options, request.platform, wanted)
+    profile = at_ref.profile
     target = Target(
         python=_python(request.python or (previous.python if previous else None), profile),
         platform=request.platform,
@@ -112,6 +117,8 @@ def lock_profile(
     backend = request.options.backend or (previous.backend if previous else profile.env.backend)
     request = replace(request, options=replace(request.options, backend=backend))
     settings, notes = index_settings(profile, request.options)
+    notes += [at_ref.said] if at_ref.said else []
+    notes += at_ref.notes
     with tempfile.TemporaryDirectory(prefix="verl-lock-") as tmp:
         lock = _resolve(
             profile,
@@ -123,6 +130,10 @@ def lock_profile(
             kept=_kept_versions(previous, target),
             notes=notes,
         )
+        if (
+            at_ref.uv_lock is not None
+        ):  # a stack of verl's uv.lock: recorded, with its substitutions
+            lock = lock.model_copy(update={"uv_lock": at_ref.uv_lock})
         if after is not None:  # e.g. the kernel stages' prebuilt wheels, recorded
             lock = after(lock, profile, Path(work or tmp), notes)
     built = [

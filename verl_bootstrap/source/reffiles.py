@@ -14,7 +14,7 @@ from verl_bootstrap.safety.credentials import lift
 from verl_bootstrap.source.cache import GitFailed, read_at_ref
 from verl_bootstrap.source.spec import git_url
 
-__all__ = ["UV_LOCK", "RefFiles", "ref_files"]
+__all__ = ["PYPROJECT", "UV_LOCK", "RefFiles", "ref_files"]
 
 UV_LOCK = "uv.lock"
 PYPROJECT = "pyproject.toml"
