@@ -165,7 +165,8 @@ def _stack(base: Profile, ref: str, commit: str, made: _Slice, reach: Reach) -> 
         name: _take(pin, made.table, verl_indexes, made.own.get(name), (base, reach))
         for name, pin in sorted(made.pins.items())
     }
-    stages = _stages(base, taken, _overrides(made))
+    overrides = _overrides(made)
+    stages = _stages(base, taken, overrides)
     subs = {n: t for n, t in taken.items() if t.sub is not None}
     added = tuple(
         t.sub for t in subs.values() if t.sub is not None and t.sub not in base.substitutions
@@ -175,7 +176,7 @@ def _stack(base: Profile, ref: str, commit: str, made: _Slice, reach: Reach) -> 
             "verl": base.verl.model_copy(update={"ref": ref}),
             "python": _python_spec(base, made),
             "stages": stages,
-            "verify": _verify(base, taken),
+            "verify": _verify(base, taken, overrides),
             "constraints": tuple(t.line for t in taken.values() if " @ " not in t.line),
             "substitutions": (*base.substitutions, *added),
             "exclude_newer": None,
@@ -352,8 +353,15 @@ def _python_spec(base: Profile, made: _Slice) -> PythonSpec:
     return PythonSpec(requires=f">={low},<{upper}", prefer=made.python)
 
 
-def _verify(base: Profile, taken: Mapping[str, _Taken]) -> VerifySpec:
-    return base.verify.model_copy(update={"versions": _at_pins(base.verify.versions, taken)})
+def _verify(base: Profile, taken: Mapping[str, _Taken], overrides: Sequence[str]) -> VerifySpec:
+    """The profile's checks at the lock's pins; what verl's overrides pin against a
+    requirement (verl's own transformers bound, at main) is a named warning of `uv pip check`,
+    as `uv lock` took it."""
+    named = [n for n in (str(_name(o)) for o in overrides) if n in taken]
+    overridden = (*base.verify.overridden, *(n for n in named if n not in base.verify.overridden))
+    return base.verify.model_copy(
+        update={"versions": _at_pins(base.verify.versions, taken), "overridden": overridden}
+    )
 
 
 def _summary(ref: str, commit: str, made: _Slice, subs: Mapping[str, _Taken]) -> str:
