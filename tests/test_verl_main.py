@@ -9,6 +9,7 @@ does not answer here).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -58,6 +59,7 @@ def test_the_plan_says_the_stack_is_the_uv_lock_and_names_each_substitution(
     said = done.stdout + done.stderr
     assert "which is unreachable here: 0.1.10 is the configured indexes' release nearest" in said
     assert "--allow-unsupported-ref" not in said
+    assert f"get verl main from {main_repo.as_uri()}\n" in said  # no release sdist stands in
 
 
 @pytest.mark.real_slow  # a full cpu install from the lock's slice: ~1 min from a warm cache
@@ -148,3 +150,34 @@ def test_lock_check_passes_the_lock_and_fails_a_pin_that_left_the_uv_lock(
     done = run_tool(*check, "--dir", tmp_path, timeout=900)
     assert done.returncode != 0
     assert f"pins idna==3.10, verl's uv.lock has {was}" in done.stdout + done.stderr
+
+
+NOT_SERVED = """\
+schema_version: 1
+name: notserved
+verl:
+  repo: https://github.com/verl-project/verl.git
+  ref: v0.9.1
+python:
+  requires: ">=3.10,<3.13"
+  prefer: "3.11"
+env:
+  backend: venv
+cuda_variants:
+  cpu:
+    description: no CUDA
+stages:
+  - id: missing
+    packages: ["verl-bootstrap-no-such-distribution==1.0"]
+"""
+
+
+def test_a_failed_lock_names_a_log_that_is_still_there(main_repo: Path, tmp_path: Path) -> None:
+    profile = tmp_path / "notserved.yaml"
+    profile.write_text(NOT_SERVED, encoding="utf-8")
+    args = ["lock", "--profile", profile, "--cuda", "cpu", "--verl-source", main_repo]
+    done = run_tool(*args, "-o", tmp_path / "out.lock.yaml", timeout=300)
+    assert done.returncode != 0
+    found = re.search(r"the full log is (\S+\.log)", done.stderr)
+    assert found, done.stderr
+    assert "verl-bootstrap-no-such-distribution" in Path(found.group(1)).read_text()

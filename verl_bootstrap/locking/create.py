@@ -8,9 +8,12 @@ part (conda backend only) is solved by py-rattler against the lock's virtual pac
 from __future__ import annotations
 
 import datetime
+import os
 import shlex
+import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,7 @@ from packaging.version import InvalidVersion, Version
 
 from verl_bootstrap import __version__
 from verl_bootstrap.envs.condarc import channel_urls, load_condarc
-from verl_bootstrap.errors import InputError
+from verl_bootstrap.errors import BootstrapError, InputError
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.host.variants import known_variant
 from verl_bootstrap.installer.resolve import Resolved, Target
@@ -119,7 +122,7 @@ def lock_profile(
     settings, notes = index_settings(profile, request.options)
     notes += [at_ref.said] if at_ref.said else []
     notes += at_ref.notes
-    with tempfile.TemporaryDirectory(prefix="verl-lock-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="verl-lock-") as tmp, _logs_kept(Path(tmp)):
         lock = _resolve(
             profile,
             variant=variant,
@@ -130,9 +133,7 @@ def lock_profile(
             kept=_kept_versions(previous, target),
             notes=notes,
         )
-        if (
-            at_ref.uv_lock is not None
-        ):  # a stack of verl's uv.lock: recorded, with its substitutions
+        if at_ref.uv_lock is not None:  # a stack of verl's uv.lock: recorded, with its subs
             lock = lock.model_copy(update={"uv_lock": at_ref.uv_lock})
         if after is not None:  # e.g. the kernel stages' prebuilt wheels, recorded
             lock = after(lock, profile, Path(work or tmp), notes)
@@ -188,6 +189,25 @@ def _resolve(
         forced=done.forced,
         allow_unsupported_ref=request.options.allow_unsupported_ref,
     )
+
+
+@contextmanager
+def _logs_kept(work: Path) -> Iterator[None]:
+    """A failure whose words name a log in the lock's scratch folder (removed when `lock` ends)
+    names a copy of its logs in the tool's cache instead, where the user can still read it."""
+    try:
+        yield
+    except BootstrapError as exc:
+        said = f"{exc.message}\n{exc.hint or ''}"
+        if str(work) not in said:
+            raise
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
+        kept = cache_folder("lock-logs", f"{stamp}-{os.getpid()}")
+        for log in work.rglob("*.log"):
+            shutil.copyfile(log, kept / log.name)
+        exc.message = exc.message.replace(str(work), str(kept))
+        exc.hint = exc.hint.replace(str(work), str(kept)) if exc.hint else exc.hint
+        raise
 
 
 def _previous(path: Path) -> Lockfile | None:
