@@ -170,3 +170,7 @@ def test_a_cuda_build_in_an_env_with_no_cuda_library_is_a_named_warning(
         "cudart": {"nvidia/cu13/lib/libcudart.so.13": cuda.cudart_copy},
     }
     assert check(gpu, "gpu")[0] == "fail"
+    # a CUDA build that bundles one CUDA library of its own (torchcodec's libnvjpeg) and still
+    # lacks the rest: the env stays a CPU env, and the package a named warning
+    bundled = {"core": {CORE: cuda.core, "core.libs/libcudart-1a2b3c4d.so.13": cuda.cudart_copy}}
+    assert check(bundled, "bundled")[0] == "warn"

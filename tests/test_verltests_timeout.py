@@ -165,3 +165,35 @@ def test_a_test_past_its_own_limit_is_a_timeout_and_the_run_goes_on(
         "time-limit",
     )
     assert "from pytest-timeout" in failure["line"]
+
+
+# A test hung in native code: a default pthread mutex locked twice by the same thread waits
+# forever inside glibc, which no signal interrupts, so pytest-timeout's alarm never runs.
+HANGS_IN_C = (
+    "import ctypes, os\n\n\ndef test_hangs_in_c():\n    {pid}\n"
+    "    libc = ctypes.CDLL(None)\n    mutex = ctypes.create_string_buffer(64)\n"
+    "    libc.pthread_mutex_lock(mutex)\n    libc.pthread_mutex_lock(mutex)\n"
+)
+
+
+def test_a_test_hung_in_native_code_is_stopped_at_its_limit_and_the_run_goes_on(
+    env_with_pytest_timeout: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PID_FILE", str(tmp_path / "pid"))
+    source = checkout(tmp_path, HANGS_IN_C.format(pid=RECORD_PID))
+    started = time.monotonic()
+    args = ["--prefix", str(env_with_pytest_timeout), "--checkout", str(source)]
+    code, body = run_test([*args, "--test-timeout", "3", "--timeout", "90"])
+    assert time.monotonic() - started < 60  # its limit and the watchdog's margin, not --timeout
+    assert code == EXIT_OK  # the run finished: the test after it ran too
+    assert (body["timed_out"], body["not_reached"]) == (False, [])
+    assert body["counts"]["passed"] == 2 and body["counts"]["timeout"] == 1
+    (failure,) = body["failures"]
+    assert failure["nodeid"] == "tests/test_b_hangs_on_cpu.py::test_hangs_in_c"
+    assert (failure["outcome"], failure["cls"], failure["rule"]) == (
+        "timeout",
+        "timeout",
+        "time-limit",
+    )
+    assert "--test-timeout 3" in failure["line"]
+    assert gone(int((tmp_path / "pid").read_text()))

@@ -24,8 +24,9 @@ def dump_lockfile(lock: Lockfile) -> str:
         f"# Regenerate with: {redact(lock.regenerate)}\n"
     )
     data = _redacted(lock.model_dump(mode="json"))  # a lockfile is shared: no credential in it
-    if data.get("conda_gap") is None:  # only a conda lock made without its channels has one
-        data.pop("conda_gap", None)
+    for rare in ("conda_gap", "uv_lock"):  # only a lock made so has one (conda without its
+        if data.get(rare) is None:  # channels; a stack of verl's uv.lock): no key in the others
+            data.pop(rare, None)
     for stage in data["stages"]:
         stage["distributions"] = [_compact(d) for d in stage["distributions"]]
         build = [_compact(d) for d in stage.pop("build")]

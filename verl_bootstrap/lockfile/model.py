@@ -48,6 +48,7 @@ __all__ = [
     "LockedSource",
     "LockedStage",
     "Lockfile",
+    "UvLockUse",
     "channel_name",
     "profile_hash",
 ]
@@ -387,6 +388,18 @@ class ForcedMismatch(_Strict):
         )
 
 
+class UvLockUse(_Strict):
+    """The stack was verl's own uv.lock's slice (its ref has no stack in the profile), and
+    where it differs from that slice, each with its reason."""
+
+    extras: tuple[PackageName, ...] = Field(description="The extras whose slice is the stack")
+    commit: Commit = Field(description="The verl commit whose uv.lock it is")
+    pins: int = Field(ge=0, description="How many distributions the slice pins")
+    substitutions: tuple[OneLine, ...] = Field(
+        default=(), description="`name: uv.lock's pin -> what the stack takes (why)`"
+    )
+
+
 class Lockfile(_Strict):
     """A whole lockfile."""
 
@@ -415,6 +428,9 @@ class Lockfile(_Strict):
     )
     skipped_checks: tuple[CheckName, ...] = ()
     allow_unsupported_ref: bool = False
+    uv_lock: UvLockUse | None = Field(
+        default=None, description="Set where the stack was verl's own uv.lock's slice"
+    )
 
     def distributions(self) -> dict[str, LockedDist]:
         """Every locked distribution by name (the last stage to install one wins)."""
@@ -468,5 +484,7 @@ def profile_hash(profile: Profile, variant: str) -> str:
         "protected": list(profile.protected),
         "stages": [_stage_body(stage) for stage in stage_specs(profile, variant)],
     }
+    if profile.constraints:  # only a stack that has them (verl's uv.lock's): others hash as before
+        body["constraints"] = list(profile.constraints)
     blob = json.dumps(body, sort_keys=True, separators=(",", ":"), default=list).encode()
     return "sha256:" + hashlib.sha256(blob).hexdigest()

@@ -32,6 +32,7 @@ from verl_bootstrap.locking.create import (
 )
 from verl_bootstrap.locking.declared import declared_extras, extras_gaps
 from verl_bootstrap.locking.drift import Staleness, committed_lockfiles, stale_lockfile
+from verl_bootstrap.locking.lockstack import recorded_stack, uv_lock_pin_gaps
 from verl_bootstrap.locking.nativelinks import (
     REPLACED,
     LinkCheck,
@@ -45,7 +46,6 @@ from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import LOCKFILES_DIR, cache_folder, default_lockfile, project_lockfile
 from verl_bootstrap.profile import list_profiles, load_profile
 from verl_bootstrap.profile.models import Profile
-from verl_bootstrap.profile.stacks import apply_stack
 
 __all__ = [
     "CheckedLock",
@@ -224,9 +224,7 @@ def _link_gaps(path: Path, options_for: OptionsFor, offline: bool) -> list[str]:
     try:
         lock = read_lockfile(path)
         settings = lock_index_settings(lock, options_for(lock.profile, lock.cuda.variant))
-        profile = apply_stack(
-            load_profile(lock.profile), lock.verl.ref, allow_unsupported=lock.allow_unsupported_ref
-        )
+        profile = recorded_stack(lock)
         with tempfile.TemporaryDirectory(prefix="verl-lock-links-") as work:
             check = LinkCheck(settings, Path(work), cache_folder("native-links"), offline)
             return native_link_gaps(lock, check, replacing_wheels(lock, profile))
@@ -248,9 +246,7 @@ def _extras_gaps(path: Path, options_for: OptionsFor, offline: bool, *, again: b
     (lines)."""
     try:
         lock = read_lockfile(path)
-        profile = apply_stack(
-            load_profile(lock.profile), lock.verl.ref, allow_unsupported=lock.allow_unsupported_ref
-        )
+        profile = recorded_stack(lock)
         options = options_for(lock.profile, lock.cuda.variant)
         with tempfile.TemporaryDirectory(prefix="verl-lock-check-") as work:
             pyproject = verl_pyproject(profile, options, Path(work))
@@ -261,6 +257,7 @@ def _extras_gaps(path: Path, options_for: OptionsFor, offline: bool, *, again: b
                 else []
             )
             found = [*contract, *forced_gaps(lock, profile, pyproject, check)]
+            found = [*uv_lock_pin_gaps(lock, profile), *found]
             if not again or any(not line.startswith(UNCHECKED) for line in found):
                 return found  # stale already: it is regenerated anyway, not resolved again here
             return [*found, *regenerate_gaps(lock, profile, options, check)]

@@ -8,9 +8,12 @@ part (conda backend only) is solved by py-rattler against the lock's virtual pac
 from __future__ import annotations
 
 import datetime
+import os
 import shlex
+import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,7 @@ from packaging.version import InvalidVersion, Version
 
 from verl_bootstrap import __version__
 from verl_bootstrap.envs.condarc import channel_urls, load_condarc
-from verl_bootstrap.errors import InputError
+from verl_bootstrap.errors import BootstrapError, InputError
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.host.variants import known_variant
 from verl_bootstrap.installer.resolve import Resolved, Target
@@ -32,6 +35,7 @@ from verl_bootstrap.lockfile.model import (
     profile_hash,
 )
 from verl_bootstrap.locking.buildlock import lock_stage_builds
+from verl_bootstrap.locking.lockstack import lock_stack
 from verl_bootstrap.locking.resolution import fetch_verl, resolve_stages
 from verl_bootstrap.locking.stages import torch_cuda
 from verl_bootstrap.options import RunOptions
@@ -97,11 +101,15 @@ def lock_profile(
     request: LockRequest, *, work: Path | None = None, after: AfterLock | None = None
 ) -> LockResult:
     """Resolve and write one lockfile; unchanged content leaves the file untouched."""
-    profile = load_locked_profile(request.options)
-    variant = known_variant(profile, request.options.cuda)
     _check_platform(request.platform)
-    path = request.output or default_lockfile(profile.name, variant, request.platform)
+    base = load_profile(request.options.profile)
+    own = apply_stack(base, request.options.verl_ref, allow_unsupported=True)
+    variant = known_variant(own, request.options.cuda)
+    path = request.output or default_lockfile(base.name, variant, request.platform)
     previous = _previous(path) or (_previous(request.base) if request.base else None)
+    wanted = request.python or (previous.python if previous else None)
+    at_ref, _ = lock_stack(request.options, request.platform, wanted)
+    profile = at_ref.profile
     target = Target(
         python=_python(request.python or (previous.python if previous else None), profile),
         platform=request.platform,
@@ -112,7 +120,9 @@ def lock_profile(
     backend = request.options.backend or (previous.backend if previous else profile.env.backend)
     request = replace(request, options=replace(request.options, backend=backend))
     settings, notes = index_settings(profile, request.options)
-    with tempfile.TemporaryDirectory(prefix="verl-lock-") as tmp:
+    notes += [at_ref.said] if at_ref.said else []
+    notes += at_ref.notes
+    with tempfile.TemporaryDirectory(prefix="verl-lock-") as tmp, _logs_kept(Path(tmp)):
         lock = _resolve(
             profile,
             variant=variant,
@@ -123,6 +133,8 @@ def lock_profile(
             kept=_kept_versions(previous, target),
             notes=notes,
         )
+        if at_ref.uv_lock is not None:  # a stack of verl's uv.lock: recorded, with its subs
+            lock = lock.model_copy(update={"uv_lock": at_ref.uv_lock})
         if after is not None:  # e.g. the kernel stages' prebuilt wheels, recorded
             lock = after(lock, profile, Path(work or tmp), notes)
     built = [
@@ -177,6 +189,25 @@ def _resolve(
         forced=done.forced,
         allow_unsupported_ref=request.options.allow_unsupported_ref,
     )
+
+
+@contextmanager
+def _logs_kept(work: Path) -> Iterator[None]:
+    """A failure whose words name a log in the lock's scratch folder (removed when `lock` ends)
+    names a copy of its logs in the tool's cache instead, where the user can still read it."""
+    try:
+        yield
+    except BootstrapError as exc:
+        said = f"{exc.message}\n{exc.hint or ''}"
+        if str(work) not in said:
+            raise
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
+        kept = cache_folder("lock-logs", f"{stamp}-{os.getpid()}")
+        for log in work.rglob("*.log"):
+            shutil.copyfile(log, kept / log.name)
+        exc.message = exc.message.replace(str(work), str(kept))
+        exc.hint = exc.hint.replace(str(work), str(kept)) if exc.hint else exc.hint
+        raise
 
 
 def _previous(path: Path) -> Lockfile | None:

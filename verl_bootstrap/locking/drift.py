@@ -14,9 +14,8 @@ from verl_bootstrap.envs.inventory import Dist, installed
 from verl_bootstrap.errors import BootstrapError
 from verl_bootstrap.lockfile.io import read_lockfile
 from verl_bootstrap.lockfile.model import CondaPackage, LockedDist, Lockfile, profile_hash
+from verl_bootstrap.locking.lockstack import recorded_stack
 from verl_bootstrap.paths import env_lockfile
-from verl_bootstrap.profile.load import load_profile
-from verl_bootstrap.profile.stacks import apply_stack
 from verl_bootstrap.safety import jsontext
 
 __all__ = [
@@ -74,9 +73,7 @@ def stale_lockfile(path: Path) -> Staleness:
     except BootstrapError as exc:
         return Staleness(path, exc.message)
     try:
-        profile = apply_stack(
-            load_profile(lock.profile), lock.verl.ref, allow_unsupported=lock.allow_unsupported_ref
-        )
+        profile = recorded_stack(lock)
     except BootstrapError as exc:
         return Staleness(path, f"its profile cannot be loaded: {exc.message}", lock.regenerate)
     if lock.cuda.variant not in profile.cuda_variants:

@@ -71,6 +71,7 @@ def resolve_stages(
         protected=frozenset(canonicalize_name(n) for n in profile.protected),
         work=work,
         preferences=kept,
+        constraints=profile.constraints,
     )
     env = marker_env(target.python, target.platform)
     specs = tuple(stage_pins(s, inputs.checkout, env) for s in stage_specs(profile, variant))

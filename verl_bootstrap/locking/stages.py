@@ -48,6 +48,8 @@ class StageInputs:
     # the bounds an override erased that a release meets together with it (locking.bounds):
     # constraints on every stage
     bounds: tuple[str, ...] = ()
+    # the profile's constraints (a stack of verl's uv.lock: its pins) on every stage
+    constraints: tuple[str, ...] = ()
     # name -> version of the lock being regenerated: kept where they still fit (uv's rule)
     preferences: Mapping[str, str] = field(default_factory=dict)
 
@@ -154,6 +156,7 @@ def _carried(spec: StageSpec, stem: Path, inputs: StageInputs, state: _Locked) -
     atomic_write(stem.with_suffix(".in"), "\n".join(lines) + "\n")
     hard = state.pins(state.requested | (inputs.protected & state.owner.keys()))
     hard += uv_lock_constraints(inputs.uv_pins, spec.substitutions) + list(inputs.bounds)
+    hard += list(inputs.constraints)
     extra = _file_flag(stem, "constraints", "--constraint", hard)
     # earlier stages' packages are carried, so their overrides are too (this stage's win); what
     # a later stage installs is left out of this one (not carried: that stage installs it)

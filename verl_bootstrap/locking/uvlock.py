@@ -52,6 +52,7 @@ class UvLockPin:
     version: str
     hashes: tuple[str, ...]  # every artifact's sha256 the lock records (empty: it records none)
     git: bool = False  # from a git source: the version alone is not an index pin
+    url: str = ""  # a git source's `git+URL@commit`, as uv exports it
 
 
 @dataclass(frozen=True)
@@ -127,11 +128,13 @@ def _requirement(spec: str) -> Requirement:
 
 def _pin(req: Requirement, hashes: tuple[str, ...]) -> _Exported:
     exact = [s.version for s in req.specifier if s.operator in ("==", "===")]
+    git = bool(req.url and req.url.startswith("git+"))
     return _Exported(
         canonicalize_name(req.name),
         exact[0] if exact else "",
         hashes,
-        bool(req.url and req.url.startswith("git+")),
+        git,
+        (req.url or "") if git else "",
         req.marker,
     )
 

@@ -17,10 +17,12 @@ from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.host.variants import choose_variant
 from verl_bootstrap.installer.lookup import NotServed
 from verl_bootstrap.lockfile.model import profile_hash
+from verl_bootstrap.locking.refstack import RefStack
 from verl_bootstrap.lockinstall.prepare import LockedInstall, precheck, prepare_locked
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.facts import HostFacts, gather_host
 from verl_bootstrap.plan.lockroute import Route, choose_route
+from verl_bootstrap.plan.refroute import run_stack
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack
@@ -69,13 +71,11 @@ def make_choices(
     """The stack, variant, route and host facts for `options` on a host with `driver`; with a
     bundle, it is checked against the variant and unpacked before the route is chosen.
     `planning`: for `plan` alone, which takes a GPU profile's default variant with no driver."""
-    profile = apply_stack(
-        load_profile(options.profile),
-        options.verl_ref,
-        allow_unsupported=options.allow_unsupported_ref,
-        options=frozenset({"tests"} if options.with_tests else ()),
-    )
-    variant = choose_variant(profile, driver, options.cuda, planning=planning)
+    base = load_profile(options.profile)
+    own = apply_stack(base, options.verl_ref, allow_unsupported=True)  # its variants at the ref
+    variant = choose_variant(own, driver, options.cuda, planning=planning)
+    at_ref = run_stack(base, options, variant[0], check_optional=check_optional)
+    profile = at_ref.profile
     opened = None
     if bundle is not None:  # a step of planning: the options never unpack anything
         # loaded only when a bundle is named: `plan` and a plain install start without it
@@ -85,6 +85,7 @@ def make_choices(
         options = opened.options
     indexes = index_settings(profile, options, check_optional=check_optional)
     route, narrowed, locked = _checked_route(profile, options, variant[0], indexes[0])
+    route = _with_stack(route, at_ref)
     host = gather_host(narrowed, options, driver=driver, variant=variant, indexes=indexes)
     named = _named(options, route)
     digest = profile_hash(profile, variant[0])  # the one a lockfile of this profile carries
@@ -108,6 +109,14 @@ def _checked_route(
         if lock_required(options):
             raise
         return replace(route, reason=exc.message), profile, None
+
+
+def _with_stack(route: Route, at_ref: RefStack) -> Route:
+    """The route with where the stack comes from (verl's uv.lock, say) and its notes."""
+    if not at_ref.said:
+        return route
+    reason = f"{route.reason}; {at_ref.said}" if route.reason else route.reason
+    return replace(route, reason=reason, passed_over=(*route.passed_over, *at_ref.notes))
 
 
 def _named(options: RunOptions, route: Route) -> Path | None:

@@ -12,6 +12,7 @@ from datetime import date
 from typing import Literal
 from urllib.parse import urlsplit
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -337,7 +338,28 @@ class Profile(Strict):
         description="For the profile's own ref, as for a stack: only distributions uploaded "
         "before this day (UTC).",
     )
+    uv_lock_extras: tuple[str, ...] = Field(
+        default=(),
+        description="The extras of verl's own uv.lock whose slice is this profile's stack at a "
+        "verl ref that ships one and has no stack here (default: the verl-deps stage's extras).",
+    )
+    constraints: tuple[str, ...] = Field(
+        default=(),
+        description="Requirements every stage resolves under (exact pins, say): a ref whose stack "
+        "is verl's uv.lock gets that lock's pins here.",
+    )
     stacks: tuple[Stack, ...] = ()
+
+    @field_validator("constraints")
+    @classmethod
+    def _constraint_lines(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for line in value:
+            one_line(line, "a constraint")
+            try:
+                Requirement(line)
+            except InvalidRequirement as exc:
+                raise ValueError(f"constraint {line!r} is not a requirement: {exc}") from None
+        return value
 
     @field_validator("name")
     @classmethod

@@ -22,7 +22,7 @@ from verl_bootstrap.paths import cache_folder
 from verl_bootstrap.redact import redact
 from verl_bootstrap.source.sourcework import MARK
 
-__all__ = ["CachedCheckout", "GitFailed", "checkout_from_cache", "mirror_dir"]
+__all__ = ["CachedCheckout", "GitFailed", "checkout_from_cache", "mirror_dir", "read_at_ref"]
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _TIMEOUT_S = 600.0  # one fetch of one commit; an unreachable host fails well before
@@ -72,6 +72,30 @@ def checkout_from_cache(
         _git(["update-ref", f"refs/{kind}/{ref}", commit], {}, cwd=mirror)
     _clone_local(mirror, dest, url=url, commit=commit, ref=ref, kind=kind, env=env)
     return CachedCheckout(commit=commit, fetched=fetched, note=note)
+
+
+def read_at_ref(
+    url: str, ref: str, names: tuple[str, ...], env: dict[str, str], *, offline: bool
+) -> tuple[str, dict[str, str | None]]:
+    """The commit `ref` names and the text of each file of `names` there (None: it has none),
+    read from the mirror, fetched into it first as a checkout would (which then needs no
+    network): what a plan reads of verl before its checkout is made."""
+    mirror = _mirror(url)
+    commit, kind, _ = _wanted(mirror, url, ref, env, offline=offline)
+    if not _has(mirror, commit):
+        if offline and not is_local(url):
+            raise GitFailed(f"offline, and the cache has no commit {commit[:12]} of {redact(url)}")
+        _fetch_into(mirror, url, commit, f"refs/{kind}/{ref}" if kind else "", env)
+    if kind:
+        _git(["update-ref", f"refs/{kind}/{ref}", commit], {}, cwd=mirror)
+    return commit, {name: _show(mirror, commit, name) for name in names}
+
+
+def _show(mirror: Path, commit: str, name: str) -> str | None:
+    try:
+        return _git(["show", f"{commit}:{name}"], {}, cwd=mirror, strip=False)
+    except GitFailed:  # the commit has no such file
+        return None
 
 
 def is_local(url: str) -> bool:
@@ -195,10 +219,12 @@ def _link_objects(mirror: Path, git_dir: Path) -> None:
         shutil.copyfile(mirror / "shallow", git_dir / "shallow")
 
 
-def _git(args: list[str], env: dict[str, str], *, cwd: Path | None = None) -> str:
+def _git(
+    args: list[str], env: dict[str, str], *, cwd: Path | None = None, strip: bool = True
+) -> str:
     done = proc.capture(
         ["git", *args], env={"GIT_TERMINAL_PROMPT": "0", **env}, cwd=cwd, timeout=_TIMEOUT_S
     )
     if done.returncode != 0:
         raise GitFailed(redact((done.stderr or done.stdout).strip()) or f"git {args[0]} failed")
-    return done.stdout.strip()
+    return done.stdout.strip() if strip else done.stdout

@@ -15,6 +15,7 @@ from verl_bootstrap.paths import env_lockfile, logs_dir
 from verl_bootstrap.profile import VerifySpec, load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack
+from verl_bootstrap.state.envstack import env_uv_lock_stack
 from verl_bootstrap.state.record import read_record
 from verl_bootstrap.state.runlog import record_train, record_verify
 from verl_bootstrap.verify.env import VerifyReport, verify_env
@@ -45,7 +46,11 @@ def _spec(prefix: Path, profile: str | None) -> VerifySpec:
         return VerifySpec()
     try:
         return _at_ref(
-            stack.profile, stack.ref, allow_unsupported=stack.allow_unsupported, tests=stack.tests
+            stack.profile,
+            stack.ref,
+            allow_unsupported=stack.allow_unsupported,
+            tests=stack.tests,
+            prefix=prefix,
         ).verify
     except InputError as exc:  # the env was built from a profile file that is gone
         raise InputError(
@@ -84,12 +89,17 @@ def _recorded_stack(prefix: Path) -> _Stack:
     return _Stack(locked.profile, locked.verl.ref, locked.allow_unsupported_ref)
 
 
-def _at_ref(name: str, ref: str | None, *, allow_unsupported: bool, tests: bool) -> Profile:
+def _at_ref(
+    name: str, ref: str | None, *, allow_unsupported: bool, tests: bool, prefix: Path | None = None
+) -> Profile:
     profile, options = load_profile(name), frozenset({"tests"} if tests else ())
     try:
         return apply_stack(profile, ref, allow_unsupported=allow_unsupported, options=options)
     except InputError:  # a ref no stack names (an update pins verl's commit): the profile's own
-        return apply_stack(profile, ref, allow_unsupported=True, options=options)
+        own = apply_stack(profile, ref, allow_unsupported=True, options=options)
+    if prefix is None or ref is None or allow_unsupported:
+        return own
+    return env_uv_lock_stack(profile, ref, prefix, options) or own
 
 
 def verify_against(prefix: Path, given: Path | None) -> tuple[Path, EnvComparison]:

@@ -40,8 +40,10 @@ def describe(plan: Plan) -> Step:
         redact(src.repo),
         str(src.checkout),
     )
-    fallback = (
-        f"if unreachable: verl=={src.release} sdist from the index" if src.sdist_fallback else ""
+    fallback = (  # a branch or a commit names no release: no sdist stands in for it
+        f"if unreachable: verl=={src.release} sdist from the index"
+        if src.sdist_fallback and src.release
+        else ""
     )
     said = f"get verl {src.ref} from {redact(src.repo)}" + (f" ({fallback})" if fallback else "")
     return Step(

@@ -8,11 +8,12 @@ promise (`expect`) and against the protected packages.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
@@ -74,7 +75,7 @@ def _resolving_request(plan: Plan, stage: StageSpec) -> InstallRequest:
         packages = (verl_requirement(()), *stage.verl_lines, *packages)
     elif stage.kind == "verl-deps":  # verl is installed editable by now: see steps/verldeps.py
         packages = (verl_requirement(stage.extras), *packages)
-    pinned = stage.protect or stage.kind == "verl-deps"
+    pinned = stage.protect or stage.kind == "verl-deps" or bool(plan.profile.constraints)
     return InstallRequest(
         python=env_python(plan.prefix),
         packages=packages,
@@ -85,6 +86,13 @@ def _resolving_request(plan: Plan, stage: StageSpec) -> InstallRequest:
         constraints_file=protected_file(plan.prefix, stage.id) if pinned else None,
         offline=plan.offline,
     )
+
+
+def _profile_constraints(constraints: Sequence[str], pins: Sequence[str]) -> list[str]:
+    """The profile's constraints (verl's uv.lock pins, say) on a package no pin above holds:
+    a protected package keeps the build an earlier stage installed."""
+    held = {canonicalize_name(Requirement(p).name) for p in pins}
+    return [c for c in constraints if canonicalize_name(Requirement(c).name) not in held]
 
 
 def _overrides(stage: StageSpec) -> tuple[str, ...]:
@@ -301,6 +309,7 @@ def _install_stage(ctx: StepContext, stage: StageSpec) -> dict[str, Any]:
         # nothing pinned yet (the first protected stage): the protected names with no version
         # are constraints that allow any, and keep uv from warning about an empty file
         pins = pins or sorted(ctx.plan.profile.protected)
+        pins += _profile_constraints(ctx.plan.profile.constraints, pins)
         atomic_write(request.constraints_file, "".join(f"{pin}\n" for pin in pins))
     env = dict(ctx.step.env or stage.env)  # a kernel stage's sizing variables included
     try:

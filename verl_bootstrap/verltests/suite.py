@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,17 +169,27 @@ def run_suite(
             test_timeout=test_timeout,
             keyword=keyword,
         )
-        done = proc.run(
-            args,
-            log_path=log_path,
-            env={**env, **_with_plugin(where)},
-            cwd=checkout,
-            check=False,
-            keep_output=True,
-            timeout=timeout,
-            on_line=_Tally(),
-        )
-        cases = read_junit(where / "junit.xml") if (where / "junit.xml").exists() else ()
+        env = {**env, **_with_plugin(where), **_watched(where, test_timeout)}
+        deadline = None if timeout is None else time.monotonic() + timeout
+        tally, cases = _Tally(), tuple[Case, ...]()
+        while True:  # again after each test the watchdog ended, without the tests started
+            left = None if deadline is None else max(1.0, deadline - time.monotonic())
+            done = proc.run(
+                args,
+                log_path=log_path,
+                env=env,
+                cwd=checkout,
+                check=False,
+                keep_output=True,
+                timeout=left,
+                on_line=tally,
+            )
+            hung = None if done.timed_out else _hung(where, test_timeout)
+            if hung is None:
+                junit = where / "junit.xml"
+                cases = (*cases, *(read_junit(junit) if junit.exists() else ()))
+                break
+            cases = (*cases, *_results(where), hung)
         interrupted = not done.timed_out and done.returncode == _INTERRUPTED
         if done.timed_out:
             cases = (
@@ -283,6 +294,57 @@ def _with_plugin(scratch: Path) -> dict[str, str]:
     """Put the progress plugin where the run imports it from, and say where it writes."""
     shutil.copyfile(Path(__file__).with_name("progress_plugin.py"), scratch / f"{PLUGIN}.py")
     return {"PYTHONPATH": str(scratch), "VERL_BOOTSTRAP_PROGRESS": str(scratch / "progress.txt")}
+
+
+def _watched(scratch: Path, test_timeout: float | None) -> dict[str, str]:
+    """The plugin's watchdog (progress_plugin): a test still running a little past its limit
+    (pytest-timeout's own alarm first, for a test that returns to Python) ends the run."""
+    if test_timeout is None:
+        return {}
+    return {
+        "VERL_BOOTSTRAP_TEST_LIMIT": f"{_watchdog_limit(test_timeout):g}",
+        "VERL_BOOTSTRAP_HUNG": str(scratch / "hung.txt"),
+        "VERL_BOOTSTRAP_RESULTS": str(scratch / "results.jsonl"),
+        "VERL_BOOTSTRAP_SKIP": str(scratch / "progress.txt"),
+    }
+
+
+def _watchdog_limit(test_timeout: float) -> float:
+    return test_timeout + max(5.0, test_timeout / 5)
+
+
+def _hung(scratch: Path, test_timeout: float | None) -> Case | None:
+    """The test the watchdog ended the run in, with its traceback (None: it did not)."""
+    trace = scratch / "hung.txt"
+    if test_timeout is None or not trace.is_file() or not trace.stat().st_size:
+        return None
+    text = trace.read_text(encoding="utf-8", errors="replace")
+    trace.unlink()
+    tests = [n for n in _started(scratch) if "::" in n]
+    seconds = _watchdog_limit(test_timeout)
+    message = (
+        f"Timeout (>{seconds:g}s): the test did not return by its limit (--test-timeout "
+        f"{test_timeout:g}); it was stopped in native code, where pytest-timeout cannot reach"
+    )
+    return Case(tests[-1] if tests else "<pytest start-up>", "timeout", message, text)
+
+
+def _started(scratch: Path) -> list[str]:
+    progress = scratch / "progress.txt"
+    return progress.read_text(encoding="utf-8").splitlines() if progress.exists() else []
+
+
+def _results(scratch: Path) -> tuple[Case, ...]:
+    """The outcomes the plugin wrote in a run the watchdog ended (it writes no JUnit report);
+    read once: the next run appends its own."""
+    path = scratch / "results.jsonl"
+    if not path.exists():
+        return ()
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    path.unlink()
+    return tuple(
+        Case(str(r["nodeid"]), str(r["outcome"]), str(r["message"]), str(r["text"])) for r in rows
+    )
 
 
 def _stuck(progress: Path, outcome: str, message: str) -> Case:
