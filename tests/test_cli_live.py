@@ -184,12 +184,13 @@ def test_lock_shows_a_live_line_the_count_the_changes_and_where_it_wrote(
     assert "wrote lockfiles/cpu/cpu-linux-64.lock.yaml" in shown  # the current folder's
     written = tmp_path / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"
     assert shipped.read_bytes() == before  # the tool's own lockfile is never the default
-    # a version changed by hand: the re-lock names the change, from and to
+    # a version changed by hand: a re-lock keeps it where it still fits (as uv keeps a lock's
+    # versions); --upgrade resolves afresh and names the change, from and to
     text = written.read_text()
     pinned = re.search(r"name: msgspec\n\s+source: \S+\n\s+version: (\S+)", text)
     assert pinned, text[:2000]
     written.write_text(text.replace(pinned.group(0), pinned.group(0).replace(pinned[1], "0.0.1")))
-    code, again = _in_pty(argv, cwd=tmp_path)
+    code, again = _in_pty([*argv, "--upgrade"], cwd=tmp_path)
     assert code == 0, again
     assert f"msgspec: 0.0.1 → {pinned[1]}" in again, again
     assert "wrote lockfiles/cpu/cpu-linux-64.lock.yaml" in again

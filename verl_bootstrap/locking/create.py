@@ -68,7 +68,7 @@ class LockRequest:
     python: str | None = None
     exclude_newer: str | None = None
     output: Path | None = None
-    upgrade: bool = False  # ignore the old lock's cutoff: resolve against today's index
+    upgrade: bool = False  # resolve afresh: no old cutoff, no version kept from the old lock
     glibc: str | None = None  # the oldest glibc of the target machines (default 2.28)
     # the lock whose Python, cutoff and backend are kept when `output` holds none yet (a new
     # lockfile in the user's folder keeps the shipped one's)
@@ -130,7 +130,7 @@ def lock_profile(
             settings=settings,
             request=request,
             work=Path(work or tmp),
-            kept=_kept_versions(previous, target),
+            kept={} if request.upgrade else _kept_versions(previous, target),
             notes=notes,
         )
         if at_ref.uv_lock is not None:  # a stack of verl's uv.lock: recorded, with its subs

@@ -51,7 +51,9 @@ def flags_lock(lock: argparse.ArgumentParser) -> None:
         help="ignore files uploaded after DATE (default: kept)",
     )
     lock.add_argument(
-        "--upgrade", action="store_true", help="resolve against today's index, not the old cutoff"
+        "--upgrade",
+        action="store_true",
+        help="resolve afresh: today's cutoff unless --exclude-newer names one, no version kept",
     )
     lock.add_argument(
         "--glibc",
