@@ -68,7 +68,12 @@ def test_the_cpu_profile_installs_and_verifies(cpu_env: Installed) -> None:
         assert checks[name]["status"] == "ok", checks[name]
     assert checks["gpu smoke test"]["status"] == "skipped"
     links = checks["native links"]  # torch's, numpy's, ... libraries each find their symbols
-    assert links["status"] == "ok" and links["data"]["libraries"] > 100, links
+    assert links["data"]["libraries"] > 100, links
+    # but torchcodec's: without the PyTorch CPU index (unreachable here) the default index's
+    # torchcodec is a CUDA build, a named warning that says where its CPU build comes from
+    gaps = links["data"].get("gaps", [])
+    assert all(gap.startswith("torchcodec/") for gap in gaps), links
+    assert links["status"] == ("warn" if gaps else "ok"), links
     store = run.body["verify"]["bytecode"]  # what the bytecode store did (tests/test_bytecode.py)
     assert {"restored", "stored", "seconds"} <= set(store), store
     assert run.body["activate"] == f". {cpu_env.prefix / '.verl-bootstrap' / 'activate'}"
