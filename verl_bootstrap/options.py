@@ -294,15 +294,28 @@ class RunOptions:
         None, "--config", metavar="FILE_OR_URL", help=CONFIG_HELP, group="sources", masked=True
     )
 
-    # "the flag, else the profile's default": the one rule, used when the plan is compiled (and
-    # by `lock`, which has no plan)
-    def backend_for(self, env: EnvSpec) -> str:
-        """The env backend: --backend, else the profile's."""
-        return self.backend or env.backend
+    def backend_for(self, env: EnvSpec | None, recorded: str | None = None) -> str:
+        """The env backend (see `choose_backend`)."""
+        return choose_backend(self.backend, env, recorded)
 
     def channels_for(self, env: EnvSpec) -> tuple[str, ...]:
         """The conda channels: --channel, else the profile's."""
         return self.channels or tuple(env.channels)
+
+
+DEFAULT_BACKEND = "conda"  # EnvSpec's default: a profile that names no backend
+
+
+# The one rule for the env backend, taken by install, plan, lock, doctor and bundle alike
+# (tests/test_choices.py counts its call sites): --backend, else what a lockfile or bundle being
+# reused recorded, else the profile's; with no profile, the profiles' own default
+def choose_backend(flag: str | None, env: EnvSpec | None, recorded: str | None = None) -> str:
+    """The env backend a run builds with."""
+    if flag:
+        return flag
+    if recorded:
+        return recorded
+    return env.backend if env is not None else DEFAULT_BACKEND
 
 
 def declared(cls: type[RunOptions] | None = None) -> tuple[Declared, ...]:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from verl_bootstrap.bundle.manifest import Manifest, read_manifest
 from verl_bootstrap.bundle.unpack import Unpacked, misfits, unpack_bundle, unpack_folder
-from verl_bootstrap.errors import InputError, Refused
-from verl_bootstrap.host.interpreters import find_interpreter
+from verl_bootstrap.errors import Refused
+from verl_bootstrap.host.interpreters import has_python
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import cache_folder
 from verl_bootstrap.profile.models import Profile
@@ -69,14 +69,9 @@ def check_fits(
 
 def _python_found(manifest: Manifest, options: RunOptions) -> bool:
     """The venv backend needs the lock's Python on this machine (conda brings its own)."""
-    if (options.backend or manifest.backend) != "venv" or options.python is not None:
+    if options.backend_for(None, manifest.backend) != "venv" or options.python is not None:
         return True
-    major, minor = manifest.python.split(".")[:2]
-    try:
-        find_interpreter(f">={major}.{minor},<{major}.{int(minor) + 1}", manifest.python)
-    except InputError:
-        return False
-    return True
+    return has_python(manifest.python)
 
 
 def bundle_options(options: RunOptions, unpacked: Unpacked, profile: Profile) -> RunOptions:
@@ -93,7 +88,7 @@ def bundle_options(options: RunOptions, unpacked: Unpacked, profile: Profile) ->
     source, channel = unpacked.verl_source, unpacked.conda_channel
     return replace(
         options,
-        backend=options.backend or unpacked.manifest.backend,
+        backend=options.backend_for(None, unpacked.manifest.backend),
         channels=(channel.as_uri(),) if channel is not None else options.channels,
         lockfile=unpacked.lockfile,
         locked=not options.frozen,

@@ -13,6 +13,7 @@ from pathlib import Path
 from verl_bootstrap import proc
 from verl_bootstrap.doctor.inputs import Context
 from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped, warn
+from verl_bootstrap.options import choose_backend
 from verl_bootstrap.platforms import MACHINES
 from verl_bootstrap.profile.models import Stage
 
@@ -99,7 +100,7 @@ def _caches(ctx: Context) -> list[Cache]:
     }
     caches = [Cache(path["uv"], linked=True, share=1.0)]
     profile = ctx.profile
-    backend = ctx.inputs.backend or (profile.env.backend if profile else "conda")
+    backend = choose_backend(ctx.inputs.backend, profile.env if profile else None)
     if backend == "conda":
         caches.append(Cache(path["rattler"], linked=True, share=CONDA_SHARE))
     if profile and any(s.kind == "script" for s in profile.stages):

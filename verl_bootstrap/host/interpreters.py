@@ -19,7 +19,13 @@ from packaging.version import Version
 from verl_bootstrap import proc
 from verl_bootstrap.errors import InputError
 
-__all__ = ["find_interpreter", "interpreter_for", "interpreter_version"]
+__all__ = [
+    "find_interpreter",
+    "has_python",
+    "interpreter_for",
+    "interpreter_version",
+    "minor_range",
+]
 
 _MINORS = range(20, 7, -1)  # 3.20 … 3.8, newest first
 
@@ -40,6 +46,22 @@ def find_interpreter(requires: str, prefer: str, *, path: str | None = None) -> 
         hint="install one (your package manager, pyenv), pass --python PATH, "
         "or use --backend conda, which brings its own Python",
     )
+
+
+def minor_range(version: str) -> str:
+    """The versions of `version`'s X.Y (3.12.4: >=3.12,<3.13): what a lockfile's Python allows."""
+    major, minor = version.split(".")[:2]
+    return f">={major}.{minor},<{major}.{int(minor) + 1}"
+
+
+def has_python(version: str) -> bool:
+    """Whether this machine has a Python of `version`'s X.Y for a venv (a lockfile's or bundle's
+    Python, which the venv backend cannot download)."""
+    try:
+        find_interpreter(minor_range(version), version)
+    except InputError:
+        return False
+    return True
 
 
 def interpreter_for(given: str) -> Path:

@@ -117,7 +117,7 @@ def lock_profile(
         offline=request.options.offline,
         glibc=_glibc(request.glibc or (_old_glibc(previous))),
     )
-    backend = request.options.backend or (previous.backend if previous else profile.env.backend)
+    backend = request.options.backend_for(profile.env, previous.backend if previous else None)
     request = replace(request, options=replace(request.options, backend=backend))
     settings, notes = index_settings(profile, request.options)
     notes += [at_ref.said] if at_ref.said else []

@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from verl_bootstrap.errors import InputError, Refused
 from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.host.interpreters import minor_range
 from verl_bootstrap.installer.lookup import (
     Artifact,
     Served,
@@ -80,9 +81,8 @@ def prepare_locked(
     if lock is None:
         lock = _read(path, profile, options, variant)
     _check_matches(lock, path, profile, variant, frozen=options.frozen)
-    major, minor = lock.python.split(".")[:2]
     # a range, not "==X.Y.*": conda's match specs refuse "*" after "=="
-    python = PythonSpec(requires=f">={major}.{minor},<{major}.{int(minor) + 1}", prefer=lock.python)
+    python = PythonSpec(requires=minor_range(lock.python), prefer=lock.python)
     narrowed = profile.model_copy(update={"python": python})
     origin = "--lockfile" if options.lockfile is not None else "committed"
     return narrowed, LockedInstall(lock=lock, path=path, frozen=options.frozen, origin=origin)

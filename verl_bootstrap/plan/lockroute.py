@@ -168,19 +168,12 @@ def _pythons(
     """The X.Y this run can build its env with, of those the candidates lock (None: any)."""
     if options.python is not None:
         return (_version_of(options.python),)
-    if (options.backend or profile.env.backend) != "venv":
+    if options.backend_for(profile.env) != "venv":
         return None  # conda brings the locked Python itself
-    from verl_bootstrap.host.interpreters import find_interpreter  # noqa: PLC0415 - venv only
+    from verl_bootstrap.host.interpreters import has_python  # noqa: PLC0415 - venv only
 
-    have = []
-    for version in sorted({c.lock.python for c in candidates if c.lock is not None}):
-        major, minor = version.split(".")[:2]
-        try:
-            find_interpreter(f">={major}.{minor},<{major}.{int(minor) + 1}", version)
-        except InputError:
-            continue
-        have.append(version)
-    return tuple(have)
+    locked = sorted({c.lock.python for c in candidates if c.lock is not None})
+    return tuple(version for version in locked if has_python(version))
 
 
 def _version_of(python: Path) -> str:

@@ -1,0 +1,110 @@
+"""Each choice a run rests on is made by one rule, in one place: the env backend
+(`options.choose_backend`), the venv's Python for a lockfile or bundle (`has_python`), the CUDA
+variant and the stack (`plan.choices`). Read from the source, so a second copy of a rule, the
+kind that drifts from the first, fails here and names where it was written."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from verl_bootstrap.host.interpreters import has_python
+from verl_bootstrap.options import DEFAULT_BACKEND, RunOptions, choose_backend
+from verl_bootstrap.profile.models import EnvSpec
+
+PACKAGE = Path(__file__).resolve().parents[1] / "verl_bootstrap"
+
+
+def _sources() -> dict[str, ast.Module]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "probes" in path.parts:  # run inside target envs, not the tool's own choices
+            continue
+        found[str(path.relative_to(PACKAGE))] = ast.parse(path.read_text(encoding="utf-8"))
+    return found
+
+
+def _calls(name: str) -> list[str]:
+    """Where the package calls `name` (a function or a method), as file:line."""
+    at = []
+    for file, tree in _sources().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                func = node.func
+                called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if called == name:
+                    at.append(f"{file}:{node.lineno}")
+    return at
+
+
+def _backend_fallbacks() -> list[str]:
+    """Every `X.backend or ...`: a backend worked out by hand beside the one rule."""
+    at = []
+    for file, tree in _sources().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+                first = node.values[0]
+                if isinstance(first, ast.Attribute) and first.attr == "backend":
+                    at.append(f"{file}:{node.lineno}")
+    return at
+
+
+def _minor_ranges() -> list[str]:
+    """Every f-string that builds an X.Y range by hand (`>={major}.{minor},<...{minor + 1}`)."""
+    at = []
+    for file, tree in _sources().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.JoinedStr) and any(_plus_one(v) for v in node.values):
+                text = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+                if text.startswith(">=") and ",<" in text:
+                    at.append(f"{file}:{node.lineno}")
+    return at
+
+
+def _plus_one(value: ast.expr) -> bool:
+    inner = value.value if isinstance(value, ast.FormattedValue) else value
+    return isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.Add)
+
+
+def test_the_backend_is_worked_out_by_the_one_rule_alone() -> None:
+    assert _backend_fallbacks() == [], "use RunOptions.backend_for / choose_backend"
+    # the rule itself, and doctor's (its options are doctor's own, not a run's)
+    assert [c.split(":")[0] for c in _calls("choose_backend")] == [
+        "doctor/checks_machine.py",
+        "options.py",
+    ]
+
+
+def test_a_locked_python_is_looked_for_by_one_rule() -> None:
+    assert [c.split(":")[0] for c in _minor_ranges()] == ["host/interpreters.py"]
+
+
+@pytest.mark.parametrize(
+    ("name", "place"),
+    [
+        ("choose_variant", "plan/choices.py"),  # the CUDA variant, from the driver and --cuda
+        ("make_choices", "run/install.py"),  # install, plan and bundle runs: one pipeline
+    ],
+)
+def test_the_variant_and_the_run_choices_are_made_in_one_place(name: str, place: str) -> None:
+    assert [c.split(":")[0] for c in _calls(name)] == [place]
+
+
+def test_the_backend_rule_takes_the_flag_then_the_record_then_the_profile() -> None:
+    venv, conda = EnvSpec(backend="venv"), EnvSpec(backend="conda")
+    assert choose_backend("venv", conda, "conda") == "venv"
+    assert choose_backend(None, conda, "venv") == "venv"
+    assert choose_backend(None, venv) == "venv"
+    assert choose_backend(None, None) == DEFAULT_BACKEND == EnvSpec().backend
+    assert (
+        RunOptions(profile="cpu", prefix=None, backend="conda").backend_for(venv, "venv") == "conda"
+    )
+
+
+def test_a_locked_python_is_found_by_its_x_y_on_this_machine() -> None:
+    mine = "{}.{}.{}".format(*sys.version_info[:3])
+    assert has_python(mine)
+    assert not has_python("3.2.0")
