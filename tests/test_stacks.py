@@ -164,7 +164,7 @@ def test_a_plan_at_an_older_ref_uses_its_stack_and_refuses_a_variant_it_lacks(
     (command,) = plan.step("engine").commands
     assert "vllm==0.11.0" in command
     assert "torch==2.8.0" in command
-    assert plan.step("engine").inputs["env"]["UV_EXCLUDE_NEWER"] == "2026-06-02T00:00:00Z"
+    assert plan.step("engine").inputs.env["UV_EXCLUDE_NEWER"] == "2026-06-02T00:00:00Z"
     assert "verl.workers.engine_workers" in plan.profile.verify.imports
     newer = RunOptions(
         profile="vllm-only", prefix=tmp_path / "env", cuda="cu130", verl_ref="v0.8.0"

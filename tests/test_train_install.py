@@ -19,6 +19,7 @@ from verl_bootstrap import cli
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.model import Plan
+from verl_bootstrap.plan.stepinputs import VerifyInputs
 from verl_bootstrap.run.install import prepare_plan
 from verl_bootstrap.steps.verify import _recorded_costs
 from verl_bootstrap.verify.trainplan import install_cost, within_budget
@@ -39,7 +40,8 @@ def _plan(profile: str, prefix: Path, driver: DriverInfo | None, **options: obje
 
 def _verify(plan: Plan) -> tuple[str | None, str]:
     (step,) = [s for s in plan.steps if s.id == "verify"]
-    return step.inputs.get("train"), step.description
+    assert isinstance(step.inputs, VerifyInputs)
+    return step.inputs.train, step.description
 
 
 def test_a_gpu_profile_on_a_gpu_host_verifies_with_the_rl_step(tmp_path: Path) -> None:

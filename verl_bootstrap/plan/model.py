@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from verl_bootstrap.gpu.model import DriverInfo
 from verl_bootstrap.host.indexes import IndexSettings
@@ -18,6 +18,7 @@ from verl_bootstrap.lockfile.model import LockedStage, Lockfile
 from verl_bootstrap.lockinstall.prepare import LockedInstall
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.facts import HostFacts
+from verl_bootstrap.plan.stepinputs import NoInputs, StepInputs
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stagespec import StageSpec
 from verl_bootstrap.source.spec import SourceSpec
@@ -37,7 +38,7 @@ class Step:
     deps: tuple[str, ...]
     description: str
     commands: tuple[tuple[str, ...], ...] = ()
-    inputs: Mapping[str, Any] = field(default_factory=dict)
+    inputs: StepInputs = field(default_factory=NoInputs)  # what its fingerprint covers
     # the variables its commands run with (shown by `plan`; sizing is not part of the fingerprint)
     env: Mapping[str, str] = field(default_factory=dict)
     # those of `env` its description already states with their values (what a lockfile sets):
@@ -201,7 +202,7 @@ class Plan:
                 "kind": step.kind,
                 # the installer's own path changes when the tool is reinstalled; its name does not
                 "commands": [(Path(c[0]).name, *c[1:]) for c in step.commands if c],
-                "inputs": step.inputs,
+                "inputs": step.inputs.fingerprint_body(),
                 "deps": [out[d] for d in step.deps],
             }
             blob = json.dumps(body, sort_keys=True, default=str).encode()

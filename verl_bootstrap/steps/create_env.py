@@ -10,6 +10,7 @@ from verl_bootstrap.envs.condahash import LockedConda
 from verl_bootstrap.envs.registry import get_backend
 from verl_bootstrap.lockinstall.install import locked_conda
 from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.plan.stepinputs import CreateEnvInputs
 from verl_bootstrap.redact import redact
 from verl_bootstrap.steps.base import StepContext
 
@@ -54,7 +55,7 @@ def describe(plan: Plan) -> Step:
         deps=(),
         description=f"create the {plan.backend} env at {plan.prefix}",
         commands=(tuple(redact(a) for a in backend.describe(env_request(plan))),),
-        inputs={"backend": plan.backend, "python": plan.profile.python.requires},
+        inputs=CreateEnvInputs(backend=plan.backend, python=plan.profile.python.requires),
     )
 
 

@@ -9,6 +9,7 @@ from verl_bootstrap.events import emit
 from verl_bootstrap.installer.cmdline import pip_launcher
 from verl_bootstrap.lockinstall.install import check_source, fetch_locked_sdist
 from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.plan.stepinputs import FetchSourceInputs
 from verl_bootstrap.redact import redact
 from verl_bootstrap.source.fetch import fetch_source
 from verl_bootstrap.steps.base import StepContext
@@ -52,7 +53,7 @@ def describe(plan: Plan) -> Step:
         deps=(),
         description=said,
         commands=(command,),
-        inputs={"repo": src.repo, "ref": src.ref, "fallback": src.sdist_fallback},
+        inputs=FetchSourceInputs(repo=src.repo, ref=src.ref, fallback=src.sdist_fallback),
     )
 
 
@@ -69,11 +70,9 @@ def _locked_sdist_step(plan: Plan, sdist: str) -> Step:
         kind="fetch-source",
         deps=(),
         description=said,
-        inputs={
-            "repo": src.repo,
-            "ref": src.ref,
-            "sdist_sha256": plan.locked.lock.verl.sdist_sha256,
-        },
+        inputs=FetchSourceInputs(
+            repo=src.repo, ref=src.ref, sdist_sha256=plan.locked.lock.verl.sdist_sha256
+        ),
     )
 
 

@@ -23,6 +23,7 @@ from verl_bootstrap.lockfile.model import CudaTarget, KernelWheel, channel_name
 from verl_bootstrap.lockinstall.install import record_locked_env
 from verl_bootstrap.paths import env_lockfile
 from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.plan.stepinputs import RecordLockInputs
 from verl_bootstrap.platforms import host_platform
 from verl_bootstrap.safety import jsontext
 from verl_bootstrap.source.lockcheckout import locked_source
@@ -172,7 +173,7 @@ def describe(plan: Plan, previous: str) -> Step:
         deps=(previous,),
         description="record what was installed into the env's lockfile",
         commands=((f"write {env_lockfile(plan.prefix)}",),),
-        inputs={"variant": plan.variant, "profile": plan.profile.name},
+        inputs=RecordLockInputs(variant=plan.variant, profile=plan.profile.name),
     )
 
 

@@ -11,6 +11,7 @@ from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.errors import BootstrapError, StepFailed
 from verl_bootstrap.paths import state_file
 from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.plan.stepinputs import VerifyInputs
 from verl_bootstrap.state.state import State
 from verl_bootstrap.steps.base import StepContext
 from verl_bootstrap.verify.env import verify_env
@@ -28,9 +29,11 @@ __all__ = ["describe", "execute"]
 def describe(plan: Plan) -> Step:
     """Step `verify`: the checks above, in the env's own interpreter, after the lockfile."""
     train = _train(plan)
-    inputs: dict[str, Any] = {"verify": plan.profile.verify.model_dump(mode="json")}
-    if train.level:  # only then: an env verified without one keeps its step's fingerprint
-        inputs["train"] = train.level
+    inputs = VerifyInputs(
+        verify=plan.profile.verify.model_dump(mode="json"),
+        # only with a training step: an env verified without one keeps its step's fingerprint
+        train=train.level or None,
+    )
     return Step(
         id="verify",
         kind="verify",

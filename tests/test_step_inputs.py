@@ -1,0 +1,85 @@
+"""The step contract: each step kind's inputs a frozen dataclass, the fingerprint made from its
+fields, and a field left None not part of it (so an env recorded before a field existed keeps
+its fingerprints). The plans are the tool's own, for shipped profiles, on a GPU-less host."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from verl_bootstrap.options import RunOptions
+from verl_bootstrap.plan.model import Plan
+from verl_bootstrap.plan.stepinputs import (
+    CreateEnvInputs,
+    FetchSourceInputs,
+    NoInputs,
+    RecordLockInputs,
+    StageInputs,
+    VerifyInputs,
+)
+from verl_bootstrap.run.install import prepare_plan
+
+KINDS = {
+    "create-env": CreateEnvInputs,
+    "fetch-source": FetchSourceInputs,
+    "install-verl": NoInputs,
+    "stage": StageInputs,
+    "script": StageInputs,
+    "record-lock": RecordLockInputs,
+    "verify": VerifyInputs,
+}
+
+
+def _plan(tmp_path: Path, profile: str = "cpu", **options: object) -> Plan:
+    opts = RunOptions(profile=profile, prefix=tmp_path / "env", **options)  # type: ignore[arg-type]
+    return prepare_plan(opts, driver=None, detect=False, check_optional=False, planning=True)
+
+
+@pytest.mark.parametrize("resolve", [False, True])
+def test_every_step_carries_its_kinds_own_frozen_inputs(tmp_path: Path, resolve: bool) -> None:
+    plan = _plan(tmp_path, resolve=resolve)
+    for step in plan.steps:
+        assert type(step.inputs) is KINDS[step.kind], step.id
+        first = dataclasses.fields(step.inputs)[:1]
+        if first:  # frozen: a step's inputs cannot change after the plan is compiled
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                setattr(step.inputs, first[0].name, None)
+
+
+def test_a_locked_stage_fingerprints_its_lockfile_part_and_a_resolving_one_does_not(
+    tmp_path: Path,
+) -> None:
+    locked = _plan(tmp_path).step("verl-deps").inputs
+    resolving = _plan(tmp_path, resolve=True).step("verl-deps").inputs
+    assert isinstance(locked, StageInputs) and isinstance(resolving, StageInputs)
+    assert locked.locked and "locked" in locked.fingerprint_body()
+    assert resolving.locked is None and "locked" not in resolving.fingerprint_body()
+    assert "build" not in resolving.fingerprint_body()  # None: left out, as older records are
+
+
+def test_each_field_moves_the_fingerprint_and_the_dependents_after_it(tmp_path: Path) -> None:
+    plan = _plan(tmp_path)
+    before = plan.fingerprints()
+    step = plan.step("create-env")
+    assert isinstance(step.inputs, CreateEnvInputs)
+    moved = dataclasses.replace(step, inputs=dataclasses.replace(step.inputs, python=">=3.13"))
+    steps = tuple(moved if s.id == step.id else s for s in plan.steps)
+    after = dataclasses.replace(plan, steps=steps).fingerprints()
+    assert after["create-env"] != before["create-env"]
+    assert after["install-verl"] != before["install-verl"]  # it depends on create-env
+    assert after["fetch-source"] == before["fetch-source"]  # it does not
+
+
+def test_the_body_is_plain_json_data() -> None:
+    inputs = StageInputs(env={"A": "1"}, overrides=("x",), expect={}, protect=("torch",))
+    assert inputs.fingerprint_body() == {
+        "env": {"A": "1"},
+        "overrides": ["x"],
+        "expect": {},
+        "protect": ["torch"],
+    }
+    assert VerifyInputs(verify={"imports": ["verl"]}).fingerprint_body() == {
+        "verify": {"imports": ["verl"]}
+    }
