@@ -32,6 +32,7 @@ from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.cmdline import pip_launcher
 from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.options import RunOptions
+from verl_bootstrap.plan.stepcontract import SourceOutputs
 from verl_bootstrap.run.install import prepare_plan
 from verl_bootstrap.source.fetch import fetch_source
 from verl_bootstrap.source.spec import SourceSpec
@@ -195,7 +196,8 @@ def test_the_run_tells_the_user_when_the_release_sdist_stands_in_for_git(tmp_pat
     with listening(events.append):
         outputs = execute_step(context)
     notes = [e.message for e in events if e.kind == ("note",)]
-    assert notes == [outputs["note"]]  # the renderer prints it as "note: ..." on the terminal
+    assert isinstance(outputs, SourceOutputs)
+    assert notes == [outputs.note]  # the renderer prints it as "note: ..." on the terminal
     assert f"git repository {url} unreachable" in notes[0]
     # from the index, or from the source cache when an earlier env downloaded it already
     assert "release sdist from the" in notes[0] and "configured index" in notes[0]

@@ -17,13 +17,14 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from fakesteps import Ran
 
 from verl_bootstrap.errors import CannotWrite, InputError
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.model import Plan
+from verl_bootstrap.plan.stepcontract import StepOutputs
 from verl_bootstrap.run.install import prepare_plan
 from verl_bootstrap.run.runner import Status, run_plan
 from verl_bootstrap.state.guard import guarding
@@ -36,16 +37,16 @@ def make_plan(prefix: Path) -> Plan:
     return prepare_plan(options, driver=None, detect=False, check_optional=False)
 
 
-def quiet_step(ctx: StepContext) -> dict[str, Any]:
-    return {"ran": ctx.step.id}
+def quiet_step(ctx: StepContext) -> StepOutputs:
+    return Ran(ran=ctx.step.id)
 
 
-def filling_step(ctx: StepContext) -> dict[str, Any]:
+def filling_step(ctx: StepContext) -> StepOutputs:
     """The torch stage writes more than the filesystem holds, as a big wheel would."""
     if ctx.step.id == "torch":
         with (ctx.plan.prefix / "torch.bin").open("wb") as fh:
             fh.write(b"\0" * (4 << 20))
-    return {"ran": ctx.step.id}
+    return Ran(ran=ctx.step.id)
 
 
 @pytest.fixture
@@ -181,12 +182,13 @@ import sys, time
 from pathlib import Path
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.plan.stepcontract import NoOutputs
 from verl_bootstrap.run.runner import run_plan
 
 def step(ctx):
     if ctx.step.id == "torch":
         time.sleep(600)  # SIGKILL arrives here
-    return {"ran": ctx.step.id}
+    return NoOutputs()
 
 plan = prepare_plan(RunOptions(profile="cpu", prefix=Path(sys.argv[1])), driver=None,
                     detect=False, check_optional=False)

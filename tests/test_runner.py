@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakesteps import Ran
 
 from verl_bootstrap import proc
 from verl_bootstrap.errors import Interrupted, StepFailed
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.model import Plan
+from verl_bootstrap.plan.stepcontract import StepOutputs
 from verl_bootstrap.run.install import prepare_plan
 from verl_bootstrap.run.runner import RunReport, Status, run_plan
 from verl_bootstrap.state.state import State
@@ -48,19 +50,19 @@ def plan(tmp_path: Path) -> Plan:
 class Recorder:
     """A fake executor that logs starts and ends, and runs per-step behaviours."""
 
-    def __init__(self, **behaviour: Callable[[StepContext], dict[str, Any]]) -> None:
+    def __init__(self, **behaviour: Callable[[StepContext], StepOutputs]) -> None:
         self.behaviour = {k.replace("_", "-"): v for k, v in behaviour.items()}
         self.events: list[tuple[str, str]] = []
         self.contexts: dict[str, StepContext] = {}
         self.lock = threading.Lock()
 
-    def __call__(self, ctx: StepContext) -> dict[str, Any]:
+    def __call__(self, ctx: StepContext) -> StepOutputs:
         with self.lock:
             self.events.append(("start", ctx.step.id))
             self.contexts[ctx.step.id] = ctx
         try:
             action = self.behaviour.get(ctx.step.id)
-            return action(ctx) if action else {"ran": ctx.step.id}
+            return action(ctx) if action else Ran(ran=ctx.step.id)
         finally:
             with self.lock:
                 self.events.append(("end", ctx.step.id))
@@ -82,8 +84,8 @@ def state_of(plan: Plan) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
 
 
-def fail(message: str) -> Callable[[StepContext], dict[str, Any]]:
-    def action(ctx: StepContext) -> dict[str, Any]:
+def fail(message: str) -> Callable[[StepContext], StepOutputs]:
+    def action(ctx: StepContext) -> StepOutputs:
         raise StepFailed(message, hint="a hint for the user")
 
     return action
@@ -93,9 +95,9 @@ def test_create_env_and_fetch_source_run_at_the_same_time(plan: Plan) -> None:
     # Each waits for the other inside its step: run one after the other, the barrier breaks.
     barrier = threading.Barrier(2, timeout=30)
 
-    def meet(ctx: StepContext) -> dict[str, Any]:
+    def meet(ctx: StepContext) -> StepOutputs:
         barrier.wait()
-        return {}
+        return Ran()
 
     executor = Recorder(create_env=meet, fetch_source=meet)
     report = run_plan(plan, executor=executor)
@@ -121,7 +123,7 @@ def test_install_verl_waits_for_both_and_the_rest_run_in_plan_order(plan: Plan) 
 
 
 def test_each_step_gets_the_outputs_of_the_steps_before_it(plan: Plan) -> None:
-    executor = Recorder(fetch_source=lambda ctx: {"commit": "abc123"})
+    executor = Recorder(fetch_source=lambda ctx: Ran(commit="abc123"))
     run_plan(plan, executor=executor)
     prior = executor.contexts["record-lock"].prior
     assert prior["fetch-source"] == {"commit": "abc123"}
@@ -166,7 +168,7 @@ def test_a_failure_in_one_branch_lets_the_other_branch_finish(plan: Plan) -> Non
 
 
 def test_a_rerun_resumes_at_the_failed_step_with_the_earlier_outputs(plan: Plan) -> None:
-    run_plan(plan, executor=Recorder(fetch_source=lambda ctx: {"commit": "abc"}, torch=fail("x")))
+    run_plan(plan, executor=Recorder(fetch_source=lambda ctx: Ran(commit="abc"), torch=fail("x")))
     again = Recorder()
     report = run_plan(plan, executor=again)
     assert report.ok
@@ -234,7 +236,7 @@ def test_a_changed_fingerprint_reruns_that_step_and_every_later_one(
 def test_an_unexpected_exception_is_an_internal_error_with_its_traceback_in_the_log(
     plan: Plan,
 ) -> None:
-    def broken(ctx: StepContext) -> dict[str, Any]:
+    def broken(ctx: StepContext) -> StepOutputs:
         raise KeyError("no-such-key")
 
     report = run_plan(plan, executor=Recorder(install_verl=broken))
@@ -247,7 +249,7 @@ def test_an_unexpected_exception_is_an_internal_error_with_its_traceback_in_the_
 
 
 def test_the_state_records_each_step_with_its_fingerprint_and_log(plan: Plan) -> None:
-    run_plan(plan, executor=Recorder(fetch_source=lambda ctx: {"commit": "abc"}))
+    run_plan(plan, executor=Recorder(fetch_source=lambda ctx: Ran(commit="abc")))
     state = State.load(plan.prefix / ".verl-bootstrap" / "state.json")
     fingerprints = plan.fingerprints()
     for step_id in STEPS:
@@ -277,7 +279,7 @@ def test_an_interrupt_stops_the_running_child_at_once_and_marks_the_step_interru
 ) -> None:
     child: dict[str, int] = {}
 
-    def long_child(ctx: StepContext) -> dict[str, Any]:
+    def long_child(ctx: StepContext) -> StepOutputs:
         def on_line(line: str) -> None:
             if line == "started":  # the child runs: Ctrl-C now, as a user would
                 threading.Thread(target=_sigint_main).start()
@@ -287,7 +289,7 @@ def test_an_interrupt_stops_the_running_child_at_once_and_marks_the_step_interru
             [sys.executable, "-c", code], log_path=ctx.log_path, on_line=on_line, check=False
         )
         child["returncode"] = done.returncode
-        return {}
+        return Ran()
 
     with pytest.raises(Interrupted) as raised:
         run_plan(plan, executor=Recorder(create_env=long_child))

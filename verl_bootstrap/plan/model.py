@@ -18,7 +18,7 @@ from verl_bootstrap.lockfile.model import LockedStage, Lockfile
 from verl_bootstrap.lockinstall.prepare import LockedInstall
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.facts import HostFacts
-from verl_bootstrap.plan.stepinputs import NoInputs, StepInputs
+from verl_bootstrap.plan.stepcontract import NoInputs, StepInputs
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stagespec import StageSpec
 from verl_bootstrap.source.spec import SourceSpec

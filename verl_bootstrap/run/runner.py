@@ -33,6 +33,7 @@ from verl_bootstrap.events import emit
 from verl_bootstrap.host.netfaults import net_fault, without_tool_hints
 from verl_bootstrap.paths import cannot_write, logs_dir, state_file
 from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.plan.stepcontract import StepOutputs
 from verl_bootstrap.state.hints import resume_command
 from verl_bootstrap.state.state import State, StepRecord
 from verl_bootstrap.steps.base import Executor, StepContext
@@ -136,7 +137,7 @@ class _Loop:
         self.fingerprints = plan.fingerprints()
         self.outcomes: dict[str, StepOutcome] = {}
         self.outputs: dict[str, dict[str, Any]] = {}
-        self.running: dict[Future[dict[str, Any]], tuple[Step, float, StepContext]] = {}
+        self.running: dict[Future[StepOutputs], tuple[Step, float, StepContext]] = {}
 
     def run(self) -> None:
         with ThreadPoolExecutor(max_workers=MAX_PARALLEL, thread_name_prefix="step") as pool:
@@ -199,13 +200,13 @@ class _Loop:
             return True
         return any(self.outcomes[d].status is Status.DONE for d in step.deps)
 
-    def _finish(self, future: Future[dict[str, Any]]) -> None:
+    def _finish(self, future: Future[StepOutputs]) -> None:
         step, started, ctx = self.running.pop(future)
         seconds = time.monotonic() - started
         record = self.state.steps[step.id]
         record.finished = time.time()
         try:
-            outputs = future.result()
+            outputs = future.result().to_json()
         except Exception as exc:
             record.status = "failed"
             # the step's failure is the news: when the disk that failed it cannot take the state

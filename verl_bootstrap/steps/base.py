@@ -11,6 +11,7 @@ from typing import Any
 from verl_bootstrap import proc
 from verl_bootstrap.errors import CommandFailed
 from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.plan.stepcontract import StepOutputs
 
 __all__ = ["Executor", "StepContext", "activation_env", "run_cache_first", "run_in_env"]
 
@@ -22,12 +23,13 @@ class StepContext:
     plan: Plan
     step: Step
     log_path: Path
-    prior: Mapping[str, Mapping[str, Any]]
+    prior: Mapping[str, Mapping[str, Any]]  # each finished step's outputs, as JSON (read them
+    # with its kind's StepOutputs.read: a resumed run has them from the env's state file)
     protected: dict[str, dict[str, str]] = field(default_factory=dict)
     on_line: Callable[[str], None] | None = None
 
 
-Executor = Callable[[StepContext], dict[str, Any]]
+Executor = Callable[[StepContext], StepOutputs]
 
 
 def activation_env(prefix: Path) -> dict[str, str | None]:

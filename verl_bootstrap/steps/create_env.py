@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from verl_bootstrap.envs.base import EnvRequest
 from verl_bootstrap.envs.condahash import LockedConda
 from verl_bootstrap.envs.registry import get_backend
 from verl_bootstrap.lockinstall.install import locked_conda
 from verl_bootstrap.plan.model import Plan, Step
-from verl_bootstrap.plan.stepinputs import CreateEnvInputs
+from verl_bootstrap.plan.stepcontract import CreateEnvInputs, CreateEnvOutputs
 from verl_bootstrap.redact import redact
 from verl_bootstrap.steps.base import StepContext
 
@@ -59,7 +58,7 @@ def describe(plan: Plan) -> Step:
     )
 
 
-def execute(ctx: StepContext) -> dict[str, Any]:
+def execute(ctx: StepContext) -> CreateEnvOutputs:
     backend = get_backend(ctx.plan.backend, conda_exe=ctx.plan.conda_exe)
     created = backend.create(env_request(ctx.plan, ctx.log_path))
-    return {"created": created}
+    return CreateEnvOutputs(created=created)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from verl_bootstrap.events import emit
 from verl_bootstrap.installer.cmdline import pip_launcher
 from verl_bootstrap.lockinstall.install import check_source, fetch_locked_sdist
 from verl_bootstrap.plan.model import Plan, Step
-from verl_bootstrap.plan.stepinputs import FetchSourceInputs
+from verl_bootstrap.plan.stepcontract import FetchSourceInputs, SourceOutputs
 from verl_bootstrap.redact import redact
 from verl_bootstrap.source.fetch import fetch_source
 from verl_bootstrap.steps.base import StepContext
@@ -76,7 +73,7 @@ def _locked_sdist_step(plan: Plan, sdist: str) -> Step:
     )
 
 
-def execute(ctx: StepContext) -> dict[str, Any]:
+def execute(ctx: StepContext) -> SourceOutputs:
     # --locked: the checked sdist, cached by sha256 (None: fetched as the plan's source says)
     result = fetch_locked_sdist(ctx.plan.source, ctx.plan.locked, log_path=ctx.log_path)
     if result is None:
@@ -90,4 +87,4 @@ def execute(ctx: StepContext) -> dict[str, Any]:
     check_source(ctx.plan.lockfile, result)  # a locked verl is checked before anything installs
     if result.note:  # e.g. git was unreachable and verl's release sdist stands in: say so
         emit(result.note, kind=("note",), step=ctx.step.id)
-    return {k: (str(v) if isinstance(v, Path) else v) for k, v in result.__dict__.items()}
+    return SourceOutputs.of(result)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.installer.cmdline import InstallRequest, install_command
 from verl_bootstrap.lockinstall.install import build_constraints_file, write_build_constraints
 from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.plan.stepcontract import NoOutputs
 from verl_bootstrap.redact import redact
 from verl_bootstrap.steps.base import StepContext, run_cache_first
 from verl_bootstrap.steps.fetch_source import locked_sdist
@@ -49,11 +48,11 @@ def describe(plan: Plan) -> Step:
     )
 
 
-def execute(ctx: StepContext) -> dict[str, Any]:
+def execute(ctx: StepContext) -> NoOutputs:
     write_build_constraints(ctx.plan.prefix, ctx.step.locked)  # the lock's build backend
     # The editable build calls three setuptools hooks, each a new Python in uv's throwaway build
     # env: with PYTHONDONTWRITEBYTECODE the second and third compile setuptools again (0.6 s of
     # 2.2 s here). The pycs land in that build env only, never in the user's env or checkout.
     env: dict[str, str | None] = {"PYTHONDONTWRITEBYTECODE": None}
     run_cache_first(ctx, _cached_argv(ctx.plan), _argv(ctx.plan), env=env)
-    return {}
+    return NoOutputs()

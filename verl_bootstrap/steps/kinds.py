@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.plan.stepcontract import SourceOutputs, StepOutputs
 from verl_bootstrap.steps import create_env, fetch_source, install_verl, record_lock, stage, verify
 from verl_bootstrap.steps.base import Executor, StepContext
 
@@ -40,12 +41,12 @@ def plan_steps(plan: Plan) -> list[Step]:
 def running_label(step: Step, prior: dict[str, dict[str, Any]]) -> str:
     """What the step does, as the run shows it when it starts: the plan's description, told
     where a step already run decided it (verl from its release sdist rather than git)."""
-    fetched = prior.get("fetch-source") or {}
-    if step.kind == "install-verl" and fetched.get("kind") == "sdist":
+    fetched = SourceOutputs.read(prior.get("fetch-source"))
+    if step.kind == "install-verl" and fetched.kind == "sdist":
         return "install verl from its release sdist, editable, with no dependencies"
     return step.description
 
 
-def execute_step(ctx: StepContext) -> dict[str, Any]:
+def execute_step(ctx: StepContext) -> StepOutputs:
     """Run one step by its kind."""
     return STEP_KINDS[ctx.step.kind](ctx)

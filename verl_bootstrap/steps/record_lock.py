@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from packaging.utils import canonicalize_name
 from pydantic import ValidationError
@@ -23,7 +22,12 @@ from verl_bootstrap.lockfile.model import CudaTarget, KernelWheel, channel_name
 from verl_bootstrap.lockinstall.install import record_locked_env
 from verl_bootstrap.paths import env_lockfile
 from verl_bootstrap.plan.model import Plan, Step
-from verl_bootstrap.plan.stepinputs import RecordLockInputs
+from verl_bootstrap.plan.stepcontract import (
+    RecordLockInputs,
+    RecordLockOutputs,
+    SourceOutputs,
+    StageOutputs,
+)
 from verl_bootstrap.platforms import host_platform
 from verl_bootstrap.safety import jsontext
 from verl_bootstrap.source.lockcheckout import locked_source
@@ -45,7 +49,7 @@ def write_env_lock(
     seen = {d.name: d.version for s in stages for d in s.distributions}
     wheels = kernel_wheels(plan, snapshots)
     for stage in plan.stages:
-        snapshot = _stage_snapshot(snapshots.get(stage.id, {}), now)
+        snapshot = _stage_snapshot(StageOutputs.read(snapshots.get(stage.id)), now)
         added = {n: v for n, v in snapshot.items() if seen.get(n) != v}
         seen.update(added)
         dists = tuple(
@@ -82,8 +86,8 @@ def kernel_wheels(
     stages' outputs; a stage whose outputs do not name a whole key records none."""
     out: dict[str, KernelWheel] = {}
     for stage in plan.stages:
-        done = outputs.get(stage.id, {}).get("kernel")
-        if stage.kernel is None or not isinstance(done, dict) or "sha256" not in done:
+        done = StageOutputs.read(outputs.get(stage.id)).kernel
+        if stage.kernel is None or not isinstance(done, Mapping) or "sha256" not in done:
             continue
         names = {
             "file": "wheel",
@@ -108,8 +112,8 @@ def replaced_parts(outputs: Mapping[str, Mapping[str, object]]) -> dict[str, str
     its place (a --locked kernel stage's outputs)."""
     out = {}
     for step in outputs.values():
-        done = step.get("kernel")
-        if isinstance(done, dict) and isinstance(done.get("distribution"), str):
+        done = StageOutputs.read(step).kernel
+        if isinstance(done, Mapping) and isinstance(done.get("distribution"), str):
             for name in done.get("replaces") or ():
                 out[str(name)] = done["distribution"]
     return out
@@ -130,10 +134,10 @@ def _verl_stage(now: Mapping[str, object]) -> LockedStage:
     )
 
 
-def _stage_snapshot(outputs: Mapping[str, object], now: Mapping[str, object]) -> dict[str, str]:
+def _stage_snapshot(outputs: StageOutputs, now: Mapping[str, object]) -> dict[str, str]:
     """The env as that stage left it (from its recorded outputs), else as it is now."""
-    recorded = outputs.get("installed")
-    if isinstance(recorded, dict):
+    recorded = outputs.installed
+    if isinstance(recorded, Mapping):
         return {canonicalize_name(k): str(v) for k, v in recorded.items()}
     return {n: d.version for n, d in now.items()}  # type: ignore[attr-defined]
 
@@ -177,11 +181,11 @@ def describe(plan: Plan, previous: str) -> Step:
     )
 
 
-def execute(ctx: StepContext) -> dict[str, Any]:
+def execute(ctx: StepContext) -> RecordLockOutputs:
     built = {
         name: digest
         for outputs in ctx.prior.values()
-        for name, digest in dict(outputs.get("built") or {}).items()
+        for name, digest in StageOutputs.read(outputs).built.items()
     }
     kernels = kernel_wheels(ctx.plan, ctx.prior)
     # --locked: the env's record is the lockfile it was installed from
@@ -189,9 +193,7 @@ def execute(ctx: StepContext) -> dict[str, Any]:
         ctx.plan.prefix, ctx.plan.lockfile, built, kernels, replaced_parts(ctx.prior)
     )
     if recorded is not None:
-        return {"lockfile": str(recorded)}
-    source = SourceResult(
-        **{**ctx.prior["fetch-source"], "path": Path(ctx.prior["fetch-source"]["path"])}
-    )
+        return RecordLockOutputs(lockfile=str(recorded))
+    source = SourceOutputs.read(ctx.prior["fetch-source"]).result()
     path = write_env_lock(ctx.plan, source, snapshots=ctx.prior)
-    return {"lockfile": str(path)}
+    return RecordLockOutputs(lockfile=str(path))

@@ -19,7 +19,7 @@ from verl_bootstrap.errors import StepFailed
 from verl_bootstrap.lockinstall.install import locked_requirements
 from verl_bootstrap.paths import atomic_write, override_file
 from verl_bootstrap.plan.model import Plan, Step
-from verl_bootstrap.plan.stepinputs import StageInputs
+from verl_bootstrap.plan.stepcontract import StageInputs, StageOutputs
 from verl_bootstrap.platforms import host_platform
 from verl_bootstrap.profile.stagespec import StageSpec
 from verl_bootstrap.profile.verlextras import marker_env, stage_pins
@@ -81,30 +81,31 @@ def _inputs(plan: Plan, stage: StageSpec) -> StageInputs:
     return replace(inputs, locked=locked_requirements(locked), build=build or None)
 
 
-def execute(ctx: StepContext) -> dict[str, Any]:
+def execute(ctx: StepContext) -> StageOutputs:
     stage = _at_verl_pins(ctx.plan, next(s for s in ctx.plan.stages if s.id == ctx.step.id))
     if overrides(stage):
         atomic_write(override_file(ctx.plan.prefix, stage.id), "\n".join(overrides(stage)) + "\n")
     locked = ctx.step.locked  # --locked: the lockfile's stage, attached when the plan compiled
+    kernel: Mapping[str, Any] | None = None  # a kernel stage: the wheel it took
     if locked and stage.kind != "script" and stage.kernel is not None:
         built, kernel = install_locked_kernel(ctx, stage, locked)
     else:
-        built, kernel = locked_stage_requirements(ctx, stage, locked) if locked else ({}, {})
+        built = locked_stage_requirements(ctx, stage, locked) if locked else {}
         if stage.kind == "script":
             checkout = ctx.plan.source.checkout
             run_in_env(ctx, stage_argv(ctx.plan, stage), env=dict(stage.env), cwd=checkout)
         else:
-            kernel = install_stage(ctx, stage) or kernel
+            kernel = install_stage(ctx, stage)
     now = installed(ctx.plan.prefix)
     if stage.kind == "verl-deps":  # verl is still its checkout (steps/verldeps.py)
         editable_verl(now, ctx.plan.prefix, ctx.plan.source.checkout)
     _check_expect(stage.id, stage.expect, now)
     ctx.protected.update(check_protected(ctx.protected, now, stage=stage.id, names=stage.protect))
-    return {
-        "installed": {n: d.version for n, d in sorted(now.items())},
-        "built": {n: wheel.sha256 for n, wheel in sorted(built.items())},
-        **kernel,
-    }
+    return StageOutputs(
+        installed={n: d.version for n, d in sorted(now.items())},
+        built={n: wheel.sha256 for n, wheel in sorted(built.items())},
+        kernel=kernel,
+    )
 
 
 def _check_expect(stage_id: str, expect: Mapping[str, str], now: Mapping[str, Any]) -> None:

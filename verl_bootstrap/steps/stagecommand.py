@@ -98,8 +98,9 @@ def _cached_argv(ctx: StepContext, stage: StageSpec) -> list[str] | None:
     return install_command(plan.installer, request, plan.settings)
 
 
-def install_stage(ctx: StepContext, stage: StageSpec) -> dict[str, Any]:
-    """The stage's install; a kernel stage's outputs say which source its wheel came from."""
+def install_stage(ctx: StepContext, stage: StageSpec) -> dict[str, Any] | None:
+    """The stage's install; a resolving kernel stage's record of the wheel it took and from which
+    source (None for any other stage)."""
     request = stage_request(ctx.plan, stage)
     if request.constraints_file:
         pins = protected_pins(ctx.protected, stage=stage.id)
@@ -115,14 +116,14 @@ def install_stage(ctx: StepContext, stage: StageSpec) -> dict[str, Any]:
     env = dict(ctx.step.env or stage.env)  # a kernel stage's sizing variables included
     try:
         if stage.kernel is not None and not ctx.step.locked:  # a locked kernel is taken above
-            return run_kernel_stage(_resolving_route(ctx, stage, request, env))
+            return dict(run_kernel_stage(_resolving_route(ctx, stage, request, env))["kernel"])
         run_cache_first(ctx, _cached_argv(ctx, stage), stage_argv(ctx.plan, stage), env=env)
     except CommandFailed as failed:
         refused = refused_by_pins(ctx.protected, failed.tail, stage=stage.id)
         if refused is None:
             raise
         raise refused from failed
-    return {}
+    return None
 
 
 def kernel_job(

@@ -31,7 +31,7 @@ __all__ = ["install_locked_kernel", "locked_stage_requirements"]
 
 def install_locked_kernel(
     ctx: StepContext, stage: StageSpec, locked: LockedStage
-) -> tuple[dict[str, Artifact], dict[str, Any]]:
+) -> tuple[dict[str, Artifact], Mapping[str, Any] | None]:
     """A locked kernel stage: installed with the first wheel its sources offer whose modules
     load (a prebuilt wheel that does not is uninstalled and the stage installed again with the
     next one), at last from the locked sdist built here (kernels/stage, the one kernel flow)."""
@@ -53,20 +53,20 @@ def install_locked_kernel(
         bundled=open_bundled(bundle) if (bundle := ctx.plan.bundle_kernels) else None,
     )
     built, kernel = run_locked_kernel(route)
-    return built, {"kernel": kernel} if kernel else {}
+    return built, kernel or None
 
 
 def locked_stage_requirements(
     ctx: StepContext, stage: StageSpec, locked: LockedStage
-) -> tuple[dict[str, Artifact], dict[str, Any]]:
+) -> dict[str, Artifact]:
     """A locked stage's hashed requirements, its sdists built into wheels first; the wheels (a
-    stage's kernel is taken by `_install_locked_kernel`)."""
+    stage's kernel is taken by `install_locked_kernel`)."""
     write_build_constraints(ctx.plan.prefix, locked)
     built: dict[str, Artifact] = {}
     if stage.kind != "script":
         built = _build_locked_sdists(ctx, stage, locked, ctx.plan.locked_artifacts)
     _write_locked_requirements(ctx, locked, built)
-    return built, {}
+    return built
 
 
 def _write_locked_requirements(

@@ -11,7 +11,7 @@ from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.errors import BootstrapError, StepFailed
 from verl_bootstrap.paths import state_file
 from verl_bootstrap.plan.model import Plan, Step
-from verl_bootstrap.plan.stepinputs import VerifyInputs
+from verl_bootstrap.plan.stepcontract import VerifyInputs, VerifyOutputs
 from verl_bootstrap.state.state import State
 from verl_bootstrap.steps.base import StepContext
 from verl_bootstrap.verify.env import verify_env
@@ -67,7 +67,7 @@ def _what(plan: Plan) -> str:
     return "imports, versions, `uv pip check`, and the GPU smoke test"
 
 
-def execute(ctx: StepContext) -> dict[str, Any]:
+def execute(ctx: StepContext) -> VerifyOutputs:
     report = verify_env(
         ctx.plan.prefix,
         ctx.plan.profile.verify,
@@ -78,25 +78,25 @@ def execute(ctx: StepContext) -> dict[str, Any]:
     )
     if not report.ok:
         raise StepFailed("verification failed: " + "; ".join(report.failures()))
-    return {"verify": report.to_json(), **_train_outputs(ctx)}
+    return VerifyOutputs(verify=report.to_json(), train=_train_outputs(ctx))
 
 
-def _train_outputs(ctx: StepContext) -> dict[str, Any]:
+def _train_outputs(ctx: StepContext) -> dict[str, Any] | None:
     """The training step the plan chose, run, its result kept in the step's outputs."""
     train = _train(ctx.plan)
     if not train.level:
-        return {}
+        return None
     if train.auto:
         keep, why = within_budget(*_recorded_costs(ctx.plan))
         if not keep:
-            return {"train": {"level": train.level, "skipped": why}}
+            return {"level": train.level, "skipped": why}
     report = train_step(ctx.plan.prefix, train.level, log_path=ctx.log_path)
     if not report.ok:
         raise StepFailed(
             f"the training step ({train.level}) failed: " + "; ".join(report.failures()),
             hint=f"its log is {ctx.log_path}; `--train none` installs without it",
         )
-    return {"train": {"level": train.level, **record_entry(report)}}
+    return {"level": train.level, **record_entry(report)}
 
 
 def _recorded_costs(plan: Plan) -> tuple[float | None, float | None]:

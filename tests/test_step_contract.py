@@ -1,25 +1,30 @@
-"""The step contract: each step kind's inputs a frozen dataclass, the fingerprint made from its
-fields, and a field left None not part of it (so an env recorded before a field existed keeps
-its fingerprints). The plans are the tool's own, for shipped profiles, on a GPU-less host."""
+"""The step contract: each step kind's inputs and outputs a frozen dataclass; the fingerprint made
+from the inputs' fields, a field left None not part of it (so an env recorded before a field
+existed keeps its fingerprints); outputs read back from the state file's JSON whatever its age.
+The plans are the tool's own, for the cpu profile, on a GPU-less host."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.model import Plan
-from verl_bootstrap.plan.stepinputs import (
+from verl_bootstrap.plan.stepcontract import (
     CreateEnvInputs,
     FetchSourceInputs,
     NoInputs,
     RecordLockInputs,
+    SourceOutputs,
     StageInputs,
+    StageOutputs,
     VerifyInputs,
 )
 from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.source.spec import SourceResult
 
 KINDS = {
     "create-env": CreateEnvInputs,
@@ -83,3 +88,19 @@ def test_the_body_is_plain_json_data() -> None:
     assert VerifyInputs(verify={"imports": ["verl"]}).fingerprint_body() == {
         "verify": {"imports": ["verl"]}
     }
+
+
+def test_outputs_read_back_from_a_record_of_any_age() -> None:
+    # an env recorded before a stage kept "installed", with a key no kind writes any more
+    old = StageOutputs.read({"built": {"flash-attn": "ab" * 32}, "gone": 1})
+    assert old == StageOutputs(installed=None, built={"flash-attn": "ab" * 32}, kernel=None)
+    assert StageOutputs.read(None) == StageOutputs()
+    assert "installed" not in old.to_json()  # left None: not written back
+
+
+def test_the_source_outputs_carry_the_fetch_result_through_the_state_file(tmp_path: Path) -> None:
+    result = SourceResult(
+        kind="sdist", repo="verl", ref="v0.9.1", path=tmp_path, sdist_sha256="cd" * 32
+    )
+    stored = json.loads(json.dumps(SourceOutputs.of(result).to_json()))
+    assert SourceOutputs.read(stored).result() == result
