@@ -24,15 +24,15 @@ import yaml
 from packaging.utils import canonicalize_name
 
 from verl_bootstrap.httpclient import HttpError, status
+from verl_bootstrap.lockfile.format import LockedStage, Lockfile, profile_hash
 from verl_bootstrap.lockfile.io import write_lockfile
-from verl_bootstrap.lockfile.model import LockedStage, Lockfile, profile_hash
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.models import Profile, Stage
 from verl_bootstrap.profile.stacks import apply_stack
 
 PROBE_TIMEOUT = 20.0
 _MISSING = re.compile(r"^ModuleNotFoundError: No module named '([A-Za-z0-9_.]+)'$")
-# What the locked route does without the stage's prebuilt wheel (kernels/stage.py): a build.
+# What the locked route does without the stage's prebuilt wheel (kernels/kernelstage.py): a build.
 FALLBACK = "the lock's fallback is a CUDA source build (nvcc of torch's CUDA, hours on this host)"
 
 

@@ -2,7 +2,7 @@
 `-L`, and a `--query-gpu` CSV's driver column. They stand a recorded GPU in as a DriverInfo where
 no `-q -x` capture of it exists (the H100 and H200 captures are tables).
 
-The tool reads `-q -x` (gpu.parse.parse_smi_xml) and `--query-gpu`'s GPUs
+The tool reads `-q -x` (gpu.smiparse.parse_smi_xml) and `--query-gpu`'s GPUs
 (gpu.query.parse_query_gpus); the CSV reader here takes its GPUs from the latter.
 The table changed over driver generations: R610 prints `KMD Version:` / `CUDA UMD Version:`,
 Windows has a `Driver-Model` column, some versions have two parts (595.80), and the MIG block's
@@ -17,7 +17,7 @@ import re
 from dataclasses import replace
 
 from verl_bootstrap.gpu.cuda import known_compute_capability
-from verl_bootstrap.gpu.model import DriverInfo, GpuInfo, MigDevice
+from verl_bootstrap.gpu.driverinfo import DriverInfo, GpuInfo, MigDevice
 from verl_bootstrap.gpu.query import parse_query_gpus
 
 _HEADER = re.compile(r"(?:Driver|KMD) Version:\s*(\S+)\s+CUDA (?:UMD )?Version:\s*(\S+)")

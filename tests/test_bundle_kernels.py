@@ -30,7 +30,7 @@ from loopback import Server, base_url, serve
 from scaffold import Run, run_cli
 from test_kernels_prebuilt import COMMUNITY, COMMUNITY_NAME, kernel_wheel, lab_profile, relabel
 
-from verl_bootstrap.bundle.kernels import collect_kernel_wheels
+from verl_bootstrap.bundle.bundlekernels import collect_kernel_wheels
 from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED
 from verl_bootstrap.kernels.wheelhouse import Wheelhouse
 from verl_bootstrap.lockfile import read_lockfile

@@ -86,7 +86,7 @@ def test_a_locked_python_is_looked_for_by_one_rule() -> None:
     ("name", "place"),
     [
         ("choose_variant", "plan/choices.py"),  # the CUDA variant, from the driver and --cuda
-        ("make_choices", "run/install.py"),  # install, plan and bundle runs: one pipeline
+        ("make_choices", "run/installrun.py"),  # install, plan and bundle runs: one pipeline
     ],
 )
 def test_the_variant_and_the_run_choices_are_made_in_one_place(name: str, place: str) -> None:

@@ -16,8 +16,8 @@ from scaffold import TOOL, run
 
 from verl_bootstrap.envs.activation import activation_script, prompt_mark
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
-from verl_bootstrap.plan.model import Step
-from verl_bootstrap.state.registry import known_prefixes, register
+from verl_bootstrap.plan.graph import Step
+from verl_bootstrap.state.envindex import known_prefixes, register
 from verl_bootstrap.steps.kinds import running_label
 
 

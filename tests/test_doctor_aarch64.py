@@ -11,7 +11,7 @@ import pytest
 from nvidiatext import parse_smi_table
 
 from verl_bootstrap.doctor import DoctorInputs, run_doctor
-from verl_bootstrap.doctor.model import CheckResult, Status
+from verl_bootstrap.doctor.results import CheckResult, Status
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.gpu.cuda import known_compute_capability, planned_arch_list
 from verl_bootstrap.lockinstall.prepare import prepare_locked

@@ -14,7 +14,7 @@ from verlrepo import git, make_verl_repo
 
 from verl_bootstrap.doctor import DoctorInputs, Status, run_doctor
 from verl_bootstrap.doctor.checks_env import installed_versions, version_matches
-from verl_bootstrap.doctor.model import CheckResult
+from verl_bootstrap.doctor.results import CheckResult
 from verl_bootstrap.installer.cmdline import find_uv
 from verl_bootstrap.profile.models import Profile
 

@@ -17,9 +17,9 @@ from verl_bootstrap.doctor.checks_gpu import (
     check_visibility,
 )
 from verl_bootstrap.doctor.inputs import Context
-from verl_bootstrap.doctor.model import Status
-from verl_bootstrap.gpu.model import DriverInfo
-from verl_bootstrap.gpu.parse import parse_smi_xml
+from verl_bootstrap.doctor.results import Status
+from verl_bootstrap.gpu.driverinfo import DriverInfo
+from verl_bootstrap.gpu.smiparse import parse_smi_xml
 from verl_bootstrap.profile.models import Profile
 
 DATA = Path(__file__).parent / "data" / "nvidia"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from verl_bootstrap.doctor.model import (
+from verl_bootstrap.doctor.results import (
     SCHEMA,
     CheckResult,
     DoctorReport,

@@ -14,7 +14,7 @@ import pytest
 
 from verl_bootstrap.doctor import DoctorInputs, Status, run_doctor
 from verl_bootstrap.doctor.checks_network import probe_url
-from verl_bootstrap.doctor.model import CheckResult
+from verl_bootstrap.doctor.results import CheckResult
 from verl_bootstrap.httpclient import proxies_for
 from verl_bootstrap.profile.models import Profile
 

@@ -13,8 +13,8 @@ from verl_bootstrap.doctor import PREFLIGHT_CHECKS, inputs_from_plan, preflight_
 from verl_bootstrap.doctor.preflight import plan_urls, run_preflight_checks
 from verl_bootstrap.errors import Refused
 from verl_bootstrap.options import RunOptions
-from verl_bootstrap.plan.model import Plan
-from verl_bootstrap.run.install import prepare_plan, run_preflight
+from verl_bootstrap.plan.graph import Plan
+from verl_bootstrap.run.installrun import prepare_plan, run_preflight
 
 
 def _plan(tmp_path: Path, **options: Any) -> Plan:

@@ -9,8 +9,8 @@ import pytest
 from nvidiatext import parse_smi_table
 
 from verl_bootstrap.errors import InputError, Refused
-from verl_bootstrap.gpu.model import DriverInfo
-from verl_bootstrap.gpu.parse import parse_smi_xml
+from verl_bootstrap.gpu.driverinfo import DriverInfo
+from verl_bootstrap.gpu.smiparse import parse_smi_xml
 from verl_bootstrap.host.variants import choose_variant, variant_window
 from verl_bootstrap.profile.models import CudaVariant, Profile
 

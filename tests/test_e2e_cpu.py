@@ -33,13 +33,13 @@ from verl_bootstrap.installer.cmdline import pip_launcher
 from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.stepcontract import SourceOutputs
-from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.run.installrun import prepare_plan
 from verl_bootstrap.source.fetch import fetch_source
 from verl_bootstrap.source.spec import SourceSpec
-from verl_bootstrap.steps.base import StepContext
 from verl_bootstrap.steps.create_env import env_request
 from verl_bootstrap.steps.kinds import execute_step
 from verl_bootstrap.steps.record_lock import write_env_lock
+from verl_bootstrap.steps.stepcontext import StepContext
 
 DATA = Path(__file__).parent / "data" / "profiles"
 STEPS = [

@@ -23,13 +23,13 @@ from fakesteps import Ran
 
 from verl_bootstrap.errors import CannotWrite, InputError
 from verl_bootstrap.options import RunOptions
-from verl_bootstrap.plan.model import Plan
+from verl_bootstrap.plan.graph import Plan
 from verl_bootstrap.plan.stepcontract import StepOutputs
-from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.run.installrun import prepare_plan
 from verl_bootstrap.run.runner import Status, run_plan
 from verl_bootstrap.state.guard import guarding
 from verl_bootstrap.state.state import State
-from verl_bootstrap.steps.base import StepContext
+from verl_bootstrap.steps.stepcontext import StepContext
 
 
 def make_plan(prefix: Path) -> Plan:
@@ -181,7 +181,7 @@ KILLED_RUN = """
 import sys, time
 from pathlib import Path
 from verl_bootstrap.options import RunOptions
-from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.run.installrun import prepare_plan
 from verl_bootstrap.plan.stepcontract import NoOutputs
 from verl_bootstrap.run.runner import run_plan
 

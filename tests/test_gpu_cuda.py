@@ -16,7 +16,7 @@ from verl_bootstrap.gpu.cuda import (
     planned_arch_list,
     supports_bf16,
 )
-from verl_bootstrap.gpu.parse import parse_smi_xml
+from verl_bootstrap.gpu.smiparse import parse_smi_xml
 
 DATA = Path(__file__).parent / "data" / "nvidia"
 

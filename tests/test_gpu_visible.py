@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from nvidiatext import parse_smi_list
 
-from verl_bootstrap.gpu.model import GpuInfo
-from verl_bootstrap.gpu.parse import parse_smi_xml
+from verl_bootstrap.gpu.driverinfo import GpuInfo
+from verl_bootstrap.gpu.smiparse import parse_smi_xml
 from verl_bootstrap.gpu.visible import RAY_NOSET, parse_visible_devices, ray_note
 
 DATA = Path(__file__).parent / "data" / "nvidia"

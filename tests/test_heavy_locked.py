@@ -36,8 +36,8 @@ from scaffold import tool_json
 
 from bench.heavylock import Derived, derive
 from verl_bootstrap.envs.base import env_python
+from verl_bootstrap.lockfile.format import Lockfile, profile_hash
 from verl_bootstrap.lockfile.io import read_lockfile
-from verl_bootstrap.lockfile.model import Lockfile, profile_hash
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.stacks import apply_stack
 

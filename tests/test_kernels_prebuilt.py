@@ -29,7 +29,7 @@ from scaffold import Run, run_cli
 from verl_bootstrap.doctor.checks_env import find_uv
 from verl_bootstrap.errors import EXIT_OK
 from verl_bootstrap.lockfile import read_lockfile
-from verl_bootstrap.lockfile.model import KernelWheel
+from verl_bootstrap.lockfile.format import KernelWheel
 from verl_bootstrap.paths import env_lockfile, file_sha256
 
 BUILD_COMMAND = " wheel -v --no-deps --no-cache-dir --no-binary standin-kernel"

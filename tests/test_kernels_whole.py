@@ -31,7 +31,7 @@ from scaffold import Run, run_cli
 from test_kernels_prebuilt import BUILD_COMMAND, STATED, locked, site
 from uv import find_uv_bin
 
-from verl_bootstrap.bundle.kernels import collect_kernel_wheels
+from verl_bootstrap.bundle.bundlekernels import collect_kernel_wheels
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.envs.inventory import installed
 from verl_bootstrap.errors import EXIT_OK

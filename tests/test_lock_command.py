@@ -1,4 +1,4 @@
-"""What the lockfile commands decide, asked of the library directly (locking.command and
+"""What the lockfile commands decide, asked of the library directly (locking.lockcommand and
 export.target): the CLI only parses the flags and prints these answers (test_cli_export and
 test_lock_format run the same paths through the CLI)."""
 
@@ -12,7 +12,7 @@ from verl_bootstrap.errors import InputError
 from verl_bootstrap.export.target import export_output, planned_files, refuse_overwrite
 from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.lockfile.diff import version_diff
-from verl_bootstrap.locking.command import LockJob, lock_path, lock_targets, named_lockfile
+from verl_bootstrap.locking.lockcommand import LockJob, lock_path, lock_targets, named_lockfile
 from verl_bootstrap.paths import LOCKFILES_DIR
 
 

@@ -20,8 +20,8 @@ from verlrepo import verl_sdist
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.lockfile.fit import Wanted, why_not
+from verl_bootstrap.lockfile.format import CondaPackage, Lockfile, profile_hash
 from verl_bootstrap.lockfile.gaps import LABELS, gap_kinds
-from verl_bootstrap.lockfile.model import CondaPackage, Lockfile, profile_hash
 from verl_bootstrap.locking.contract import MetadataCheck, contract_gaps, metadata_gaps
 from verl_bootstrap.paths import LOCKFILES_DIR
 from verl_bootstrap.plan.lockroute import route_line

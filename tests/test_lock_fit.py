@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from verl_bootstrap.lockfile.fit import Candidate, Wanted, choose, why_not
+from verl_bootstrap.lockfile.format import LockedSource, Lockfile, profile_hash
 from verl_bootstrap.lockfile.io import read_lockfile
-from verl_bootstrap.lockfile.model import LockedSource, Lockfile, profile_hash
 from verl_bootstrap.paths import LOCKFILES_DIR
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.stacks import apply_stack

@@ -27,8 +27,8 @@ from verl_bootstrap.installer.lookup import lookup_dists
 from verl_bootstrap.installer.resolve import Target
 from verl_bootstrap.installer.wheelmeta import WheelFile, wheel_requirements
 from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.lockfile.format import ForcedMismatch, Lockfile
 from verl_bootstrap.lockfile.io import write_lockfile
-from verl_bootstrap.lockfile.model import ForcedMismatch, Lockfile
 from verl_bootstrap.locking.contract import MetadataCheck
 from verl_bootstrap.locking.drift import committed_lockfiles
 from verl_bootstrap.locking.forced import forced_lines, mismatches, overrides_in_force
@@ -58,7 +58,7 @@ def _requirements(
         glibc = lock.cuda.virtual_packages.get("__glibc", glibc)
     target = Target(python, platform, CUTOFF, False, glibc)
     dist = lock.distributions()[name] if lock is not None else None
-    from verl_bootstrap.lockfile.model import LockedDist  # noqa: PLC0415 - a stand-in pin
+    from verl_bootstrap.lockfile.format import LockedDist  # noqa: PLC0415 - a stand-in pin
 
     wanted = dist or LockedDist(name=name, version=version)
     served = lookup_dists([wanted], None, target, IndexSettings(), work=work / name)

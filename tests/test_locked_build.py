@@ -24,12 +24,10 @@ from verl_bootstrap import proc
 from verl_bootstrap.errors import CommandFailed
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.cmdline import InstallRequest
-from verl_bootstrap.installer.fetch import cached_archive
+from verl_bootstrap.installer.download import cached_archive
 from verl_bootstrap.installer.lookup import Artifact
 from verl_bootstrap.installer.resolve import Target
-from verl_bootstrap.lockfile.gaps import documented_gaps, hash_gaps
-from verl_bootstrap.lockfile.io import dump_lockfile
-from verl_bootstrap.lockfile.model import (
+from verl_bootstrap.lockfile.format import (
     CondaPackage,
     CudaTarget,
     LockedDist,
@@ -37,8 +35,10 @@ from verl_bootstrap.lockfile.model import (
     LockedStage,
     Lockfile,
 )
+from verl_bootstrap.lockfile.gaps import documented_gaps, hash_gaps
+from verl_bootstrap.lockfile.io import dump_lockfile
 from verl_bootstrap.locking.buildlock import build_requirements, lock_build, sdist_pyproject
-from verl_bootstrap.lockinstall.install import write_build_constraints
+from verl_bootstrap.lockinstall.lockedsteps import write_build_constraints
 from verl_bootstrap.paths import file_sha256, locked_build_file
 from verl_bootstrap.steps import builtwheels
 from verl_bootstrap.steps.srcbuild import build_locked_sdists

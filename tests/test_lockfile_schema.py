@@ -25,8 +25,8 @@ from verl_bootstrap.export.containerfmt import render_apptainer, render_dockerfi
 from verl_bootstrap.export.pylock import render_pylock
 from verl_bootstrap.export.requirements import write_requirements
 from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.lockfile.format import Lockfile
 from verl_bootstrap.lockfile.io import read_lockfile
-from verl_bootstrap.lockfile.model import Lockfile
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD = REPO / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"

@@ -14,10 +14,10 @@ from verl_bootstrap.cli.options import run_options
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.options import RunOptions, declared, option
 from verl_bootstrap.paths import state_file
-from verl_bootstrap.plan.model import Plan
-from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.plan.graph import Plan
+from verl_bootstrap.run.installrun import prepare_plan
 from verl_bootstrap.state.changes import Change, changes_for
-from verl_bootstrap.state.record import plan_options, record_of
+from verl_bootstrap.state.envrecord import plan_options, record_of
 from verl_bootstrap.state.state import State
 
 # a RunOptions with one more option, declared the way every real one is

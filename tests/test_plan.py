@@ -17,16 +17,16 @@ from packaging.version import Version
 from verl_bootstrap import cli
 from verl_bootstrap.compiler.compile import compile_plan
 from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED, InputError, Refused
-from verl_bootstrap.gpu.model import DriverInfo
-from verl_bootstrap.gpu.parse import parse_smi_xml
+from verl_bootstrap.gpu.driverinfo import DriverInfo
+from verl_bootstrap.gpu.smiparse import parse_smi_xml
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.facts import gather_host
-from verl_bootstrap.plan.model import Plan
+from verl_bootstrap.plan.graph import Plan
 from verl_bootstrap.profile import list_profiles, load_profile
 from verl_bootstrap.profile.models import Stage
 from verl_bootstrap.profile.stacks import apply_stack
-from verl_bootstrap.run import install
-from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.run import installrun
+from verl_bootstrap.run.installrun import prepare_plan
 
 NVIDIA = Path(__file__).parent / "data" / "nvidia"
 BUILTIN_FIRST = ("create-env", "fetch-source", "install-verl")
@@ -187,7 +187,7 @@ def test_a_gpu_profile_with_no_driver_and_cuda_auto_is_refused(name: str, tmp_pa
 def test_install_refuses_a_gpu_profile_with_no_driver_with_exit_3(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(install, "detect_driver", lambda: None)  # no GPU here
+    monkeypatch.setattr(installrun, "detect_driver", lambda: None)  # no GPU here
     prefix = tmp_path / "env"
     assert cli.main(["--profile", "fsdp", "--prefix", str(prefix)]) == EXIT_REFUSED
     stderr = capsys.readouterr().err
@@ -205,7 +205,7 @@ def test_plan_on_a_host_with_no_driver_plans_the_default_variant_and_says_so(
 ) -> None:
     """A login node: `plan --profile fsdp` (help's own example) plans the profile's default
     variant, the newest CUDA, and says that no driver chose it."""
-    monkeypatch.setattr(install, "detect_driver", lambda: None)  # no GPU here
+    monkeypatch.setattr(installrun, "detect_driver", lambda: None)  # no GPU here
     prefix = tmp_path / "env"
     assert cli.main(["plan", "--profile", name, "--prefix", str(prefix), "--json"]) == EXIT_OK
     body = json.loads(capsys.readouterr().out)

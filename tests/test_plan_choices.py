@@ -24,7 +24,7 @@ from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
 from verl_bootstrap.host import variants
 from verl_bootstrap.lockfile.io import read_lockfile
 from verl_bootstrap.profile import list_profiles, load_profile
-from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.run.installrun import prepare_plan
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"

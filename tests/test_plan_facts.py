@@ -20,9 +20,9 @@ from nvidiatext import parse_smi_table
 from scaffold import run
 
 from verl_bootstrap.errors import EXIT_OK
-from verl_bootstrap.gpu.model import DriverInfo
+from verl_bootstrap.gpu.driverinfo import DriverInfo
 from verl_bootstrap.profile import list_profiles, load_profile
-from verl_bootstrap.run import install
+from verl_bootstrap.run import installrun
 
 H100_590 = Path(__file__).parent / "data" / "nvidia" / "590.48.01-H100-table.txt"
 CASES = [
@@ -133,7 +133,7 @@ def test_the_plan_says_each_fact_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name, variant, route = case
-    monkeypatch.setattr(install, "detect_driver", _driver)
+    monkeypatch.setattr(installrun, "detect_driver", _driver)
     argv = ["plan", "--profile", name, "--cuda", variant, "--prefix", str(tmp_path / "env"), *route]
     text = plan_text(argv, capsys)
     header, steps = blocks(text)

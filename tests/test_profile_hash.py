@@ -16,8 +16,8 @@ from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.locking.drift import committed_lockfiles
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import LOCKFILES_DIR
-from verl_bootstrap.run.install import prepare_plan
-from verl_bootstrap.state.record import record_of
+from verl_bootstrap.run.installrun import prepare_plan
+from verl_bootstrap.state.envrecord import record_of
 
 LOCKS = committed_lockfiles(LOCKFILES_DIR)
 

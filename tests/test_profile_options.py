@@ -10,7 +10,7 @@ from verl_bootstrap.errors import InputError
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.stacks import apply_stack, supported_refs
-from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.run.installrun import prepare_plan
 
 
 @pytest.mark.parametrize("ref", supported_refs(load_profile("cpu")))

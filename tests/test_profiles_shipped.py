@@ -19,7 +19,7 @@ from verl_bootstrap.profile import list_profiles, load_profile
 from verl_bootstrap.profile.stacks import apply_stack, supported_refs
 from verl_bootstrap.profile.stagespec import stage_specs
 from verl_bootstrap.profile.verlextras import marker_env, stage_pins
-from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.run.installrun import prepare_plan
 
 FA4_DROPPED = "flash-attn-4 ; platform_machine == 'flash-attn-4-excluded'"
 SGLANG_BASE = """\

@@ -21,8 +21,8 @@ from verl_bootstrap.cli.options import run_options
 from verl_bootstrap.cli.parse import build_parser
 from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.plan.lockroute import read_line, route_line
-from verl_bootstrap.run.install import prepare_plan
-from verl_bootstrap.state.record import record_of
+from verl_bootstrap.run.installrun import prepare_plan
+from verl_bootstrap.state.envrecord import record_of
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"

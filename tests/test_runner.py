@@ -22,12 +22,12 @@ from fakesteps import Ran
 from verl_bootstrap import proc
 from verl_bootstrap.errors import Interrupted, StepFailed
 from verl_bootstrap.options import RunOptions
-from verl_bootstrap.plan.model import Plan
+from verl_bootstrap.plan.graph import Plan
 from verl_bootstrap.plan.stepcontract import StepOutputs
-from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.run.installrun import prepare_plan
 from verl_bootstrap.run.runner import RunReport, Status, run_plan
 from verl_bootstrap.state.state import State
-from verl_bootstrap.steps.base import StepContext
+from verl_bootstrap.steps.stepcontext import StepContext
 
 STEPS = [
     "create-env",

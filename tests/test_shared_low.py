@@ -287,9 +287,9 @@ def test_plan_config_url_from_a_server_that_drips_is_an_error_not_a_wait(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from verl_bootstrap.siteconfig import load  # noqa: PLC0415
+    from verl_bootstrap.siteconfig import siteload  # noqa: PLC0415
 
-    monkeypatch.setattr(load, "CONFIG_DEADLINE", 1.5)  # 60 s in use: a test waits less
+    monkeypatch.setattr(siteload, "CONFIG_DEADLINE", 1.5)  # 60 s in use: a test waits less
     assert cli.main(["plan", "--profile", "cpu", "--config", dripping.url]) == 2
     err = capsys.readouterr().err
     assert "cannot fetch site config" in err and "no whole answer within 1.5s" in err, err

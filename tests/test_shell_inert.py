@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from shells import shell_path
 
-from verl_bootstrap.cluster.script import sbatch_script
+from verl_bootstrap.cluster.nodescript import sbatch_script
 from verl_bootstrap.envs.activation import activation_script, write_activation
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.onboard import write_rc_block

@@ -19,7 +19,7 @@ from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import EXCLUDE_NEWER_ENV, apply_stack, stack_for, supported_refs
 from verl_bootstrap.profile.stagespec import stage_specs
 from verl_bootstrap.profile.verlextras import marker_env, stage_pins
-from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.run.installrun import prepare_plan
 
 OLDER = ("v0.6.1", "v0.7.0", "v0.7.1", "v0.8.0", "v0.9.0")
 DECLARATIVE = ("cpu", "vllm-only", "fsdp", "megatron", "sglang")

@@ -11,7 +11,7 @@ import pytest
 from verl_bootstrap.cli import build_parser
 from verl_bootstrap.cli.options import options_and_state
 from verl_bootstrap.paths import state_file
-from verl_bootstrap.run.install import prepare_plan, run_install
+from verl_bootstrap.run.installrun import prepare_plan, run_install
 from verl_bootstrap.state.changes import changes_for
 from verl_bootstrap.state.state import State
 from verl_bootstrap.steps import kinds

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from verl_bootstrap.options import RunOptions
-from verl_bootstrap.plan.model import Plan
+from verl_bootstrap.plan.graph import Plan
 from verl_bootstrap.plan.stepcontract import (
     CreateEnvInputs,
     FetchSourceInputs,
@@ -23,7 +23,7 @@ from verl_bootstrap.plan.stepcontract import (
     StageOutputs,
     VerifyInputs,
 )
-from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.run.installrun import prepare_plan
 from verl_bootstrap.source.spec import SourceResult
 
 KINDS = {

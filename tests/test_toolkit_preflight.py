@@ -22,7 +22,7 @@ from verl_bootstrap.doctor.preflight import run_preflight_checks
 from verl_bootstrap.errors import EXIT_OK, StepFailed
 from verl_bootstrap.kernels.toolkit import find_nvcc, require_toolkit
 from verl_bootstrap.options import RunOptions
-from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.run.installrun import prepare_plan
 
 RECORDED = Path(__file__).parent / "data" / "nvidia" / "590.44.01-RTXA5000x2-qx.xml"
 HOST_NVCC = shutil.which("nvcc")

@@ -12,8 +12,8 @@ from verl_bootstrap.cli import build_parser
 from verl_bootstrap.cli.options import run_options
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import state_file
-from verl_bootstrap.run.install import prepare_plan
-from verl_bootstrap.state.record import record_of
+from verl_bootstrap.run.installrun import prepare_plan
+from verl_bootstrap.state.envrecord import record_of
 from verl_bootstrap.state.state import State
 
 

@@ -18,10 +18,10 @@ from verl_bootstrap import proc
 from verl_bootstrap.cli.render import Console
 from verl_bootstrap.events import Event, emit, listening
 from verl_bootstrap.options import RunOptions
-from verl_bootstrap.plan.model import Plan
-from verl_bootstrap.run.install import prepare_plan
+from verl_bootstrap.plan.graph import Plan
+from verl_bootstrap.run.installrun import prepare_plan
 from verl_bootstrap.run.runner import run_plan
-from verl_bootstrap.steps.base import StepContext
+from verl_bootstrap.steps.stepcontext import StepContext
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 Each install option is declared once, on its RunOptions field (`option(...)`): its flag, help,
 argparse kind, `install --help` group, whether the env's record keeps it and whether its value is
 masked there. The parser flags (cli.flags), the options builder (cli.options), the record
-(state.record) and the change check (state.changes) are all derived from `declared()`.
+(state.envrecord) and the change check (state.changes) are all derived from `declared()`.
 """
 
 from __future__ import annotations

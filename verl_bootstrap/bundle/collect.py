@@ -14,7 +14,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.installer.fetch import fetch_checked
+from verl_bootstrap.installer.download import fetch_checked
 from verl_bootstrap.installer.lookup import (
     Artifact,
     hashed_dists,
@@ -23,7 +23,7 @@ from verl_bootstrap.installer.lookup import (
     served_artifacts,
 )
 from verl_bootstrap.installer.resolve import Target, load_toml
-from verl_bootstrap.lockfile.model import Lockfile
+from verl_bootstrap.lockfile.format import Lockfile
 from verl_bootstrap.locking.buildlock import resolve_pylock
 from verl_bootstrap.platforms import DEFAULT_GLIBC
 

@@ -7,7 +7,7 @@ The unpacked artifacts are served to the installer as a local find-links folder,
 install looks them up and checks their hashes exactly as it does on a network index; the conda
 packages (conda locks) are checked against the lockfile as well and indexed as a local channel,
 and so are the kernel wheels, listed as a read-only wheelhouse the locked kernel stages search
-by sha256 (bundle/kernels.py).
+by sha256 (bundle/bundlekernels.py).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import IO
 from packaging.version import Version
 
 from verl_bootstrap import proc
-from verl_bootstrap.bundle.conda import CONDA_FOLDER, check_conda_files, index_channel
-from verl_bootstrap.bundle.kernels import KERNELS_FOLDER, index_kernel_wheels
+from verl_bootstrap.bundle.bundleconda import CONDA_FOLDER, check_conda_files, index_channel
+from verl_bootstrap.bundle.bundlekernels import KERNELS_FOLDER, index_kernel_wheels
 from verl_bootstrap.bundle.manifest import (
     MANIFEST_NAME,
     Manifest,

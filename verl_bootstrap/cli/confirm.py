@@ -10,7 +10,7 @@ from verl_bootstrap.cli.output import err, printable
 from verl_bootstrap.errors import Declined, Refused
 
 if TYPE_CHECKING:
-    from verl_bootstrap.plan.model import Plan
+    from verl_bootstrap.plan.graph import Plan
     from verl_bootstrap.state.state import State
 
 __all__ = ["ask", "confirm", "confirm_changes"]

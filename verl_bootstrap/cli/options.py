@@ -17,7 +17,7 @@ from verl_bootstrap.options import Declared, RunOptions, declared
 from verl_bootstrap.paths import default_prefix
 
 if TYPE_CHECKING:
-    from verl_bootstrap.lockfile.model import Lockfile
+    from verl_bootstrap.lockfile.format import Lockfile
     from verl_bootstrap.state.state import State
 
 __all__ = [
@@ -79,7 +79,7 @@ def _env_prefix(given: Path | None, *, command: str, name: str | None) -> Path:
 def named_env(name: str, *, command: str) -> Path:
     """The env called `name` (its folder's name, as `envs list` shows it); a word with a slash,
     or ~ or . first, is the env's folder itself."""
-    from verl_bootstrap.state.registry import env_name, live_prefixes
+    from verl_bootstrap.state.envindex import env_name, live_prefixes
 
     if "/" in name or name.startswith(("~", ".")):
         return _env_prefix(Path(name).expanduser(), command=command, name=None)
@@ -108,7 +108,7 @@ _NO_ENV_HINT = "`verl-bootstrap --profile NAME` builds one (`verl-bootstrap envs
 
 def _only_env(command: str) -> Path:
     """No env named and none active: the one env there is, when there is exactly one."""
-    from verl_bootstrap.state.registry import env_name, live_prefixes
+    from verl_bootstrap.state.envindex import env_name, live_prefixes
 
     envs = live_prefixes()
     if len(envs) == 1:
@@ -152,7 +152,7 @@ def options_and_state(ns: argparse.Namespace, **fixed: Any) -> tuple[RunOptions,
     A flag left out takes the value recorded in the env at --prefix, so `--prefix P` alone
     resumes P as it was made (verl_bootstrap.state.resume).
     """
-    from verl_bootstrap.doctor.registry import known_checks
+    from verl_bootstrap.doctor.checklist import known_checks
     from verl_bootstrap.host.indexes import parse_index_flags
     from verl_bootstrap.siteconfig import load_site, named_indexes, site_options
     from verl_bootstrap.siteconfig.files import local_profile, site_lockfile
@@ -231,7 +231,7 @@ def _target(ns: argparse.Namespace) -> Path | None:
 
 def _existing(name: str) -> Path | None:
     """The env called `name` if there is one (a new env of that name: None)."""
-    from verl_bootstrap.state.registry import named
+    from verl_bootstrap.state.envindex import named
 
     if "/" in name or name in (".", ".."):
         raise InputError(
@@ -246,7 +246,7 @@ def _existing(name: str) -> Path | None:
 def _locked_without_tests(values: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
     """A lockfile install (--locked, --frozen, --lockfile) of an env made --with-tests: the
     lockfile holds no test stages, so the recorded choice gives way (said), the test tools
-    already in the env stay; --with-tests given with it is still refused (run.install)."""
+    already in the env stay; --with-tests given with it is still refused (run.installrun)."""
     lock_mode = given.get("locked") or given.get("frozen") or given.get("lockfile")
     if not (lock_mode and values.get("with_tests") and given.get("with_tests") is None):
         return values
@@ -261,7 +261,7 @@ def _locked_without_tests(values: dict[str, Any], given: dict[str, Any]) -> dict
 
 def _cuda_archs(values: Sequence[str]) -> tuple[str, ...]:
     """--cuda-arch 9.0 --cuda-arch 10.0, or --cuda-arch 9.0,10.0."""
-    from verl_bootstrap.siteconfig.model import check_cuda_arch
+    from verl_bootstrap.siteconfig.settings import check_cuda_arch
 
     archs = [v.strip() for value in values for v in value.split(",") if v.strip()]
     try:
@@ -340,7 +340,7 @@ def _state(prefix: Path) -> State:
 
 def _recorded(state: State | None) -> dict[str, Any] | None:
     """The options recorded in the env, if it has a record."""
-    from verl_bootstrap.state.record import record_in
+    from verl_bootstrap.state.envrecord import record_in
 
     record = None if state is None else record_in(state)
     return None if record is None else dict(record["options"])
@@ -362,7 +362,7 @@ def named_lock(ns: argparse.Namespace) -> tuple[Lockfile, Path]:
     --profile/--cuda/--platform; the first line on stderr names it (and the variant chosen, when
     there was a choice)."""
     from verl_bootstrap.cli.output import err
-    from verl_bootstrap.locking.command import named_lockfile
+    from verl_bootstrap.locking.lockcommand import named_lockfile
     from verl_bootstrap.plan.lockroute import read_line
 
     named = named_lockfile(ns.command, ns.lockfile, ns.profile, ns.cuda, ns.platform)

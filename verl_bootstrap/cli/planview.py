@@ -10,8 +10,8 @@ from verl_bootstrap.redact import redact
 from verl_bootstrap.state.hints import resume_command
 
 if TYPE_CHECKING:
-    from verl_bootstrap.plan.model import Plan, Step
-    from verl_bootstrap.run.install import InstallResult
+    from verl_bootstrap.plan.graph import Plan, Step
+    from verl_bootstrap.run.installrun import InstallResult
     from verl_bootstrap.run.summary import EnvFacts
 
 __all__ = [

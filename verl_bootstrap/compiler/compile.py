@@ -11,13 +11,13 @@ from graphlib import CycleError, TopologicalSorter
 
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.kernels.planning import KernelDecision, plan_kernels, stage_queries
-from verl_bootstrap.lockfile.model import profile_hash
+from verl_bootstrap.lockfile.format import profile_hash
 from verl_bootstrap.lockinstall.kernels import locked_queries
 from verl_bootstrap.lockinstall.prepare import LockedInstall, locked_source_spec, locked_stage_specs
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import state_dir
 from verl_bootstrap.plan.facts import HostFacts
-from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.plan.graph import Plan, Step
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stagespec import stage_specs
 from verl_bootstrap.source.spec import SourceSpec

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from verl_bootstrap.doctor.inputs import Context, DoctorInputs, EnvFacts
-from verl_bootstrap.doctor.model import SCHEMA, CheckResult, DoctorReport, Status
-from verl_bootstrap.doctor.preflight import (
-    inputs_from_plan,
-    preflight_failures,
-    run_preflight_checks,
-)
-from verl_bootstrap.doctor.run import (
+from verl_bootstrap.doctor.doctorrun import (
     ALL_CHECKS,
     CHECKS,
     PREFLIGHT_CHECKS,
     run_doctor,
 )
+from verl_bootstrap.doctor.inputs import Context, DoctorInputs, EnvFacts
+from verl_bootstrap.doctor.preflight import (
+    inputs_from_plan,
+    preflight_failures,
+    run_preflight_checks,
+)
+from verl_bootstrap.doctor.results import SCHEMA, CheckResult, DoctorReport, Status
 from verl_bootstrap.host.variants import choose_variant
 
 __all__ = [

@@ -16,7 +16,7 @@ from packaging.version import Version
 from verl_bootstrap import proc
 from verl_bootstrap.doctor.checks_machine import planned_builds
 from verl_bootstrap.doctor.inputs import Context, exact_env
-from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped
+from verl_bootstrap.doctor.results import CheckResult, fail, ok, skipped
 from verl_bootstrap.host.variants import variant_window
 from verl_bootstrap.kernels.toolkit import Nvcc, find_nvcc, toolkit_fix, toolkit_problem
 

@@ -14,7 +14,7 @@ from packaging.version import InvalidVersion, Version
 
 from verl_bootstrap import proc
 from verl_bootstrap.doctor.inputs import Context, EnvFacts, exact_env
-from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped, warn
+from verl_bootstrap.doctor.results import CheckResult, fail, ok, skipped, warn
 from verl_bootstrap.envs.inventory import editable_path
 from verl_bootstrap.installer.cmdline import find_uv
 from verl_bootstrap.paths import state_dir

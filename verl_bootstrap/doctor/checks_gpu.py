@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from verl_bootstrap.doctor.inputs import Context
-from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped, warn
+from verl_bootstrap.doctor.results import CheckResult, fail, ok, skipped, warn
 from verl_bootstrap.gpu.cuda import (
     arch_supported,
     driver_serves,
@@ -14,7 +14,7 @@ from verl_bootstrap.gpu.cuda import (
     version_tuple,
 )
 from verl_bootstrap.gpu.detect import CONDA_OVERRIDE, DRIVER_OVERRIDE
-from verl_bootstrap.gpu.model import DriverInfo, GpuInfo
+from verl_bootstrap.gpu.driverinfo import DriverInfo, GpuInfo
 from verl_bootstrap.gpu.visible import parse_visible_devices, ray_note
 from verl_bootstrap.host.variants import VariantWindow, variant_window
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from verl_bootstrap.doctor.inputs import PROBE_LIBS, Context, EnvFacts
-from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped, warn
+from verl_bootstrap.doctor.results import CheckResult, fail, ok, skipped, warn
 from verl_bootstrap.gpu.shadow import ForeignLib, LoadedLib, find_foreign_libs, loaded_libs
 
 __all__ = ["check_shadowing_loaded", "check_shadowing_paths"]

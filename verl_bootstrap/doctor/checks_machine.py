@@ -12,7 +12,7 @@ from pathlib import Path
 
 from verl_bootstrap import proc
 from verl_bootstrap.doctor.inputs import Context
-from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped, warn
+from verl_bootstrap.doctor.results import CheckResult, fail, ok, skipped, warn
 from verl_bootstrap.options import choose_backend
 from verl_bootstrap.platforms import MACHINES
 from verl_bootstrap.profile.models import Stage

@@ -11,7 +11,7 @@ from urllib.parse import unquote, urlparse
 
 from verl_bootstrap import proc
 from verl_bootstrap.doctor.inputs import Context, exact_env
-from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped, warn
+from verl_bootstrap.doctor.results import CheckResult, fail, ok, skipped, warn
 from verl_bootstrap.host.netfaults import SITE_CONFIG, net_fault
 from verl_bootstrap.httpclient import HttpError, proxies_for, proxy_for, status
 from verl_bootstrap.redact import redact

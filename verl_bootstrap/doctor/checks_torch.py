@@ -17,7 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from verl_bootstrap import proc
 from verl_bootstrap.doctor.inputs import Context
-from verl_bootstrap.doctor.model import CheckResult, fail, ok, skipped
+from verl_bootstrap.doctor.results import CheckResult, fail, ok, skipped
 from verl_bootstrap.envs.inventory import installed
 from verl_bootstrap.host.netfaults import net_fault, without_tool_hints
 from verl_bootstrap.installer.cmdline import uv_binary

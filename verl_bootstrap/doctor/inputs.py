@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from verl_bootstrap import proc
-from verl_bootstrap.gpu.model import DriverInfo
+from verl_bootstrap.gpu.driverinfo import DriverInfo
 from verl_bootstrap.paths import PROBES
 from verl_bootstrap.platforms import host_platform
 from verl_bootstrap.profile.models import Profile

@@ -7,12 +7,12 @@ from collections.abc import Mapping
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
+from verl_bootstrap.doctor.doctorrun import PREFLIGHT_CHECKS, run_doctor
 from verl_bootstrap.doctor.inputs import DoctorInputs
-from verl_bootstrap.doctor.model import CheckResult
-from verl_bootstrap.doctor.run import PREFLIGHT_CHECKS, run_doctor
+from verl_bootstrap.doctor.results import CheckResult
 from verl_bootstrap.envs.condarc import channel_urls, load_condarc
 from verl_bootstrap.kernels.planning import KernelDecision
-from verl_bootstrap.plan.model import Plan
+from verl_bootstrap.plan.graph import Plan
 
 __all__ = ["inputs_from_plan", "plan_urls", "preflight_failures", "run_preflight_checks"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.lookup import Artifact, hashed_dists, lookup, mismatches
-from verl_bootstrap.lockfile.model import LockedDist, Lockfile
+from verl_bootstrap.lockfile.format import LockedDist, Lockfile
 
 __all__ = ["ExportEntry", "export_entries", "verl_note"]
 

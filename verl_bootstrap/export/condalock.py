@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from verl_bootstrap.export.common import ExportEntry, verl_note
-from verl_bootstrap.lockfile.model import Lockfile
+from verl_bootstrap.lockfile.format import Lockfile
 from verl_bootstrap.redact import shareable
 from verl_bootstrap.safety.shellquote import one_line
 

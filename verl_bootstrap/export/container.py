@@ -18,7 +18,7 @@ import shlex
 from dataclasses import dataclass
 
 from verl_bootstrap import __version__
-from verl_bootstrap.lockfile.model import Lockfile
+from verl_bootstrap.lockfile.format import Lockfile
 from verl_bootstrap.safety.shellquote import one_line
 
 __all__ = [

@@ -17,7 +17,7 @@ from verl_bootstrap.export.container import (
     cuda_source_builds,
     install_lines,
 )
-from verl_bootstrap.lockfile.model import Lockfile
+from verl_bootstrap.lockfile.format import Lockfile
 from verl_bootstrap.paths import atomic_copy, atomic_write
 from verl_bootstrap.redact import redact
 from verl_bootstrap.safety.shellquote import one_line
@@ -130,7 +130,7 @@ def write_container(
     if bundle is not None:
         source = ContainerSource(bundle=_inside(bundle, folder))
     else:
-        from verl_bootstrap.bundle.sources import build_tool_wheel  # noqa: PLC0415 - uv build: index-sourced definitions only
+        from verl_bootstrap.bundle.bundlesources import build_tool_wheel  # noqa: PLC0415 - uv build: index-sourced definitions only
 
         # renamed into place (a link at either name is replaced, not written through), and the
         # wheel is built in a folder of the tool's own: the output folder is the user's

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from verl_bootstrap import __version__
 from verl_bootstrap.export.common import ExportEntry, verl_note
 from verl_bootstrap.installer.lookup import Artifact
-from verl_bootstrap.lockfile.model import Lockfile
+from verl_bootstrap.lockfile.format import Lockfile
 from verl_bootstrap.platforms import MACHINES
 from verl_bootstrap.redact import shareable
 from verl_bootstrap.safety.shellquote import one_line

@@ -9,7 +9,7 @@ from pathlib import Path
 from verl_bootstrap.export.common import ExportEntry, verl_note
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.lookup import stage_index
-from verl_bootstrap.lockfile.model import LockedStage, Lockfile
+from verl_bootstrap.lockfile.format import LockedStage, Lockfile
 from verl_bootstrap.paths import atomic_write
 from verl_bootstrap.redact import drop_login, holds_secret, redact
 from verl_bootstrap.safety.shellquote import one_line

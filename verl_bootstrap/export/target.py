@@ -12,7 +12,7 @@ from verl_bootstrap.export.container import LOCKFILE_NAME
 from verl_bootstrap.export.names import CONTAINER_FORMATS, DEFAULT_OUTPUT
 from verl_bootstrap.export.write import export_lockfile
 from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.lockfile.model import Lockfile
+from verl_bootstrap.lockfile.format import Lockfile
 
 __all__ = ["STDOUT_FORMATS", "export_output", "export_text", "planned_files", "refuse_overwrite"]
 

@@ -12,7 +12,7 @@ from verl_bootstrap.export.names import CONTAINER_FORMATS, DEFAULT_OUTPUT, FORMA
 from verl_bootstrap.export.pylock import render_pylock
 from verl_bootstrap.export.requirements import write_requirements
 from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.lockfile.model import Lockfile
+from verl_bootstrap.lockfile.format import Lockfile
 from verl_bootstrap.paths import atomic_write
 
 __all__ = ["DEFAULT_OUTPUT", "FORMATS", "export_lockfile"]

@@ -11,7 +11,7 @@ from verl_bootstrap.gpu.cuda import (
     supports_bf16,
 )
 from verl_bootstrap.gpu.detect import detect_driver
-from verl_bootstrap.gpu.model import DriverInfo, GpuInfo, MigDevice
+from verl_bootstrap.gpu.driverinfo import DriverInfo, GpuInfo, MigDevice
 from verl_bootstrap.gpu.shadow import ForeignLib, LoadedLib, find_foreign_libs
 from verl_bootstrap.gpu.visible import Visibility, VisibleDevice, parse_visible_devices, ray_note
 

@@ -22,10 +22,10 @@ from verl_bootstrap.gpu.cuda import (
     known_compute_capability,
     version_tuple,
 )
-from verl_bootstrap.gpu.model import DriverInfo
+from verl_bootstrap.gpu.driverinfo import DriverInfo
 from verl_bootstrap.gpu.nvml import read_nvml
-from verl_bootstrap.gpu.parse import parse_proc_version, parse_smi_xml
 from verl_bootstrap.gpu.query import parse_query_gpus
+from verl_bootstrap.gpu.smiparse import parse_proc_version, parse_smi_xml
 
 __all__ = ["CONDA_OVERRIDE", "DRIVER_OVERRIDE", "PROC_VERSION", "detect_driver"]
 

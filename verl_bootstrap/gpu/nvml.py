@@ -11,7 +11,7 @@ import ctypes
 from collections.abc import Callable
 from typing import Any
 
-from verl_bootstrap.gpu.model import DriverInfo, GpuInfo, MigDevice
+from verl_bootstrap.gpu.driverinfo import DriverInfo, GpuInfo, MigDevice
 
 __all__ = ["NVML_LIBRARY", "read_nvml"]
 

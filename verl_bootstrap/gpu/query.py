@@ -6,8 +6,8 @@ from __future__ import annotations
 import csv
 import io
 
-from verl_bootstrap.gpu.model import GpuInfo
-from verl_bootstrap.gpu.parse import mib
+from verl_bootstrap.gpu.driverinfo import GpuInfo
+from verl_bootstrap.gpu.smiparse import mib
 
 __all__ = ["parse_query_gpus"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from verl_bootstrap.gpu.model import GpuInfo, MigDevice
+from verl_bootstrap.gpu.driverinfo import GpuInfo, MigDevice
 
 __all__ = [
     "RAY_NOSET",

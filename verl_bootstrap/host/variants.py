@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from verl_bootstrap.errors import InputError, Refused
 from verl_bootstrap.gpu.cuda import MIN_DRIVER_FOR_CUDA_MAJOR, version_tuple
-from verl_bootstrap.gpu.model import DriverInfo
+from verl_bootstrap.gpu.driverinfo import DriverInfo
 from verl_bootstrap.profile.models import CudaVariant, Profile
 
 __all__ = [

@@ -21,7 +21,7 @@ from verl_bootstrap.host.indexes import DEFAULT, IndexSettings
 from verl_bootstrap.host.netfaults import net_fault, without_tool_hints
 from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.installer.resolve import FIND_LINKS, Target, index_args, load_toml
-from verl_bootstrap.lockfile.model import LockedDist, LockedStage, Lockfile
+from verl_bootstrap.lockfile.format import LockedDist, LockedStage, Lockfile
 from verl_bootstrap.paths import atomic_write
 from verl_bootstrap.platforms import DEFAULT_GLIBC
 

@@ -23,7 +23,7 @@ from verl_bootstrap.errors import CommandFailed, InputError, StepFailed
 from verl_bootstrap.host.indexes import DEFAULT, IndexSettings
 from verl_bootstrap.host.netfaults import net_fault, without_tool_hints
 from verl_bootstrap.installer.cmdline import uv_binary
-from verl_bootstrap.lockfile.model import DistSource
+from verl_bootstrap.lockfile.format import DistSource
 from verl_bootstrap.paths import atomic_write
 from verl_bootstrap.platforms import DEFAULT_GLIBC, uv_platform
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from verl_bootstrap.kernels.choices import KernelQuery, choose
+from verl_bootstrap.kernels.kernelchoice import KernelQuery, choose
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.kernels.planning import cxx11_abi
 from verl_bootstrap.kernels.record import KernelRecord

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field, replace
 
 from packaging.version import InvalidVersion, Version
 
-from verl_bootstrap.gpu.model import DriverInfo
-from verl_bootstrap.kernels.choices import KernelQuery, choose
+from verl_bootstrap.gpu.driverinfo import DriverInfo
 from verl_bootstrap.kernels.host import KernelHost
+from verl_bootstrap.kernels.kernelchoice import KernelQuery, choose
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.kernels.sizing import (
     DEFAULT_ARCH_COUNT,

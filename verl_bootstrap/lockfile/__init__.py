@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from verl_bootstrap.lockfile.io import dump_lockfile, read_lockfile, write_lockfile
-from verl_bootstrap.lockfile.model import (
+from verl_bootstrap.lockfile.format import (
     LOCK_SCHEMA_VERSION,
     CondaPackage,
     LockedDist,
@@ -12,6 +11,7 @@ from verl_bootstrap.lockfile.model import (
     Lockfile,
     profile_hash,
 )
+from verl_bootstrap.lockfile.io import dump_lockfile, read_lockfile, write_lockfile
 
 __all__ = [
     "LOCK_SCHEMA_VERSION",

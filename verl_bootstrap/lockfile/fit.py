@@ -15,7 +15,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from verl_bootstrap.lockfile.model import Lockfile
+from verl_bootstrap.lockfile.format import Lockfile
 
 __all__ = ["Candidate", "Choice", "Wanted", "choose", "why_not"]
 

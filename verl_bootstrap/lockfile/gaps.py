@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from verl_bootstrap.lockfile.model import LockedStage, Lockfile
+from verl_bootstrap.lockfile.format import LockedStage, Lockfile
 
 __all__ = ["GAPS", "LABELS", "documented_gaps", "gap_kinds", "hash_gaps"]
 

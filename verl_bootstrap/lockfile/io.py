@@ -9,7 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.lockfile.model import LOCK_SCHEMA_VERSION, Lockfile
+from verl_bootstrap.lockfile.format import LOCK_SCHEMA_VERSION, Lockfile
 from verl_bootstrap.paths import atomic_write
 from verl_bootstrap.redact import redact
 from verl_bootstrap.safety.yamlfile import load_yaml

@@ -17,7 +17,7 @@ from verl_bootstrap.errors import CommandFailed, InputError, StepFailed
 from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.installer.resolve import Resolved, index_args
 from verl_bootstrap.installer.wheelmeta import WheelFile
-from verl_bootstrap.lockfile.model import ForcedMismatch, LockedStage
+from verl_bootstrap.lockfile.format import ForcedMismatch, LockedStage
 from verl_bootstrap.locking.forced import Mismatch
 from verl_bootstrap.locking.stages import StageInputs, lock_stages
 from verl_bootstrap.locking.wheelreqs import judge

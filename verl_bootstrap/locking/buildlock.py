@@ -21,10 +21,10 @@ from verl_bootstrap import proc
 from verl_bootstrap.errors import CommandFailed, Refused
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.cmdline import uv_binary
-from verl_bootstrap.installer.fetch import cached_archive, fetch_checked
+from verl_bootstrap.installer.download import cached_archive, fetch_checked
 from verl_bootstrap.installer.lookup import lookup_dists, stage_index
 from verl_bootstrap.installer.resolve import Target, index_args, load_toml, parse_pylock
-from verl_bootstrap.lockfile.model import LockedDist, LockedStage
+from verl_bootstrap.lockfile.format import LockedDist, LockedStage
 from verl_bootstrap.paths import atomic_write
 
 __all__ = [

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from verl_bootstrap.errors import InputError, StepFailed
-from verl_bootstrap.lockfile.model import CondaPackage, channel_name
+from verl_bootstrap.lockfile.format import CondaPackage, channel_name
 from verl_bootstrap.redact import redact
 
 __all__ = ["ChannelsUnreachable", "conda_records", "solve_conda"]

@@ -26,7 +26,7 @@ from verl_bootstrap.errors import CommandFailed, InputError
 from verl_bootstrap.host.indexes import DEFAULT, IndexSettings
 from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.installer.resolve import index_args, parse_annotated
-from verl_bootstrap.lockfile.model import LockedDist, Lockfile
+from verl_bootstrap.lockfile.format import LockedDist, Lockfile
 from verl_bootstrap.paths import atomic_write
 from verl_bootstrap.platforms import DEFAULT_GLIBC, uv_platform
 from verl_bootstrap.profile.models import Profile, Substitution

@@ -27,13 +27,13 @@ from verl_bootstrap.errors import BootstrapError, InputError
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.host.variants import known_variant
 from verl_bootstrap.installer.resolve import Resolved, Target
-from verl_bootstrap.lockfile.io import dump_lockfile, read_lockfile
-from verl_bootstrap.lockfile.model import (
+from verl_bootstrap.lockfile.format import (
     CudaTarget,
     Lockfile,
     channel_name,
     profile_hash,
 )
+from verl_bootstrap.lockfile.io import dump_lockfile, read_lockfile
 from verl_bootstrap.locking.buildlock import lock_stage_builds
 from verl_bootstrap.locking.lockstack import lock_stack
 from verl_bootstrap.locking.resolution import fetch_verl, resolve_stages

@@ -15,7 +15,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from verl_bootstrap.lockfile.model import Lockfile
+from verl_bootstrap.lockfile.format import Lockfile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stagespec import stage_specs
 from verl_bootstrap.profile.verlextras import (

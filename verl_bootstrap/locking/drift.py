@@ -12,8 +12,8 @@ from packaging.version import InvalidVersion, Version
 
 from verl_bootstrap.envs.inventory import Dist, installed
 from verl_bootstrap.errors import BootstrapError
+from verl_bootstrap.lockfile.format import CondaPackage, LockedDist, Lockfile, profile_hash
 from verl_bootstrap.lockfile.io import read_lockfile
-from verl_bootstrap.lockfile.model import CondaPackage, LockedDist, Lockfile, profile_hash
 from verl_bootstrap.locking.lockstack import recorded_stack
 from verl_bootstrap.paths import env_lockfile
 from verl_bootstrap.safety import jsontext

@@ -25,7 +25,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from verl_bootstrap.lockfile.model import ForcedMismatch
+from verl_bootstrap.lockfile.format import ForcedMismatch
 from verl_bootstrap.profile.stagespec import DROPPED_MARKER
 
 __all__ = ["Mismatch", "forced_lines", "mismatches", "overrides_in_force"]

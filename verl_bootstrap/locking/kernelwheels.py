@@ -13,11 +13,11 @@ from packaging.utils import canonicalize_name
 
 from verl_bootstrap.errors import BootstrapError
 from verl_bootstrap.httpclient import HttpError, download
-from verl_bootstrap.kernels.choices import KernelQuery, candidates
 from verl_bootstrap.kernels.coverage import stack_keys
+from verl_bootstrap.kernels.kernelchoice import KernelQuery, candidates
 from verl_bootstrap.kernels.record import KernelRecord, record_for_profile, wheel_file
 from verl_bootstrap.kernels.sources import KernelChoice, held_parts, pinned_version
-from verl_bootstrap.lockfile.model import KernelWheel, LockedDist, LockedKey, LockedStage, Lockfile
+from verl_bootstrap.lockfile.format import KernelWheel, LockedDist, LockedKey, LockedStage, Lockfile
 from verl_bootstrap.locking.create import AfterLock
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import file_sha256

@@ -13,7 +13,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from verl_bootstrap.host.variants import known_variant
-from verl_bootstrap.lockfile.model import Lockfile
+from verl_bootstrap.lockfile.format import Lockfile
 from verl_bootstrap.locking.refstack import RefStack, StackTarget, replayed, run_reach, stack_at_ref
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.profile import load_profile

@@ -24,7 +24,7 @@ from verl_bootstrap.installer.lookup import Artifact, lookup_dists, stage_index
 from verl_bootstrap.installer.resolve import Target
 from verl_bootstrap.kernels.record import record_for_profile, wheel_file
 from verl_bootstrap.kernels.sources import from_source
-from verl_bootstrap.lockfile.model import LockedDist, Lockfile
+from verl_bootstrap.lockfile.format import LockedDist, Lockfile
 from verl_bootstrap.locking.wheellibs import Held, WheelCache
 from verl_bootstrap.lockinstall.kernels import locked_key
 from verl_bootstrap.platforms import DEFAULT_GLIBC, MACHINES

@@ -7,7 +7,7 @@ from __future__ import annotations
 from verl_bootstrap.envs.condarc import channel_url, channel_urls, load_condarc
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.indexes import IndexSettings, read_pip_settings
-from verl_bootstrap.lockfile.model import Lockfile, channel_name
+from verl_bootstrap.lockfile.format import Lockfile, channel_name
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.siteconfig.apply import index_settings

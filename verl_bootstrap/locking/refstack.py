@@ -19,7 +19,7 @@ from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.installer.resolve import index_args
-from verl_bootstrap.lockfile.model import UvLockUse
+from verl_bootstrap.lockfile.format import UvLockUse
 from verl_bootstrap.locking.uvstack import Reach, Uncovered, uv_lock_stack
 from verl_bootstrap.platforms import DEFAULT_GLIBC, uv_platform
 from verl_bootstrap.profile.models import Profile

@@ -20,7 +20,7 @@ from pathlib import Path
 from verl_bootstrap.errors import BootstrapError
 from verl_bootstrap.host.indexes import DEFAULT
 from verl_bootstrap.installer.resolve import FIND_LINKS, Target
-from verl_bootstrap.lockfile.model import LockedDist, Lockfile
+from verl_bootstrap.lockfile.format import LockedDist, Lockfile
 from verl_bootstrap.locking.contract import UNCHECKED, MetadataCheck
 from verl_bootstrap.locking.forced import forced_lines
 from verl_bootstrap.locking.resolution import resolve_stages

@@ -18,7 +18,7 @@ from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.cmdline import pip_launcher
 from verl_bootstrap.installer.resolve import Resolved, Target
-from verl_bootstrap.lockfile.model import ForcedMismatch, LockedStage
+from verl_bootstrap.lockfile.format import ForcedMismatch, LockedStage
 from verl_bootstrap.locking.bounds import forced_of, lock_with_bounds
 from verl_bootstrap.locking.stages import StageInputs, verl_version
 from verl_bootstrap.locking.uvlock import (

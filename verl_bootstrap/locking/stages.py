@@ -23,7 +23,7 @@ from packaging.version import Version
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.resolve import Resolved, Target, compile_stage
-from verl_bootstrap.lockfile.model import LockedDist, LockedStage
+from verl_bootstrap.lockfile.format import LockedDist, LockedStage
 from verl_bootstrap.locking.uvlock import UvLockPin, uv_lock_constraints
 from verl_bootstrap.paths import atomic_write
 from verl_bootstrap.profile.stagespec import StageSpec

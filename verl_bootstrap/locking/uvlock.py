@@ -28,7 +28,7 @@ from packaging.version import InvalidVersion, Version
 from verl_bootstrap import proc
 from verl_bootstrap.errors import CommandFailed, InputError
 from verl_bootstrap.installer.cmdline import uv_binary
-from verl_bootstrap.lockfile.model import LockedDist
+from verl_bootstrap.lockfile.format import LockedDist
 from verl_bootstrap.profile.models import Profile, Substitution
 from verl_bootstrap.profile.verlextras import marker_env
 

@@ -28,7 +28,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.lockfile.model import UvLockUse
+from verl_bootstrap.lockfile.format import UvLockUse
 from verl_bootstrap.locking.uvlock import UvLockPin, export_uv_lock, unhashed
 from verl_bootstrap.locking.uvtable import LockTable, reached_extras, read_lock_table
 from verl_bootstrap.profile.models import (

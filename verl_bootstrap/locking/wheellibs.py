@@ -14,7 +14,7 @@ from typing import Literal
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from verl_bootstrap.installer.fetch import fetch_checked
+from verl_bootstrap.installer.download import fetch_checked
 from verl_bootstrap.installer.lookup import Artifact
 from verl_bootstrap.paths import atomic_write
 from verl_bootstrap.safety import jsontext

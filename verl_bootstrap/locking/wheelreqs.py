@@ -18,7 +18,7 @@ from verl_bootstrap.host.indexes import DEFAULT, IndexSettings
 from verl_bootstrap.installer.lookup import lookup_dists, stage_index
 from verl_bootstrap.installer.resolve import FIND_LINKS, Target
 from verl_bootstrap.installer.wheelmeta import WheelFile, served_wheels, wheel_requirements
-from verl_bootstrap.lockfile.model import LockedStage, Lockfile
+from verl_bootstrap.lockfile.format import LockedStage, Lockfile
 from verl_bootstrap.locking.forced import Mismatch, mismatches, overrides_in_force
 from verl_bootstrap.paths import cache_folder
 from verl_bootstrap.platforms import DEFAULT_GLIBC

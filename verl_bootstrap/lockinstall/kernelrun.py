@@ -24,12 +24,9 @@ from packaging.version import Version
 
 from verl_bootstrap.errors import StepFailed
 from verl_bootstrap.installer.lookup import Artifact
-from verl_bootstrap.kernels.choices import KernelQuery, LockPins, candidates
 from verl_bootstrap.kernels.host import Bundled
-from verl_bootstrap.kernels.key import BuildKey
-from verl_bootstrap.kernels.probe import probe_key
-from verl_bootstrap.kernels.sources import KernelChoice
-from verl_bootstrap.kernels.stage import (
+from verl_bootstrap.kernels.kernelchoice import KernelQuery, LockPins, candidates
+from verl_bootstrap.kernels.kernelstage import (
     KernelJob,
     Phases,
     Taken,
@@ -40,8 +37,11 @@ from verl_bootstrap.kernels.stage import (
     kernel_output,
     publish_built,
 )
+from verl_bootstrap.kernels.key import BuildKey
+from verl_bootstrap.kernels.probe import probe_key
+from verl_bootstrap.kernels.sources import KernelChoice
 from verl_bootstrap.kernels.toolkit import require_toolkit
-from verl_bootstrap.lockfile.model import KernelWheel, LockedDist, LockedStage
+from verl_bootstrap.lockfile.format import KernelWheel, LockedDist, LockedStage
 from verl_bootstrap.paths import file_sha256
 
 __all__ = ["Build", "Install", "LockedRoute", "Wheels", "run_locked_kernel"]

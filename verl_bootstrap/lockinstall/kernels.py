@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from verl_bootstrap.kernels.choices import KernelQuery, LockPins
 from verl_bootstrap.kernels.host import KernelHost
+from verl_bootstrap.kernels.kernelchoice import KernelQuery, LockPins
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.kernels.planning import cxx11_abi
-from verl_bootstrap.lockfile.model import LockedDist, LockedStage, Lockfile
+from verl_bootstrap.lockfile.format import LockedDist, LockedStage, Lockfile
 from verl_bootstrap.profile.kernel import KernelSpec
 
 __all__ = ["kernel_dist", "locked_key", "locked_queries"]

@@ -27,7 +27,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from verl_bootstrap.errors import CannotWrite
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.lookup import Artifact
-from verl_bootstrap.lockfile.model import LockedDist
+from verl_bootstrap.lockfile.format import LockedDist
 from verl_bootstrap.paths import atomic_write, cache_folder
 
 __all__ = ["memo_key", "recall", "remember"]

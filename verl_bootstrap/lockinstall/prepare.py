@@ -31,8 +31,8 @@ from verl_bootstrap.installer.lookup import (
     refuse_unserved,
     stage_index,
 )
+from verl_bootstrap.lockfile.format import LockedDist, Lockfile, profile_hash
 from verl_bootstrap.lockfile.io import read_lockfile
-from verl_bootstrap.lockfile.model import LockedDist, Lockfile, profile_hash
 from verl_bootstrap.lockinstall import memo
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import default_lockfile

@@ -18,9 +18,9 @@ from verl_bootstrap.doctor import DoctorInputs, run_doctor
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.onboard.shellrc import rc_file, user_activation, write_rc_block
 from verl_bootstrap.paths import tool_home
-from verl_bootstrap.plan.model import Plan
+from verl_bootstrap.plan.graph import Plan
 from verl_bootstrap.redact import redact
-from verl_bootstrap.run.install import InstallResult, run_install
+from verl_bootstrap.run.installrun import InstallResult, run_install
 from verl_bootstrap.siteconfig import LoadedSite
 from verl_bootstrap.siteconfig.files import fetch_file, local_profile
 

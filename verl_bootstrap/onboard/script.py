@@ -22,7 +22,7 @@ from verl_bootstrap.onboard.toolwheel import ToolWheel
 from verl_bootstrap.paths import atomic_write
 from verl_bootstrap.redact import secrets_in
 from verl_bootstrap.siteconfig import LoadedSite, load_site
-from verl_bootstrap.siteconfig.load import CONFIG_VARS
+from verl_bootstrap.siteconfig.siteload import CONFIG_VARS
 
 __all__ = ["LabScript", "lab_script", "onboarding_script", "write_script"]
 

@@ -33,7 +33,7 @@ def planned_wheel() -> str:
 def publish_wheel(folder: Path) -> ToolWheel:
     """Build the running tool's wheel and write it into `folder` (readable by the lab)."""
     # loaded only here: the bundle's builder pulls in the installer, which onboarding runs need
-    from verl_bootstrap.bundle.sources import build_tool_wheel  # noqa: PLC0415 - see above
+    from verl_bootstrap.bundle.bundlesources import build_tool_wheel  # noqa: PLC0415 - see above
 
     with tempfile.TemporaryDirectory(prefix="verl-bootstrap-wheel-") as work:
         built = build_tool_wheel(Path(work))

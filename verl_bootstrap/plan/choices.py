@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.gpu.model import DriverInfo
+from verl_bootstrap.gpu.driverinfo import DriverInfo
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.host.variants import choose_variant
 from verl_bootstrap.installer.lookup import NotServed
-from verl_bootstrap.lockfile.model import profile_hash
+from verl_bootstrap.lockfile.format import profile_hash
 from verl_bootstrap.locking.refstack import RefStack
 from verl_bootstrap.lockinstall.prepare import LockedInstall, precheck, prepare_locked
 from verl_bootstrap.options import RunOptions
@@ -29,7 +29,7 @@ from verl_bootstrap.profile.stacks import apply_stack
 from verl_bootstrap.siteconfig.apply import index_settings
 
 if TYPE_CHECKING:
-    from verl_bootstrap.bundle.install import OpenedBundle
+    from verl_bootstrap.bundle.bundleinstall import OpenedBundle
 
 __all__ = ["Bundle", "Choices", "make_choices"]
 
@@ -47,7 +47,7 @@ class Bundle:
 class Choices:
     """What this run installs and where, each decided once (see the module docstring)."""
 
-    options: RunOptions  # the user's; with --bundle, locked to the bundle (bundle.install)
+    options: RunOptions  # the user's; with --bundle, locked to the bundle (bundle.bundleinstall)
     profile: Profile  # its stack applied; narrowed to the lockfile's Python on a lockfile route
     host: HostFacts  # the variant and why, the interpreter, the indexes, the kernel sources
     locked: LockedInstall | None  # the lockfile installed, hash-checked (None: resolve)
@@ -79,7 +79,7 @@ def make_choices(
     opened = None
     if bundle is not None:  # a step of planning: the options never unpack anything
         # loaded only when a bundle is named: `plan` and a plain install start without it
-        from verl_bootstrap.bundle.install import open_bundle  # noqa: PLC0415 - see above
+        from verl_bootstrap.bundle.bundleinstall import open_bundle  # noqa: PLC0415 - see above
 
         opened = open_bundle(bundle.archive, options, profile, variant[0], into=bundle.into)
         options = opened.options

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from verl_bootstrap.gpu.model import DriverInfo
+from verl_bootstrap.gpu.driverinfo import DriverInfo
 from verl_bootstrap.host.filesystems import storage_notes
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.host.interpreters import find_interpreter

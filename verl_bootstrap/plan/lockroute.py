@@ -17,8 +17,8 @@ from urllib.parse import urlparse, urlsplit, urlunsplit
 
 from verl_bootstrap.errors import BootstrapError, InputError
 from verl_bootstrap.lockfile.fit import Candidate, Choice, Wanted, choose
+from verl_bootstrap.lockfile.format import Lockfile, profile_hash
 from verl_bootstrap.lockfile.io import read_lockfile
-from verl_bootstrap.lockfile.model import Lockfile, profile_hash
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import atomic_write, cache_folder, default_lockfile, project_lockfile
 from verl_bootstrap.platforms import host_platform

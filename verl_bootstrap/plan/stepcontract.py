@@ -1,6 +1,6 @@
 """The step contract, typed: each step kind's inputs and outputs, one frozen dataclass each.
 
-Inputs are what a step's fingerprint covers: it re-runs when they change (plan.model.Plan.
+Inputs are what a step's fingerprint covers: it re-runs when they change (plan.graph.Plan.
 fingerprints), so their fields are the contract between the plan and an env's record. An optional
 field left None is not part of the fingerprint at all, as the record of an env made before it
 existed holds it: a new field never re-runs the steps of an env that does not use it.

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verl_bootstrap.paths import env_lockfile
-from verl_bootstrap.run.install import InstallResult
+from verl_bootstrap.run.installrun import InstallResult
 from verl_bootstrap.state.inspect import disk_usage, package_count
 
 __all__ = ["EnvFacts", "env_facts"]

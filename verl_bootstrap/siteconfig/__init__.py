@@ -6,7 +6,8 @@ reads; `apply` puts it into a run; `show` renders `config show`.
 
 from __future__ import annotations
 
-from verl_bootstrap.siteconfig.load import (
+from verl_bootstrap.siteconfig.settings import SITE_SCHEMA_VERSION, SiteConfig
+from verl_bootstrap.siteconfig.siteload import (
     ENV_VAR,
     SYSTEM_CONFIG,
     ConfigSource,
@@ -15,7 +16,6 @@ from verl_bootstrap.siteconfig.load import (
     load_site,
     read_location,
 )
-from verl_bootstrap.siteconfig.model import SITE_SCHEMA_VERSION, SiteConfig
 from verl_bootstrap.siteconfig.translate import (
     backend_environment,
     condarc_text,

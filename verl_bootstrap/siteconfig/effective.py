@@ -11,8 +11,8 @@ from verl_bootstrap.host.filesystems import storage_notes
 from verl_bootstrap.host.indexes import read_pip_settings
 from verl_bootstrap.paths import default_prefix
 from verl_bootstrap.siteconfig.apply import apply_site_indexes
-from verl_bootstrap.siteconfig.load import load_site
 from verl_bootstrap.siteconfig.show import show_json
+from verl_bootstrap.siteconfig.siteload import load_site
 from verl_bootstrap.siteconfig.translate import site_options
 
 __all__ = ["effective_settings"]

@@ -8,7 +8,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.siteconfig.load import LoadedSite, read_location
+from verl_bootstrap.siteconfig.siteload import LoadedSite, read_location
 
 __all__ = ["fetch_file", "local_profile", "site_lockfile"]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.redact import redact
-from verl_bootstrap.siteconfig.load import LoadedSite
+from verl_bootstrap.siteconfig.siteload import LoadedSite
 
 __all__ = ["CONFIG_SCHEMA", "Setting", "settings_rows", "show_json", "show_text"]
 

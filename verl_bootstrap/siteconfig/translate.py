@@ -26,8 +26,8 @@ from verl_bootstrap.options import SiteOptions
 from verl_bootstrap.paths import atomic_write
 from verl_bootstrap.redact import redact
 from verl_bootstrap.safety.credentials import git_auth_settings, git_config_env, split_url
-from verl_bootstrap.siteconfig.load import LoadedSite
-from verl_bootstrap.siteconfig.model import Caches, CondaMirror, Network, SiteConfig
+from verl_bootstrap.siteconfig.settings import Caches, CondaMirror, Network, SiteConfig
+from verl_bootstrap.siteconfig.siteload import LoadedSite
 
 __all__ = [
     "backend_environment",

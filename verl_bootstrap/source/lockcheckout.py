@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from verl_bootstrap import proc
-from verl_bootstrap.lockfile.model import LockedSource
+from verl_bootstrap.lockfile.format import LockedSource
 from verl_bootstrap.paths import cache_folder
 from verl_bootstrap.redact import shareable
 from verl_bootstrap.source.spec import SourceResult

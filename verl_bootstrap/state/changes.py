@@ -16,11 +16,11 @@ from packaging.specifiers import SpecifierSet
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.envs.venv import python_version
 from verl_bootstrap.paths import state_file
-from verl_bootstrap.state.record import plan_options, recorded_options
+from verl_bootstrap.state.envrecord import plan_options, recorded_options
 from verl_bootstrap.state.state import State
 
 if TYPE_CHECKING:
-    from verl_bootstrap.plan.model import Plan
+    from verl_bootstrap.plan.graph import Plan
 
 __all__ = ["Change", "ChangeSet", "changes_for"]
 

@@ -19,10 +19,10 @@ from pathlib import Path
 from verl_bootstrap.errors import Refused
 from verl_bootstrap.paths import STATE_DIRNAME, checkout_dir, guard_file, state_dir
 from verl_bootstrap.source.sourcework import checkout_work
+from verl_bootstrap.state.envindex import forget
 from verl_bootstrap.state.guard import guarding
 from verl_bootstrap.state.inspect import disk_usage, load_state
 from verl_bootstrap.state.owned import foreign_files
-from verl_bootstrap.state.registry import forget
 from verl_bootstrap.state.runlog import PREFIX_ITSELF, top_level
 
 __all__ = ["Removal", "check_removal", "remove_env"]

@@ -11,7 +11,7 @@ from typing import Any
 
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.options import declared
-from verl_bootstrap.state.record import MASK
+from verl_bootstrap.state.envrecord import MASK
 
 __all__ = ["merge_indexes", "merge_options"]
 

@@ -15,8 +15,8 @@ from verl_bootstrap.paths import env_lockfile, logs_dir
 from verl_bootstrap.profile import VerifySpec, load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack
+from verl_bootstrap.state.envrecord import read_record
 from verl_bootstrap.state.envstack import env_uv_lock_stack
-from verl_bootstrap.state.record import read_record
 from verl_bootstrap.state.runlog import record_train, record_verify
 from verl_bootstrap.verify.env import VerifyReport, verify_env
 from verl_bootstrap.verify.train import TrainReport, record_entry, train_step

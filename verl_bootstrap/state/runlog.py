@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from verl_bootstrap.errors import BootstrapError
 from verl_bootstrap.paths import STATE_DIRNAME, guard_file, state_file
+from verl_bootstrap.state.envindex import register
+from verl_bootstrap.state.envrecord import record_of
 from verl_bootstrap.state.guard import guarding
-from verl_bootstrap.state.record import record_of
-from verl_bootstrap.state.registry import register
 from verl_bootstrap.state.state import State
 
 if TYPE_CHECKING:
-    from verl_bootstrap.plan.model import Plan
+    from verl_bootstrap.plan.graph import Plan
 
 __all__ = ["PREFIX_ITSELF", "begin_run", "end_run", "record_train", "record_verify", "top_level"]
 

@@ -46,7 +46,7 @@ class State(BaseModel):
     path: Path = Field(exclude=True)
     steps: dict[str, StepRecord] = Field(default_factory=dict)
     protected: dict[str, dict[str, str]] = Field(default_factory=dict)
-    # how the env was made (verl_bootstrap.state.record), its last run, and the top-level names
+    # how the env was made (verl_bootstrap.state.envrecord), its last run, and the top-level names
     # the tool created in the prefix (what `remove` may delete)
     record: dict[str, Any] = Field(default_factory=dict)
     last_run: dict[str, Any] = Field(default_factory=dict)

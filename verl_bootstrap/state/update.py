@@ -14,14 +14,14 @@ from pathlib import Path
 
 from verl_bootstrap.errors import BootstrapError, InputError
 from verl_bootstrap.lockfile.diff import VersionChange, python_xy, version_diff
+from verl_bootstrap.lockfile.format import Lockfile
 from verl_bootstrap.lockfile.io import read_lockfile
-from verl_bootstrap.lockfile.model import Lockfile
 from verl_bootstrap.locking.create import LockRequest, lock_profile
 from verl_bootstrap.locking.kernelwheels import record_kernel_wheels
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import atomic_write, env_lockfile, update_lockfile
+from verl_bootstrap.state.envrecord import read_record
 from verl_bootstrap.state.hints import resume_command
-from verl_bootstrap.state.record import read_record
 
 __all__ = [
     "Update",

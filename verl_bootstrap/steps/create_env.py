@@ -6,12 +6,12 @@ from pathlib import Path
 
 from verl_bootstrap.envs.base import EnvRequest
 from verl_bootstrap.envs.condahash import LockedConda
-from verl_bootstrap.envs.registry import get_backend
-from verl_bootstrap.lockinstall.install import locked_conda
-from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.envs.envbackends import get_backend
+from verl_bootstrap.lockinstall.lockedsteps import locked_conda
+from verl_bootstrap.plan.graph import Plan, Step
 from verl_bootstrap.plan.stepcontract import CreateEnvInputs, CreateEnvOutputs
 from verl_bootstrap.redact import redact
-from verl_bootstrap.steps.base import StepContext
+from verl_bootstrap.steps.stepcontext import StepContext
 
 __all__ = ["describe", "env_request", "execute"]
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from verl_bootstrap.events import emit
 from verl_bootstrap.installer.cmdline import pip_launcher
-from verl_bootstrap.lockinstall.install import check_source, fetch_locked_sdist
-from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.lockinstall.lockedsteps import check_source, fetch_locked_sdist
+from verl_bootstrap.plan.graph import Plan, Step
 from verl_bootstrap.plan.stepcontract import FetchSourceInputs, SourceOutputs
 from verl_bootstrap.redact import redact
 from verl_bootstrap.source.fetch import fetch_source
-from verl_bootstrap.steps.base import StepContext
+from verl_bootstrap.steps.stepcontext import StepContext
 
 __all__ = ["describe", "execute", "locked_sdist"]
 

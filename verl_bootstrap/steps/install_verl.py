@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.installer.cmdline import InstallRequest, install_command
-from verl_bootstrap.lockinstall.install import build_constraints_file, write_build_constraints
-from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.lockinstall.lockedsteps import build_constraints_file, write_build_constraints
+from verl_bootstrap.plan.graph import Plan, Step
 from verl_bootstrap.plan.stepcontract import NoOutputs
 from verl_bootstrap.redact import redact
-from verl_bootstrap.steps.base import StepContext, run_cache_first
 from verl_bootstrap.steps.fetch_source import locked_sdist
+from verl_bootstrap.steps.stepcontext import StepContext, run_cache_first
 
 __all__ = ["describe", "execute"]
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.plan.graph import Plan, Step
 from verl_bootstrap.plan.stepcontract import SourceOutputs, StepOutputs
 from verl_bootstrap.steps import create_env, fetch_source, install_verl, record_lock, stage, verify
-from verl_bootstrap.steps.base import Executor, StepContext
+from verl_bootstrap.steps.stepcontext import Executor, StepContext
 
 __all__ = ["STEP_KINDS", "execute_step", "plan_steps", "running_label"]
 

@@ -18,10 +18,10 @@ from verl_bootstrap.lockfile import (
     Lockfile,
     write_lockfile,
 )
-from verl_bootstrap.lockfile.model import CudaTarget, KernelWheel, channel_name
-from verl_bootstrap.lockinstall.install import record_locked_env
+from verl_bootstrap.lockfile.format import CudaTarget, KernelWheel, channel_name
+from verl_bootstrap.lockinstall.lockedsteps import record_locked_env
 from verl_bootstrap.paths import env_lockfile
-from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.plan.graph import Plan, Step
 from verl_bootstrap.plan.stepcontract import (
     RecordLockInputs,
     RecordLockOutputs,
@@ -32,7 +32,7 @@ from verl_bootstrap.platforms import host_platform
 from verl_bootstrap.safety import jsontext
 from verl_bootstrap.source.lockcheckout import locked_source
 from verl_bootstrap.source.spec import SourceResult
-from verl_bootstrap.steps.base import StepContext
+from verl_bootstrap.steps.stepcontext import StepContext
 
 __all__ = ["describe", "execute", "kernel_wheels", "write_env_lock"]
 

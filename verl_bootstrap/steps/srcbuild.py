@@ -17,9 +17,9 @@ from verl_bootstrap.envs.venv import python_version
 from verl_bootstrap.errors import StepFailed
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.cmdline import InstallRequest, build_command
-from verl_bootstrap.installer.fetch import cached_archive, fetch_checked
+from verl_bootstrap.installer.download import cached_archive, fetch_checked
 from verl_bootstrap.installer.lookup import Artifact
-from verl_bootstrap.lockfile.model import LockedStage
+from verl_bootstrap.lockfile.format import LockedStage
 from verl_bootstrap.paths import built_wheels_dir, file_sha256
 from verl_bootstrap.safety.shapes import inside
 from verl_bootstrap.steps import builtwheels

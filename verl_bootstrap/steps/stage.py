@@ -16,19 +16,19 @@ from packaging.utils import canonicalize_name
 
 from verl_bootstrap.envs.inventory import installed
 from verl_bootstrap.errors import StepFailed
-from verl_bootstrap.lockinstall.install import locked_requirements
+from verl_bootstrap.lockinstall.lockedsteps import locked_requirements
 from verl_bootstrap.paths import atomic_write, override_file
-from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.plan.graph import Plan, Step
 from verl_bootstrap.plan.stepcontract import StageInputs, StageOutputs
 from verl_bootstrap.platforms import host_platform
 from verl_bootstrap.profile.stagespec import StageSpec
 from verl_bootstrap.profile.verlextras import marker_env, stage_pins
 from verl_bootstrap.redact import redact
-from verl_bootstrap.steps.base import StepContext, run_in_env
 from verl_bootstrap.steps.protect import check_protected
 from verl_bootstrap.steps.stagecommand import install_stage, overrides, stage_argv
 from verl_bootstrap.steps.stagelocked import install_locked_kernel, locked_stage_requirements
 from verl_bootstrap.steps.stagetext import described
+from verl_bootstrap.steps.stepcontext import StepContext, run_in_env
 from verl_bootstrap.steps.verldeps import editable_verl
 
 __all__ = ["describe", "execute"]

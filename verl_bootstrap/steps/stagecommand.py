@@ -20,16 +20,16 @@ from verl_bootstrap.events import emit
 from verl_bootstrap.installer.cmdline import InstallRequest, install_command
 from verl_bootstrap.kernels.build import WheelBuild
 from verl_bootstrap.kernels.host import open_wheelhouse
+from verl_bootstrap.kernels.kernelstage import KernelJob, ResolvingRoute, run_kernel_stage
 from verl_bootstrap.kernels.progress import BuildProgress, chain
 from verl_bootstrap.kernels.record import record_for_profile
 from verl_bootstrap.kernels.sizing import read_resources
-from verl_bootstrap.kernels.stage import KernelJob, ResolvingRoute, run_kernel_stage
-from verl_bootstrap.lockinstall.install import locked_request
+from verl_bootstrap.lockinstall.lockedsteps import locked_request
 from verl_bootstrap.paths import atomic_write, kernel_dir, override_file, protected_file
-from verl_bootstrap.plan.model import Plan
+from verl_bootstrap.plan.graph import Plan
 from verl_bootstrap.profile.stagespec import StageSpec
-from verl_bootstrap.steps.base import StepContext, run_cache_first, run_in_env
 from verl_bootstrap.steps.protect import protected_pins, refused_by_pins
+from verl_bootstrap.steps.stepcontext import StepContext, run_cache_first, run_in_env
 from verl_bootstrap.steps.verldeps import verl_pin, verl_requirement
 
 __all__ = [

@@ -10,13 +10,12 @@ from typing import Any
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.installer.lookup import Artifact
 from verl_bootstrap.kernels.host import open_bundled
-from verl_bootstrap.lockfile.model import LockedStage
-from verl_bootstrap.lockinstall.install import locked_requirements, write_build_constraints
+from verl_bootstrap.lockfile.format import LockedStage
 from verl_bootstrap.lockinstall.kernelrun import LockedRoute, run_locked_kernel
 from verl_bootstrap.lockinstall.kernels import kernel_dist
+from verl_bootstrap.lockinstall.lockedsteps import locked_requirements, write_build_constraints
 from verl_bootstrap.paths import atomic_write, cache_folder, locked_requirements_file
 from verl_bootstrap.profile.stagespec import StageSpec
-from verl_bootstrap.steps.base import StepContext, run_in_env
 from verl_bootstrap.steps.srcbuild import build_locked_sdists
 from verl_bootstrap.steps.stagecommand import (
     install_stage,
@@ -25,6 +24,7 @@ from verl_bootstrap.steps.stagecommand import (
     stage_request,
     with_progress,
 )
+from verl_bootstrap.steps.stepcontext import StepContext, run_in_env
 
 __all__ = ["install_locked_kernel", "locked_stage_requirements"]
 

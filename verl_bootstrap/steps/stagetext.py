@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from verl_bootstrap.host.variants import variant_window
 from verl_bootstrap.kernels.sources import KernelChoice
 from verl_bootstrap.kernels.toolkit import toolkit_need
-from verl_bootstrap.lockfile.model import LockedStage
-from verl_bootstrap.plan.model import Plan
+from verl_bootstrap.lockfile.format import LockedStage
+from verl_bootstrap.plan.graph import Plan
 from verl_bootstrap.profile.stagespec import StageSpec
 from verl_bootstrap.profile.verlextras import extras_lines, shown_substitutions
 

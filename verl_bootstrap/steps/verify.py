@@ -10,10 +10,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.errors import BootstrapError, StepFailed
 from verl_bootstrap.paths import state_file
-from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.plan.graph import Plan, Step
 from verl_bootstrap.plan.stepcontract import VerifyInputs, VerifyOutputs
 from verl_bootstrap.state.state import State
-from verl_bootstrap.steps.base import StepContext
+from verl_bootstrap.steps.stepcontext import StepContext
 from verl_bootstrap.verify.env import verify_env
 from verl_bootstrap.verify.train import record_entry, train_step
 from verl_bootstrap.verify.trainplan import (

@@ -17,7 +17,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.lockfile.model import ForcedMismatch
+from verl_bootstrap.lockfile.format import ForcedMismatch
 from verl_bootstrap.profile.verlextras import read_uv_table
 
 __all__ = ["DepsFree", "Mismatch", "deps_free", "forced_keys", "mismatches", "unexplained"]

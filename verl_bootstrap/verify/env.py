@@ -17,8 +17,8 @@ from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.envs.inventory import site_packages
 from verl_bootstrap.errors import BootstrapError, InputError
 from verl_bootstrap.installer.cmdline import uv_binary
+from verl_bootstrap.lockfile.format import ForcedMismatch
 from verl_bootstrap.lockfile.io import read_lockfile
-from verl_bootstrap.lockfile.model import ForcedMismatch
 from verl_bootstrap.paths import PROBES, checkout_dir, env_lockfile
 from verl_bootstrap.profile.models import VerifySpec
 from verl_bootstrap.verify import bytecode

@@ -13,7 +13,7 @@ from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK
 
 if TYPE_CHECKING:
-    from verl_bootstrap.lockfile.model import Lockfile
+    from verl_bootstrap.lockfile.format import Lockfile
 
 __all__ = ["cmd_bundle", "flags_bundle"]
 
@@ -38,7 +38,7 @@ def flags_bundle(p: argparse.ArgumentParser) -> None:
 
 def cmd_bundle(ns: argparse.Namespace) -> int:
     """`bundle`: collect, check and write; print the size and the time it took."""
-    from verl_bootstrap.bundle.create import BundleRequest, create_bundle
+    from verl_bootstrap.bundle.bundlecreate import BundleRequest, create_bundle
     from verl_bootstrap.kernels.host import open_wheelhouse
     from verl_bootstrap.locking.origins import lock_channels, lock_index_settings
     from verl_bootstrap.paths import cache_root

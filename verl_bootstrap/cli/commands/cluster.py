@@ -207,7 +207,7 @@ def _install_dry_run(ns: argparse.Namespace, command: list[str]) -> int:
 def cmd_script(ns: argparse.Namespace) -> int:
     """`cluster script --slurm`: the sbatch script."""
     from verl_bootstrap.cluster.command import install_args, tool_on_nodes
-    from verl_bootstrap.cluster.script import sbatch_script
+    from verl_bootstrap.cluster.nodescript import sbatch_script
 
     if ns.train and ns.action == "install":
         raise InputError(

@@ -14,7 +14,7 @@ from verl_bootstrap.errors import Refused
 
 if TYPE_CHECKING:
     from verl_bootstrap.doctor import DoctorInputs, DoctorReport
-    from verl_bootstrap.plan.model import Plan
+    from verl_bootstrap.plan.graph import Plan
 
 __all__ = ["cmd_doctor", "doctor_inputs", "flags_doctor"]
 
@@ -73,7 +73,7 @@ def cmd_doctor(ns: argparse.Namespace) -> int:
 def doctor_inputs(ns: argparse.Namespace) -> DoctorInputs:
     """Doctor's inputs: from the profile's plan when one is named, else the machine (and env)."""
     from verl_bootstrap.doctor import DoctorInputs, inputs_from_plan
-    from verl_bootstrap.doctor.registry import known_checks
+    from verl_bootstrap.doctor.checklist import known_checks
 
     known_checks(ns.skip_check)
     skip = frozenset(ns.skip_check)
@@ -105,7 +105,7 @@ def doctor_inputs(ns: argparse.Namespace) -> DoctorInputs:
 
 
 def _plan(ns: argparse.Namespace) -> Plan:
-    from verl_bootstrap.run.install import prepare_plan
+    from verl_bootstrap.run.installrun import prepare_plan
 
     return prepare_plan(run_options(ns, python=None))  # --python names an env here, not a base
 

@@ -14,7 +14,7 @@ from verl_bootstrap.errors import EXIT_OK
 
 if TYPE_CHECKING:
     from verl_bootstrap.host.indexes import IndexSettings
-    from verl_bootstrap.lockfile.model import Lockfile
+    from verl_bootstrap.lockfile.format import Lockfile
 
 __all__ = ["cmd_export", "flags_export"]
 

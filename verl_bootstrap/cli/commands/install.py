@@ -11,7 +11,7 @@ from verl_bootstrap.cli.output import emit_json, err, out, paint
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED
 
 if TYPE_CHECKING:
-    from verl_bootstrap.bundle.install import OpenedBundle
+    from verl_bootstrap.bundle.bundleinstall import OpenedBundle
     from verl_bootstrap.options import RunOptions
     from verl_bootstrap.state.state import State
 
@@ -54,7 +54,7 @@ def install_with(ns: argparse.Namespace, options: RunOptions, state: State | Non
     from verl_bootstrap.events import listening
     from verl_bootstrap.paths import state_file
     from verl_bootstrap.plan.choices import Bundle
-    from verl_bootstrap.run.install import prepare_plan, run_install
+    from verl_bootstrap.run.installrun import prepare_plan, run_install
     from verl_bootstrap.siteconfig.apply import applied_environment
 
     archive = vars(ns).get("bundle")  # from an offline bundle: checked, then unpacked

@@ -48,7 +48,7 @@ def flags_coverage(cover: argparse.ArgumentParser) -> None:
 def cmd_coverage(ns: argparse.Namespace) -> int:
     """`kernels coverage`: the table from the recorded lists (after --refresh, the fresh ones);
     exit 1 when a source could not be asked (its recorded list kept)."""
-    from verl_bootstrap.kernels.command import coverage_report
+    from verl_bootstrap.kernels.kernelcmd import coverage_report
 
     if ns.dry_run and not ns.refresh:
         raise InputError(

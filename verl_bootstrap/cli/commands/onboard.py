@@ -92,7 +92,7 @@ def _onboard_dry_run(ns: argparse.Namespace, options: Any, shells: tuple[str, ..
     the cache to plan with, as `install --lockfile URL` does)."""
     from verl_bootstrap.cli.planview import plan_json, plan_text
     from verl_bootstrap.onboard.shellrc import planned_files
-    from verl_bootstrap.run.install import prepare_plan
+    from verl_bootstrap.run.installrun import prepare_plan
 
     plan = prepare_plan(options)
     files, rcs = planned_files(shells, shell_init=ns.shell_init, environ=os.environ)
@@ -151,7 +151,7 @@ def _run_onboard(
     from verl_bootstrap.cli.planview import report_json, summary_text
     from verl_bootstrap.cli.render import Console
     from verl_bootstrap.onboard import describe, onboard
-    from verl_bootstrap.run.install import prepare_plan
+    from verl_bootstrap.run.installrun import prepare_plan
 
     started = time.monotonic()
     plan = prepare_plan(options)

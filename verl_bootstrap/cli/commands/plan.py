@@ -26,7 +26,7 @@ def cmd_plan(ns: argparse.Namespace) -> int:
     from verl_bootstrap.cli.options import run_options
     from verl_bootstrap.cli.planview import plan_json, plan_text
     from verl_bootstrap.plan.choices import Bundle
-    from verl_bootstrap.run.install import prepare_plan
+    from verl_bootstrap.run.installrun import prepare_plan
     from verl_bootstrap.siteconfig.apply import applied_environment
 
     options = run_options(ns)

@@ -52,7 +52,7 @@ def _house_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _house(ns: argparse.Namespace) -> AnyWheelhouse:
-    from verl_bootstrap.kernels.command import chosen_wheelhouse
+    from verl_bootstrap.kernels.kernelcmd import chosen_wheelhouse
 
     return chosen_wheelhouse(ns.wheelhouse, ns.config, os.environ)
 
@@ -90,7 +90,7 @@ def cmd_add(ns: argparse.Namespace) -> int:
     house = _house(ns)
     if not Path(ns.wheel).is_file():
         raise InputError(f"{ns.wheel}: no such wheel file")
-    from verl_bootstrap.kernels.command import publish_key
+    from verl_bootstrap.kernels.kernelcmd import publish_key
     from verl_bootstrap.kernels.wheeltags import refuse_contradictions
 
     key = publish_key(ns.key, ns.key_of, hint=_KEY_HELP)

@@ -22,7 +22,7 @@ from verl_bootstrap.errors import CommandFailed, StepFailed
 from verl_bootstrap.httpclient import HttpError, download
 from verl_bootstrap.installer.cmdline import install_command, uninstall_command
 from verl_bootstrap.kernels.build import WheelBuild, build_wheel, download_wheel
-from verl_bootstrap.kernels.choices import LAST, KernelQuery, candidates
+from verl_bootstrap.kernels.kernelchoice import LAST, KernelQuery, candidates
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.kernels.probe import check_loads, probe_key
 from verl_bootstrap.kernels.record import KernelRecord

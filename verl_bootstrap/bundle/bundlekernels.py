@@ -27,7 +27,7 @@ from verl_bootstrap.httpclient import HttpError, download
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.kernels.remotehouse import AnyWheelhouse
 from verl_bootstrap.kernels.wheelhouse import INDEX_NAME, entry_for, index_text
-from verl_bootstrap.lockfile.model import KernelWheel, Lockfile
+from verl_bootstrap.lockfile.format import KernelWheel, Lockfile
 from verl_bootstrap.paths import atomic_write, file_sha256
 
 __all__ = [

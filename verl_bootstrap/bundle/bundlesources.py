@@ -18,7 +18,7 @@ from verl_bootstrap.errors import CommandFailed, Refused
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.installer.resolve import Target, load_toml
-from verl_bootstrap.lockfile.model import Lockfile
+from verl_bootstrap.lockfile.format import Lockfile
 from verl_bootstrap.paths import file_sha256
 from verl_bootstrap.platforms import DEFAULT_GLIBC
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from verl_bootstrap.errors import Refused, StepFailed
 from verl_bootstrap.httpclient import HttpError, download
-from verl_bootstrap.lockfile.model import CondaPackage
+from verl_bootstrap.lockfile.format import CondaPackage
 from verl_bootstrap.paths import file_sha256
 from verl_bootstrap.redact import redact
 

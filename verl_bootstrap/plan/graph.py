@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verl_bootstrap.gpu.model import DriverInfo
+from verl_bootstrap.gpu.driverinfo import DriverInfo
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.lookup import Artifact
 from verl_bootstrap.kernels.planning import KernelDecision
+from verl_bootstrap.lockfile.format import LockedStage, Lockfile
 from verl_bootstrap.lockfile.gaps import gap_kinds
-from verl_bootstrap.lockfile.model import LockedStage, Lockfile
 from verl_bootstrap.lockinstall.prepare import LockedInstall
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.facts import HostFacts
@@ -24,7 +24,7 @@ from verl_bootstrap.profile.stagespec import StageSpec
 from verl_bootstrap.source.spec import SourceSpec
 
 if TYPE_CHECKING:  # the bundle package is loaded only by a run that names one
-    from verl_bootstrap.bundle.install import OpenedBundle
+    from verl_bootstrap.bundle.bundleinstall import OpenedBundle
 
 __all__ = ["Plan", "Step"]
 
@@ -66,7 +66,7 @@ class Plan:
     # the lockfile the record names (plan.choices.Choices.named_lockfile); options stay as given
     named_lockfile: Path | None = None
     opened: OpenedBundle | None = None  # --bundle: the bundle checked and unpacked for this plan
-    # the profile hash (lockfile.model.profile_hash) of the profile as this run resolves it, before
+    # the profile hash (lockfile.format.profile_hash) of the profile as this run resolves it, before
     # a lockfile narrows its Python: the one a lockfile of it carries, and the env's record shows
     profile_hash: str = ""
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from verl_bootstrap import events
+from verl_bootstrap.doctor.checklist import ALL_CHECKS, CHECKS, NEEDS_DRIVER, PREFLIGHT_CHECKS
 from verl_bootstrap.doctor.inputs import Context, DoctorInputs, EnvFacts, run_probe
-from verl_bootstrap.doctor.model import CheckResult, DoctorReport, skipped
-from verl_bootstrap.doctor.registry import ALL_CHECKS, CHECKS, NEEDS_DRIVER, PREFLIGHT_CHECKS
+from verl_bootstrap.doctor.results import CheckResult, DoctorReport, skipped
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.gpu.detect import detect_driver

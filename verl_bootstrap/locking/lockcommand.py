@@ -15,8 +15,8 @@ from pathlib import Path
 from verl_bootstrap.errors import BootstrapError, InputError
 from verl_bootstrap.host.variants import known_variant
 from verl_bootstrap.lockfile.diff import VersionChange, version_diff
+from verl_bootstrap.lockfile.format import Lockfile
 from verl_bootstrap.lockfile.io import read_lockfile
-from verl_bootstrap.lockfile.model import Lockfile
 from verl_bootstrap.locking.contract import (
     UNCHECKED,
     MetadataCheck,

@@ -10,13 +10,13 @@ from verl_bootstrap.envs.activation import activation_line, write_activation
 from verl_bootstrap.errors import BootstrapError, InputError, Interrupted, Refused
 from verl_bootstrap.events import emit
 from verl_bootstrap.gpu.detect import detect_driver
-from verl_bootstrap.gpu.model import DriverInfo
+from verl_bootstrap.gpu.driverinfo import DriverInfo
 from verl_bootstrap.lockfile.gaps import LABELS
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import STATE_DIRNAME, guard_file, state_file
 from verl_bootstrap.plan.choices import Bundle, make_choices
+from verl_bootstrap.plan.graph import Plan
 from verl_bootstrap.plan.lockroute import route_line
-from verl_bootstrap.plan.model import Plan
 from verl_bootstrap.run.repair import Repair, env_drift, take_out_changed
 from verl_bootstrap.run.runner import RunReport, run_plan
 from verl_bootstrap.state.guard import guarding

@@ -18,7 +18,7 @@ from verl_bootstrap.redact import redact
 from verl_bootstrap.state.state import State
 
 if TYPE_CHECKING:
-    from verl_bootstrap.plan.model import Plan
+    from verl_bootstrap.plan.graph import Plan
 
 __all__ = [
     "MASK",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from verl_bootstrap.gpu.model import DriverInfo, GpuInfo, MigDevice
+from verl_bootstrap.gpu.driverinfo import DriverInfo, GpuInfo, MigDevice
 
 __all__ = ["mib", "parse_proc_version", "parse_smi_xml"]
 

@@ -14,16 +14,16 @@ from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.envs.inventory import Dist, installed
 from verl_bootstrap.errors import InputError, StepFailed
 from verl_bootstrap.installer.cmdline import InstallRequest
-from verl_bootstrap.installer.fetch import cached_archive, fetch_checked
+from verl_bootstrap.installer.download import cached_archive, fetch_checked
 from verl_bootstrap.installer.lookup import Artifact
-from verl_bootstrap.lockfile.io import write_lockfile
-from verl_bootstrap.lockfile.model import (
+from verl_bootstrap.lockfile.format import (
     CondaPackage,
     KernelWheel,
     LockedDist,
     LockedStage,
     Lockfile,
 )
+from verl_bootstrap.lockfile.io import write_lockfile
 from verl_bootstrap.lockinstall.prepare import LockedInstall
 from verl_bootstrap.paths import (
     atomic_write,

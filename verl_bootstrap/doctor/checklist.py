@@ -31,7 +31,7 @@ from verl_bootstrap.doctor.checks_machine import (
 from verl_bootstrap.doctor.checks_network import check_network
 from verl_bootstrap.doctor.checks_torch import check_cpu_torch
 from verl_bootstrap.doctor.inputs import Context
-from verl_bootstrap.doctor.model import CheckResult
+from verl_bootstrap.doctor.results import CheckResult
 from verl_bootstrap.errors import InputError
 
 __all__ = [

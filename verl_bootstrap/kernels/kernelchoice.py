@@ -36,7 +36,7 @@ from verl_bootstrap.kernels.sources import (
     wheelhouse_match,
 )
 from verl_bootstrap.kernels.wheelhouse import Entry
-from verl_bootstrap.lockfile.model import KernelWheel, LockedDist, LockedStage
+from verl_bootstrap.lockfile.format import KernelWheel, LockedDist, LockedStage
 from verl_bootstrap.profile.kernel import KernelSpec
 
 __all__ = [

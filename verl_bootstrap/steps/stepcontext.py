@@ -10,7 +10,7 @@ from typing import Any
 
 from verl_bootstrap import proc
 from verl_bootstrap.errors import CommandFailed
-from verl_bootstrap.plan.model import Plan, Step
+from verl_bootstrap.plan.graph import Plan, Step
 from verl_bootstrap.plan.stepcontract import StepOutputs
 
 __all__ = ["Executor", "StepContext", "activation_env", "run_cache_first", "run_in_env"]

@@ -24,7 +24,7 @@ from verl_bootstrap.httpclient import HttpError, fetch
 from verl_bootstrap.redact import redact
 from verl_bootstrap.safety.shapes import control_char_at
 from verl_bootstrap.safety.yamlfile import decode_untrusted, parse_yaml, read_untrusted
-from verl_bootstrap.siteconfig.model import SITE_SCHEMA_VERSION, SiteConfig, plain_http
+from verl_bootstrap.siteconfig.settings import SITE_SCHEMA_VERSION, SiteConfig, plain_http
 
 __all__ = [
     "CONFIG_VARS",

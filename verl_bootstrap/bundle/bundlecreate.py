@@ -25,16 +25,16 @@ from importlib import resources
 from pathlib import Path
 
 from verl_bootstrap import __version__
+from verl_bootstrap.bundle.bundleconda import collect_conda, conda_arcname
+from verl_bootstrap.bundle.bundlekernels import collect_kernel_wheels, kernel_arcname
+from verl_bootstrap.bundle.bundlesources import tool_wheels, verl_git_bundle, verl_pyproject
 from verl_bootstrap.bundle.collect import Collected, collect_locked, resolve_build
-from verl_bootstrap.bundle.conda import collect_conda, conda_arcname
-from verl_bootstrap.bundle.kernels import collect_kernel_wheels, kernel_arcname
 from verl_bootstrap.bundle.manifest import MANIFEST_NAME, Manifest, Member, Role, dump_manifest
-from verl_bootstrap.bundle.sources import tool_wheels, verl_git_bundle, verl_pyproject
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.kernels.remotehouse import AnyWheelhouse
+from verl_bootstrap.lockfile.format import Lockfile
 from verl_bootstrap.lockfile.io import read_lockfile
-from verl_bootstrap.lockfile.model import Lockfile
 from verl_bootstrap.locking.buildlock import build_requirements, sdist_pyproject
 from verl_bootstrap.paths import cannot_write, checked_folder, file_sha256
 
