@@ -197,6 +197,69 @@ def test_the_loop_finder_finds_a_loop_of_packages() -> None:
     assert _package_loops({"p.a.x": {"p.a.y"}, "p.a.y": {"p.a.x"}}) == []  # inside one package
 
 
+# The house's floors, lowest first: a package imports its own floor's packages and those below,
+# never one above (each floor's packages are in pipeline order too: no loop among them). The
+# names are the top-level packages and modules; docs/layout.md draws the same floors.
+LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    (  # verl_bootstrap: the package's own __init__, which holds the version
+        "foundation",
+        frozenset({"verl_bootstrap", "errors", "events", "redact", "platforms", "safety"})
+        | frozenset({"proc", "paths"}),
+    ),
+    ("facts", frozenset({"gpu", "profile", "host", "options"})),
+    ("sources", frozenset({"lockfile", "schemas", "httpclient", "source", "siteconfig"})),
+    ("installers", frozenset({"installer", "envs"})),
+    ("checks", frozenset({"verify", "verltests", "kernels"})),
+    ("locking", frozenset({"lockinstall", "locking", "bundle", "export"})),
+    ("planning", frozenset({"plan", "doctor", "state"})),
+    ("running", frozenset({"steps", "compiler", "run", "cluster"})),
+    ("onboarding", frozenset({"onboard"})),
+    ("cli", frozenset({"cli", "__main__"})),
+)
+
+
+def _floor_of(package: str) -> int:
+    return next(i for i, (_, members) in enumerate(LAYERS) if package in members)
+
+
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from a package to one on a higher floor, as `module -> module`."""
+    return [
+        f"{source} -> {target}"
+        for source, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if _floor_of(_package(target)) > _floor_of(_package(source))
+    ]
+
+
+def test_the_house_has_at_most_ten_floors_and_each_package_one() -> None:
+    packages = {_package(m) for m in _modules()}
+    placed = [p for _, members in LAYERS for p in members]
+    assert len(LAYERS) <= 10
+    assert sorted(placed) == sorted(set(placed)), "a package on two floors"
+    assert sorted(packages - set(placed)) == [], "add the new package to a floor in LAYERS"
+
+
+def test_every_import_goes_to_the_same_floor_or_below() -> None:
+    assert _upward(_imports(_modules())) == []
+
+
+def test_the_floor_check_finds_an_import_that_climbs() -> None:
+    graph = {"verl_bootstrap.proc": {"verl_bootstrap.cli.parse"}}
+    assert _upward(graph) == ["verl_bootstrap.proc -> verl_bootstrap.cli.parse"]
+
+
+def test_the_layout_page_draws_the_same_floors() -> None:
+    page = (PACKAGE.parent / "docs" / "layout.md").read_text(encoding="utf-8")
+    drawn = page.split("## Floors", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    rows = [line for line in drawn.splitlines() if line.strip()]
+    assert len(rows) == len(LAYERS)
+    for row, (name, members) in zip(rows, reversed(LAYERS), strict=True):  # drawn top down
+        floor, _, names = row.partition(":")
+        assert floor.split()[-1] == name, row
+        assert set(names.replace(",", " ").split()) == {m.removesuffix(".py") for m in members}
+
+
 def test_only_the_runner_uses_the_step_kinds() -> None:
     # steps/ holds step kinds (and their own helpers); compiler/ asks them to describe their
     # steps, run/ runs them; a library others need lives elsewhere
