@@ -11,6 +11,7 @@ import pytest
 from verl_bootstrap.cli import build_parser
 from verl_bootstrap.cli.options import options_and_state
 from verl_bootstrap.paths import state_file
+from verl_bootstrap.plan.stepcontract import NoOutputs
 from verl_bootstrap.run.installrun import prepare_plan, run_install
 from verl_bootstrap.state.changes import changes_for
 from verl_bootstrap.state.state import State
@@ -33,8 +34,8 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     return seen
 
 
-def _done(ctx: Any) -> dict[str, Any]:
-    return {}
+def _done(ctx: Any) -> NoOutputs:
+    return NoOutputs()
 
 
 def _run(argv: list[str]) -> State:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,6 +18,7 @@ from verl_bootstrap.cli.render import Console
 from verl_bootstrap.events import Event, emit, listening
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.graph import Plan
+from verl_bootstrap.plan.stepcontract import NoOutputs
 from verl_bootstrap.run.installrun import prepare_plan
 from verl_bootstrap.run.runner import run_plan
 from verl_bootstrap.steps.stepcontext import StepContext
@@ -30,12 +30,12 @@ def plan(tmp_path: Path) -> Plan:
     return prepare_plan(options, driver=None, detect=False, check_optional=False)
 
 
-def talking_step(ctx: StepContext) -> dict[str, Any]:
+def talking_step(ctx: StepContext) -> NoOutputs:
     """A step that prints three lines through a real child, then leaves a note."""
     code = "import sys\nfor i in range(3): print(f'line {i}', flush=True)"
     proc.run([sys.executable, "-c", code], log_path=ctx.log_path, on_line=ctx.on_line)
     emit(f"{ctx.step.id} says hello", kind=("note",), step=ctx.step.id)
-    return {}
+    return NoOutputs()
 
 
 class TtyBuffer(io.StringIO):
