@@ -78,6 +78,7 @@ class SuiteReport:
     timed_out: bool = False  # the run was stopped at its time limit
     interrupted: bool = False  # pytest was stopped early some other way (a signal, pytest.exit)
     not_reached: tuple[str, ...] = ()  # files it never got to, then
+    notes: tuple[str, ...] = ()  # said of the run (how --test-timeout bounds it)
 
     @property
     def by_class(self) -> dict[str, int]:
@@ -101,6 +102,7 @@ class SuiteReport:
             "timed_out": self.timed_out,
             "interrupted": self.interrupted,
             "not_reached": list(self.not_reached),
+            "notes": list(self.notes),
             "log": self.log,
             "failures": [
                 {"nodeid": f.nodeid, "outcome": f.outcome, **f.verdict.__dict__}
@@ -150,12 +152,17 @@ def run_suite(
     `keyword` is pytest's -k expression. Each test's outcome is emitted as it comes (a
     ("step", "line") event of the step "test": the counts so far), for a live line.
     Past `timeout` seconds the run is stopped: the file or test it was stuck in is a failure of
-    class `timeout`. `test_timeout` is each test's limit (pytest-timeout, when the env has it).
+    class `timeout`. `test_timeout` is each test's limit: pytest-timeout's where the env has it,
+    with the watchdog a little past it; else the watchdog's alone (said, the env left as it is).
     """
     python = env_python(prefix)
     if not python.exists():
         raise InputError(f"{prefix} is not an env (no {python})")
-    tools = _require_tools(python, prefix, per_test=test_timeout is not None)
+    tools = _require_tools(python, prefix)
+    plugin = tools["pytest_timeout"]
+    notes = _limit_notes(prefix, test_timeout, plugin=plugin)
+    for note in notes:
+        emit(note, kind=("note",), step="test")
     env = {**_ENV, **({} if allow_downloads else _OFFLINE), "PATH": _env_path(python)}
     with tempfile.TemporaryDirectory(prefix="verl-tests-") as scratch:
         where = Path(scratch)
@@ -169,7 +176,7 @@ def run_suite(
             test_timeout=test_timeout,
             keyword=keyword,
         )
-        env = {**env, **_with_plugin(where), **_watched(where, test_timeout)}
+        env = {**env, **_with_plugin(where), **_watched(where, test_timeout, plugin=plugin)}
         deadline = None if timeout is None else time.monotonic() + timeout
         tally, cases = _Tally(), tuple[Case, ...]()
         while True:  # again after each test the watchdog ended, without the tests started
@@ -184,7 +191,7 @@ def run_suite(
                 timeout=left,
                 on_line=tally,
             )
-            hung = None if done.timed_out else _hung(where, test_timeout)
+            hung = None if done.timed_out else _hung(where, test_timeout, plugin=plugin)
             if hung is None:
                 junit = where / "junit.xml"
                 cases = (*cases, *(read_junit(junit) if junit.exists() else ()))
@@ -213,6 +220,19 @@ def run_suite(
         collected=number,
         timed_out=done.timed_out,
         interrupted=interrupted,
+        notes=notes,
+    )
+
+
+def _limit_notes(prefix: Path, test_timeout: float | None, *, plugin: bool) -> tuple[str, ...]:
+    """What is said of `--test-timeout` on an env without pytest-timeout: the tool's own
+    watchdog bounds each test, and the env is left as its lockfile records it."""
+    if test_timeout is None or plugin:
+        return ()
+    return (
+        f"the env at {prefix} has no pytest-timeout: each test is bounded at {test_timeout:g} s "
+        "by verl-bootstrap's own watchdog, which ends pytest at a test past it and starts it "
+        "again after that test (the env is not changed)",
     )
 
 
@@ -232,7 +252,7 @@ class _Tally:
         emit(f"{said} · {nodeid}", kind=("step", "line"), step="test", **self.counts)
 
 
-def _require_tools(python: Path, prefix: Path, *, per_test: bool) -> dict[str, bool]:
+def _require_tools(python: Path, prefix: Path) -> dict[str, bool]:
     """pytest must be in the env (never installed behind the user's back); which plugins are."""
     tools = _tools(python)
     if not tools["pytest"]:
@@ -240,12 +260,6 @@ def _require_tools(python: Path, prefix: Path, *, per_test: bool) -> dict[str, b
             f"the env at {prefix} has no pytest",
             hint="add the test tools: run the same install again with --with-tests "
             f"(verl-bootstrap install --profile PROFILE --prefix {prefix} --with-tests)",
-        )
-    if per_test and not tools["pytest_timeout"]:
-        raise StepFailed(
-            f"--test-timeout needs pytest-timeout, which the env at {prefix} does not have",
-            hint="drop --test-timeout (--timeout still bounds the whole run), "
-            "or install pytest-timeout into the env yourself",
         )
     return tools
 
@@ -296,24 +310,25 @@ def _with_plugin(scratch: Path) -> dict[str, str]:
     return {"PYTHONPATH": str(scratch), "VERL_BOOTSTRAP_PROGRESS": str(scratch / "progress.txt")}
 
 
-def _watched(scratch: Path, test_timeout: float | None) -> dict[str, str]:
-    """The plugin's watchdog (progress_plugin): a test still running a little past its limit
-    (pytest-timeout's own alarm first, for a test that returns to Python) ends the run."""
+def _watched(scratch: Path, test_timeout: float | None, *, plugin: bool) -> dict[str, str]:
+    """The plugin's watchdog (progress_plugin): a test still running past its limit ends the
+    run. With pytest-timeout in the env, a little past it (its own alarm first, for a test that
+    returns to Python, which the run survives); without it, at the limit itself."""
     if test_timeout is None:
         return {}
     return {
-        "VERL_BOOTSTRAP_TEST_LIMIT": f"{_watchdog_limit(test_timeout):g}",
+        "VERL_BOOTSTRAP_TEST_LIMIT": f"{_watchdog_limit(test_timeout, plugin=plugin):g}",
         "VERL_BOOTSTRAP_HUNG": str(scratch / "hung.txt"),
         "VERL_BOOTSTRAP_RESULTS": str(scratch / "results.jsonl"),
         "VERL_BOOTSTRAP_SKIP": str(scratch / "progress.txt"),
     }
 
 
-def _watchdog_limit(test_timeout: float) -> float:
-    return test_timeout + max(5.0, test_timeout / 5)
+def _watchdog_limit(test_timeout: float, *, plugin: bool) -> float:
+    return test_timeout + max(5.0, test_timeout / 5) if plugin else test_timeout
 
 
-def _hung(scratch: Path, test_timeout: float | None) -> Case | None:
+def _hung(scratch: Path, test_timeout: float | None, *, plugin: bool) -> Case | None:
     """The test the watchdog ended the run in, with its traceback (None: it did not)."""
     trace = scratch / "hung.txt"
     if test_timeout is None or not trace.is_file() or not trace.stat().st_size:
@@ -321,10 +336,15 @@ def _hung(scratch: Path, test_timeout: float | None) -> Case | None:
     text = trace.read_text(encoding="utf-8", errors="replace")
     trace.unlink()
     tests = [n for n in _started(scratch) if "::" in n]
-    seconds = _watchdog_limit(test_timeout)
+    seconds = _watchdog_limit(test_timeout, plugin=plugin)
+    how = (
+        "it was stopped in native code, where pytest-timeout cannot reach"
+        if plugin
+        else "verl-bootstrap's watchdog stopped it (the env has no pytest-timeout)"
+    )
     message = (
         f"Timeout (>{seconds:g}s): the test did not return by its limit (--test-timeout "
-        f"{test_timeout:g}); it was stopped in native code, where pytest-timeout cannot reach"
+        f"{test_timeout:g}); {how}"
     )
     return Case(tests[-1] if tests else "<pytest start-up>", "timeout", message, text)
 
@@ -407,7 +427,7 @@ def _pytest_args(
         args.append("--collect-only")
     if tools["pytest_asyncio"]:
         args.append("--asyncio-mode=auto")
-    if test_timeout is not None:
+    if test_timeout is not None and tools["pytest_timeout"]:  # else the watchdog alone
         args.append(f"--timeout={test_timeout:g}")
     if keyword:
         args += ["-k", keyword]
@@ -423,6 +443,7 @@ def _report(
     collected: int | None = None,
     timed_out: bool = False,
     interrupted: bool = False,
+    notes: tuple[str, ...] = (),
 ) -> SuiteReport:
     counts = Counter(c.outcome for c in cases)
     if collected is not None:  # collection only: nothing ran
@@ -441,4 +462,5 @@ def _report(
         timed_out=timed_out,
         interrupted=interrupted,
         not_reached=_not_reached(files, cases) if timed_out or interrupted else (),
+        notes=notes,
     )
