@@ -24,7 +24,10 @@ from verlrepo import git
 
 from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.locking.drift import stale_lockfile
+from verl_bootstrap.locking.lockstack import recorded_stack, uv_lock_pin_gaps
 from verl_bootstrap.locking.uvlock import UvLockPin, export_uv_lock
+from verl_bootstrap.paths import env_lockfile
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +39,22 @@ def _cpu_slice(repo: Path, work: Path) -> dict[str, UvLockPin]:
     pins = export_uv_lock(repo, ("cpu",), "3.11", "linux-64", work)
     assert pins
     return pins
+
+
+def _env_pins(prefix: Path) -> dict[str, str]:
+    """What the env holds, as uv lists it: name -> version."""
+    python = str(prefix / "bin" / "python")
+    argv = [uv_binary(), "pip", "list", "--python", python, "--format", "json"]
+    listed = subprocess.run(argv, capture_output=True, text=True, check=True)
+    return {canonicalize_name(d["name"]): d["version"] for d in json.loads(listed.stdout)}
+
+
+def _checks_as_the_uv_lock(path: Path) -> None:
+    """The lockfile at `path` replays its uv.lock stack: current (`lock --check`'s staleness),
+    every pin of the slice as the lock (or its substitution) has it."""
+    lock = read_lockfile(path)
+    assert stale_lockfile(path).reason is None
+    assert uv_lock_pin_gaps(lock, recorded_stack(lock)) == []
 
 
 def test_the_plan_says_the_stack_is_the_uv_lock_and_names_each_substitution(
@@ -70,21 +89,7 @@ def test_main_installs_the_uv_lock_slice_with_no_extra_flag(
     argv = ["--profile", "cpu", "--prefix", str(prefix), "--verl-source", str(main_repo)]
     run = run_cli([*argv, "--verl-ref", "main"])
     assert run.code == 0, run.stderr
-    listed = subprocess.run(
-        [
-            uv_binary(),
-            "pip",
-            "list",
-            "--python",
-            str(prefix / "bin" / "python"),
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    have = {canonicalize_name(d["name"]): d["version"] for d in json.loads(listed.stdout)}
+    have = _env_pins(prefix)
     pins = _cpu_slice(main_repo, tmp_path)
     assert set(have) - set(pins) == {"verl"}  # nothing beyond the slice
     assert set(pins) - set(have) == set()
@@ -94,6 +99,12 @@ def test_main_installs_the_uv_lock_slice_with_no_extra_flag(
     assert have["transferqueue"] == "0.1.10"  # the index's release nearest the lock's 0.1.10.dev0
     assert pins["torch"].version == "2.13.0+cpu" == have["torch"]  # the same CPU build
     assert (prefix / "bin" / "python3.11").exists()
+    # the env's own lockfile says it is the uv.lock's slice, with its substitutions, as `lock`
+    recorded = read_lockfile(env_lockfile(prefix)).uv_lock
+    assert recorded is not None and recorded.pins == len(pins) and recorded.extras == ("cpu",)
+    assert recorded.commit == git(main_repo, "rev-parse", "main")
+    assert [s.split(":", 1)[0] for s in recorded.substitutions] == ["torch", "transferqueue"]
+    _checks_as_the_uv_lock(env_lockfile(prefix))
     # verified again later with the stack it was installed with (made from its own checkout)
     again = run_cli(["verify", "--prefix", str(prefix)])
     assert again.code == 0, again.stderr
@@ -150,6 +161,24 @@ def test_lock_check_passes_the_lock_and_fails_a_pin_that_left_the_uv_lock(
     done = run_tool(*check, "--dir", tmp_path, timeout=900)
     assert done.returncode != 0
     assert f"pins idna==3.10, verl's uv.lock has {was}" in done.stdout + done.stderr
+
+
+@pytest.mark.real_slow  # the lock above installed --locked: ~1 min from a warm cache
+def test_a_lock_at_main_installs_locked_with_the_locks_pins(
+    main_repo: Path, main_lock: Path, tmp_path: Path
+) -> None:
+    prefix = tmp_path / "env"
+    argv = ["--profile", "cpu", "--prefix", str(prefix), "--verl-source", str(main_repo)]
+    run = run_cli([*argv, "--verl-ref", "main", "--locked", "--lockfile", str(main_lock)])
+    assert run.code == 0, run.stderr
+    lock = read_lockfile(main_lock)
+    locked = {n: d.version for n, d in lock.distributions().items()}
+    assert _env_pins(prefix) == locked
+    own = read_lockfile(env_lockfile(prefix))  # the env's record: that lockfile, as installed
+    assert own.uv_lock == lock.uv_lock and own.uv_lock is not None
+    _checks_as_the_uv_lock(env_lockfile(prefix))
+    again = run_cli(["verify", "--prefix", str(prefix)])
+    assert again.code == 0, again.stderr
 
 
 NOT_SERVED = """\

@@ -4,9 +4,10 @@ The env is the session's real cpu install; the test files are tiny stand-ins for
 which hangs (in a test, or while it is imported). The run's `--timeout` stops pytest for real:
 the test that passed before it is still counted, the hung one is a failure of class `timeout`,
 the file after it is listed as not reached, the hung process is gone, and the command fails
-(a stopped run did not prove the rest). A test's own limit (`--test-timeout`) needs
-pytest-timeout: a real env made here with it shows a slow test reported as a timeout while the
-run goes on; the cpu env, which lacks it, is told so.
+(a stopped run did not prove the rest). A test's own limit (`--test-timeout`) is
+pytest-timeout's where the env has it (a real env made here with it shows a slow test reported
+as a timeout while the run goes on), else the tool's own watchdog's, said on screen, with the
+env left as it is (verl main's cpu slice has no pytest-timeout).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from cpuenv import Installed
+from scaffold import run_tool
 from test_verltests_real import run_test
 
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED
@@ -105,46 +107,76 @@ def test_a_file_that_hangs_while_imported_is_named(
     assert body["not_reached"] == ["tests/test_a_passes_on_cpu.py", "tests/test_c_after_on_cpu.py"]
 
 
-def test_a_test_limit_needs_pytest_timeout_in_the_env(
-    cpu_env_session: Installed, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from verl_bootstrap import cli  # noqa: PLC0415
-
-    source = checkout(tmp_path, PASSES)
-    code = cli.main(
-        [
-            "test",
-            "--prefix",
-            str(cpu_env_session.prefix),
-            "--checkout",
-            str(source),
-            "--test-timeout",
-            "5",
-        ]
-    )
-    assert code == EXIT_STEP_FAILED
-    assert "--test-timeout needs pytest-timeout" in capsys.readouterr().err
+def _test_env(root: Path, *packages: str) -> Path:
+    """A real env holding `packages` (from the default index, as any install)."""
+    prefix = root / "env"
+    subprocess.run([uv_binary(), "venv", "-q", "--python", sys.executable, str(prefix)], check=True)
+    python = str(prefix / "bin" / "python")
+    subprocess.run([uv_binary(), "pip", "install", "-q", "--python", python, *packages], check=True)
+    return prefix
 
 
 @pytest.fixture(scope="module")
 def env_with_pytest_timeout(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real env holding pytest and pytest-timeout (from the default index, as any install)."""
-    prefix = tmp_path_factory.mktemp("timeout-env") / "env"
-    subprocess.run([uv_binary(), "venv", "-q", "--python", sys.executable, str(prefix)], check=True)
-    subprocess.run(
-        [
-            uv_binary(),
-            "pip",
-            "install",
-            "-q",
-            "--python",
-            str(prefix / "bin" / "python"),
-            "pytest",
-            "pytest-timeout",
-        ],
-        check=True,
+    return _test_env(tmp_path_factory.mktemp("timeout-env"), "pytest", "pytest-timeout")
+
+
+@pytest.fixture(scope="module")
+def env_without_pytest_timeout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """pytest alone, as verl main's cpu slice has it (no pytest-timeout)."""
+    return _test_env(tmp_path_factory.mktemp("no-timeout-env"), "pytest")
+
+
+def _has_pytest_timeout(prefix: Path) -> bool:
+    probe = "import importlib.util as u; print(u.find_spec('pytest_timeout') is not None)"
+    done = subprocess.run(
+        [str(prefix / "bin" / "python"), "-c", probe], capture_output=True, text=True, check=True
     )
-    return prefix
+    return done.stdout.strip() == "True"
+
+
+def test_a_test_limit_without_pytest_timeout_is_the_tools_own_watchdog(
+    env_without_pytest_timeout: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # verl main's cpu slice carries no pytest-timeout: the limit still holds, with no hand step
+    monkeypatch.setenv("PID_FILE", str(tmp_path / "pid"))
+    source = checkout(tmp_path, SLEEPS.format(pid=RECORD_PID))
+    started = time.monotonic()
+    args = ["--prefix", str(env_without_pytest_timeout), "--checkout", str(source)]
+    code, body = run_test([*args, "--test-timeout", "3", "--timeout", "120"])
+    assert time.monotonic() - started < 60  # its limit, then pytest started again: not --timeout
+    assert code == EXIT_OK  # the run finished: the test after it ran too
+    assert (body["timed_out"], body["not_reached"]) == (False, [])
+    assert body["counts"]["passed"] == 2 and body["counts"]["timeout"] == 1
+    (failure,) = body["failures"]
+    assert failure["nodeid"] == "tests/test_b_hangs_on_cpu.py::test_sleeps"
+    assert (failure["outcome"], failure["cls"], failure["rule"]) == (
+        "timeout",
+        "timeout",
+        "time-limit",
+    )
+    assert "(>3s)" in failure["line"]  # at the limit itself: no plugin's alarm goes first
+    assert "verl-bootstrap's watchdog stopped it" in failure["line"]
+    (note,) = body["notes"]
+    assert "has no pytest-timeout: each test is bounded at 3 s" in note
+    assert gone(int((tmp_path / "pid").read_text()))
+    assert not _has_pytest_timeout(env_without_pytest_timeout)  # the env is left as it was
+
+
+def test_the_watchdog_alone_is_said_on_screen_and_stops_a_test_hung_in_native_code(
+    env_without_pytest_timeout: Path, tmp_path: Path
+) -> None:
+    pid = tmp_path / "pid"
+    source = checkout(tmp_path, HANGS_IN_C.format(pid=RECORD_PID))
+    args = ["test", "--prefix", env_without_pytest_timeout, "--checkout", source]
+    env = {**os.environ, "PID_FILE": str(pid)}
+    done = run_tool(*args, "--test-timeout", "3", "--timeout", "120", env=env, timeout=120)
+    assert done.returncode == EXIT_OK, done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    assert f"the env at {env_without_pytest_timeout} has no pytest-timeout" in said
+    assert "passed 2, failed 0, error 0, skipped 0, timeout 1" in done.stdout
+    assert "[timeout] tests/test_b_hangs_on_cpu.py::test_hangs_in_c" in done.stdout
+    assert gone(int(pid.read_text()))
 
 
 def test_a_test_past_its_own_limit_is_a_timeout_and_the_run_goes_on(

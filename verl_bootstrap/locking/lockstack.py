@@ -61,7 +61,7 @@ def recorded_stack(lock: Lockfile, *, offline: bool = False) -> Profile:
     target = StackTarget(
         lock.cuda.variant,
         lock.platform,
-        lock.python,
+        ".".join(lock.python.split(".")[:2]),  # an env's own lockfile records X.Y.Z
         lambda _ref: ref_files(lock.verl.repo, use.commit, offline=offline),
         replayed(use, versions, indexes=indexes),
     )

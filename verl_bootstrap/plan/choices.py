@@ -16,7 +16,7 @@ from verl_bootstrap.gpu.driverinfo import DriverInfo
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.host.variants import choose_variant
 from verl_bootstrap.installer.lookup import NotServed
-from verl_bootstrap.lockfile.format import profile_hash
+from verl_bootstrap.lockfile.format import UvLockUse, profile_hash
 from verl_bootstrap.locking.refstack import RefStack
 from verl_bootstrap.lockinstall.prepare import LockedInstall, precheck, prepare_locked
 from verl_bootstrap.options import RunOptions
@@ -58,6 +58,7 @@ class Choices:
     # (a resume then installs that same file); None when the route chose one by default
     named_lockfile: Path | None = None
     opened: OpenedBundle | None = None  # --bundle: the bundle checked and unpacked for the run
+    uv_lock: UvLockUse | None = None  # the stack is verl's uv.lock's slice: what a lock records
 
 
 def make_choices(
@@ -90,7 +91,16 @@ def make_choices(
     named = _named(options, route)
     digest = profile_hash(profile, variant[0])  # the one a lockfile of this profile carries
     return Choices(
-        options, narrowed, host, locked, route.reason, digest, route.passed_over, named, opened
+        options,
+        narrowed,
+        host,
+        locked,
+        route.reason,
+        digest,
+        route.passed_over,
+        named,
+        opened,
+        at_ref.uv_lock,
     )
 
 

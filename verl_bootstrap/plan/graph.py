@@ -13,7 +13,7 @@ from verl_bootstrap.gpu.driverinfo import DriverInfo
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.lookup import Artifact
 from verl_bootstrap.kernels.planning import KernelDecision
-from verl_bootstrap.lockfile.format import LockedStage, Lockfile
+from verl_bootstrap.lockfile.format import LockedStage, Lockfile, UvLockUse
 from verl_bootstrap.lockfile.gaps import gap_kinds
 from verl_bootstrap.lockinstall.prepare import LockedInstall
 from verl_bootstrap.options import RunOptions
@@ -69,6 +69,8 @@ class Plan:
     # the profile hash (lockfile.format.profile_hash) of the profile as this run resolves it, before
     # a lockfile narrows its Python: the one a lockfile of it carries, and the env's record shows
     profile_hash: str = ""
+    # the stack is verl's uv.lock's slice (plan.choices): the env's lockfile records it, as `lock`
+    uv_lock: UvLockUse | None = None
 
     # What the steps read: the choices as they resolved (steps never reach into the options).
     @property

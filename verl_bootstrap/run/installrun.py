@@ -64,7 +64,9 @@ def prepare_plan(
     plan = compile_plan(
         chosen.profile, chosen.options, chosen.host, locked=chosen.locked, digest=chosen.digest
     )
-    plan = replace(plan, named_lockfile=chosen.named_lockfile, opened=chosen.opened)
+    plan = replace(
+        plan, named_lockfile=chosen.named_lockfile, opened=chosen.opened, uv_lock=chosen.uv_lock
+    )
     if chosen.passed_over:  # said with the plan's other notes, before anything runs
         notes = (*plan.host.notes, *chosen.passed_over)
         plan = replace(plan, host=replace(plan.host, notes=notes))

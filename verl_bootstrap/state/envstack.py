@@ -1,6 +1,9 @@
 """The stack an env was installed with where it came from verl's own uv.lock (locking.refstack):
 made again from the env's own checkout, with the versions the env's lockfile records standing in
-for what the install could not reach (nothing is asked of the network)."""
+for what the install could not reach (nothing is asked of the network). Where that lockfile
+records its `uv_lock:` (every env installed since it is written), the sources it substituted are
+the ones not reached and the others were; an older record says neither, so nothing counts as
+reached."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ from pathlib import Path
 from verl_bootstrap import proc
 from verl_bootstrap.errors import BootstrapError
 from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.lockfile.format import Lockfile
+from verl_bootstrap.locking.refstack import replayed
 from verl_bootstrap.locking.uvstack import Reach, uv_lock_stack
 from verl_bootstrap.paths import checkout_dir, env_lockfile
 from verl_bootstrap.platforms import host_platform
@@ -30,8 +35,7 @@ def env_uv_lock_stack(
         return None
     try:
         recorded = read_lockfile(lock)
-        versions = {n: d.version for n, d in recorded.distributions().items()}
-        reach = Reach(indexes={}, git=lambda _url: False, nearest=versions.get)
+        reach = _reach(recorded, base)
         done = proc.capture(["git", "rev-parse", "HEAD"], cwd=checkout, timeout=60)
         own = apply_stack(base, ref, allow_unsupported=True, options=options)
         files = (texts[0].read_text(encoding="utf-8"), texts[1].read_text(encoding="utf-8"))
@@ -47,3 +51,12 @@ def env_uv_lock_stack(
     except BootstrapError:
         return None
     return getattr(found, "profile", None)
+
+
+def _reach(recorded: Lockfile, base: Profile) -> Reach:
+    """What the install reached, as the env's lockfile says it (see the module docstring)."""
+    versions = {n: d.version for n, d in recorded.distributions().items()}
+    if recorded.uv_lock is None:
+        return Reach(indexes={}, git=lambda _url: False, nearest=versions.get)
+    indexes = {name: spec.url for name, spec in base.indexes.items()}
+    return replayed(recorded.uv_lock, versions, indexes=indexes)

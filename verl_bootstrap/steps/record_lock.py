@@ -75,6 +75,7 @@ def write_env_lock(
         stages=tuple(stages),
         skipped_checks=plan.skip_checks,
         allow_unsupported_ref=plan.allow_unsupported_ref,
+        uv_lock=plan.uv_lock,  # recorded as `lock` records it: its checks replay the same stack
     )
     return write_lockfile(lock, env_lockfile(plan.prefix))
 

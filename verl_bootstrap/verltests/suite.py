@@ -10,34 +10,25 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from verl_bootstrap import proc
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.errors import InputError, StepFailed
 from verl_bootstrap.events import emit
-from verl_bootstrap.verltests.classify import (
-    CLASSES,
-    Verdict,
-    classify,
-    interrupted_here,
-    stopped_at_time_limit,
-)
+from verl_bootstrap.verltests.classify import interrupted_here, stopped_at_time_limit
 from verl_bootstrap.verltests.junit import Case, read_junit
+from verl_bootstrap.verltests.pytestargs import PATTERN, confined_to, pytest_args, with_plugin
+from verl_bootstrap.verltests.report import Failure, SuiteReport, make_report
+from verl_bootstrap.verltests.watchdog import hung, limit_notes, results, stuck, watched
 
 __all__ = ["Failure", "SuiteReport", "find_test_files", "run_suite"]
 
-PATTERN = "*_on_cpu.py"
-_RUN = ("passed", "failed", "error", "skipped", "timeout")
-_COLLECT_ONLY = ("collected", "error", "timeout")
 _TOOLS = ("pytest", "pytest_asyncio", "pytest_rerunfailures", "pytest_timeout")
-PLUGIN = "verl_bootstrap_progress"  # the module name progress_plugin.py gets in the run
 _MARK = "@@verl-bootstrap-test "  # progress_plugin.MARK (that module runs in the env only)
 _INTERRUPTED = 2  # pytest's exit code when a signal, Ctrl-C or pytest.exit() stopped the run
 # As verl's CPU workflow sets them; the hub is offline unless the user allows downloads, so a
@@ -55,58 +46,6 @@ _TOOLS_PROBE = (
     f"print(json.dumps({{m: u.find_spec(m) is not None for m in {_TOOLS!r}}}))"
 )
 _COLLECTED = re.compile(r"^(\d+)(?:/\d+)? tests? collected", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Failure:
-    """One failed or erroring test (or uncollectable file), with its class."""
-
-    nodeid: str
-    outcome: str
-    verdict: Verdict
-
-
-@dataclass(frozen=True)
-class SuiteReport:
-    """The outcome of one run of verl's CPU tests."""
-
-    checkout: str
-    files: tuple[str, ...]
-    counts: dict[str, int]
-    failures: tuple[Failure, ...]
-    log: str
-    timed_out: bool = False  # the run was stopped at its time limit
-    interrupted: bool = False  # pytest was stopped early some other way (a signal, pytest.exit)
-    not_reached: tuple[str, ...] = ()  # files it never got to, then
-
-    @property
-    def by_class(self) -> dict[str, int]:
-        """Failures and errors per class (every class present, zero or not)."""
-        found = Counter(f.verdict.cls for f in self.failures)
-        return {cls: found.get(cls, 0) for cls in CLASSES}
-
-    @property
-    def ok(self) -> bool:
-        """No env-class failure and a finished run (a stopped run proved nothing of the rest)."""
-        return self.by_class["env"] == 0 and not self.timed_out and not self.interrupted
-
-    def to_json(self) -> dict[str, Any]:
-        """The stable JSON form."""
-        return {
-            "checkout": self.checkout,
-            "files": list(self.files),
-            "counts": self.counts,
-            "by_class": self.by_class,
-            "ok": self.ok,
-            "timed_out": self.timed_out,
-            "interrupted": self.interrupted,
-            "not_reached": list(self.not_reached),
-            "log": self.log,
-            "failures": [
-                {"nodeid": f.nodeid, "outcome": f.outcome, **f.verdict.__dict__}
-                for f in self.failures
-            ],
-        }
 
 
 def find_test_files(checkout: Path, selected: tuple[str, ...] = ()) -> tuple[str, ...]:
@@ -150,54 +89,34 @@ def run_suite(
     `keyword` is pytest's -k expression. Each test's outcome is emitted as it comes (a
     ("step", "line") event of the step "test": the counts so far), for a live line.
     Past `timeout` seconds the run is stopped: the file or test it was stuck in is a failure of
-    class `timeout`. `test_timeout` is each test's limit (pytest-timeout, when the env has it).
+    class `timeout`. `test_timeout` is each test's limit: pytest-timeout's where the env has it,
+    with the watchdog a little past it; else the watchdog's alone (said, the env left as it is).
     """
     python = env_python(prefix)
     if not python.exists():
         raise InputError(f"{prefix} is not an env (no {python})")
-    tools = _require_tools(python, prefix, per_test=test_timeout is not None)
+    tools = _require_tools(python, prefix)
+    plugin = tools["pytest_timeout"]
+    notes = limit_notes(prefix, test_timeout, plugin=plugin)
+    for note in notes:
+        emit(note, kind=("note",), step="test")
     env = {**_ENV, **({} if allow_downloads else _OFFLINE), "PATH": _env_path(python)}
     with tempfile.TemporaryDirectory(prefix="verl-tests-") as scratch:
         where = Path(scratch)
-        args = _pytest_args(
+        args = pytest_args(
             python,
             where / "junit.xml",
             targets or files,
             tools=tools,
-            settings=_confined_to(checkout, scratch=where),
+            settings=confined_to(checkout, scratch=where),
             collect_only=collect_only,
             test_timeout=test_timeout,
             keyword=keyword,
         )
-        env = {**env, **_with_plugin(where), **_watched(where, test_timeout)}
-        deadline = None if timeout is None else time.monotonic() + timeout
-        tally, cases = _Tally(), tuple[Case, ...]()
-        while True:  # again after each test the watchdog ended, without the tests started
-            left = None if deadline is None else max(1.0, deadline - time.monotonic())
-            done = proc.run(
-                args,
-                log_path=log_path,
-                env=env,
-                cwd=checkout,
-                check=False,
-                keep_output=True,
-                timeout=left,
-                on_line=tally,
-            )
-            hung = None if done.timed_out else _hung(where, test_timeout)
-            if hung is None:
-                junit = where / "junit.xml"
-                cases = (*cases, *(read_junit(junit) if junit.exists() else ()))
-                break
-            cases = (*cases, *_results(where), hung)
-        interrupted = not done.timed_out and done.returncode == _INTERRUPTED
-        if done.timed_out:
-            cases = (
-                *cases,
-                _stuck(where / "progress.txt", "timeout", stopped_at_time_limit(timeout or 0.0)),
-            )
-        elif interrupted:
-            cases = (*cases, _stuck(where / "progress.txt", "error", interrupted_here()))
+        env = {**env, **with_plugin(where), **watched(where, test_timeout, plugin=plugin)}
+        run = _Pytest(args, env, checkout, log_path, where)
+        done, cases = _run_until_done(run, timeout, test_timeout, plugin=plugin)
+        cases = (*cases, *_stopped(done, where, timeout))
     collected = _COLLECTED.findall(done.output) if collect_only else None
     if not cases and not collected:
         raise StepFailed(
@@ -205,15 +124,67 @@ def run_suite(
             hint=f"see its output in {log_path}",
         )
     number = int(collected[-1]) if collected else (0 if collect_only else None)
-    return _report(
+    return make_report(
         checkout,
         files,
         cases,
         log_path,
         collected=number,
         timed_out=done.timed_out,
-        interrupted=interrupted,
+        interrupted=_interrupted(done),
+        notes=notes,
     )
+
+
+@dataclass(frozen=True)
+class _Pytest:
+    """One pytest command of the run, and where it runs, logs and writes."""
+
+    args: list[str]
+    env: dict[str, str]
+    cwd: Path
+    log: Path
+    scratch: Path
+
+
+def _run_until_done(
+    run: _Pytest, timeout: float | None, test_timeout: float | None, *, plugin: bool
+) -> tuple[proc.Completed, tuple[Case, ...]]:
+    """pytest run, and again after each test the watchdog ended, without the tests started,
+    all within `timeout`; its last run and every outcome."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    tally, cases = _Tally(), tuple[Case, ...]()
+    while True:
+        left = None if deadline is None else max(1.0, deadline - time.monotonic())
+        done = proc.run(
+            run.args,
+            log_path=run.log,
+            env=run.env,
+            cwd=run.cwd,
+            check=False,
+            keep_output=True,
+            timeout=left,
+            on_line=tally,
+        )
+        ended = None if done.timed_out else hung(run.scratch, test_timeout, plugin=plugin)
+        if ended is None:
+            junit = run.scratch / "junit.xml"
+            return done, (*cases, *(read_junit(junit) if junit.exists() else ()))
+        cases = (*cases, *results(run.scratch), ended)
+
+
+def _interrupted(done: proc.Completed) -> bool:
+    return not done.timed_out and done.returncode == _INTERRUPTED
+
+
+def _stopped(done: proc.Completed, scratch: Path, timeout: float | None) -> tuple[Case, ...]:
+    """The file or test a stopped run was in: at its time limit, or interrupted."""
+    progress = scratch / "progress.txt"
+    if done.timed_out:
+        return (stuck(progress, "timeout", stopped_at_time_limit(timeout or 0.0)),)
+    if _interrupted(done):
+        return (stuck(progress, "error", interrupted_here()),)
+    return ()
 
 
 class _Tally:
@@ -232,7 +203,7 @@ class _Tally:
         emit(f"{said} · {nodeid}", kind=("step", "line"), step="test", **self.counts)
 
 
-def _require_tools(python: Path, prefix: Path, *, per_test: bool) -> dict[str, bool]:
+def _require_tools(python: Path, prefix: Path) -> dict[str, bool]:
     """pytest must be in the env (never installed behind the user's back); which plugins are."""
     tools = _tools(python)
     if not tools["pytest"]:
@@ -240,12 +211,6 @@ def _require_tools(python: Path, prefix: Path, *, per_test: bool) -> dict[str, b
             f"the env at {prefix} has no pytest",
             hint="add the test tools: run the same install again with --with-tests "
             f"(verl-bootstrap install --profile PROFILE --prefix {prefix} --with-tests)",
-        )
-    if per_test and not tools["pytest_timeout"]:
-        raise StepFailed(
-            f"--test-timeout needs pytest-timeout, which the env at {prefix} does not have",
-            hint="drop --test-timeout (--timeout still bounds the whole run), "
-            "or install pytest-timeout into the env yourself",
         )
     return tools
 
@@ -257,116 +222,6 @@ def _env_path(python: Path) -> str:
 
 # The files pytest reads its settings from, in the order it looks for them, with the section that
 # makes a file count (None: the file counts as it is).
-_CONFIGS = (
-    ("pytest.ini", None),
-    (".pytest.ini", None),
-    ("pyproject.toml", "[tool.pytest.ini_options]"),
-    ("tox.ini", "[pytest]"),
-    ("setup.cfg", "[tool:pytest]"),
-)
-
-
-def _confined_to(checkout: Path, *, scratch: Path) -> list[str]:
-    """pytest's settings and conftest files from the checkout only, never from a folder above it.
-
-    Without a settings file of its own (verl has none), pytest walks up from the checkout and
-    takes the first one it finds: a checkout inside another project ran with that project's
-    `filterwarnings = error`, and verl's own "torchtitan engine is not available" warning
-    became an import error. The checkout's own settings win; else an empty file stands in.
-    """
-    own = next(
-        (checkout / name for name, section in _CONFIGS if _is_config(checkout / name, section)),
-        None,
-    )
-    if own is None:
-        own = scratch / "pytest.ini"
-        own.write_text("[pytest]\n", encoding="utf-8")
-    return ["-c", str(own), f"--rootdir={checkout}", f"--confcutdir={checkout}"]
-
-
-def _is_config(path: Path, section: str | None) -> bool:
-    if not path.is_file():
-        return False
-    return section is None or section in path.read_text(encoding="utf-8", errors="replace")
-
-
-def _with_plugin(scratch: Path) -> dict[str, str]:
-    """Put the progress plugin where the run imports it from, and say where it writes."""
-    shutil.copyfile(Path(__file__).with_name("progress_plugin.py"), scratch / f"{PLUGIN}.py")
-    return {"PYTHONPATH": str(scratch), "VERL_BOOTSTRAP_PROGRESS": str(scratch / "progress.txt")}
-
-
-def _watched(scratch: Path, test_timeout: float | None) -> dict[str, str]:
-    """The plugin's watchdog (progress_plugin): a test still running a little past its limit
-    (pytest-timeout's own alarm first, for a test that returns to Python) ends the run."""
-    if test_timeout is None:
-        return {}
-    return {
-        "VERL_BOOTSTRAP_TEST_LIMIT": f"{_watchdog_limit(test_timeout):g}",
-        "VERL_BOOTSTRAP_HUNG": str(scratch / "hung.txt"),
-        "VERL_BOOTSTRAP_RESULTS": str(scratch / "results.jsonl"),
-        "VERL_BOOTSTRAP_SKIP": str(scratch / "progress.txt"),
-    }
-
-
-def _watchdog_limit(test_timeout: float) -> float:
-    return test_timeout + max(5.0, test_timeout / 5)
-
-
-def _hung(scratch: Path, test_timeout: float | None) -> Case | None:
-    """The test the watchdog ended the run in, with its traceback (None: it did not)."""
-    trace = scratch / "hung.txt"
-    if test_timeout is None or not trace.is_file() or not trace.stat().st_size:
-        return None
-    text = trace.read_text(encoding="utf-8", errors="replace")
-    trace.unlink()
-    tests = [n for n in _started(scratch) if "::" in n]
-    seconds = _watchdog_limit(test_timeout)
-    message = (
-        f"Timeout (>{seconds:g}s): the test did not return by its limit (--test-timeout "
-        f"{test_timeout:g}); it was stopped in native code, where pytest-timeout cannot reach"
-    )
-    return Case(tests[-1] if tests else "<pytest start-up>", "timeout", message, text)
-
-
-def _started(scratch: Path) -> list[str]:
-    progress = scratch / "progress.txt"
-    return progress.read_text(encoding="utf-8").splitlines() if progress.exists() else []
-
-
-def _results(scratch: Path) -> tuple[Case, ...]:
-    """The outcomes the plugin wrote in a run the watchdog ended (it writes no JUnit report);
-    read once: the next run appends its own."""
-    path = scratch / "results.jsonl"
-    if not path.exists():
-        return ()
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-    path.unlink()
-    return tuple(
-        Case(str(r["nodeid"]), str(r["outcome"]), str(r["message"]), str(r["text"])) for r in rows
-    )
-
-
-def _stuck(progress: Path, outcome: str, message: str) -> Case:
-    """The file or test the run was in when it was stopped (the plugin's last line)."""
-    lines = progress.read_text(encoding="utf-8").splitlines() if progress.exists() else []
-    where = lines[-1] if lines else "<pytest start-up>"
-    return Case(where, outcome, message)
-
-
-def _not_reached(files: tuple[str, ...], cases: tuple[Case, ...]) -> tuple[str, ...]:
-    """The files no case names (JUnit names a test by its dotted module, pytest by its path)."""
-    names = [c.nodeid for c in cases]
-
-    def reached(path: str) -> bool:
-        dotted = path.removesuffix(".py").replace("/", ".")
-        return any(
-            n.split("::")[0] == path or n.startswith((dotted + "::", dotted + ".")) for n in names
-        )
-
-    return tuple(f for f in files if not reached(f))
-
-
 def _tools(python: Path) -> dict[str, bool]:
     done = proc.capture([str(python), "-c", _TOOLS_PROBE], env=_ENV, timeout=120)
     try:
@@ -374,71 +229,3 @@ def _tools(python: Path) -> dict[str, bool]:
     except (IndexError, ValueError):
         raise StepFailed(f"{python} does not run: {done.stderr.strip()[-500:]}") from None
     return found
-
-
-def _pytest_args(
-    python: Path,
-    junit: Path,
-    files: tuple[str, ...],
-    *,
-    tools: dict[str, bool],
-    settings: list[str],
-    collect_only: bool,
-    test_timeout: float | None,
-    keyword: str | None = None,
-) -> list[str]:
-    args = [
-        str(python),
-        "-m",
-        "pytest",
-        *settings,
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        PLUGIN,
-        "-o",
-        f"python_files={PATTERN}",
-        "--continue-on-collection-errors",
-        "-q",
-        "-rN",
-        f"--junitxml={junit}",
-    ]
-    if collect_only:
-        args.append("--collect-only")
-    if tools["pytest_asyncio"]:
-        args.append("--asyncio-mode=auto")
-    if test_timeout is not None:
-        args.append(f"--timeout={test_timeout:g}")
-    if keyword:
-        args += ["-k", keyword]
-    return [*args, *files]
-
-
-def _report(
-    checkout: Path,
-    files: tuple[str, ...],
-    cases: tuple[Case, ...],
-    log_path: Path,
-    *,
-    collected: int | None = None,
-    timed_out: bool = False,
-    interrupted: bool = False,
-) -> SuiteReport:
-    counts = Counter(c.outcome for c in cases)
-    if collected is not None:  # collection only: nothing ran
-        counts["collected"] = collected
-    failures = tuple(
-        Failure(c.nodeid, c.outcome, classify(c.message, c.text))
-        for c in cases
-        if c.outcome in ("failed", "error", "timeout")
-    )
-    return SuiteReport(
-        checkout=str(checkout),
-        files=files,
-        counts={k: counts.get(k, 0) for k in (_COLLECT_ONLY if collected is not None else _RUN)},
-        failures=failures,
-        log=str(log_path),
-        timed_out=timed_out,
-        interrupted=interrupted,
-        not_reached=_not_reached(files, cases) if timed_out or interrupted else (),
-    )

@@ -76,7 +76,8 @@ def flags_test(p: argparse.ArgumentParser) -> None:
         "--test-timeout",
         type=_seconds,
         metavar="SECONDS",
-        help="each test's own limit (needs pytest-timeout in the env)",
+        help="each test's own limit (pytest-timeout's where the env has it, else the tool's "
+        "own watchdog: a test past it is a timeout, and the run goes on)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON document")
 
@@ -134,6 +135,7 @@ def render(report: SuiteReport) -> str:
     for failure in sorted(report.failures, key=lambda f: (f.verdict.cls, f.nodeid)):
         verdict = failure.verdict
         lines.append(f"  [{verdict.cls}] {failure.nodeid}: {verdict.reason}: {verdict.line}")
+    lines += [f"note: {note}" for note in report.notes]
     lines.append(f"log: {report.log}")
     lines.append(_verdict(report))
     return "\n".join(lines)
