@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verl_bootstrap.cli.flags import env_flag
+from verl_bootstrap.cli.flags import env_flag, json_flag
 from verl_bootstrap.cli.output import emit_json, out
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED
 
@@ -78,7 +78,7 @@ def flags_test(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="each test's own limit (needs pytest-timeout in the env)",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON document")
+    json_flag(p)
 
 
 def cmd_test(ns: argparse.Namespace) -> int:
