@@ -7,7 +7,6 @@ parses install's flags) without importing the command registry, which names ever
 from __future__ import annotations
 
 import argparse
-import difflib
 import re
 import sys
 from collections.abc import Iterable
@@ -35,6 +34,8 @@ class Parser(argparse.ArgumentParser):
 
 def did_you_mean(word: str, known: Iterable[str]) -> str | None:
     """The closest of `known` to a mistyped `word`, if one is close."""
+    import difflib  # noqa: PLC0415 - only a typo needs it: every run would pay for its import
+
     close = difflib.get_close_matches(word, sorted(set(known)), n=1, cutoff=0.6)
     return close[0] if close else None
 
