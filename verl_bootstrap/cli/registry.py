@@ -3,13 +3,14 @@ the functions that add its flags and run it, `flags_NAME` and `cmd_NAME` in cli/
 (an action of a group, like `envs list`, in its group's module).
 
 The parser, the command list of `--help`, "did you mean", the crash report's command name and
-shell completion are all derived from COMMANDS; a new command is one entry here and one module.
+shell completion are all derived from COMMANDS; a new command is one entry here and one module
+(named in cli/commands/__init__.py too, which a test checks against the folder).
 
 Why the wiring is a lambda naming the functions: a handler is an ordinary attribute reference, so
 mypy checks its signature against `Wire`, and an editor or a dead-code tool finds its one use here;
 yet nothing is imported until the lambda runs. `commands` is the package alone (its __getattr__
 imports a submodule on first use), so start-up loads only the chosen command's module, as the
-"module:function" strings this replaced did, and no command's name is spelled as a string.
+"module:function" strings this replaced did, and no module or function is named in a string.
 """
 
 from __future__ import annotations
