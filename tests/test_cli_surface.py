@@ -15,8 +15,9 @@ import pytest
 from scaffold import run
 from tinyenv import kernel_wheel
 
+from verl_bootstrap.cli import commands
 from verl_bootstrap.cli.parse import build_parser
-from verl_bootstrap.cli.registry import COMMANDS, NAMES, Command, resolve
+from verl_bootstrap.cli.registry import COMMANDS, NAMES, Command
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
 from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.locking.drift import committed_lockfiles
@@ -40,16 +41,27 @@ def _subparser(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> argpar
     return parser
 
 
-def test_every_registered_handler_and_flag_function_exists() -> None:
-    def walk(commands: tuple[Command, ...]) -> None:
+def test_every_command_is_wired_to_its_own_module() -> None:
+    """A leaf's wire gives `flags_NAME` and `cmd_NAME` of cli/commands/NAME.py (an action's, of
+    its group's module); a group has no wire of its own."""
+
+    def walk(commands: tuple[Command, ...], group: str = "") -> None:
         for c in commands:
+            assert (c.wire is None) == bool(c.actions), c.name
             if c.actions:
-                walk(c.actions)
-            else:
-                assert callable(resolve(c.flags)), c.flags
-                assert callable(resolve(c.handler)), c.handler
+                walk(c.actions, c.name)
+                continue
+            assert c.wire is not None
+            key, module = c.name.replace("-", "_"), f"verl_bootstrap.cli.commands.{group or c.name}"
+            for function, prefix in zip(c.wire(), ("flags_", "cmd_"), strict=True):
+                assert (function.__module__, function.__name__) == (module, prefix + key)
 
     walk(COMMANDS)
+
+
+def test_the_commands_package_names_each_module_once() -> None:
+    folder = Path(commands.__file__).parent
+    assert sorted(commands.__all__) == sorted(p.stem for p in folder.glob("[!_]*.py"))
 
 
 @pytest.mark.parametrize("path", LEAVES, ids=" ".join)

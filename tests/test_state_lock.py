@@ -96,11 +96,12 @@ from verl_bootstrap.errors import CannotWrite
 from verl_bootstrap.paths import atomic_write
 
 path, how, limit = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+write = atomic_write if sys.argv[4:] != ["in-place"] else Path.write_bytes
 if how == "killed":
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
 resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 try:
-    atomic_write(path, b"new\\n" * (1 << 18))
+    write(path, b"new\\n" * (1 << 18))
 except CannotWrite as exc:
     print(exc.message)
     sys.exit(3)
@@ -128,6 +129,18 @@ def test_a_failed_atomic_write_keeps_the_old_file_whole(tmp_path: Path, how: str
     assert done.returncode == 3, done.stderr
     assert done.stdout.strip() == f"cannot write {path}: File too large"
     assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
+
+
+@pytest.mark.parametrize("how", ["error", "killed"])
+def test_the_cut_write_breaks_a_file_written_in_place(tmp_path: Path, how: str) -> None:
+    """The test above can fail: the same cut, on a plain write into the file itself, leaves the
+    file neither old nor new (its first 64 KiB only)."""
+    path = tmp_path / "state.json"
+    path.write_bytes(b"old\n" * 4096)
+    argv = [sys.executable, "-c", _CUT_WRITE, str(path), how, str(64 << 10), "in-place"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0, done.stderr
+    assert path.read_bytes() == b"new\n" * (1 << 14)
 
 
 # --- the prefix lock ---------------------------------------------------------------------------

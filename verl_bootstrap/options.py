@@ -8,6 +8,7 @@ masked there. The parser flags (cli.flags), the options builder (cli.options), t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -23,6 +24,7 @@ __all__ = [
     "SiteOptions",
     "declared",
     "option",
+    "options_argv",
 ]
 
 # value: one string; path: one path; number: a float; switch: on when given; repeat: repeatable;
@@ -67,6 +69,23 @@ class Declared:
     @property
     def label(self) -> str:
         return self.spec.label or self.name.replace("_", " ")
+
+    def argv(self, value: Any) -> list[str]:
+        """The flags that give this option `value`, as `install` parses them (none for a switch
+        that is off or a value that is None; a toggle's False is its --no- spelling)."""
+        flag, kind = self.spec.flags[0], self.spec.kind
+        if kind in ("switch", "toggle"):
+            off = f"--no-{flag.removeprefix('--')}" if kind == "toggle" and value is False else ""
+            return [flag] if value else [off] if off else []
+        if kind == "repeat":  # an index is a (name, url) pair, given as NAME=URL
+            return [w for item in value for w in (flag, _word(item))]
+        return [] if value is None else [flag, _word(value)]
+
+
+def _word(value: Any) -> str:
+    if isinstance(value, tuple):
+        return "=".join(value)
+    return f"{value:g}" if isinstance(value, float) else str(value)  # --wait 3600, not 3600.0
 
 
 def option(default: Any, *flags: str, **spec: Any) -> Any:
@@ -301,6 +320,31 @@ class RunOptions:
     def channels_for(self, env: EnvSpec) -> tuple[str, ...]:
         """The conda channels: --channel, else the profile's."""
         return self.channels or tuple(env.channels)
+
+    def to_argv(self) -> list[str]:
+        """`install`'s flags that give these options back: --profile and --prefix, then every
+        option that is not its default, in declaration order (parsing them with `install`'s
+        parser gives these options again, on a host whose site config adds nothing). Words, not
+        shell text: a caller that writes a shell line quotes them (shlex.join)."""
+        given = {
+            o.name: getattr(self, o.name)
+            for o in declared(type(self))
+            if o.spec.flags
+            and (o.name in ("profile", "prefix") or getattr(self, o.name) != o.default)
+        }
+        return options_argv(given)
+
+
+def options_argv(given: Mapping[str, Any]) -> list[str]:
+    """`install`'s flags for the options in `given` (RunOptions field names), in declaration
+    order: the one place an option becomes flags. RunOptions.to_argv renders a whole run's; a
+    caller that holds only some options (the resume hint's prefix, onboard's lab defaults,
+    cluster's node install) gives those alone and leaves the rest to `install`'s defaults."""
+    options = {o.name: o for o in declared(RunOptions) if o.spec.flags}
+    unknown = sorted(set(given) - set(options))
+    if unknown:
+        raise ValueError(f"not install options with a flag: {', '.join(unknown)}")
+    return [w for name, o in options.items() if name in given for w in o.argv(given[name])]
 
 
 DEFAULT_BACKEND = "conda"  # EnvSpec's default: a profile that names no backend

@@ -14,10 +14,10 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from verl_bootstrap.cli.output import err, out, set_color
-from verl_bootstrap.cli.registry import NAMES, resolve
+from verl_bootstrap.cli.registry import NAMES
 from verl_bootstrap.errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
@@ -28,7 +28,6 @@ from verl_bootstrap.errors import (
 
 __all__ = ["main", "main_entry"]
 
-Handler = Callable[[argparse.Namespace], int]
 _TOP_FLAGS = ("-h", "--help", "--version")
 
 
@@ -79,7 +78,7 @@ def _main(args: list[str]) -> int:
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     set_color(getattr(ns, "color", "auto"))
     try:
-        return int(resolve(ns.handler)(ns))
+        return int(ns.handler(ns))
     except BootstrapError as exc:
         return _report_error(exc, json_mode=getattr(ns, "json", False))
     except KeyboardInterrupt:
@@ -107,7 +106,7 @@ def _help(command: list[str]) -> int:
 
 
 def _unknown_command(word: str) -> int:
-    from verl_bootstrap.cli.parse import did_you_mean
+    from verl_bootstrap.cli.argparser import did_you_mean
 
     err(f"error: unknown command {word!r}")
     guess = did_you_mean(word, [*NAMES, "help"])

@@ -1,4 +1,7 @@
-"""Flags that several commands share. The install options' flags are derived from their
+"""Flags that several commands share, each declared once here: its spelling, argparse kind,
+choices and metavar. A command words a shared flag's help for itself (`--profile` of `lock` is
+not `--profile` of `verify`), so the help is an argument; a command never spells a shared flag
+itself (tests/test_cli_help.py checks both). The install options' flags are derived from their
 declarations on RunOptions (verl_bootstrap.options), so a new option is one field there."""
 
 from __future__ import annotations
@@ -14,19 +17,52 @@ from verl_bootstrap.options import CONFIG_HELP, Declared, RunOptions, declared
 
 __all__ = [
     "INDEX_OPTIONS",
+    "SHARED_FLAGS",
+    "SHELLS",
     "SOURCE_OPTIONS",
     "bundle_flag",
     "config_flag",
+    "cuda_flag",
     "dry_run_flag",
     "env_flag",
     "env_named",
     "install_option_flags",
     "json_flag",
     "lock_source_flags",
+    "lockfile_flag",
+    "name_flag",
     "option_flags",
     "output_beside",
+    "platform_flag",
+    "prefix_flag",
+    "profile_flag",
     "renamed",
+    "shell_flag",
+    "skip_check_flag",
+    "train_flag",
+    "verl_ref_flag",
+    "yes_flag",
 ]
+
+# the flags declared here: a command's module adds them only through these functions
+SHARED_FLAGS = (
+    "--profile",
+    "--cuda",
+    "--platform",
+    "--prefix",
+    "--name",
+    "--config",
+    "--lockfile",
+    "--verl-ref",
+    "--skip-check",
+    "--train",
+    "--shell",
+    "--dry-run",
+    "--yes",
+    "--json",
+    "--bundle",
+)
+SHELLS = ("bash", "zsh", "fish")
 
 # where verl comes from, and where packages come from: what the lockfile commands take
 SOURCE_OPTIONS = ("verl_source", "verl_ref", "allow_unsupported_ref")
@@ -97,9 +133,9 @@ def install_option_flags(p: argparse.ArgumentParser, command: str) -> Any:
     """Every install option, as RunOptions declares it, in its --help group (install's and
     plan's); returns the group the command's own behaviour flags join."""
     groups = option_flags(p, command=command)
-    groups["where"].add_argument(
-        "--name",
-        help="the env by name: an env `envs list` shows, else a new one in the envs folder "
+    name_flag(
+        groups["where"],
+        "the env by name: an env `envs list` shows, else a new one in the envs folder "
         "(default: the activated env, else the profile's name)",
     )
     bundle_flag(groups["sources"])
@@ -115,26 +151,93 @@ def lock_source_flags(p: argparse.ArgumentParser) -> None:
     json_flag(p)
 
 
-def bundle_flag(p: argparse._ActionsContainer) -> None:
-    p.add_argument(
-        "--bundle",
-        type=path_arg,
-        metavar="PATH",
-        help="install from an offline bundle (`verl-bootstrap bundle`): no network at all",
-    )
+Container = argparse._ActionsContainer  # a parser, or a group of its flags
+_REPEATED: dict[str, Any] = {"action": "append", "default": []}  # a list, one item each time
 
 
-def config_flag(p: argparse.ArgumentParser) -> None:
-    """--config: the site config to read."""
-    p.add_argument("--config", metavar="FILE_OR_URL", help=CONFIG_HELP)
+def profile_flag(p: Container, help: str, *, repeat: bool = False) -> None:
+    """--profile: a shipped profile's name or a YAML file (`repeat`: several, as a list)."""
+    p.add_argument("--profile", help=help, **(_REPEATED if repeat else {}))
 
 
-def dry_run_flag(p: argparse._ActionsContainer, what: str) -> None:
-    """--dry-run of a command that changes something: say `what` it would do; change nothing."""
-    p.add_argument("--dry-run", action="store_true", help=f"{what}; change nothing")
+def cuda_flag(p: Container, help: str) -> None:
+    """--cuda: a CUDA variant (auto | cpu | cuXYZ), a plain word each command checks itself."""
+    p.add_argument("--cuda", help=help)
 
 
-def json_flag(p: argparse._ActionsContainer) -> None:
+def platform_flag(p: Container) -> None:
+    """--platform of a lockfile command: the platform whose lockfile."""
+    p.add_argument("--platform", default="linux-64", help="linux-64 (default) or linux-aarch64")
+
+
+def prefix_flag(p: Container, help: str, *, on_nodes: bool = False) -> None:
+    """--prefix: an env's folder; `on_nodes`: a folder on the cluster's nodes, required, kept as
+    written (the nodes' shell expands it, as $SLURMD_NODENAME)."""
+    kind: dict[str, Any] = {"required": True} if on_nodes else {"type": path_arg}
+    p.add_argument("--prefix", help=help, **kind)
+
+
+def name_flag(p: Container, help: str) -> None:
+    """--name: an env by its name, as `envs list` shows it."""
+    p.add_argument("--name", help=help)
+
+
+def config_flag(
+    p: Container,
+    help: str = CONFIG_HELP,
+    *,
+    required: bool = False,
+    metavar: str | None = "FILE_OR_URL",
+) -> None:
+    """--config: the site config to read (a file or a URL)."""
+    p.add_argument("--config", required=required, metavar=metavar, help=help)
+
+
+def lockfile_flag(p: Container, help: str, *, url: bool = False) -> None:
+    """--lockfile: a lockfile here (a path), or `url`: one a node or the lab config names, kept
+    as written (a URL is no path)."""
+    p.add_argument("--lockfile", type=str if url else path_arg, help=help)
+
+
+def verl_ref_flag(p: Container, help: str) -> None:
+    """--verl-ref: a verl tag, branch or commit."""
+    p.add_argument("--verl-ref", help=help)
+
+
+def skip_check_flag(p: Container, help: str) -> None:
+    """--skip-check NAME, repeatable: a check of doctor's registry, by name."""
+    p.add_argument("--skip-check", action="append", default=[], metavar="NAME", help=help)
+
+
+def train_flag(p: Container, help: str) -> None:
+    """--train of a verification: one real verl training step, sft or rl."""
+    p.add_argument("--train", choices=("sft", "rl"), help=help)
+
+
+def shell_flag(p: Container, help: str, *, repeat: bool = False) -> None:
+    """--shell: bash, zsh or fish (`repeat`: several, as a list)."""
+    p.add_argument("--shell", choices=list(SHELLS), help=help, **(_REPEATED if repeat else {}))
+
+
+def yes_flag(p: Container, help: str) -> None:
+    """--yes/-y: go on without asking."""
+    p.add_argument("--yes", "-y", action="store_true", help=help)
+
+
+_BUNDLE_HELP = "install from an offline bundle (`verl-bootstrap bundle`): no network at all"
+
+
+def bundle_flag(p: Container, help: str = _BUNDLE_HELP, *, metavar: str | None = "PATH") -> None:
+    """--bundle: an offline bundle's archive (`verl-bootstrap bundle` writes one)."""
+    p.add_argument("--bundle", type=path_arg, metavar=metavar, help=help)
+
+
+def dry_run_flag(p: Container, help: str) -> None:
+    """--dry-run of a command that changes something: `help` says what it shows instead."""
+    p.add_argument("--dry-run", action="store_true", help=help)
+
+
+def json_flag(p: Container) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document")
 
 
@@ -160,12 +263,8 @@ def env_flag(p: argparse.ArgumentParser, *, positional: bool = True) -> None:
             "(default: the activated env, else the only one)",
         )
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--name", help="the env's name (as `envs list` shows it)")
-    where.add_argument(
-        "--prefix",
-        type=path_arg,
-        help="the env's folder (default: the activated one, $VERL_BOOTSTRAP_PREFIX)",
-    )
+    name_flag(where, "the env's name (as `envs list` shows it)")
+    prefix_flag(where, "the env's folder (default: the activated one, $VERL_BOOTSTRAP_PREFIX)")
 
 
 def output_beside(output: Path) -> Path:

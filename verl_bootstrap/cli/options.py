@@ -91,7 +91,7 @@ def named_env(name: str, *, command: str) -> Path:
             hint=f"name the one you mean by its folder: --prefix {found[0]}",
         )
     if not found:
-        from verl_bootstrap.cli.parse import did_you_mean
+        from verl_bootstrap.cli.argparser import did_you_mean
 
         names = sorted({env_name(p) for p in envs})
         guess = did_you_mean(name, names)

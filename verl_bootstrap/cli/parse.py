@@ -1,6 +1,6 @@
 """The parser, derived from the command registry: one subparser per command (flags added only for
 the command being run, so start-up loads one adapter module), help with a description and examples
-for each, and argparse's errors turned into `error:`/`hint:` lines with a "did you mean".
+for each; argparse's errors are cli.argparser's `error:`/`hint:` lines with a "did you mean".
 
 Each command's flags sit beside its handler, in its module under cli/commands/.
 """
@@ -8,18 +8,12 @@ Each command's flags sit beside its handler, in its module under cli/commands/.
 from __future__ import annotations
 
 import argparse
-import difflib
-import re
-import sys
-from collections.abc import Iterable
-from typing import NoReturn
 
-from verl_bootstrap.cli.output import COLOR_MODES, err
-from verl_bootstrap.cli.registry import COMMANDS, Command, resolve
+from verl_bootstrap.cli.argparser import Parser
+from verl_bootstrap.cli.output import COLOR_MODES
+from verl_bootstrap.cli.registry import COMMANDS, Command
 
-__all__ = ["Parser", "build_parser", "did_you_mean", "option_strings"]
-
-EXIT_BAD_INPUT = 2
+__all__ = ["build_parser"]
 _MAIN_USAGE = """\
   verl-bootstrap --profile NAME [FLAGS]   build and verify an env (same as `install`)
   verl-bootstrap COMMAND [FLAGS]          one of the commands below
@@ -32,50 +26,6 @@ examples:
 
 Exit codes: 0 ok, 1 a step failed, 2 bad input, 3 refused by a preflight check, 130 interrupted.
 --debug (anywhere on the line) prints the trace of an unexpected error."""
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with the tool's error form: `error: …` and a `hint:` naming the closest flag or
-    action, exit 2."""
-
-    command = ""  # the top-level parser's: the command being parsed, for its errors' hints
-
-    def error(self, message: str) -> NoReturn:
-        where = f"{self.prog} {self.command}".strip()
-        err(f"error: {where}: {message}")
-        err(f"hint: {_hint(self, message) or f'`{where} --help` lists every flag'}")
-        sys.exit(EXIT_BAD_INPUT)
-
-
-def did_you_mean(word: str, known: Iterable[str]) -> str | None:
-    """The closest of `known` to a mistyped `word`, if one is close."""
-    close = difflib.get_close_matches(word, sorted(set(known)), n=1, cutoff=0.6)
-    return close[0] if close else None
-
-
-def option_strings(parser: argparse.ArgumentParser) -> list[str]:
-    """Every flag `parser` and the subparsers it holds accept."""
-    found = [s for a in parser._actions for s in a.option_strings]
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                found += option_strings(sub)
-    return found
-
-
-def _hint(parser: argparse.ArgumentParser, message: str) -> str | None:
-    if message.startswith("unrecognized arguments:"):
-        flags = [w.split("=")[0] for w in message.split(":", 1)[1].split() if w.startswith("-")]
-        known = option_strings(parser)
-        guesses = [(f, g) for f in flags if (g := did_you_mean(f, known))]
-        if len(guesses) == 1 and len(flags) == 1:
-            return f"did you mean {guesses[0][1]}?"
-        return "did you mean " + ", ".join(f"{g} for {f}" for f, g in guesses) if guesses else None
-    choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
-    if choice:
-        guess = did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)))
-        return f"did you mean {guess!r}?" if guess else None
-    return None
 
 
 def build_parser(command: str | None = None) -> Parser:
@@ -114,12 +64,13 @@ def _add(sub: argparse._SubParsersAction[Parser], entry: Command, *, full: bool)
         for action in entry.actions:
             _add(actions, action, full=full)
         return
-    if full:
-        resolve(entry.flags)(p)
+    if full and entry.wire:  # the one command being run (or every one): its module loads here
+        flags, handler = entry.wire()
+        flags(p)
+        p.set_defaults(handler=handler)
         p.add_argument(
             "--color",
             choices=COLOR_MODES,
             default="auto",
             help="colour: auto (on a terminal, unless NO_COLOR is set), always, never",
         )
-    p.set_defaults(handler=entry.handler)

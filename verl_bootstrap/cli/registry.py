@@ -1,51 +1,52 @@
-"""Every subcommand in one place: its name, one-line summary and examples. Its flags and handler
-sit together in its own module, cli/commands/NAME.py (an action of a group, like `envs list`, in
-its group's module), named as "module:function" strings so that only the chosen command's module
-loads.
+"""Every subcommand in one place: its name, one-line summary, examples, and (a leaf) its wiring:
+the functions that add its flags and run it, `flags_NAME` and `cmd_NAME` in cli/commands/NAME.py
+(an action of a group, like `envs list`, in its group's module).
 
 The parser, the command list of `--help`, "did you mean", the crash report's command name and
-shell completion are all derived from COMMANDS; a new command is one entry here and one module.
+shell completion are all derived from COMMANDS; a new command is one entry here and one module
+(named in cli/commands/__init__.py too, which a test checks against the folder).
+
+Why the wiring is a lambda naming the functions: a handler is an ordinary attribute reference, so
+mypy checks its signature against `Wire`, and an editor or a dead-code tool finds its one use here;
+yet nothing is imported until the lambda runs. `commands` is the package alone (its __getattr__
+imports a submodule on first use), so start-up loads only the chosen command's module, as the
+"module:function" strings this replaced did, and no module or function is named in a string.
 """
 
 from __future__ import annotations
 
-import importlib
+import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-__all__ = ["COMMANDS", "NAMES", "Command", "find", "resolve"]
+from verl_bootstrap.cli import commands
 
-_CLI = "verl_bootstrap.cli"
+__all__ = ["COMMANDS", "NAMES", "Command", "Flags", "Handler", "Wire", "find"]
+
+Flags = Callable[[argparse.ArgumentParser], None]  # adds a command's flags to its parser
+Handler = Callable[[argparse.Namespace], int]  # runs the command; returns the exit code
+Wire = Callable[[], tuple[Flags, Handler]]  # imports the command's module; its two functions
 
 
 @dataclass(frozen=True)
 class Command:
-    """One subcommand (or a group of actions, like `envs list`)."""
+    """One subcommand (or a group of actions, like `envs list`: a group has no wire)."""
 
     name: str
     summary: str
     examples: tuple[str, ...] = ()
-    flags: str = ""  # "module:function" that adds the flags to an argparse parser
-    handler: str = ""  # "module:function" taking the parsed namespace, returning the exit code
+    wire: Wire | None = None
     actions: tuple[Command, ...] = ()
 
 
 def _c(
-    name: str, summary: str, *examples: str, group: str = "", actions: tuple[Command, ...] = ()
+    name: str,
+    summary: str,
+    *examples: str,
+    wire: Wire | None = None,
+    actions: tuple[Command, ...] = (),
 ) -> Command:
-    """A command whose flags and handler are `flags_NAME` and `cmd_NAME` in cli/commands/NAME.py;
-    an action of `group`, in cli/commands/GROUP.py. A group itself has neither (its actions do)."""
-    key = name.replace("-", "_")
-    module = f"commands.{group or key}"
-    return Command(
-        name=name,
-        summary=summary,
-        examples=tuple(examples),
-        flags="" if actions else f"{module}:flags_{key}",
-        handler="" if actions else f"{module}:cmd_{key}",
-        actions=actions,
-    )
+    return Command(name, summary, tuple(examples), wire, actions)
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -55,12 +56,14 @@ COMMANDS: tuple[Command, ...] = (
         "verl-bootstrap --profile cpu",
         "verl-bootstrap --profile fsdp --cuda cu128 --prefix ~/envs/rl",
         "verl-bootstrap --prefix ~/envs/rl          # resume or re-verify an env",
+        wire=lambda: (commands.install.flags_install, commands.install.cmd_install),
     ),
     _c(
         "plan",
         "print the step graph of an install; run nothing",
         "verl-bootstrap plan --profile cpu",
         "verl-bootstrap plan --profile fsdp --cuda cu130 --json",
+        wire=lambda: (commands.plan.flags_plan, commands.plan.cmd_plan),
     ),
     _c(
         "verify",
@@ -68,12 +71,14 @@ COMMANDS: tuple[Command, ...] = (
         "verl-bootstrap verify                      # inside an activated env: that env",
         "verl-bootstrap verify cpu --json",
         "verl-bootstrap verify --prefix ~/envs/rl --against lockfiles/cpu/cpu-linux-64.lock.yaml",
+        wire=lambda: (commands.verify.flags_verify, commands.verify.cmd_verify),
     ),
     _c(
         "doctor",
         "check this machine (and an env) for the classic verl traps",
         "verl-bootstrap doctor --profile fsdp",
         "verl-bootstrap doctor --prefix ~/envs/rl --json",
+        wire=lambda: (commands.doctor.flags_doctor, commands.doctor.cmd_doctor),
     ),
     _c(
         "test",
@@ -81,6 +86,7 @@ COMMANDS: tuple[Command, ...] = (
         "verl-bootstrap test cpu",
         "verl-bootstrap test cpu tests/utils/test_x_on_cpu.py::test_y -k 'not slow'",
         "verl-bootstrap test --prefix ~/envs/rl --collect-only --json",
+        wire=lambda: (commands.test.flags_test, commands.test.cmd_test),
     ),
     _c(
         "lock",
@@ -89,12 +95,14 @@ COMMANDS: tuple[Command, ...] = (
         "verl-bootstrap lock --profile fsdp --cuda cu130",
         "verl-bootstrap lock --profile fsdp --dry-run  # the lockfiles it would regenerate",
         "verl-bootstrap lock --check",
+        wire=lambda: (commands.lock.flags_lock, commands.lock.cmd_lock),
     ),
     _c(
         "export",
         "write a lockfile in another tool's format",
         "verl-bootstrap export --format pylock --profile cpu > pylock.toml",
         "verl-bootstrap export --format apptainer --profile fsdp --cuda cu130 --output verl.def",
+        wire=lambda: (commands.export.flags_export, commands.export.cmd_export),
     ),
     _c(
         "bundle",
@@ -102,12 +110,14 @@ COMMANDS: tuple[Command, ...] = (
         "verl-bootstrap bundle --profile cpu --cuda cpu --output verl-cpu.tar",
         "verl-bootstrap bundle --profile cpu --dry-run   # the archive and what goes in",
         "verl-bootstrap --bundle verl-cpu.tar --profile cpu --prefix ~/envs/verl",
+        wire=lambda: (commands.bundle.flags_bundle, commands.bundle.cmd_bundle),
     ),
     _c(
         "update",
         "re-resolve an env's profile for a newer stack: the diff, then apply",
         "verl-bootstrap update --prefix ~/envs/rl --dry-run",
         "verl-bootstrap update --prefix ~/envs/rl --yes",
+        wire=lambda: (commands.update.flags_update, commands.update.cmd_update),
     ),
     _c(
         "envs",
@@ -120,14 +130,14 @@ COMMANDS: tuple[Command, ...] = (
                 "every env: status, profile, verl, variant, size",
                 "verl-bootstrap envs list",
                 "verl-bootstrap envs list --no-size --json",
-                group="envs",
+                wire=lambda: (commands.envs.flags_list, commands.envs.cmd_list),
             ),
             _c(
                 "prune",
                 "forget the records of envs whose folder is gone",
                 "verl-bootstrap envs prune --dry-run",
                 "verl-bootstrap envs prune",
-                group="envs",
+                wire=lambda: (commands.envs.flags_prune, commands.envs.cmd_prune),
             ),
         ),
     ),
@@ -136,18 +146,21 @@ COMMANDS: tuple[Command, ...] = (
         "how an env was made, its last run, each step",
         "verl-bootstrap info cpu",
         "verl-bootstrap info --prefix ~/envs/rl --json",
+        wire=lambda: (commands.info.flags_info, commands.info.cmd_info),
     ),
     _c(
         "remove",
         "delete an env (only what verl-bootstrap made)",
         "verl-bootstrap remove cpu --dry-run",
         "verl-bootstrap remove --prefix ~/envs/rl --yes",
+        wire=lambda: (commands.remove.flags_remove, commands.remove.cmd_remove),
     ),
     _c(
         "run",
         "run a command inside an env, activated, without changing your shell",
         "verl-bootstrap run cpu -- python -c 'import verl; print(verl.__version__)'",
         "verl-bootstrap run --prefix ~/envs/rl -- pytest -x tests/",
+        wire=lambda: (commands.run.flags_run, commands.run.cmd_run),
     ),
     _c(
         "activate",
@@ -155,6 +168,7 @@ COMMANDS: tuple[Command, ...] = (
         'eval "$(verl-bootstrap activate cpu)"',
         'eval "$(verl-bootstrap activate --prefix ~/envs/rl)"',
         "verl-bootstrap activate --prefix ~/envs/rl --shell fish | source",
+        wire=lambda: (commands.activate.flags_activate, commands.activate.cmd_activate),
     ),
     _c(
         "profiles",
@@ -167,21 +181,21 @@ COMMANDS: tuple[Command, ...] = (
                 "the shipped profiles and their CUDA variants",
                 "verl-bootstrap profiles list",
                 "verl-bootstrap profiles list --json",
-                group="profiles",
+                wire=lambda: (commands.profiles.flags_list, commands.profiles.cmd_list),
             ),
             _c(
                 "show",
                 "a profile with inheritance and its verl ref's stack applied",
                 "verl-bootstrap profiles show fsdp",
                 "verl-bootstrap profiles show cpu --verl-ref v0.7.1 --json",
-                group="profiles",
+                wire=lambda: (commands.profiles.flags_show, commands.profiles.cmd_show),
             ),
             _c(
                 "validate",
                 "check a profile file",
                 "verl-bootstrap profiles validate my-lab.yaml",
                 "verl-bootstrap profiles validate profiles/cpu.yaml --json",
-                group="profiles",
+                wire=lambda: (commands.profiles.flags_validate, commands.profiles.cmd_validate),
             ),
         ),
     ),
@@ -196,7 +210,7 @@ COMMANDS: tuple[Command, ...] = (
                 "the effective settings and where each came from",
                 "verl-bootstrap config show",
                 "verl-bootstrap config show --json",
-                group="config",
+                wire=lambda: (commands.config.flags_show, commands.config.cmd_show),
             ),
         ),
     ),
@@ -205,6 +219,7 @@ COMMANDS: tuple[Command, ...] = (
         "a new lab member's env, from the lab config, in one go",
         "verl-bootstrap onboard --config https://lab.example/verl.yaml",
         "verl-bootstrap onboard --config lab.yaml --emit-script onboard.sh",
+        wire=lambda: (commands.onboard.flags_onboard, commands.onboard.cmd_onboard),
     ),
     _c(
         "cluster",
@@ -217,14 +232,14 @@ COMMANDS: tuple[Command, ...] = (
                 "check every node's env and compare the nodes",
                 "verl-bootstrap cluster verify --ray-address head:6379 --prefix /shared/envs/rl",
                 "verl-bootstrap cluster verify --slurm --prefix /shared/envs/rl --json",
-                group="cluster",
+                wire=lambda: (commands.cluster.flags_verify, commands.cluster.cmd_verify),
             ),
             _c(
                 "install",
                 "the locked install on every node",
                 "verl-bootstrap cluster install --slurm --prefix /scratch/rl --lockfile lock.yaml",
                 "verl-bootstrap cluster install --ray-address head:6379 --prefix /scratch/rl",
-                group="cluster",
+                wire=lambda: (commands.cluster.flags_install, commands.cluster.cmd_install),
             ),
             _c(
                 "script",
@@ -232,7 +247,7 @@ COMMANDS: tuple[Command, ...] = (
                 "verl-bootstrap cluster script --slurm --nodes 4 --prefix /shared/envs/rl",
                 "verl-bootstrap cluster script --slurm --nodes 2 --prefix /scratch/rl "
                 "--action install --output job.sbatch",
-                group="cluster",
+                wire=lambda: (commands.cluster.flags_script, commands.cluster.cmd_script),
             ),
         ),
     ),
@@ -247,7 +262,7 @@ COMMANDS: tuple[Command, ...] = (
                 "each wheel with its build key and sha256",
                 "verl-bootstrap wheelhouse list",
                 "verl-bootstrap wheelhouse list --json",
-                group="wheelhouse",
+                wire=lambda: (commands.wheelhouse.flags_list, commands.wheelhouse.cmd_list),
             ),
             _c(
                 "add",
@@ -255,14 +270,14 @@ COMMANDS: tuple[Command, ...] = (
                 "verl-bootstrap wheelhouse add flash_attn-2.8.3-cp312-linux_x86_64.whl "
                 "--key-of ~/envs/rl",
                 "verl-bootstrap wheelhouse add WHEEL --key torch=2.11.0,cuda=13.0,...  --json",
-                group="wheelhouse",
+                wire=lambda: (commands.wheelhouse.flags_add, commands.wheelhouse.cmd_add),
             ),
             _c(
                 "check",
                 "rehash every wheel against the index",
                 "verl-bootstrap wheelhouse check",
                 "verl-bootstrap wheelhouse check --json",
-                group="wheelhouse",
+                wire=lambda: (commands.wheelhouse.flags_check, commands.wheelhouse.cmd_check),
             ),
         ),
     ),
@@ -278,7 +293,7 @@ COMMANDS: tuple[Command, ...] = (
                 "verl-bootstrap kernels coverage            # offline, from the recorded lists",
                 "verl-bootstrap kernels coverage --profile fsdp --config site.yaml --json",
                 "verl-bootstrap kernels coverage --refresh  # ask each source again (network)",
-                group="kernels",
+                wire=lambda: (commands.kernels.flags_coverage, commands.kernels.cmd_coverage),
             ),
         ),
     ),
@@ -287,6 +302,7 @@ COMMANDS: tuple[Command, ...] = (
         "print the shell completion script",
         "source <(verl-bootstrap completion --shell bash)",
         "verl-bootstrap completion --shell fish > ~/.config/fish/completions/verl-bootstrap.fish",
+        wire=lambda: (commands.completion.flags_completion, commands.completion.cmd_completion),
     ),
 )
 
@@ -296,12 +312,3 @@ NAMES: frozenset[str] = frozenset(c.name for c in COMMANDS)
 def find(name: str) -> Command | None:
     """The command called `name`, if there is one."""
     return next((c for c in COMMANDS if c.name == name), None)
-
-
-def resolve(reference: str) -> Callable[..., Any]:
-    """The function a "module:function" string names (a module given relative to cli/, as
-    "commands.lock:flags_lock", is taken from verl_bootstrap.cli)."""
-    module, _, function = reference.rpartition(":")
-    if not module.startswith(f"{_CLI}."):
-        module = f"{_CLI}.{module}"
-    return getattr(importlib.import_module(module), function)  # type: ignore[no-any-return]

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from verl_bootstrap.errors import InputError
+from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import tool_home
 
 __all__ = ["install_args", "run_log", "tool_on_nodes"]
@@ -37,9 +38,11 @@ def install_args(
     node that holds the prefix's lock; --locked when a lockfile is given."""
     if not profile:
         raise InputError("cluster install needs --profile", hint="e.g. --profile fsdp")
-    args = ["--profile", profile, "--prefix", prefix, "--wait", "3600"]
-    if lockfile:
-        args += ["--locked", "--lockfile", lockfile]
-    if config:
-        args += ["--config", config]
-    return args
+    return RunOptions(
+        profile=profile,
+        prefix=Path(prefix),
+        guard_wait=3600.0,
+        locked=bool(lockfile),
+        lockfile=Path(lockfile) if lockfile else None,
+        config=config,
+    ).to_argv()

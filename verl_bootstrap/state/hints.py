@@ -5,13 +5,15 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from verl_bootstrap.options import options_argv
+
 __all__ = ["doctor_command", "next_step", "resume_command"]
 
 
 def resume_command(prefix: Path) -> str:
     """Resumes (or re-verifies) the env with the options it recorded: nothing else is needed.
     It also repairs what changed since the env was recorded (run.repair)."""
-    return f"verl-bootstrap --prefix {shlex.quote(str(prefix))}"
+    return shlex.join(["verl-bootstrap", *options_argv({"prefix": prefix})])
 
 
 def doctor_command(prefix: Path) -> str:

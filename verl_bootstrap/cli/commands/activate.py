@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from verl_bootstrap.cli.flags import env_flag
+from verl_bootstrap.cli.flags import env_flag, shell_flag
 from verl_bootstrap.cli.output import out
 from verl_bootstrap.errors import EXIT_OK, InputError
 
@@ -15,7 +15,7 @@ __all__ = ["cmd_activate", "flags_activate"]
 def flags_activate(p: argparse.ArgumentParser) -> None:
     """activate's flags."""
     env_flag(p)
-    p.add_argument("--shell", choices=["bash", "zsh", "fish"], help="default: your $SHELL")
+    shell_flag(p, "default: your $SHELL")
 
 
 def cmd_activate(ns: argparse.Namespace) -> int:

@@ -7,7 +7,15 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verl_bootstrap.cli.flags import dry_run_flag, lock_source_flags, output_beside
+from verl_bootstrap.cli.flags import (
+    cuda_flag,
+    dry_run_flag,
+    lock_source_flags,
+    lockfile_flag,
+    output_beside,
+    platform_flag,
+    profile_flag,
+)
 from verl_bootstrap.cli.options import named_lock, scratch_options
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK
@@ -20,19 +28,16 @@ __all__ = ["cmd_bundle", "flags_bundle"]
 
 def flags_bundle(p: argparse.ArgumentParser) -> None:
     """bundle's flags."""
-    p.add_argument("--lockfile", type=path_arg, help="the lockfile (default: the profile's)")
-    p.add_argument(
-        "--profile",
-        help="the profile whose lockfile to bundle: this folder's (lockfiles/), else the "
-        "committed one",
+    lockfile_flag(p, "the lockfile (default: the profile's)")
+    profile_flag(
+        p,
+        "the profile whose lockfile to bundle: this folder's (lockfiles/), else the committed one",
     )
-    p.add_argument(
-        "--cuda", help="the variant's lockfile (default: the profile's variant that has one)"
-    )
-    p.add_argument("--platform", default="linux-64", help="linux-64 (default) or linux-aarch64")
+    cuda_flag(p, "the variant's lockfile (default: the profile's variant that has one)")
+    platform_flag(p)
     p.add_argument("-o", "--output", type=path_arg, help="the archive (default: ./verl-bundle-…)")
     p.add_argument("--no-tool", action="store_true", help="leave out the tool's own wheels")
-    dry_run_flag(p, "name the archive and what it would hold")
+    dry_run_flag(p, "name the archive and what it would hold; change nothing")
     lock_source_flags(p)
 
 

@@ -8,7 +8,15 @@ import os
 import shlex
 from typing import Any
 
-from verl_bootstrap.cli.flags import dry_run_flag
+from verl_bootstrap.cli.flags import (
+    config_flag,
+    dry_run_flag,
+    json_flag,
+    lockfile_flag,
+    prefix_flag,
+    profile_flag,
+    train_flag,
+)
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 from verl_bootstrap.paths import atomic_write
@@ -22,6 +30,7 @@ __all__ = [
     "flags_verify",
 ]
 
+_PROFILE_HELP = "whose checks to run (default: the env's own)"
 _PREFIX_HELP = (
     "the env's prefix on the nodes; $VARIABLES in it are expanded on each node "
     "(quote it: '$LOCAL_SCRATCH/verl')"
@@ -32,10 +41,8 @@ def flags_verify(verify: argparse.ArgumentParser) -> None:
     """cluster verify."""
     _target_flags(verify)
     verify.add_argument("--fingerprint-only", action="store_true", help="skip the import checks")
-    verify.add_argument(
-        "--train",
-        choices=("sft", "rl"),
-        help="also run `verify --train LEVEL` on every node: one real verl training step each",
+    train_flag(
+        verify, "also run `verify --train LEVEL` on every node: one real verl training step each"
     )
     verify.add_argument("--tool", help="verl-bootstrap's path on the nodes (default: this one's)")
 
@@ -44,7 +51,9 @@ def flags_install(install: argparse.ArgumentParser) -> None:
     """cluster install."""
     _target_flags(install)
     _install_flags(install)
-    dry_run_flag(install, "say where it would install and the command each node would run")
+    dry_run_flag(
+        install, "say where it would install and the command each node would run; change nothing"
+    )
 
 
 def _positive(value: str) -> int:
@@ -63,12 +72,10 @@ def flags_script(script: argparse.ArgumentParser) -> None:
     script.add_argument("--nodes", type=_positive, required=True, help="how many nodes")
     script.add_argument("--time", default="01:00:00", help="the job's time limit (01:00:00)")
     script.add_argument("--partition", help="the Slurm partition (default: the cluster's)")
-    script.add_argument("--prefix", required=True, help=_PREFIX_HELP)
-    script.add_argument("--profile", help="whose checks to run (default: the env's own)")
-    script.add_argument(
-        "--train",
-        choices=("sft", "rl"),
-        help="with --action verify: one real verl training step on every node (verify --train)",
+    prefix_flag(script, _PREFIX_HELP, on_nodes=True)
+    profile_flag(script, _PROFILE_HELP)
+    train_flag(
+        script, "with --action verify: one real verl training step on every node (verify --train)"
     )
     _install_flags(script)
     script.add_argument("--output", "-o", type=path_arg, help="write here (default stdout)")
@@ -78,9 +85,9 @@ def _target_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray-address", metavar="ADDR", help="a running Ray cluster (host:port)")
     p.add_argument("--slurm", action="store_true", help="the current Slurm allocation (srun)")
     p.add_argument("--ray-python", type=path_arg, help="a Python with the cluster's Ray")
-    p.add_argument("--prefix", required=True, help=_PREFIX_HELP)
-    p.add_argument("--profile", help="whose checks to run (default: the env's own)")
-    p.add_argument("--json", action="store_true", help="print one JSON document")
+    prefix_flag(p, _PREFIX_HELP, on_nodes=True)
+    profile_flag(p, _PROFILE_HELP)
+    json_flag(p)
     slurm = p.add_argument_group("Slurm (with --slurm)")
     slurm.add_argument("--nodes", type=_positive, help="how many nodes (default: the allocation's)")
     slurm.add_argument("--time", help="the job steps' time limit, as srun reads it (e.g. 00:20:00)")
@@ -93,8 +100,8 @@ def _target_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _install_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--lockfile", help="install exactly this lockfile (--locked)")
-    p.add_argument("--config", help="site config for the nodes' installs")
+    lockfile_flag(p, "install exactly this lockfile (--locked)", url=True)
+    config_flag(p, "site config for the nodes' installs", metavar=None)
     p.add_argument("--tool", help="verl-bootstrap's path on the nodes (default: this one's)")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from verl_bootstrap.cli.flags import shell_flag
 from verl_bootstrap.cli.output import out
 from verl_bootstrap.errors import EXIT_OK, InputError
 
@@ -12,11 +13,7 @@ __all__ = ["cmd_completion", "flags_completion"]
 
 def flags_completion(p: argparse.ArgumentParser) -> None:
     """completion --shell SHELL (the shell is a flag, as in `activate` and `onboard`)."""
-    p.add_argument(
-        "--shell",
-        choices=["bash", "zsh", "fish"],
-        help="the shell to complete in (default: $SHELL)",
-    )
+    shell_flag(p, "the shell to complete in (default: $SHELL)")
     p.add_argument("old_shell", nargs="?", metavar="SHELL", help=argparse.SUPPRESS)
 
 

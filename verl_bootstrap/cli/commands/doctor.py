@@ -7,7 +7,16 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verl_bootstrap.cli.flags import renamed
+from verl_bootstrap.cli.flags import (
+    cuda_flag,
+    json_flag,
+    name_flag,
+    prefix_flag,
+    profile_flag,
+    renamed,
+    skip_check_flag,
+    verl_ref_flag,
+)
 from verl_bootstrap.cli.options import ACTIVE_ENV, chosen_env, recorded_profile, run_options
 from verl_bootstrap.cli.output import emit_json, mark, out, path_arg
 from verl_bootstrap.errors import Refused
@@ -21,20 +30,15 @@ __all__ = ["cmd_doctor", "doctor_inputs", "flags_doctor"]
 
 def flags_doctor(p: argparse.ArgumentParser) -> None:
     """doctor's flags."""
-    p.add_argument(
-        "--profile",
-        help="judge the machine against this profile's plan (default: the --prefix env's own)",
+    profile_flag(
+        p, "judge the machine against this profile's plan (default: the --prefix env's own)"
     )
     p.add_argument(
         "env", nargs="?", metavar="ENV", help="an env to check: its name (`envs list`) or folder"
     )
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--name", help="an env to check, by its name (as `envs list` shows it)")
-    where.add_argument(
-        "--prefix",
-        type=path_arg,
-        help="an env to check (default: the activated one, $VERL_BOOTSTRAP_PREFIX)",
-    )
+    name_flag(where, "an env to check, by its name (as `envs list` shows it)")
+    prefix_flag(where, "an env to check (default: the activated one, $VERL_BOOTSTRAP_PREFIX)")
     where.add_argument(
         "--env-python",
         type=path_arg,
@@ -42,16 +46,10 @@ def flags_doctor(p: argparse.ArgumentParser) -> None:
         help="an env's interpreter, to check that env",
     )
     renamed(p, "--python", "--env-python", "--python is the base interpreter of install")
-    p.add_argument("--cuda", help="auto | cpu | cuXYZ (default: the env's own, else auto)")
-    p.add_argument("--verl-ref", help="the verl ref the env is for")
-    p.add_argument(
-        "--skip-check",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="leave out one check by name (repeatable)",
-    )
-    p.add_argument("--json", action="store_true", help="print one JSON document")
+    cuda_flag(p, "auto | cpu | cuXYZ (default: the env's own, else auto)")
+    verl_ref_flag(p, "the verl ref the env is for")
+    skip_check_flag(p, "leave out one check by name (repeatable)")
+    json_flag(p)
 
 
 def cmd_doctor(ns: argparse.Namespace) -> int:

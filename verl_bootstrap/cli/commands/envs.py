@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verl_bootstrap.cli.flags import json_flag
+from verl_bootstrap.cli.flags import dry_run_flag, json_flag
 from verl_bootstrap.cli.output import emit_json, out
 from verl_bootstrap.cli.planview import human_size
 from verl_bootstrap.errors import EXIT_OK
@@ -31,7 +31,7 @@ def flags_list(p: argparse.ArgumentParser) -> None:
 
 def flags_prune(p: argparse.ArgumentParser) -> None:
     """envs prune."""
-    p.add_argument("--dry-run", action="store_true", help="list what would go; forget nothing")
+    dry_run_flag(p, "list what would go; forget nothing")
     json_flag(p)
 
 

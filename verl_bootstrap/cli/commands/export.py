@@ -7,7 +7,16 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verl_bootstrap.cli.flags import dry_run_flag, lock_source_flags, output_beside
+from verl_bootstrap.cli.flags import (
+    bundle_flag,
+    cuda_flag,
+    dry_run_flag,
+    lock_source_flags,
+    lockfile_flag,
+    output_beside,
+    platform_flag,
+    profile_flag,
+)
 from verl_bootstrap.cli.options import named_lock, scratch_options
 from verl_bootstrap.cli.output import emit_json, out, path_arg
 from verl_bootstrap.errors import EXIT_OK
@@ -24,18 +33,14 @@ def flags_export(export: argparse.ArgumentParser) -> None:
     from verl_bootstrap.export.names import FORMATS
 
     export.add_argument("--format", required=True, choices=FORMATS, help="the tool's format")
-    export.add_argument("--lockfile", type=path_arg, help="the lockfile (default: the profile's)")
-    export.add_argument(
-        "--profile",
-        help="the profile whose lockfile to export: this folder's (lockfiles/, as `lock` writes "
+    lockfile_flag(export, "the lockfile (default: the profile's)")
+    profile_flag(
+        export,
+        "the profile whose lockfile to export: this folder's (lockfiles/, as `lock` writes "
         "it), else the committed one",
     )
-    export.add_argument(
-        "--cuda", help="the variant's lockfile (default: the profile's variant that has one)"
-    )
-    export.add_argument(
-        "--platform", default="linux-64", help="linux-64 (default) or linux-aarch64"
-    )
+    cuda_flag(export, "the variant's lockfile (default: the profile's variant that has one)")
+    platform_flag(export)
     export.add_argument(
         "-o",
         "--output",
@@ -45,11 +50,9 @@ def flags_export(export: argparse.ArgumentParser) -> None:
         "Dockerfile), its lockfile and wheel beside it",
     )
     export.add_argument("--force", action="store_true", help="overwrite files that are there")
-    export.add_argument(
-        "--bundle", type=path_arg, help="apptainer/dockerfile: build from this bundle (no network)"
-    )
+    bundle_flag(export, "apptainer/dockerfile: build from this bundle (no network)", metavar=None)
     export.add_argument("--base", help="apptainer/dockerfile: the base image (default: python)")
-    dry_run_flag(export, "name the files it would write")
+    dry_run_flag(export, "name the files it would write; change nothing")
     lock_source_flags(export)
 
 

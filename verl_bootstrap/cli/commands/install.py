@@ -6,7 +6,7 @@ import argparse
 import time
 from typing import TYPE_CHECKING
 
-from verl_bootstrap.cli.flags import install_option_flags
+from verl_bootstrap.cli.flags import dry_run_flag, install_option_flags, yes_flag
 from verl_bootstrap.cli.output import emit_json, err, out, paint
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED
 
@@ -21,13 +21,8 @@ __all__ = ["cmd_install", "flags_install", "install_with", "opened_line"]
 def flags_install(p: argparse.ArgumentParser) -> None:
     """install: the plan's flags, and how the run behaves."""
     group = install_option_flags(p, "install")
-    group.add_argument("--dry-run", action="store_true", help="show the plan and stop")
-    group.add_argument(
-        "--yes",
-        "-y",
-        action="store_true",
-        help="apply a change to an existing env without asking (shown first either way)",
-    )
+    dry_run_flag(group, "show the plan and stop")
+    yes_flag(group, "apply a change to an existing env without asking (shown first either way)")
     group.add_argument(
         "--force",
         action="append",

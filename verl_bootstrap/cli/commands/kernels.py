@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from verl_bootstrap.cli.flags import config_flag, dry_run_flag, json_flag, profile_flag
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 
@@ -19,8 +20,8 @@ __all__ = ["aligned", "cmd_coverage", "flags_coverage", "table"]
 
 def flags_coverage(cover: argparse.ArgumentParser) -> None:
     """kernels coverage."""
-    cover.add_argument("--profile", action="append", default=[], help="only this profile")
-    cover.add_argument("--config", metavar="FILE_OR_URL", help="a site config (kernel_sources:)")
+    profile_flag(cover, "only this profile", repeat=True)
+    config_flag(cover, "a site config (kernel_sources:)")
     cover.add_argument(
         "--record", type=path_arg, help="the recorded lists (default: the shipped profiles')"
     )
@@ -31,10 +32,8 @@ def flags_coverage(cover: argparse.ArgumentParser) -> None:
         "asset) and rewrite the recorded lists (needs the network); a source that does not "
         "answer keeps its list, and the command exits 1",
     )
-    cover.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="with --refresh: ask the sources and show the table they give; write nothing",
+    dry_run_flag(
+        cover, "with --refresh: ask the sources and show the table they give; write nothing"
     )
     cover.add_argument(
         "--format",
@@ -42,7 +41,7 @@ def flags_coverage(cover: argparse.ArgumentParser) -> None:
         default="table",
         help="table: columns aligned for a terminal (default); markdown: a Markdown table",
     )
-    cover.add_argument("--json", action="store_true", help="print one JSON document")
+    json_flag(cover)
 
 
 def cmd_coverage(ns: argparse.Namespace) -> int:

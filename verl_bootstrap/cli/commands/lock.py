@@ -11,7 +11,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verl_bootstrap.cli.flags import dry_run_flag, lock_source_flags, renamed
+from verl_bootstrap.cli.flags import (
+    cuda_flag,
+    dry_run_flag,
+    lock_source_flags,
+    platform_flag,
+    profile_flag,
+    renamed,
+)
 from verl_bootstrap.cli.options import scratch_options
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, BootstrapError, InputError
@@ -24,9 +31,9 @@ __all__ = ["cmd_lock", "flags_lock", "shown_path"]
 
 def flags_lock(lock: argparse.ArgumentParser) -> None:
     """lock's flags."""
-    lock.add_argument("--profile", help="a shipped profile name or a YAML file")
-    lock.add_argument("--cuda", help="one CUDA variant (default: every variant of the profile)")
-    lock.add_argument("--platform", default="linux-64", help="linux-64 (default) or linux-aarch64")
+    profile_flag(lock, "a shipped profile name or a YAML file")
+    cuda_flag(lock, "one CUDA variant (default: every variant of the profile)")
+    platform_flag(lock)
     lock.add_argument("--all", action="store_true", help="every shipped profile and variant")
     lock.add_argument(
         "--check", action="store_true", help="exit non-zero when a committed lockfile is stale"
@@ -66,7 +73,7 @@ def flags_lock(lock: argparse.ArgumentParser) -> None:
         type=path_arg,
         help="the lockfiles folder to write (default: lockfiles/ in the current folder)",
     )
-    dry_run_flag(lock, "name each lockfile it would write or regenerate")
+    dry_run_flag(lock, "name each lockfile it would write or regenerate; change nothing")
     lock_source_flags(lock)
 
 

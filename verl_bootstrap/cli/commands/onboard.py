@@ -9,7 +9,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from verl_bootstrap.cli.flags import dry_run_flag, json_flag
+from verl_bootstrap.cli.flags import (
+    config_flag,
+    cuda_flag,
+    dry_run_flag,
+    json_flag,
+    lockfile_flag,
+    prefix_flag,
+    profile_flag,
+    shell_flag,
+    skip_check_flag,
+    verl_ref_flag,
+)
 from verl_bootstrap.cli.options import run_options
 from verl_bootstrap.cli.output import emit_json, err, out, paint, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
@@ -21,27 +32,20 @@ _PASSED_TO_INSTALL = ("verl_source", "verl_ref", "cuda", "python", "backend")
 
 def flags_onboard(p: argparse.ArgumentParser) -> None:
     """onboard's flags."""
-    p.add_argument("--config", required=True, metavar="FILE_OR_URL", help="the lab's site config")
-    p.add_argument("--profile", help="default: the lab config's defaults.profile")
-    p.add_argument("--lockfile", help="default: the lab config's defaults.lockfile")
-    p.add_argument("--prefix", type=path_arg, help="default: the lab's envs_dir/PROFILE")
+    config_flag(p, "the lab's site config", required=True)
+    profile_flag(p, "default: the lab config's defaults.profile")
+    lockfile_flag(p, "default: the lab config's defaults.lockfile", url=True)
+    prefix_flag(p, "default: the lab's envs_dir/PROFILE")
     p.add_argument("--shell-init", action="store_true", help="also source it from your shell rc")
-    p.add_argument(
-        "--shell",
-        action="append",
-        choices=["bash", "zsh", "fish"],
-        default=[],
-        help="the shell whose rc --shell-init writes (repeatable; default: $SHELL)",
+    shell_flag(
+        p, "the shell whose rc --shell-init writes (repeatable; default: $SHELL)", repeat=True
     )
-    p.add_argument(
-        "--skip-check",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="override one preflight check (recorded in the lockfile)",
-    )
-    for flag in ("--verl-source", "--verl-ref", "--cuda", "--backend"):
-        p.add_argument(flag, help=argparse.SUPPRESS)
+    skip_check_flag(p, "override one preflight check (recorded in the lockfile)")
+    # install's, passed on to it as they are (not shown in onboard's help)
+    p.add_argument("--verl-source", help=argparse.SUPPRESS)
+    verl_ref_flag(p, argparse.SUPPRESS)
+    cuda_flag(p, argparse.SUPPRESS)
+    p.add_argument("--backend", help=argparse.SUPPRESS)
     p.add_argument("--python", type=path_arg, help=argparse.SUPPRESS)
     p.add_argument(
         "--emit-script",
@@ -58,7 +62,9 @@ def flags_onboard(p: argparse.ArgumentParser) -> None:
         help="the script installs this requirement from the lab's index (default: this tool's "
         "own wheel, written beside the script)",
     )
-    dry_run_flag(p, "show the env it would build (its plan) and the files it would write")
+    dry_run_flag(
+        p, "show the env it would build (its plan) and the files it would write; change nothing"
+    )
     json_flag(p)
 
 
@@ -118,31 +124,25 @@ def _onboard_dry_run(ns: argparse.Namespace, options: Any, shells: tuple[str, ..
 
 def _install_options(ns: argparse.Namespace, profile: str, lockfile: Path | None) -> Any:
     """The install's options, parsed by the real `install` parser so every default applies."""
-    from verl_bootstrap.cli import build_parser
+    from verl_bootstrap.cli.argparser import Parser
+    from verl_bootstrap.cli.commands.install import flags_install
+    from verl_bootstrap.options import options_argv
 
-    parser = build_parser("install")
-    argv = ["install", "--profile", profile, "--config", ns.config]
-    if ns.prefix:
-        argv += ["--prefix", str(ns.prefix)]
-    for name in _PASSED_TO_INSTALL:
-        if getattr(ns, name, None):
-            argv += [f"--{name.replace('_', '-')}", str(getattr(ns, name))]
-    for check in ns.skip_check:
-        argv += ["--skip-check", check]
-    if lockfile is not None:
-        if _install_accepts(parser, "--locked"):
-            argv += ["--locked", "--lockfile", str(lockfile)]
-        else:
-            err(f"note: this verl-bootstrap cannot install --locked yet; {lockfile} is not used")
+    given = {name: getattr(ns, name) for name in _PASSED_TO_INSTALL if getattr(ns, name, None)}
+    argv = options_argv(
+        {
+            **given,
+            "profile": profile,
+            "config": ns.config,
+            "prefix": ns.prefix,
+            "skip_checks": ns.skip_check,
+            "locked": lockfile is not None,
+            "lockfile": lockfile,
+        }
+    )
+    parser = Parser(prog="verl-bootstrap install")
+    flags_install(parser)
     return run_options(parser.parse_args(argv))
-
-
-def _install_accepts(parser: argparse.ArgumentParser, flag: str) -> bool:
-    for action in parser._actions:  # argparse keeps subparsers only here
-        if isinstance(action, argparse._SubParsersAction):
-            install = action.choices["install"]
-            return any(flag in a.option_strings for a in install._actions)
-    return False
 
 
 def _run_onboard(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from verl_bootstrap.cli.flags import json_flag
+from verl_bootstrap.cli.flags import json_flag, verl_ref_flag
 from verl_bootstrap.cli.output import emit_json, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, InputError
 
@@ -23,7 +23,7 @@ def flags_list(p: argparse.ArgumentParser) -> None:
 def flags_show(p: argparse.ArgumentParser) -> None:
     """profiles show NAME."""
     p.add_argument("name", help="a shipped profile name or a YAML file")
-    p.add_argument("--verl-ref", help="show the stack this verl ref gets")
+    verl_ref_flag(p, "show the stack this verl ref gets")
     json_flag(p)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from verl_bootstrap.cli.confirm import confirm
-from verl_bootstrap.cli.flags import env_flag, json_flag
+from verl_bootstrap.cli.flags import dry_run_flag, env_flag, json_flag, yes_flag
 from verl_bootstrap.cli.output import emit_json, err, out
 from verl_bootstrap.cli.planview import human_size
 from verl_bootstrap.errors import EXIT_OK, InputError
@@ -16,8 +16,8 @@ __all__ = ["cmd_remove", "flags_remove"]
 def flags_remove(p: argparse.ArgumentParser) -> None:
     """remove."""
     env_flag(p)
-    p.add_argument("--yes", "-y", action="store_true", help="do not ask first")
-    p.add_argument("--dry-run", action="store_true", help="show what would go; delete nothing")
+    yes_flag(p, "do not ask first")
+    dry_run_flag(p, "show what would go; delete nothing")
     p.add_argument(
         "--keep-source",
         action="store_true",

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verl_bootstrap.cli.flags import env_flag
+from verl_bootstrap.cli.flags import env_flag, json_flag
 from verl_bootstrap.cli.output import emit_json, out
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED
 
@@ -79,7 +79,7 @@ def flags_test(p: argparse.ArgumentParser) -> None:
         help="each test's own limit (pytest-timeout's where the env has it, else the tool's "
         "own watchdog: a test past it is a timeout, and the run goes on)",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON document")
+    json_flag(p)
 
 
 def cmd_test(ns: argparse.Namespace) -> int:

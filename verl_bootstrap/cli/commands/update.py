@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verl_bootstrap.cli.flags import env_flag
+from verl_bootstrap.cli.flags import dry_run_flag, env_flag, json_flag, yes_flag
 from verl_bootstrap.cli.output import emit_json, err, out, seconds_arg
 from verl_bootstrap.errors import EXIT_OK, Refused
 
@@ -23,8 +23,8 @@ __all__ = ["cmd_update", "flags_update"]
 def flags_update(update: argparse.ArgumentParser) -> None:
     """update's flags."""
     env_flag(update)
-    update.add_argument("--dry-run", action="store_true", help="show the version diff and stop")
-    update.add_argument("--yes", "-y", action="store_true", help="apply it without asking")
+    dry_run_flag(update, "show the version diff and stop")
+    yes_flag(update, "apply it without asking")
     update.add_argument(
         "--wait",
         type=seconds_arg,
@@ -32,7 +32,7 @@ def flags_update(update: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="wait for another run's lock",
     )
-    update.add_argument("--json", action="store_true", help="print one JSON document")
+    json_flag(update)
 
 
 def cmd_update(ns: argparse.Namespace) -> int:

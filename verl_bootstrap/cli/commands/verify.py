@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verl_bootstrap.cli.flags import env_flag, json_flag
+from verl_bootstrap.cli.flags import env_flag, json_flag, profile_flag, train_flag
 from verl_bootstrap.cli.output import emit_json, mark, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 
@@ -23,7 +23,7 @@ AGAINST_ITS_OWN = Path("<the lockfile the env came from>")
 def flags_verify(p: argparse.ArgumentParser) -> None:
     """verify: which env, which checks."""
     env_flag(p)
-    p.add_argument("--profile", help="profile whose checks to run (default: the env's own)")
+    profile_flag(p, "profile whose checks to run (default: the env's own)")
     p.add_argument("--require-gpu", action="store_true", help="fail when no GPU smoke test can run")
     p.add_argument(
         "--against",
@@ -34,10 +34,9 @@ def flags_verify(p: argparse.ArgumentParser) -> None:
         help="list every difference between the env and this lockfile (non-zero on any); "
         "alone: the lockfile the env was installed from",
     )
-    p.add_argument(
-        "--train",
-        choices=("sft", "rl"),
-        help="also run one real verl training step, offline, on a tiny model made locally: "
+    train_flag(
+        p,
+        "also run one real verl training step, offline, on a tiny model made locally: "
         "sft (seconds) or rl (one GRPO step with a rollout; about a minute on a CPU)",
     )
     p.add_argument(

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from verl_bootstrap.cli.flags import config_flag, dry_run_flag, json_flag
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_STEP_FAILED, InputError
 
@@ -32,9 +33,7 @@ def flags_add(add: argparse.ArgumentParser) -> None:
     given = add.add_mutually_exclusive_group(required=True)
     given.add_argument("--key", help=_KEY_HELP)
     given.add_argument("--key-of", type=path_arg, metavar="PREFIX", help="the key of this env")
-    add.add_argument(
-        "--dry-run", action="store_true", help="check the wheel and its key; publish nothing"
-    )
+    dry_run_flag(add, "check the wheel and its key; publish nothing")
     _house_flags(add)
 
 
@@ -47,8 +46,8 @@ def _house_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(  # a string: a URL is not a path (Path would fold `//` and keep it)
         "--wheelhouse", metavar="FOLDER_OR_URL", help="default: the site config's"
     )
-    parser.add_argument("--config", metavar="FILE_OR_URL", help="a site config file or URL")
-    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    config_flag(parser, "a site config file or URL")
+    json_flag(parser)
 
 
 def _house(ns: argparse.Namespace) -> AnyWheelhouse:
