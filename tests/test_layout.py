@@ -18,7 +18,7 @@ PARAMETER_LIMIT = 6
 NARROW_FILES = ("kernels/*.py", "lockinstall/*.py", "locking/kernelwheels.py")
 # modules that --help loads: their library imports are deferred for start-up (see pyproject): the
 # parser's, and every command module (cli/commands/, one loaded per run)
-STARTUP = {"__init__", "flags", "parse", "options"}
+STARTUP = {"__init__", "flags", "parse", "optionsbuilder"}
 
 
 def _modules() -> dict[str, Path]:
@@ -258,6 +258,16 @@ def test_the_layout_page_draws_the_same_floors() -> None:
         floor, _, names = row.partition(":")
         assert floor.split()[-1] == name, row
         assert set(names.replace(",", " ").split()) == {m.removesuffix(".py") for m in members}
+
+
+def test_every_module_name_is_its_own() -> None:
+    """A module's name says what it holds, once in the package: a search for it finds one file
+    (a command's module is named after its command, and probes/ holds scripts, not modules)."""
+    seen: dict[str, list[str]] = defaultdict(list)
+    for name, path in _modules().items():
+        if path.name != "__init__.py" and "commands" not in path.parts:
+            seen[path.stem].append(name)
+    assert {stem: names for stem, names in seen.items() if len(names) > 1} == {}
 
 
 def test_only_the_runner_uses_the_step_kinds() -> None:

@@ -21,7 +21,7 @@ from packaging.version import Version
 from prefixholder import Holder, released_at
 from scaffold import run_tool
 
-from verl_bootstrap.cli.options import run_options
+from verl_bootstrap.cli.optionsbuilder import run_options
 from verl_bootstrap.cli.parse import build_parser
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.interpreters import interpreter_for, interpreter_version

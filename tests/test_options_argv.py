@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_bootstrap.cli.options import run_options
+from verl_bootstrap.cli.optionsbuilder import run_options
 from verl_bootstrap.cli.parse import build_parser
 from verl_bootstrap.cluster.command import install_args
 from verl_bootstrap.options import RunOptions, declared, options_argv

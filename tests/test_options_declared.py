@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from verl_bootstrap.cli import build_parser
-from verl_bootstrap.cli.options import run_options
+from verl_bootstrap.cli.optionsbuilder import run_options
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.options import RunOptions, declared, option
 from verl_bootstrap.paths import state_file
@@ -36,7 +36,7 @@ DummyOptions = make_dataclass(
 def dummy_options(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI builds its parser and its options from DummyOptions."""
     monkeypatch.setattr("verl_bootstrap.cli.flags.RunOptions", DummyOptions)
-    monkeypatch.setattr("verl_bootstrap.cli.options.RunOptions", DummyOptions)
+    monkeypatch.setattr("verl_bootstrap.cli.optionsbuilder.RunOptions", DummyOptions)
     monkeypatch.setattr("verl_bootstrap.options.RunOptions", DummyOptions)
 
 

@@ -17,7 +17,7 @@ import pytest
 from scaffold import run
 
 from verl_bootstrap import cli
-from verl_bootstrap.cli.options import options_and_state, run_options
+from verl_bootstrap.cli.optionsbuilder import options_and_state, run_options
 from verl_bootstrap.cli.parse import build_parser
 from verl_bootstrap.compiler.compile import compile_plan
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK

@@ -17,7 +17,7 @@ import yaml
 from lockfixtures import CUTOFF, HOST_XY
 from scaffold import run_tool
 
-from verl_bootstrap.cli.options import run_options
+from verl_bootstrap.cli.optionsbuilder import run_options
 from verl_bootstrap.cli.parse import build_parser
 from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.plan.lockroute import read_line, route_line

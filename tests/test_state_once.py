@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from verl_bootstrap.cli import build_parser
-from verl_bootstrap.cli.options import options_and_state
+from verl_bootstrap.cli.optionsbuilder import options_and_state
 from verl_bootstrap.paths import state_file
 from verl_bootstrap.plan.stepcontract import NoOutputs
 from verl_bootstrap.run.installrun import prepare_plan, run_install

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from verl_bootstrap.cli import build_parser
-from verl_bootstrap.cli.options import run_options
+from verl_bootstrap.cli.optionsbuilder import run_options
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import state_file
 from verl_bootstrap.run.installrun import prepare_plan

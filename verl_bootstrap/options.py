@@ -2,7 +2,7 @@
 
 Each install option is declared once, on its RunOptions field (`option(...)`): its flag, help,
 argparse kind, `install --help` group, whether the env's record keeps it and whether its value is
-masked there. The parser flags (cli.flags), the options builder (cli.options), the record
+masked there. The parser flags (cli.flags), the options builder (cli.optionsbuilder), the record
 (state.envrecord) and the change check (state.changes) are all derived from `declared()`.
 """
 

@@ -17,7 +17,7 @@ from verl_bootstrap.cli.flags import (
     skip_check_flag,
     verl_ref_flag,
 )
-from verl_bootstrap.cli.options import ACTIVE_ENV, chosen_env, recorded_profile, run_options
+from verl_bootstrap.cli.optionsbuilder import ACTIVE_ENV, chosen_env, recorded_profile, run_options
 from verl_bootstrap.cli.output import emit_json, mark, out, path_arg
 from verl_bootstrap.errors import Refused
 

@@ -17,7 +17,7 @@ from verl_bootstrap.cli.flags import (
     platform_flag,
     profile_flag,
 )
-from verl_bootstrap.cli.options import named_lock, scratch_options
+from verl_bootstrap.cli.optionsbuilder import named_lock, scratch_options
 from verl_bootstrap.cli.output import emit_json, out, path_arg
 from verl_bootstrap.errors import EXIT_OK
 

@@ -22,7 +22,7 @@ def flags_info(p: argparse.ArgumentParser) -> None:
 def cmd_info(ns: argparse.Namespace) -> int:
     """`info --prefix P`."""
     from verl_bootstrap.cli.commands.envs import checked_status
-    from verl_bootstrap.cli.options import chosen_env
+    from verl_bootstrap.cli.optionsbuilder import chosen_env
     from verl_bootstrap.state.inspect import describe
 
     prefix = chosen_env(ns, command="info")

@@ -35,7 +35,7 @@ def flags_install(p: argparse.ArgumentParser) -> None:
 
 def cmd_install(ns: argparse.Namespace) -> int:
     """The main job."""
-    from verl_bootstrap.cli.options import options_and_state
+    from verl_bootstrap.cli.optionsbuilder import options_and_state
 
     options, state = options_and_state(ns)  # a --bundle is opened by the plan, not here
     return install_with(ns, options, state)

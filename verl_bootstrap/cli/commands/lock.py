@@ -19,7 +19,7 @@ from verl_bootstrap.cli.flags import (
     profile_flag,
     renamed,
 )
-from verl_bootstrap.cli.options import scratch_options
+from verl_bootstrap.cli.optionsbuilder import scratch_options
 from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, BootstrapError, InputError
 

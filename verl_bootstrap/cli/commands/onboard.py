@@ -21,7 +21,7 @@ from verl_bootstrap.cli.flags import (
     skip_check_flag,
     verl_ref_flag,
 )
-from verl_bootstrap.cli.options import run_options
+from verl_bootstrap.cli.optionsbuilder import run_options
 from verl_bootstrap.cli.output import emit_json, err, out, paint, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 from verl_bootstrap.events import listening

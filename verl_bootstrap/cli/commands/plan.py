@@ -23,7 +23,7 @@ def cmd_plan(ns: argparse.Namespace) -> int:
     from pathlib import Path
 
     from verl_bootstrap.cli.commands.install import opened_line
-    from verl_bootstrap.cli.options import run_options
+    from verl_bootstrap.cli.optionsbuilder import run_options
     from verl_bootstrap.cli.planview import plan_json, plan_text
     from verl_bootstrap.plan.choices import Bundle
     from verl_bootstrap.run.installrun import prepare_plan

@@ -21,7 +21,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     """`run NAME -- CMD`: the command inside the env, activated, the shell left as it was; its
     exit code is ours."""
     from verl_bootstrap import proc
-    from verl_bootstrap.cli.options import chosen_env
+    from verl_bootstrap.cli.optionsbuilder import chosen_env
     from verl_bootstrap.envs.activation import inside
     from verl_bootstrap.envs.base import env_python
 

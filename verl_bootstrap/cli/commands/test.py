@@ -85,7 +85,7 @@ def flags_test(p: argparse.ArgumentParser) -> None:
 def cmd_test(ns: argparse.Namespace) -> int:
     """Run the suite with a live line of counts; exit 1 when a failure is the env's own (the
     others are reported)."""
-    from verl_bootstrap.cli.options import env_prefix
+    from verl_bootstrap.cli.optionsbuilder import env_prefix
     from verl_bootstrap.cli.render import Console
     from verl_bootstrap.events import listening
     from verl_bootstrap.verltests import run_verl_tests

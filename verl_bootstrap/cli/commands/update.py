@@ -37,7 +37,7 @@ def flags_update(update: argparse.ArgumentParser) -> None:
 
 def cmd_update(ns: argparse.Namespace) -> int:
     """Resolve, show, ask, apply."""
-    from verl_bootstrap.cli.options import chosen_env, run_options
+    from verl_bootstrap.cli.optionsbuilder import chosen_env, run_options
     from verl_bootstrap.siteconfig.apply import applied_environment
     from verl_bootstrap.state.update import require_record, resolve_update
 

@@ -51,7 +51,7 @@ def flags_verify(p: argparse.ArgumentParser) -> None:
 
 def cmd_verify(ns: argparse.Namespace) -> int:
     """`verify --prefix P`: the verification checks on any env."""
-    from verl_bootstrap.cli.options import chosen_env
+    from verl_bootstrap.cli.optionsbuilder import chosen_env
     from verl_bootstrap.state.reverify import verify_prefix
     from verl_bootstrap.verify.trainscratch import train_folder
 
