@@ -80,3 +80,40 @@ def _alive(pid: int) -> bool:
         Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}").exists() else "X"
     )
     return status != "Z"
+
+
+def test_a_command_that_exits_leaving_a_process_on_its_output_ends_all_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a test suite's leftover worker keeps the output pipe open after pytest exits (seen with
+    # verl's CPU suite): the run ends once the leftovers had their grace, and they are stopped
+    monkeypatch.setattr(proc, "_LEFTOVER_SECONDS", 1.0)
+    marker = tmp_path / "leftover.pid"
+    script = f"sleep 300 & echo $! > {marker}; echo suite done"
+    log = tmp_path / "suite.log"
+    began = time.monotonic()
+    done = proc.run(["sh", "-c", script], log_path=log, keep_output=True)
+    assert time.monotonic() - began < 60  # not the leftover's 300 s
+    assert done.returncode == 0 and done.output == "suite done"
+    leftover = int(marker.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(leftover) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(leftover)
+    assert "stopping what it left running" in log.read_text()
+
+
+def test_a_command_whose_output_closes_at_exit_is_not_held_for_the_grace(tmp_path: Path) -> None:
+    began = time.monotonic()
+    done = proc.run([sys.executable, "-c", "print('a'); print('b', end='')"], keep_output=True)
+    assert done.output == "a\nb"  # the last line without its newline is kept too
+    assert time.monotonic() - began < proc._LEFTOVER_SECONDS
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    return stat.split(")")[-1].split()[0] != "Z"  # a zombie is not alive

@@ -10,16 +10,17 @@ import contextlib
 import ctypes
 import json
 import os
+import select
 import shlex
 import signal
 import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from verl_bootstrap.errors import CommandFailed, Interrupted
 from verl_bootstrap.redact import redact, redact_args
@@ -40,6 +41,11 @@ _GRACE_SECONDS = 5.0
 # After a time limit: how long the command has to finish (and write its report) once
 # interrupted, before its whole process group is stopped.
 _INTERRUPT_GRACE_SECONDS = 30.0
+# A command's output ends when every process holding its pipe has closed it, not when the command
+# exits: what it left running (a test suite's Ray or multiprocessing workers) would hold the read
+# forever. Once the command has exited, what it left has this long to finish writing; then its
+# process group is stopped, and the read ends a grace after that even if a holder escaped it.
+_LEFTOVER_SECONDS = 10.0
 
 # Children alive right now, so an interrupt in any thread can stop every one of them.
 _children: set[subprocess.Popen[bytes]] = set()
@@ -100,8 +106,8 @@ def run(
         assert proc.stdout is not None
         expired = threading.Event()
         watchdog = _watchdog(proc, timeout, expired)
-        for raw in proc.stdout:
-            line = redact(raw.decode("utf-8", "replace").rstrip("\n"))
+        for raw in _output_lines(proc, log):
+            line = redact(raw.decode("utf-8", "replace"))
             tail.append(line)
             if keep_output:
                 kept.append(line)
@@ -129,6 +135,39 @@ def run(
             log_path=str(log_path) if log_path else None,
         )
     return done
+
+
+def _output_lines(proc: subprocess.Popen[bytes], log: TextIO | None) -> Iterator[bytes]:
+    """The command's output, line by line, until its pipe closes, or until what the command
+    left behind is stopped once it has exited (see _LEFTOVER_SECONDS)."""
+    assert proc.stdout is not None
+    fd, pending = proc.stdout.fileno(), b""
+    ended: float | None = None  # when the command itself exited
+    stopped = False
+    while True:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        chunk = os.read(fd, 65536) if ready else b""
+        if ready and not chunk:
+            break  # every holder closed the pipe
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        yield from lines
+        if ended is None:
+            ended = time.monotonic() if proc.poll() is not None else None
+            continue
+        waited = time.monotonic() - ended
+        if waited > _LEFTOVER_SECONDS and not stopped:
+            stopped = True
+            if log:
+                log.write("[the command exited; stopping what it left running]\n")
+            _signal_group(proc, signal.SIGTERM)
+        elif stopped and waited > _LEFTOVER_SECONDS + _GRACE_SECONDS:
+            _signal_group(proc, signal.SIGKILL)
+            if waited > _LEFTOVER_SECONDS + 2 * _GRACE_SECONDS:
+                break  # a holder outside its group: the output is over all the same
+    if pending:
+        yield pending
+    proc.stdout.close()
 
 
 def capture(
