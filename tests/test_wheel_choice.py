@@ -8,13 +8,17 @@ without libsndfile, where a plain hash-checked uv install of the same lock works
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import platform
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 from packaging import tags
+from packaging.utils import parse_wheel_filename
 
 from verl_bootstrap.host.indexes import read_pip_settings
 from verl_bootstrap.installer.cmdline import uv_binary
@@ -62,22 +66,31 @@ def test_wheels_the_target_cannot_take_come_last() -> None:
     abi3 = _wheel("x-1-cp39-abi3-manylinux2014_x86_64.whl")
     own = _wheel("x-1-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl")
     pure = _wheel("x-1-py3-none-any.whl")
-    order = install_order([pure, newer_glibc, other_machine, abi3, own], lock)
-    assert order[:3] == [own, abi3, pure]
+    built_here = _wheel("x-1-cp312-cp312-linux_x86_64.whl")  # a lab's own build
+    order = install_order([pure, newer_glibc, built_here, other_machine, abi3, own], lock)
+    assert order[:4] == [own, built_here, abi3, pure]
     assert preferred([newer_glibc, pure], lock) == pure
 
 
 @pytest.mark.skipif(sys.implementation.name != "cpython", reason="CPython's tags")
 def test_the_order_is_the_installers_own_for_this_interpreter() -> None:
     """For this host's CPython, the target's tags in the order packaging (pip's tag code) ranks
-    this interpreter's: the same tags, most preferred first."""
+    this interpreter's: the same tags, most preferred first, but a plain `linux_` wheel, which
+    uv (the installer the locked stages run) ranks last and packaging's recent releases first."""
     libc, glibc = platform.libc_ver()
     machine = platform.machine()
     if libc != "glibc" or machine not in ("x86_64", "aarch64"):
         pytest.skip("a glibc Linux host on x86_64 or aarch64")
     python = "{}.{}".format(*sys.version_info[:2])
-    ours = target_tags(python, f"linux-{machine}".replace("linux-x86_64", "linux-64"), glibc)
-    assert sorted(ours, key=ours.__getitem__) == list(dict.fromkeys(tags.sys_tags()))
+    ranks = target_tags(python, f"linux-{machine}".replace("linux-x86_64", "linux-64"), glibc)
+    ours = sorted(ranks, key=ranks.__getitem__)
+    theirs = list(dict.fromkeys(tags.sys_tags()))
+    plain = f"linux_{machine}"
+    assert [t for t in ours if t.platform != plain] == [t for t in theirs if t.platform != plain]
+    assert set(ours) == set(theirs)
+    for tag in (t for t in ours if t.platform == plain):  # after its (interpreter, ABI)'s manylinux
+        same = (t for t in ours if (t.interpreter, t.abi) == (tag.interpreter, tag.abi))
+        assert all(ranks[t] < ranks[tag] for t in same if t.platform.startswith("manylinux"))
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="installs an x86_64 wheel")
@@ -100,3 +113,56 @@ def test_the_locked_install_takes_the_wheel_with_libsndfile(
     subprocess.run(install, check=True)
     bundled = list(venv.glob("lib/python*/site-packages/_soundfile_data/libsndfile*.so"))
     assert bundled, "the installed soundfile has no libsndfile of its own"
+
+
+def _tiny_wheel(folder: Path, tag: str) -> None:
+    """A real wheel of `vbtag` 1.0 tagged `tag`, whose module says which file it came from."""
+    files = {
+        "vbtag.py": f"TAG = {tag!r}\n",
+        "vbtag-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: vbtag\nVersion: 1.0\n",
+        "vbtag-1.0.dist-info/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: "
+        f"false\nTag: {tag}\n",
+    }
+    record = []
+    with zipfile.ZipFile(folder / f"vbtag-1.0-{tag}.whl", "w") as wheel:
+        for member, text in files.items():
+            wheel.writestr(member, text)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest())
+            record.append(f"{member},sha256={digest.rstrip(b'=').decode()},{len(text)}")
+        record.append("vbtag-1.0.dist-info/RECORD,,")
+        wheel.writestr("vbtag-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="x86_64 tags")
+@pytest.mark.parametrize(
+    "offered",
+    [
+        ("py3-none-any", "py3-none-linux_x86_64", "py3-none-manylinux_2_17_x86_64"),
+        ("py3-none-any", "py310-none-any", "py{xy}-none-any"),
+        ("py3-none-manylinux2014_x86_64", "py3-none-manylinux_2_28_x86_64", "py3-none-any"),
+    ],
+)
+def test_uv_takes_the_file_ranked_first(tmp_path: Path, offered: tuple[str, ...]) -> None:
+    """Real uv, offered the same version in several files, installs the one ranked first."""
+    libc, glibc = platform.libc_ver()
+    if libc != "glibc":
+        pytest.skip("a glibc host")
+    xy = "{}{}".format(*sys.version_info[:2])
+    links = tmp_path / "links"
+    links.mkdir()
+    for tag in offered:
+        _tiny_wheel(links, tag.format(xy=xy))
+    ranks = target_tags("{}.{}".format(*sys.version_info[:2]), "linux-64", glibc)
+    best = min(
+        links.iterdir(),
+        key=lambda f: min(ranks.get(t, len(ranks)) for t in parse_wheel_filename(f.name)[3]),
+    )
+    venv = tmp_path / "venv"
+    subprocess.run([uv_binary(), "venv", "-q", "--python", sys.executable, str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    install = [uv_binary(), "pip", "install", "-q", "--python", python, "--no-index"]
+    subprocess.run([*install, "--find-links", str(links), "vbtag"], check=True)
+    took = subprocess.run(
+        [python, "-c", "import vbtag; print(vbtag.TAG)"], check=True, capture_output=True, text=True
+    )
+    assert f"vbtag-1.0-{took.stdout.strip()}.whl" == best.name

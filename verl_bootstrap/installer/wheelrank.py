@@ -5,7 +5,8 @@ A lockfile allows every file of a version that fits its platform, and a package 
 `py3-none-any` wheel beside platform wheels that bundle a native library (soundfile's manylinux
 wheel holds libsndfile, its any-wheel expects the host to have it). pip and uv take the wheel
 whose tags come first in the target's tag order (the most specific), so a locked install that
-names one file by URL must take that one too, not the first by file name.
+names one file by URL must take that one too, not the first by file name. The order is uv's, the
+installer the locked stages run.
 """
 
 from __future__ import annotations
@@ -27,16 +28,16 @@ _OLDEST_MINOR = {"x86_64": 5, "i686": 5}  # other machines have no manylinux bef
 
 
 def _linux_platforms(machine: str, glibc: str) -> Iterator[str]:
-    """Linux platform tags for `machine` with `glibc`, the most preferred first, as packaging's
-    tag code (pip's) orders them: a wheel built on this kind of host, then each manylinux level
-    down from the glibc."""
-    yield f"linux_{machine}"
+    """Linux platform tags for `machine` with `glibc`, the most preferred first, as uv (the
+    installer) orders them: each manylinux level down from the glibc, its legacy name after it,
+    then a plain `linux_` wheel last (packaging's own order puts that one first; uv does not)."""
     major, minor = (int(part) for part in glibc.split(".")[:2])
     for level in range(minor, _OLDEST_MINOR.get(machine, 17) - 1, -1):
         yield f"manylinux_{major}_{level}_{machine}"
         legacy = _LEGACY.get((major, level))
         if legacy is not None:
             yield f"{legacy}_{machine}"
+    yield f"linux_{machine}"
 
 
 def target_tags(python: str, platform: str, glibc: str = DEFAULT_GLIBC) -> dict[Tag, int]:
