@@ -55,7 +55,7 @@ def _planted(cache: Path, files: dict[str, dict[str, str]], **extra: object) -> 
     key = memo.memo_key(CPU_LOCK, read_pip_settings(), os.environ)
     path = cache / "prechecks" / f"{key}.json"
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"schema_version": 1, "files": files, **extra}))
+    path.write_text(json.dumps({"schema_version": 2, "files": files} | extra))
 
 
 def _fitting_files() -> dict[str, dict[str, str]]:
@@ -82,6 +82,7 @@ def test_a_fitting_record_is_recalled(cache: Path) -> None:
         "an unknown field",
         "a URL with credentials",
         "a URL of another scheme",
+        "a record of schema 1 (it chose the first file by name, an any-wheel over a platform's)",
     ],
 )
 def test_a_record_that_does_not_fit_is_ignored(cache: Path, spoil: str) -> None:
@@ -95,8 +96,10 @@ def test_a_record_that_does_not_fit_is_ignored(cache: Path, spoil: str) -> None:
         extra["extra"] = 1
     elif spoil == "a URL with credentials":
         files["torch"]["url"] = "https://user:secret@mirror.example/torch.whl"
-    else:
+    elif spoil == "a URL of another scheme":
         files["torch"]["url"] = "ftp://mirror.example/torch.whl"
+    else:
+        extra["schema_version"] = 1
     _planted(cache, files, **extra)
     key = memo.memo_key(CPU_LOCK, read_pip_settings(), os.environ)
     assert memo.recall(key, hashed_dists(read_lockfile(CPU_LOCK))) is None

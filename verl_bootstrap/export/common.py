@@ -11,6 +11,7 @@ from pathlib import Path
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.lookup import Artifact, hashed_dists, lookup, mismatches
+from verl_bootstrap.installer.wheelrank import install_order
 from verl_bootstrap.lockfile.format import LockedDist, Lockfile
 
 __all__ = ["ExportEntry", "export_entries", "verl_note"]
@@ -18,7 +19,8 @@ __all__ = ["ExportEntry", "export_entries", "verl_note"]
 
 @dataclass(frozen=True)
 class ExportEntry:
-    """One distribution of one stage, with its locked artifacts' URLs (wheels first)."""
+    """One distribution of one stage, with its locked artifacts' URLs (the file an installer takes
+    for the lock's target first)."""
 
     stage: str
     dist: LockedDist
@@ -26,7 +28,8 @@ class ExportEntry:
 
     @property
     def primary(self) -> Artifact:
-        """The artifact a single-URL format (conda-lock) names: the first wheel, else the sdist."""
+        """The artifact a single-URL format (conda-lock) names: the file an installer takes for
+        the lock's target (its most specific wheel, else the sdist)."""
         return self.artifacts[0]
 
 
@@ -46,15 +49,15 @@ def export_entries(lock: Lockfile, settings: IndexSettings, *, offline: bool) ->
         for dist in stage.distributions:
             if dist.source in ("wheel", "sdist"):
                 entries.append(
-                    ExportEntry(stage.id, dist, _locked(dist, served.get(dist.name, ())))
+                    ExportEntry(stage.id, dist, _locked(dist, served.get(dist.name, ()), lock))
                 )
     return entries
 
 
-def _locked(dist: LockedDist, offered: Sequence[Artifact]) -> tuple[Artifact, ...]:
+def _locked(dist: LockedDist, offered: Sequence[Artifact], lock: Lockfile) -> tuple[Artifact, ...]:
+    """The locked files of `dist`, the one an installer takes for the lock's target first."""
     wanted = set(dist.hashes)
-    found = [a for a in offered if a.sha256 in wanted]
-    return tuple(sorted(found, key=lambda a: (a.kind != "wheel", a.filename)))
+    return tuple(install_order((a for a in offered if a.sha256 in wanted), lock))
 
 
 def verl_note(lock: Lockfile) -> str:

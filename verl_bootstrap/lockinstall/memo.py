@@ -32,7 +32,10 @@ from verl_bootstrap.paths import atomic_write, cache_folder
 
 __all__ = ["memo_key", "recall", "remember"]
 
-_SCHEMA = 1
+# 2: the file is the one an installer takes for the lock's target (installer/wheelrank.py);
+# records of 1 chose the first by file name (a pure any-wheel before a platform wheel), so they
+# are not taken again
+_SCHEMA = 2
 _MAX_BYTES = 4 * 1024 * 1024  # a lockfile's artifact list is a few hundred kB at most
 _ENV_PREFIXES = ("UV_", "PIP_")
 
@@ -55,7 +58,7 @@ class _File(BaseModel):
 class _Memo(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    schema_version: Literal[1]
+    schema_version: Literal[2]
     files: dict[str, _File]
 
 

@@ -31,6 +31,7 @@ from verl_bootstrap.installer.lookup import (
     refuse_unserved,
     stage_index,
 )
+from verl_bootstrap.installer.wheelrank import preferred
 from verl_bootstrap.lockfile.format import LockedDist, Lockfile, profile_hash
 from verl_bootstrap.lockfile.io import read_lockfile
 from verl_bootstrap.lockinstall import memo
@@ -280,8 +281,9 @@ def precheck(locked: LockedInstall, settings: IndexSettings, *, offline: bool) -
     """Look every locked artifact up on the configured indexes; refuse on any sha256 mismatch.
 
     Runs in a scratch folder, before the prefix is touched. Returns `locked` with the URL of the
-    artifact each distribution installs from: the first wheel (else the sdist) whose sha256 the
-    lockfile allows, so the install resolves nothing and picks no other file. What an earlier
+    artifact each distribution installs from: of the files whose sha256 the lockfile allows, the one
+    an installer would take for the lock's target (installer/wheelrank.py: the most specific
+    wheel, else the sdist), so the install resolves nothing and picks no other file. What an earlier
     precheck of the same lockfile on the same indexes chose is taken again (lockinstall/memo.py).
     """
     dists = hashed_dists(locked.lock)
@@ -304,5 +306,5 @@ def _look_up(
     chosen = {}
     for dist in dists:
         allowed = [a for a in served.get(dist.name, ()) if a.sha256 in dist.hashes]
-        chosen[dist.name] = min(allowed, key=lambda a: (a.kind != "wheel", a.filename))
+        chosen[dist.name] = preferred(allowed, locked.lock)
     return chosen
