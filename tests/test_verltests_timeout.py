@@ -229,3 +229,33 @@ def test_a_test_hung_in_native_code_is_stopped_at_its_limit_and_the_run_goes_on(
     )
     assert "--test-timeout 3" in failure["line"]
     assert gone(int((tmp_path / "pid").read_text()))
+
+
+# verl's Ray tests call ray.init() with no address; a suite that joined the user's cluster (or
+# another run's: seen with verl main's suite beside another env's Ray) fails on its versions
+OWN_RAY = (
+    "import os, stat\n\n\ndef test_own_ray():\n"
+    "    assert os.environ['RAY_ADDRESS'] == 'local'\n"
+    "    folder = os.environ['RAY_TMPDIR']\n"
+    "    assert os.path.basename(folder).startswith('vb-ray-')\n"
+    "    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700\n"
+    "    assert 'RAY_AUTH_TOKEN' not in os.environ\n"
+    "    open(os.environ['PID_FILE'], 'w').write(folder)\n"
+)
+
+
+def test_the_suite_gets_a_ray_of_its_own_whatever_the_shell_points_at(
+    env_without_pytest_timeout: Path, tmp_path: Path
+) -> None:
+    seen = tmp_path / "folder"
+    source = checkout(tmp_path, OWN_RAY)
+    args = ["test", "--prefix", env_without_pytest_timeout, "--checkout", source, "--json"]
+    shell = {
+        "RAY_ADDRESS": "10.0.0.1:6379",
+        "RAY_AUTH_TOKEN": "the-clusters",
+        "PID_FILE": str(seen),
+    }
+    done = run_tool(*args, "--timeout", "120", env={**os.environ, **shell}, timeout=180)
+    assert done.returncode == EXIT_OK, done.stdout + done.stderr
+    assert '"passed": 3' in done.stdout
+    assert not Path(seen.read_text()).exists()  # the run's Ray folder goes with the run

@@ -27,7 +27,7 @@ from verl_bootstrap import proc
 from verl_bootstrap.gpu.detect import detect_driver
 from verl_bootstrap.paths import PROBES
 
-__all__ = ["PARTS", "Route", "cpu_blocker", "route_for", "step_environment"]
+__all__ = ["PARTS", "Route", "cpu_blocker", "private_ray", "route_for", "step_environment"]
 
 _PLUGIN_DIR = PROBES / "trainplugin"
 _PLUGIN = "verl_bootstrap_cpu"
@@ -203,15 +203,23 @@ _SHORT_TEMP = 32
 
 @contextmanager
 def step_environment(route: Route) -> Iterator[dict[str, str | None]]:
-    """The variables of one training run (the route's, and a private Ray's), while it runs: its
-    folder, made here with mode 0700, is removed when the run is over."""
+    """The variables of one training run (the route's, and a private Ray's), while it runs."""
+    with private_ray() as ray:
+        yield {**route.environment(), **ray}
+
+
+@contextmanager
+def private_ray() -> Iterator[dict[str, str | None]]:
+    """The variables that give what runs with them a Ray of its own (a training step, verl's
+    CPU tests): never the user's cluster or another run's, with a token only its processes read.
+    Its folder, made here with mode 0700, is removed when the run is over."""
     folder = Path(tempfile.mkdtemp(prefix="vb-ray-", dir=_temp_base()))
     try:
         token = folder / _TOKEN_FILE
         fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as sink:
             sink.write(secrets.token_hex(32))
-        yield {**route.environment(), **_private_ray(folder, token)}
+        yield _private_ray(folder, token)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -224,6 +232,9 @@ def _temp_base() -> str | None:
 
 def _private_ray(folder: Path, token: Path) -> dict[str, str | None]:
     return {
+        # ray.init() with no address joins RAY_ADDRESS's cluster, else the one whose address it
+        # finds in its temp folder: "local" starts its own
+        "RAY_ADDRESS": "local",
         "RAY_TMPDIR": str(folder),  # the session, its logs and sockets: not the shared /tmp/ray
         # Ray's single-machine mode (its default on macOS and Windows): the node's address is
         # 127.0.0.1, and Ray's servers then listen on it alone, not on every interface

@@ -20,6 +20,7 @@ from verl_bootstrap import proc
 from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.errors import InputError, StepFailed
 from verl_bootstrap.events import emit
+from verl_bootstrap.verify.trainroute import private_ray
 from verl_bootstrap.verltests.classify import interrupted_here, stopped_at_time_limit
 from verl_bootstrap.verltests.junit import Case, read_junit
 from verl_bootstrap.verltests.pytestargs import PATTERN, confined_to, pytest_args, with_plugin
@@ -100,8 +101,16 @@ def run_suite(
     notes = limit_notes(prefix, test_timeout, plugin=plugin)
     for note in notes:
         emit(note, kind=("note",), step="test")
-    env = {**_ENV, **({} if allow_downloads else _OFFLINE), "PATH": _env_path(python)}
-    with tempfile.TemporaryDirectory(prefix="verl-tests-") as scratch:
+    env: dict[str, str | None] = {
+        **_ENV,
+        **({} if allow_downloads else _OFFLINE),
+        "PATH": _env_path(python),
+    }
+    # verl's Ray tests call ray.init() with no address: they get a Ray of their own, never the
+    # user's cluster or another run's (seen: a suite joined another env's Ray and failed on its
+    # version)
+    with tempfile.TemporaryDirectory(prefix="verl-tests-") as scratch, private_ray() as ray:
+        env = {**env, **ray}
         where = Path(scratch)
         args = pytest_args(
             python,
@@ -141,7 +150,7 @@ class _Pytest:
     """One pytest command of the run, and where it runs, logs and writes."""
 
     args: list[str]
-    env: dict[str, str]
+    env: dict[str, str | None]  # None: unset in pytest's environment
     cwd: Path
     log: Path
     scratch: Path
