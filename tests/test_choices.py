@@ -6,6 +6,7 @@ kind that drifts from the first, fails here and names where it was written."""
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from verl_bootstrap.profile.models import EnvSpec
 PACKAGE = Path(__file__).resolve().parents[1] / "verl_bootstrap"
 
 
+@functools.cache  # each test reads the same tree: parsed once
 def _sources() -> dict[str, ast.Module]:
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):

@@ -9,29 +9,12 @@ import ast
 from pathlib import Path
 
 import pytest
+from clitree import LEAVES, subparser
 
 from verl_bootstrap.cli.flags import SHARED_FLAGS
 from verl_bootstrap.cli.parse import build_parser
-from verl_bootstrap.cli.registry import COMMANDS, Command
 
 CLI = Path(__file__).resolve().parents[1] / "verl_bootstrap" / "cli"
-
-
-def _leaves(commands: tuple[Command, ...], path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    found = []
-    for c in commands:
-        found += _leaves(c.actions, (*path, c.name)) if c.actions else [(*path, c.name)]
-    return found
-
-
-LEAVES = _leaves(COMMANDS)
-
-
-def _subparser(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> argparse.ArgumentParser:
-    for word in path:
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        parser = sub.choices[word]
-    return parser
 
 
 def _spelled(path: Path) -> list[tuple[int, str]]:
@@ -75,7 +58,7 @@ def _shared_actions() -> dict[str, list[tuple[str, argparse.Action]]]:
     parser = build_parser(None)
     found: dict[str, list[tuple[str, argparse.Action]]] = {}
     for path in LEAVES:
-        for action in _subparser(parser, path)._actions:
+        for action in subparser(parser, path)._actions:
             for flag in set(action.option_strings) & set(SHARED_FLAGS):
                 found.setdefault(flag, []).append((" ".join(path), action))
     return found
@@ -103,5 +86,5 @@ def test_every_shared_flag_is_taken_by_two_commands_at_least() -> None:
 def test_a_command_help_is_the_same_built_alone_or_with_every_command(
     path: tuple[str, ...],
 ) -> None:
-    alone = _subparser(build_parser(path[0]), path).format_help()
-    assert alone == _subparser(build_parser(None), path).format_help()
+    alone = subparser(build_parser(path[0]), path).format_help()
+    assert alone == subparser(build_parser(None), path).format_help()

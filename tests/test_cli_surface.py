@@ -3,7 +3,6 @@ every flag), "did you mean" for typos, bare invocation and `help`, one meaning p
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -12,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from clitree import LEAVES, subparser
 from scaffold import run
 from tinyenv import kernel_wheel
 
@@ -22,23 +22,6 @@ from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
 from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.locking.drift import committed_lockfiles
 from verl_bootstrap.paths import LOCKFILES_DIR
-
-
-def _leaves(commands: tuple[Command, ...], path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    found = []
-    for c in commands:
-        found += _leaves(c.actions, (*path, c.name)) if c.actions else [(*path, c.name)]
-    return found
-
-
-LEAVES = _leaves(COMMANDS)
-
-
-def _subparser(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> argparse.ArgumentParser:
-    for word in path:
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        parser = sub.choices[word]
-    return parser
 
 
 def test_every_command_is_wired_to_its_own_module() -> None:
@@ -75,7 +58,7 @@ def test_every_command_has_a_description_examples_and_help_for_each_flag(
     examples = out.split("examples:\n", 1)[1].splitlines()
     assert len(examples) >= 2
     assert all(e.startswith("  verl-bootstrap ") or "verl-bootstrap " in e for e in examples)
-    parser = _subparser(build_parser(None), path)
+    parser = subparser(build_parser(None), path)
     bare = [a.dest for a in parser._actions if a.help is None and a.dest != "help"]
     assert not bare, f"flags without help in {' '.join(path)}: {bare}"
 
@@ -87,7 +70,7 @@ def test_every_command_with_a_result_takes_json() -> None:
     for path in LEAVES:
         if path in plain:
             continue
-        flags = {s for a in _subparser(parser, path)._actions for s in a.option_strings}
+        flags = {s for a in subparser(parser, path)._actions for s in a.option_strings}
         assert "--json" in flags, " ".join(path)
 
 
@@ -107,7 +90,7 @@ def test_every_command_that_changes_something_takes_dry_run() -> None:
     ]
     parser = build_parser(None)
     for path in changing:
-        flags = {s for a in _subparser(parser, path)._actions for s in a.option_strings}
+        flags = {s for a in subparser(parser, path)._actions for s in a.option_strings}
         assert "--dry-run" in flags, " ".join(path)
 
 

@@ -108,12 +108,3 @@ def test_a_command_whose_output_closes_at_exit_is_not_held_for_the_grace(tmp_pat
     done = proc.run([sys.executable, "-c", "print('a'); print('b', end='')"], keep_output=True)
     assert done.output == "a\nb"  # the last line without its newline is kept too
     assert time.monotonic() - began < proc._LEFTOVER_SECONDS
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
-    return stat.split(")")[-1].split()[0] != "Z"  # a zombie is not alive

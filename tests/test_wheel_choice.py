@@ -29,10 +29,14 @@ from verl_bootstrap.lockfile.io import read_lockfile
 from verl_bootstrap.lockinstall.lockedsteps import locked_requirements
 from verl_bootstrap.lockinstall.prepare import LockedInstall, precheck
 from verl_bootstrap.paths import default_lockfile
+from verl_bootstrap.platforms import host_platform
 
 SGLANG = default_lockfile("sglang", "cu130", "linux-64")
 ANY = "soundfile-0.13.1-py2.py3-none-any.whl"
 MANYLINUX = "soundfile-0.13.1-py2.py3-none-manylinux_2_28_x86_64.whl"
+# the tests that install for real take this host's machine (x86_64 or aarch64) and its glibc
+MACHINE = platform.machine()
+HOST_SGLANG = default_lockfile("sglang", "cu130", host_platform())
 
 
 def _wheel(name: str, kind: str = "wheel") -> Artifact:
@@ -72,20 +76,16 @@ def test_wheels_the_target_cannot_take_come_last() -> None:
     assert preferred([newer_glibc, pure], lock) == pure
 
 
-@pytest.mark.skipif(sys.implementation.name != "cpython", reason="CPython's tags")
 def test_the_order_is_the_installers_own_for_this_interpreter() -> None:
     """For this host's CPython, the target's tags in the order packaging (pip's tag code) ranks
     this interpreter's: the same tags, most preferred first, but a plain `linux_` wheel, which
     uv (the installer the locked stages run) ranks last and packaging's recent releases first."""
-    libc, glibc = platform.libc_ver()
-    machine = platform.machine()
-    if libc != "glibc" or machine not in ("x86_64", "aarch64"):
-        pytest.skip("a glibc Linux host on x86_64 or aarch64")
+    glibc = platform.libc_ver()[1]
     python = "{}.{}".format(*sys.version_info[:2])
-    ranks = target_tags(python, f"linux-{machine}".replace("linux-x86_64", "linux-64"), glibc)
+    ranks = target_tags(python, host_platform(), glibc)
     ours = sorted(ranks, key=ranks.__getitem__)
     theirs = list(dict.fromkeys(tags.sys_tags()))
-    plain = f"linux_{machine}"
+    plain = f"linux_{MACHINE}"
     assert [t for t in ours if t.platform != plain] == [t for t in theirs if t.platform != plain]
     assert set(ours) == set(theirs)
     for tag in (t for t in ours if t.platform == plain):  # after its (interpreter, ABI)'s manylinux
@@ -93,17 +93,16 @@ def test_the_order_is_the_installers_own_for_this_interpreter() -> None:
         assert all(ranks[t] < ranks[tag] for t in same if t.platform.startswith("manylinux"))
 
 
-@pytest.mark.skipif(platform.machine() != "x86_64", reason="installs an x86_64 wheel")
 def test_the_locked_install_takes_the_wheel_with_libsndfile(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Real uv, the real index: the precheck of the committed lock's soundfile entry names the
     manylinux wheel, and installing its requirements file puts libsndfile in the env."""
     monkeypatch.setenv("VERL_BOOTSTRAP_CACHE", str(tmp_path / "cache"))  # no earlier record
-    lock, stage = _soundfile_only(read_lockfile(SGLANG))
-    locked = LockedInstall(lock=lock, path=SGLANG, frozen=False)
+    lock, stage = _soundfile_only(read_lockfile(HOST_SGLANG))
+    locked = LockedInstall(lock=lock, path=HOST_SGLANG, frozen=False)
     checked = precheck(locked, read_pip_settings(), offline=False)
-    assert checked.artifacts["soundfile"].filename == MANYLINUX
+    assert checked.artifacts["soundfile"].filename == MANYLINUX.replace("x86_64", MACHINE)
     requirements = tmp_path / "soundfile.txt"
     requirements.write_text(locked_requirements(stage, checked.artifacts), encoding="utf-8")
     venv = tmp_path / "venv"
@@ -133,26 +132,23 @@ def _tiny_wheel(folder: Path, tag: str) -> None:
         wheel.writestr("vbtag-1.0.dist-info/RECORD", "\n".join(record) + "\n")
 
 
-@pytest.mark.skipif(platform.machine() != "x86_64", reason="x86_64 tags")
 @pytest.mark.parametrize(
     "offered",
     [
-        ("py3-none-any", "py3-none-linux_x86_64", "py3-none-manylinux_2_17_x86_64"),
+        ("py3-none-any", "py3-none-linux_{m}", "py3-none-manylinux_2_17_{m}"),
         ("py3-none-any", "py310-none-any", "py{xy}-none-any"),
-        ("py3-none-manylinux2014_x86_64", "py3-none-manylinux_2_28_x86_64", "py3-none-any"),
+        ("py3-none-manylinux2014_{m}", "py3-none-manylinux_2_28_{m}", "py3-none-any"),
     ],
 )
 def test_uv_takes_the_file_ranked_first(tmp_path: Path, offered: tuple[str, ...]) -> None:
     """Real uv, offered the same version in several files, installs the one ranked first."""
-    libc, glibc = platform.libc_ver()
-    if libc != "glibc":
-        pytest.skip("a glibc host")
+    glibc = platform.libc_ver()[1]
     xy = "{}{}".format(*sys.version_info[:2])
     links = tmp_path / "links"
     links.mkdir()
     for tag in offered:
-        _tiny_wheel(links, tag.format(xy=xy))
-    ranks = target_tags("{}.{}".format(*sys.version_info[:2]), "linux-64", glibc)
+        _tiny_wheel(links, tag.format(xy=xy, m=MACHINE))
+    ranks = target_tags("{}.{}".format(*sys.version_info[:2]), host_platform(), glibc)
     best = min(
         links.iterdir(),
         key=lambda f: min(ranks.get(t, len(ranks)) for t in parse_wheel_filename(f.name)[3]),

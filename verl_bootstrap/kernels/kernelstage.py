@@ -179,7 +179,7 @@ class ResolvingRoute:
 
 def run_kernel_stage(route: ResolvingRoute) -> dict[str, Any]:
     """Install the kernel from the first source whose wheel matches the env's real key, can be
-    fetched and loads, else build it; the step's outputs."""
+    fetched and loads, else build it; the stage's `kernel` output (the wheel taken, its source)."""
     job = route.job
     clock = Phases()
     key = clock.time("key probe", lambda: probe_key(job.python))
@@ -197,7 +197,7 @@ def run_kernel_stage(route: ResolvingRoute) -> dict[str, Any]:
         clock.time("install", lambda: _install(route, built, None, key))
         clock.time("load check", lambda: check_kernel_loads(job, key, key))
         got = (Taken(KernelChoice("build", "built here", built_for=key), built), {})
-    return {"kernel": {**_resolved_output(got[0], key), "phase_seconds": clock.seconds}}
+    return {**_resolved_output(got[0], key), "phase_seconds": clock.seconds}
 
 
 def _resolved_output(taken: Taken, key: BuildKey) -> dict[str, Any]:
@@ -225,7 +225,7 @@ def _as_the_stage_says(
     )
     job.run(install_command(job.installer, how.request, how.settings))
     check_kernel_loads(job, None, key)
-    return {"kernel": {"source": "stage", "key": key.to_json()}}
+    return {"source": "stage", "key": key.to_json()}
 
 
 def kernel_output(

@@ -116,7 +116,7 @@ def install_stage(ctx: StepContext, stage: StageSpec) -> dict[str, Any] | None:
     env = dict(ctx.step.env or stage.env)  # a kernel stage's sizing variables included
     try:
         if stage.kernel is not None and not ctx.step.locked:  # a locked kernel is taken above
-            return dict(run_kernel_stage(_resolving_route(ctx, stage, request, env))["kernel"])
+            return run_kernel_stage(_resolving_route(ctx, stage, request, env))
         run_cache_first(ctx, _cached_argv(ctx, stage), stage_argv(ctx.plan, stage), env=env)
     except CommandFailed as failed:
         refused = refused_by_pins(ctx.protected, failed.tail, stage=stage.id)
