@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.heavylock import Derived, derive  # noqa: E402
 from verl_bootstrap.installer.cmdline import uv_binary  # noqa: E402
-from verl_bootstrap.lockfile.io import read_lockfile  # noqa: E402
+from verl_bootstrap.lock.io import read_lockfile  # noqa: E402
 from verl_bootstrap.profile import load_profile  # noqa: E402
 from verl_bootstrap.profile.stacks import apply_stack  # noqa: E402
 

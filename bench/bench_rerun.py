@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from verl_bootstrap.lockfile.io import read_lockfile  # noqa: E402
-from verl_bootstrap.locking.drift import compare_env  # noqa: E402
+from verl_bootstrap.lock.drift import compare_env  # noqa: E402
+from verl_bootstrap.lock.io import read_lockfile  # noqa: E402
 from verl_bootstrap.paths import env_lockfile  # noqa: E402
 
 TOOL = str(Path(sys.executable).parent / "verl-bootstrap")

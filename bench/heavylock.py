@@ -24,8 +24,8 @@ import yaml
 from packaging.utils import canonicalize_name
 
 from verl_bootstrap.httpclient import HttpError, status
-from verl_bootstrap.lockfile.format import LockedStage, Lockfile, profile_hash
-from verl_bootstrap.lockfile.io import write_lockfile
+from verl_bootstrap.lock.format import LockedStage, Lockfile, profile_hash
+from verl_bootstrap.lock.io import write_lockfile
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.models import Profile, Stage
 from verl_bootstrap.profile.stacks import apply_stack

@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 from verlrepo import make_verl_repo  # noqa: E402
 
-from verl_bootstrap.host.indexes import read_pip_settings  # noqa: E402
 from verl_bootstrap.installer.cmdline import InstallRequest, install_command, uv_binary  # noqa: E402
+from verl_bootstrap.machine.host.indexes import read_pip_settings  # noqa: E402
 
 BIN = Path(sys.executable).parent
 TOOL = str(BIN / "verl-bootstrap")
@@ -145,7 +145,7 @@ def raw_uv(
 
 def git_second_fetch(work: Path, repo: Path) -> float:
     """verl's git route: the second env's fetch-source at the same commit, from the mirror."""
-    from verl_bootstrap.host.indexes import IndexSettings  # noqa: PLC0415 - bench helper
+    from verl_bootstrap.machine.host.indexes import IndexSettings  # noqa: PLC0415 - bench helper
     from verl_bootstrap.source.fetch import fetch_source  # noqa: PLC0415 - as above
     from verl_bootstrap.source.spec import SourceSpec  # noqa: PLC0415 - as above
 

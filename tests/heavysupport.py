@@ -21,9 +21,9 @@ from typing import Any
 
 from packaging.utils import parse_sdist_filename, parse_wheel_filename
 
-from verl_bootstrap.host.indexes import read_pip_settings
 from verl_bootstrap.installer import resolve
 from verl_bootstrap.installer.cmdline import uv_binary
+from verl_bootstrap.machine.host.indexes import read_pip_settings
 from verl_bootstrap.profile.models import Profile, Stage
 from verl_bootstrap.profile.stagespec import StageSpec
 
@@ -142,7 +142,7 @@ def sdists_blamed(error: str) -> dict[str, str]:
 
 def host_python(profile: Profile) -> tuple[Path, str]:
     """The interpreter the venv backend picks here for `profile`, and its X.Y."""
-    from verl_bootstrap.host.interpreters import find_interpreter  # noqa: PLC0415
+    from verl_bootstrap.machine.host.interpreters import find_interpreter  # noqa: PLC0415
 
     path = find_interpreter(profile.python.requires, profile.python.prefer)
     done = subprocess.run(

@@ -16,9 +16,9 @@ import io
 import re
 from dataclasses import replace
 
-from verl_bootstrap.gpu.cuda import known_compute_capability
-from verl_bootstrap.gpu.driverinfo import DriverInfo, GpuInfo, MigDevice
-from verl_bootstrap.gpu.query import parse_query_gpus
+from verl_bootstrap.machine.gpu.cuda import known_compute_capability
+from verl_bootstrap.machine.gpu.driverinfo import DriverInfo, GpuInfo, MigDevice
+from verl_bootstrap.machine.gpu.query import parse_query_gpus
 
 _HEADER = re.compile(r"(?:Driver|KMD) Version:\s*(\S+)\s+CUDA (?:UMD )?Version:\s*(\S+)")
 _BUS = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"

@@ -12,7 +12,7 @@ HOLDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from verl_bootstrap.state.guard import guarding
+    from verl_bootstrap.run.state.guard import guarding
 
     with guarding(Path(sys.argv[1])):
         print("held", flush=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from verl_bootstrap.installer.lookup import hashed_dists, lookup, mismatches
-from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.lookup import hashed_dists, lookup, mismatches
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.siteconfig.apply import index_settings

@@ -12,8 +12,12 @@ import pytest
 from shells import shell_path
 
 from verl_bootstrap import cli
-from verl_bootstrap.envs.activation import activation_line, activation_script, write_activation
-from verl_bootstrap.onboard import rc_file, write_rc_block
+from verl_bootstrap.installer.envs.activation import (
+    activation_line,
+    activation_script,
+    write_activation,
+)
+from verl_bootstrap.lab.onboard import rc_file, write_rc_block
 
 POSIX_SHELLS = ["bash", "sh", "zsh"]
 

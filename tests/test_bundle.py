@@ -29,8 +29,8 @@ from scaffold import REPO
 from verlrepo import git
 
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_REFUSED
-from verl_bootstrap.installer.lookup import hashed_dists
-from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.lookup import hashed_dists
 
 
 def test_the_bundle_holds_every_locked_artifact_verl_and_the_tool(

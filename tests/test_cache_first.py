@@ -21,11 +21,11 @@ import pytest
 
 from verl_bootstrap import proc
 from verl_bootstrap.errors import CommandFailed
-from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.cmdline import InstallRequest, install_command, uv_binary
+from verl_bootstrap.machine.host.indexes import IndexSettings
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.run.installrun import prepare_plan
-from verl_bootstrap.steps.stepcontext import StepContext, run_cache_first
+from verl_bootstrap.run.steps.stepcontext import StepContext, run_cache_first
 
 FALLBACK = "uv's cache does not hold every locked file: the same install, online"
 

@@ -24,8 +24,8 @@ from loopback import base_url, serve
 from scaffold import run_tool, with_env
 
 from verl_bootstrap.errors import Refused
-from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.cmdline import uv_binary
+from verl_bootstrap.machine.host.indexes import IndexSettings
 from verl_bootstrap.paths import PROBES, cache_folder, private_folder, shared_path
 from verl_bootstrap.source import fetch
 

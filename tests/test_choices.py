@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_bootstrap.host.interpreters import has_python
+from verl_bootstrap.machine.host.interpreters import has_python
 from verl_bootstrap.options import DEFAULT_BACKEND, RunOptions, choose_backend
 from verl_bootstrap.profile.models import EnvSpec
 
@@ -75,13 +75,13 @@ def test_the_backend_is_worked_out_by_the_one_rule_alone() -> None:
     assert _backend_fallbacks() == [], "use RunOptions.backend_for / choose_backend"
     # the rule itself, and doctor's (its options are doctor's own, not a run's)
     assert [c.split(":")[0] for c in _calls("choose_backend")] == [
-        "doctor/checks_machine.py",
         "options.py",
+        "plan/doctor/checks_machine.py",
     ]
 
 
 def test_a_locked_python_is_looked_for_by_one_rule() -> None:
-    assert [c.split(":")[0] for c in _minor_ranges()] == ["host/interpreters.py"]
+    assert [c.split(":")[0] for c in _minor_ranges()] == ["machine/host/interpreters.py"]
 
 
 @pytest.mark.parametrize(

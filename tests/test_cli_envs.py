@@ -14,11 +14,11 @@ import pytest
 from cpuenv import Installed
 from scaffold import TOOL, run
 
-from verl_bootstrap.envs.activation import activation_script, prompt_mark
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
+from verl_bootstrap.installer.envs.activation import activation_script, prompt_mark
 from verl_bootstrap.plan.graph import Step
-from verl_bootstrap.state.envindex import known_prefixes, register
-from verl_bootstrap.steps.kinds import running_label
+from verl_bootstrap.run.state.envindex import known_prefixes, register
+from verl_bootstrap.run.steps.kinds import running_label
 
 
 @pytest.mark.parametrize("command", [["verify"], ["info"], ["test"]])

@@ -16,7 +16,7 @@ from scaffold import run
 from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED
 from verl_bootstrap.paths import guard_file
 from verl_bootstrap.run.runner import KEEP_RUN_LOGS, _prune_logs
-from verl_bootstrap.state.guard import guarding
+from verl_bootstrap.run.state.guard import guarding
 
 ROOT = Path(__file__).resolve().parents[1]
 MIRROR = "http://127.0.0.1:9/simple"  # nothing listens: only the plan's text is checked

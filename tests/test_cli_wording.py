@@ -11,8 +11,8 @@ from pathlib import Path
 from scaffold import TOOL, run_tool
 
 from verl_bootstrap.cli.registry import COMMANDS, Command
-from verl_bootstrap.doctor.checks_network import Reach, _replacement
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
+from verl_bootstrap.plan.doctor.checks_network import Reach, _replacement
 
 REPO = Path(__file__).resolve().parents[1]
 

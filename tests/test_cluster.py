@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from verl_bootstrap import cli
-from verl_bootstrap.cluster.compare import compare
-from verl_bootstrap.cluster.run import Target, local_prefix
-from verl_bootstrap.cluster.table import table_text
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.host.filesystems import (
+from verl_bootstrap.lab.cluster.compare import compare
+from verl_bootstrap.lab.cluster.run import Target, local_prefix
+from verl_bootstrap.lab.cluster.table import table_text
+from verl_bootstrap.machine.host.filesystems import (
     lock_scope,
     mount_of,
     parse_mountinfo,
@@ -169,7 +169,7 @@ def test_the_plan_warns_about_a_shared_prefix_and_a_remote_cache(
     lustre = f"41 22 0:51 / {tmp_path} rw - lustre 10.0.0.9@o2ib:/scratch rw,localflock"
     nfs = f"42 22 0:52 / {tmp_path / 'home'} rw - nfs4 fs1:/home rw,vers=4.2"
     mounts = parse_mountinfo("\n".join([MOUNTINFO.splitlines()[0], lustre, nfs]))
-    monkeypatch.setattr("verl_bootstrap.host.filesystems.read_mounts", lambda: mounts)
+    monkeypatch.setattr("verl_bootstrap.machine.host.filesystems.read_mounts", lambda: mounts)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("UV_CACHE_DIR", raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)

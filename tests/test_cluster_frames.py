@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from scaffold import run_tool, with_env
 
-from verl_bootstrap.cluster.frames import read_answer, split_output
-from verl_bootstrap.cluster.nodes import NodeJob
-from verl_bootstrap.cluster.srun import _log_readable, read_answers
+from verl_bootstrap.lab.cluster.frames import read_answer, split_output
+from verl_bootstrap.lab.cluster.nodes import NodeJob
+from verl_bootstrap.lab.cluster.srun import _log_readable, read_answers
 from verl_bootstrap.probes.node_report import frame
 
 DATA = Path(__file__).parent / "data" / "slurm"

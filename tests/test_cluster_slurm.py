@@ -25,8 +25,8 @@ from scaffold import TOOL
 from slurmcluster import SlurmCluster
 
 from verl_bootstrap import cli
-from verl_bootstrap.host.filesystems import parse_mountinfo
 from verl_bootstrap.installer.cmdline import uv_binary
+from verl_bootstrap.machine.host.filesystems import parse_mountinfo
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -274,7 +274,7 @@ def test_an_env_on_a_shared_filesystem_is_built_once_then_verified_everywhere(
     nodes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     nfs = parse_mountinfo(f"40 22 0:50 / {nodes} rw - nfs4 fs1:/export/envs rw,vers=4.2\n")
-    monkeypatch.setattr("verl_bootstrap.cluster.run.read_mounts", lambda: nfs)
+    monkeypatch.setattr("verl_bootstrap.lab.cluster.run.read_mounts", lambda: nfs)
     tool = tmp_path / "tool"
     tool.write_text('#!/bin/sh\necho "ran $* on ${SLURMD_NODENAME:-the login node}"\n')
     tool.chmod(0o755)

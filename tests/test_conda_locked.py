@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from verl_bootstrap.envs.base import EnvRequest, env_python
-from verl_bootstrap.envs.conda import CondaBackend
-from verl_bootstrap.envs.condahash import LockedConda
-from verl_bootstrap.envs.condarc import CondaSettings
 from verl_bootstrap.errors import StepFailed
+from verl_bootstrap.installer.envs.base import EnvRequest, env_python
+from verl_bootstrap.installer.envs.conda import CondaBackend
+from verl_bootstrap.installer.envs.condahash import LockedConda
+from verl_bootstrap.installer.envs.condarc import CondaSettings
 
 HOST_XY = "{}.{}".format(*sys.version_info[:2])
 

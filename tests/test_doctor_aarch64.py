@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from nvidiatext import parse_smi_table
 
-from verl_bootstrap.doctor import DoctorInputs, run_doctor
-from verl_bootstrap.doctor.results import CheckResult, Status
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.gpu.cuda import known_compute_capability, planned_arch_list
-from verl_bootstrap.lockinstall.prepare import prepare_locked
+from verl_bootstrap.lock.installing.prepare import prepare_locked
+from verl_bootstrap.machine.gpu.cuda import known_compute_capability, planned_arch_list
 from verl_bootstrap.options import RunOptions
+from verl_bootstrap.plan.doctor import DoctorInputs, run_doctor
+from verl_bootstrap.plan.doctor.results import CheckResult, Status
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.models import Profile
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from verlrepo import git, make_verl_repo
 
-from verl_bootstrap.doctor import DoctorInputs, Status, run_doctor
-from verl_bootstrap.doctor.checks_env import installed_versions, version_matches
-from verl_bootstrap.doctor.results import CheckResult
 from verl_bootstrap.installer.cmdline import find_uv
+from verl_bootstrap.plan.doctor import DoctorInputs, Status, run_doctor
+from verl_bootstrap.plan.doctor.checks_env import installed_versions, version_matches
+from verl_bootstrap.plan.doctor.results import CheckResult
 from verl_bootstrap.profile.models import Profile
 
 REAL_SO = Path("/lib/x86_64-linux-gnu/libz.so.1").resolve()

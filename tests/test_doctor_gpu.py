@@ -9,17 +9,17 @@ from typing import Any
 
 from nvidiatext import parse_query_csv, parse_smi_table
 
-from verl_bootstrap.doctor import DoctorInputs, run_doctor
-from verl_bootstrap.doctor.checks_gpu import (
+from verl_bootstrap.machine.gpu.driverinfo import DriverInfo
+from verl_bootstrap.machine.gpu.smiparse import parse_smi_xml
+from verl_bootstrap.plan.doctor import DoctorInputs, run_doctor
+from verl_bootstrap.plan.doctor.checks_gpu import (
     check_driver,
     check_driver_vs_plan,
     check_gpu_vs_build,
     check_visibility,
 )
-from verl_bootstrap.doctor.inputs import Context
-from verl_bootstrap.doctor.results import Status
-from verl_bootstrap.gpu.driverinfo import DriverInfo
-from verl_bootstrap.gpu.smiparse import parse_smi_xml
+from verl_bootstrap.plan.doctor.inputs import Context
+from verl_bootstrap.plan.doctor.results import Status
 from verl_bootstrap.profile.models import Profile
 
 DATA = Path(__file__).parent / "data" / "nvidia"

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from verl_bootstrap.doctor import DoctorInputs, Status, run_doctor
-from verl_bootstrap.doctor.checks_env import find_uv, installed_versions
-from verl_bootstrap.doctor.results import CheckResult
+from verl_bootstrap.plan.doctor import DoctorInputs, Status, run_doctor
+from verl_bootstrap.plan.doctor.checks_env import find_uv, installed_versions
+from verl_bootstrap.plan.doctor.results import CheckResult
 
 pytestmark = pytest.mark.heavy
 REAL_SO = Path("/lib/x86_64-linux-gnu/libz.so.1").resolve()

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from verl_bootstrap.doctor import DoctorInputs, Status, run_doctor
-from verl_bootstrap.doctor.checks_machine import GIB, PIP_SHARE, host_glibc, manylinux_glibc
-from verl_bootstrap.doctor.results import CheckResult
+from verl_bootstrap.plan.doctor import DoctorInputs, Status, run_doctor
+from verl_bootstrap.plan.doctor.checks_machine import GIB, PIP_SHARE, host_glibc, manylinux_glibc
+from verl_bootstrap.plan.doctor.results import CheckResult
 from verl_bootstrap.profile.models import Profile
 
 HOST_PYTHON = ".".join(str(n) for n in sys.version_info[:3])

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from verl_bootstrap.doctor.results import (
+from verl_bootstrap.plan.doctor.results import (
     SCHEMA,
     CheckResult,
     DoctorReport,

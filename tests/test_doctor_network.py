@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from verl_bootstrap.doctor import DoctorInputs, Status, run_doctor
-from verl_bootstrap.doctor.checks_network import probe_url
-from verl_bootstrap.doctor.results import CheckResult
 from verl_bootstrap.httpclient import proxies_for
+from verl_bootstrap.plan.doctor import DoctorInputs, Status, run_doctor
+from verl_bootstrap.plan.doctor.checks_network import probe_url
+from verl_bootstrap.plan.doctor.results import CheckResult
 from verl_bootstrap.profile.models import Profile
 
 

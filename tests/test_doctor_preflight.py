@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from verl_bootstrap.doctor import PREFLIGHT_CHECKS, inputs_from_plan, preflight_failures
-from verl_bootstrap.doctor.preflight import plan_urls, run_preflight_checks
 from verl_bootstrap.errors import Refused
 from verl_bootstrap.options import RunOptions
+from verl_bootstrap.plan.doctor import PREFLIGHT_CHECKS, inputs_from_plan, preflight_failures
+from verl_bootstrap.plan.doctor.preflight import plan_urls, run_preflight_checks
 from verl_bootstrap.plan.graph import Plan
 from verl_bootstrap.run.installrun import prepare_plan, run_preflight
 

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from verl_bootstrap.doctor import (
+from verl_bootstrap.errors import InputError
+from verl_bootstrap.plan.doctor import (
     ALL_CHECKS,
     PREFLIGHT_CHECKS,
     DoctorInputs,
     Status,
     run_doctor,
 )
-from verl_bootstrap.errors import InputError
 from verl_bootstrap.profile.models import Profile
 
 HOST_HAS_DRIVER = (

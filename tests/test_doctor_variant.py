@@ -9,10 +9,10 @@ import pytest
 from nvidiatext import parse_smi_table
 
 from verl_bootstrap.errors import InputError, Refused
-from verl_bootstrap.gpu.driverinfo import DriverInfo
-from verl_bootstrap.gpu.smiparse import parse_smi_xml
-from verl_bootstrap.host.variants import choose_variant, variant_window
+from verl_bootstrap.machine.gpu.driverinfo import DriverInfo
+from verl_bootstrap.machine.gpu.smiparse import parse_smi_xml
 from verl_bootstrap.profile.models import CudaVariant, Profile
+from verl_bootstrap.profile.variants import choose_variant, variant_window
 
 DATA = Path(__file__).parent / "data" / "nvidia"
 

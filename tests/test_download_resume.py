@@ -20,8 +20,8 @@ from loopback import RangeServer, serve_ranges
 from verl_bootstrap.errors import StepFailed
 from verl_bootstrap.events import Event, listening
 from verl_bootstrap.httpclient import HttpError, download
+from verl_bootstrap.installer.artifact import Artifact
 from verl_bootstrap.installer.download import cached_archive, fetch_checked
-from verl_bootstrap.installer.lookup import Artifact
 
 MIB = 1 << 20
 PAYLOAD = os.urandom(3 * MIB)

@@ -25,21 +25,21 @@ from cpuenv import Installed
 from scaffold import run_cli, tool_argv
 from verlrepo import git, verl_sdist
 
-from verl_bootstrap.envs.venv import VenvBackend
 from verl_bootstrap.errors import EXIT_INTERRUPTED, EXIT_OK, StepFailed
 from verl_bootstrap.events import Event, listening
-from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.cmdline import pip_launcher
-from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.installer.envs.venv import VenvBackend
+from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.machine.host.indexes import IndexSettings
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.stepcontract import SourceOutputs
 from verl_bootstrap.run.installrun import prepare_plan
+from verl_bootstrap.run.steps.create_env import env_request
+from verl_bootstrap.run.steps.kinds import execute_step
+from verl_bootstrap.run.steps.record_lock import write_env_lock
+from verl_bootstrap.run.steps.stepcontext import StepContext
 from verl_bootstrap.source.fetch import fetch_source
 from verl_bootstrap.source.spec import SourceSpec
-from verl_bootstrap.steps.create_env import env_request
-from verl_bootstrap.steps.kinds import execute_step
-from verl_bootstrap.steps.record_lock import write_env_lock
-from verl_bootstrap.steps.stepcontext import StepContext
 
 DATA = Path(__file__).parent / "data" / "profiles"
 STEPS = [

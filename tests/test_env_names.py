@@ -16,7 +16,7 @@ from cpuenv import Installed
 from scaffold import TOOL, run_tool
 
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
-from verl_bootstrap.state.envindex import register
+from verl_bootstrap.run.state.envindex import register
 
 
 def _tool(argv: list[str], home: Path, **env: str) -> subprocess.CompletedProcess[str]:

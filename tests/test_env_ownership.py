@@ -35,7 +35,7 @@ from tinyenv import tiny_parts
 from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED, EXIT_STEP_FAILED, Refused
 from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.paths import cache_folder, private_folder
-from verl_bootstrap.state.envindex import register
+from verl_bootstrap.run.state.envindex import register
 from verl_bootstrap.verify.trainscratch import not_loadable
 
 

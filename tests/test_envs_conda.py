@@ -14,13 +14,14 @@ from uv import find_uv_bin
 
 from tests.condafixture import MARKER_PACKAGE, PYTHON_VERSION, python_channel_fixture
 from verl_bootstrap import paths
-from verl_bootstrap.envs.base import EnvRequest, env_python
-from verl_bootstrap.envs.conda import (
+from verl_bootstrap.errors import InputError, StepFailed
+from verl_bootstrap.installer.envs.base import EnvRequest, env_python
+from verl_bootstrap.installer.envs.conda import (
     CondaBackend,
     ExternalCondaBackend,
     python_spec,
 )
-from verl_bootstrap.envs.condarc import (
+from verl_bootstrap.installer.envs.condarc import (
     CondaSettings,
     channel_url,
     channel_urls,
@@ -28,7 +29,6 @@ from verl_bootstrap.envs.condarc import (
     load_condarc,
     read_condarc,
 )
-from verl_bootstrap.errors import InputError, StepFailed
 
 HOST_XY = "{}.{}".format(*sys.version_info[:2])
 NO_CONDARC = CondaSettings()  # tests must not depend on this machine's .condarc

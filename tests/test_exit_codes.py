@@ -13,7 +13,7 @@ from scaffold import TOOL, run_tool
 
 from verl_bootstrap.cli.registry import COMMANDS, Command
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED
-from verl_bootstrap.state.state import State
+from verl_bootstrap.run.state.state import State
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 GONE = "/nonexistent-verl-bootstrap-test"

@@ -17,8 +17,8 @@ from lockfixtures import conda_lock_tool
 from scaffold import run_tool
 from uv import find_uv_bin
 
-from verl_bootstrap.envs.inventory import installed
-from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.installer.envs.inventory import installed
+from verl_bootstrap.lock import read_lockfile
 
 UV = str(find_uv_bin())
 

@@ -27,9 +27,9 @@ from verl_bootstrap.plan.graph import Plan
 from verl_bootstrap.plan.stepcontract import StepOutputs
 from verl_bootstrap.run.installrun import prepare_plan
 from verl_bootstrap.run.runner import Status, run_plan
-from verl_bootstrap.state.guard import guarding
-from verl_bootstrap.state.state import State
-from verl_bootstrap.steps.stepcontext import StepContext
+from verl_bootstrap.run.state.guard import guarding
+from verl_bootstrap.run.state.state import State
+from verl_bootstrap.run.steps.stepcontext import StepContext
 
 
 def make_plan(prefix: Path) -> Plan:

@@ -1,7 +1,7 @@
 """Faults lose nothing, part two: the network cut mid-download, and a half-unpacked source.
 
 A real loopback HTTP server sends part of a file and drops the connection: the `--locked`
-download (lockinstall/lockedsteps.py) and a site config fetched by URL end in a clear message,
+download (lock/installing/lockedsteps.py) and a site config fetched by URL end in a clear message,
 leave no half-written file where it would be trusted, and a re-run against a server that sends
 the whole file completes. verl's sdist is unpacked beside its checkout and renamed into place: a
 truncated archive, or a real SIGKILL in the middle of the unpack, never leaves a half-unpacked
@@ -28,8 +28,8 @@ from scaffold import tool_argv
 
 from verl_bootstrap.errors import StepFailed
 from verl_bootstrap.httpclient import HttpError, download
+from verl_bootstrap.installer.artifact import Artifact
 from verl_bootstrap.installer.download import cached_archive, fetch_checked
-from verl_bootstrap.installer.lookup import Artifact
 from verl_bootstrap.source.sdist import unpack_sdist
 from verl_bootstrap.source.sourcework import SDIST_MARK
 

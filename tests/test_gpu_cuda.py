@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from nvidiatext import parse_smi_table
 
-from verl_bootstrap.gpu.cuda import (
+from verl_bootstrap.machine.gpu.cuda import (
     arch_supported,
     cuda_for_driver,
     driver_for_cuda,
@@ -16,7 +16,7 @@ from verl_bootstrap.gpu.cuda import (
     planned_arch_list,
     supports_bf16,
 )
-from verl_bootstrap.gpu.smiparse import parse_smi_xml
+from verl_bootstrap.machine.gpu.smiparse import parse_smi_xml
 
 DATA = Path(__file__).parent / "data" / "nvidia"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.gpu.detect import detect_driver
-from verl_bootstrap.gpu.nvml import read_nvml
+from verl_bootstrap.machine.gpu.detect import detect_driver
+from verl_bootstrap.machine.gpu.nvml import read_nvml
 
 DATA = Path(__file__).parent / "data" / "nvidia"
 HOST_HAS_DRIVER = (

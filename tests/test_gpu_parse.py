@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from nvidiatext import parse_query_csv, parse_smi_list, parse_smi_table
 
-from verl_bootstrap.gpu.driverinfo import DriverInfo
-from verl_bootstrap.gpu.query import parse_query_gpus
-from verl_bootstrap.gpu.smiparse import parse_proc_version, parse_smi_xml
+from verl_bootstrap.machine.gpu.driverinfo import DriverInfo
+from verl_bootstrap.machine.gpu.query import parse_query_gpus
+from verl_bootstrap.machine.gpu.smiparse import parse_proc_version, parse_smi_xml
 
 DATA = Path(__file__).parent / "data" / "nvidia"
 

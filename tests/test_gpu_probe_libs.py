@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from verl_bootstrap.doctor.inputs import PROBE_LIBS
+from verl_bootstrap.plan.doctor.inputs import PROBE_LIBS
 
 REAL_SO = Path("/lib/x86_64-linux-gnu/libz.so.1").resolve()
 

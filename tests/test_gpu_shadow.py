@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_bootstrap.gpu.shadow import LoadedLib, find_foreign_libs, lib_family, loaded_libs
+from verl_bootstrap.machine.gpu.shadow import LoadedLib, find_foreign_libs, lib_family, loaded_libs
 from verl_bootstrap.paths import PROBES
 
 REAL_SO = Path("/lib/x86_64-linux-gnu/libz.so.1").resolve()

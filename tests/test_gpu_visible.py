@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from nvidiatext import parse_smi_list
 
-from verl_bootstrap.gpu.driverinfo import GpuInfo
-from verl_bootstrap.gpu.smiparse import parse_smi_xml
-from verl_bootstrap.gpu.visible import RAY_NOSET, parse_visible_devices, ray_note
+from verl_bootstrap.machine.gpu.driverinfo import GpuInfo
+from verl_bootstrap.machine.gpu.smiparse import parse_smi_xml
+from verl_bootstrap.machine.gpu.visible import RAY_NOSET, parse_visible_devices, ray_note
 
 DATA = Path(__file__).parent / "data" / "nvidia"
 A = "GPU-12345678-aaaa-bbbb-cccc-0123456789ab"  # the two recorded RTX A5000s

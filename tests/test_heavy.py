@@ -51,8 +51,8 @@ from packaging.specifiers import SpecifierSet
 from scaffold import tool_json
 from verlrepo import verl_pyproject_dir
 
-from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.installer.cmdline import uv_binary
+from verl_bootstrap.installer.envs.base import env_python
 from verl_bootstrap.profile import list_profiles, load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack, supported_refs

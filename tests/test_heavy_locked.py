@@ -35,9 +35,9 @@ from heavysupport import HEAVY, ROOT, HeavyResult, download_bytes, save_results,
 from scaffold import tool_json
 
 from bench.heavylock import Derived, derive
-from verl_bootstrap.envs.base import env_python
-from verl_bootstrap.lockfile.format import Lockfile, profile_hash
-from verl_bootstrap.lockfile.io import read_lockfile
+from verl_bootstrap.installer.envs.base import env_python
+from verl_bootstrap.lock.format import Lockfile, profile_hash
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.stacks import apply_stack
 

@@ -14,7 +14,7 @@ from loopback import base_url, serve
 from scaffold import tool_json
 
 from bench.heavylock import Derived, derive
-from verl_bootstrap.lockfile.io import read_lockfile
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.stacks import apply_stack
 

@@ -11,11 +11,11 @@ import pytest
 from kernellab import Lab, build_broken_wheel, install_argv
 from scaffold import Run, run_cli
 
-from verl_bootstrap.doctor.checks_env import find_uv
 from verl_bootstrap.errors import EXIT_OK, CommandFailed
 from verl_bootstrap.kernels.wheelhouse import Wheelhouse
-from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.lock import read_lockfile
 from verl_bootstrap.paths import env_lockfile, file_sha256
+from verl_bootstrap.plan.doctor.checks_env import find_uv
 
 BUILD_COMMAND = " wheel -v --no-deps --no-cache-dir --no-binary standin-kernel"
 

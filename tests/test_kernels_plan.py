@@ -12,17 +12,17 @@ import pytest
 
 from verl_bootstrap import cli
 from verl_bootstrap.cli.planview import plan_json, plan_text
-from verl_bootstrap.compiler.compile import compile_plan
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
-from verl_bootstrap.gpu.driverinfo import DriverInfo
-from verl_bootstrap.gpu.query import parse_query_gpus
-from verl_bootstrap.host.variants import choose_variant
 from verl_bootstrap.kernels.sizing import HostResources
 from verl_bootstrap.kernels.wheelhouse import Wheelhouse
+from verl_bootstrap.machine.gpu.driverinfo import DriverInfo
+from verl_bootstrap.machine.gpu.query import parse_query_gpus
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.facts import HostFacts, gather_host
 from verl_bootstrap.plan.graph import Plan
 from verl_bootstrap.profile import load_profile
+from verl_bootstrap.profile.variants import choose_variant
+from verl_bootstrap.run.compiler.compile import compile_plan
 
 NVIDIA = Path(__file__).parent / "data" / "nvidia"
 H100 = "590.48.01-H100-MIG-csv.txt"  # compute capability 9.0

@@ -26,11 +26,11 @@ from kernellab import (
 from loopback import serve_wheelhouse
 from scaffold import Run, run_cli
 
-from verl_bootstrap.doctor.checks_env import find_uv
 from verl_bootstrap.errors import EXIT_OK
-from verl_bootstrap.lockfile import read_lockfile
-from verl_bootstrap.lockfile.format import KernelWheel
+from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.format import KernelWheel
 from verl_bootstrap.paths import env_lockfile, file_sha256
+from verl_bootstrap.plan.doctor.checks_env import find_uv
 
 BUILD_COMMAND = " wheel -v --no-deps --no-cache-dir --no-binary standin-kernel"
 COMMUNITY = "mjun0812/flash-attention-prebuild-wheels/releases/download"

@@ -14,15 +14,15 @@ from test_kernels_plan import H100, driver, host, plan_for
 from verl_bootstrap import cli
 from verl_bootstrap.cli.planview import plan_json
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.gpu.smiparse import parse_smi_xml
 from verl_bootstrap.kernels.coverage import CoverageRow, coverage
 from verl_bootstrap.kernels.kernelchoice import KernelQuery, LockPins, candidates, choose
 from verl_bootstrap.kernels.key import BuildKey, parse_wheel_name
 from verl_bootstrap.kernels.record import load_record, record_path
 from verl_bootstrap.kernels.sources import KernelChoice
-from verl_bootstrap.lockfile import read_lockfile
-from verl_bootstrap.lockfile.format import LockedDist, LockedStage
-from verl_bootstrap.locking.kernelwheels import lock_kernel_wheels
+from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.format import LockedDist, LockedStage
+from verl_bootstrap.lock.making.kernelwheels import lock_kernel_wheels
+from verl_bootstrap.machine.gpu.smiparse import parse_smi_xml
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.load import PROFILES_DIR
 from verl_bootstrap.profile.stacks import apply_stack

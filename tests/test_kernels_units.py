@@ -15,8 +15,6 @@ from pathlib import Path
 import pytest
 
 from verl_bootstrap.errors import InputError, Refused
-from verl_bootstrap.gpu.driverinfo import DriverInfo
-from verl_bootstrap.gpu.query import parse_query_gpus
 from verl_bootstrap.kernels.kernelchoice import KernelQuery, LockPins, choose
 from verl_bootstrap.kernels.key import BuildKey, render_template
 from verl_bootstrap.kernels.sizing import (
@@ -30,6 +28,8 @@ from verl_bootstrap.kernels.sizing import (
 )
 from verl_bootstrap.kernels.sources import KernelChoice, pinned_version
 from verl_bootstrap.kernels.wheelhouse import Entry, Wheelhouse
+from verl_bootstrap.machine.gpu.driverinfo import DriverInfo
+from verl_bootstrap.machine.gpu.query import parse_query_gpus
 from verl_bootstrap.paths import file_sha256
 from verl_bootstrap.profile.kernel import KernelSpec
 
@@ -354,7 +354,7 @@ def test_build_progress_counts_ninja_and_compiler_lines() -> None:
 def test_a_locked_kernel_takes_the_recorded_file_or_builds_the_locked_sdist(tmp_path: Path) -> None:
     from verl_bootstrap.kernels.host import Bundled  # noqa: PLC0415
     from verl_bootstrap.kernels.wheelhouse import entry_for  # noqa: PLC0415
-    from verl_bootstrap.lockfile.format import KernelWheel, LockedDist  # noqa: PLC0415
+    from verl_bootstrap.lock.format import KernelWheel, LockedDist  # noqa: PLC0415
 
     kernel = KernelSpec(distribution="flash-attn", release_wheels=(FLASH,))
     url = "https://releases.example/v2.8.1/flash_attn-2.8.1+cu12torch2.8cxx11abiFALSE-cp312-cp312-linux_x86_64.whl"

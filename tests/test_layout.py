@@ -14,8 +14,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "verl_bootstrap"
 TOP_LEVEL_LIMIT = 12
 # the kernel flow passes one context object (KernelJob, KernelQuery, a route), not 8-10 values
 PARAMETER_LIMIT = 6
-# (locking/kernelwheels writes a lock's kernel wheels: kernel code outside kernels/)
-NARROW_FILES = ("kernels/*.py", "lockinstall/*.py", "locking/kernelwheels.py")
+# (lock/making/kernelwheels writes a lock's kernel wheels: kernel code outside kernels/)
+NARROW_FILES = ("kernels/*.py", "lock/installing/*.py", "lock/making/kernelwheels.py")
 # modules that --help loads: their library imports are deferred for start-up (see pyproject): the
 # parser's, and every command module (cli/commands/, one loaded per run)
 STARTUP = {"__init__", "flags", "parse", "optionsbuilder"}
@@ -206,14 +206,14 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         frozenset({"verl_bootstrap", "errors", "events", "redact", "platforms", "safety"})
         | frozenset({"proc", "paths"}),
     ),
-    ("facts", frozenset({"gpu", "profile", "host", "options"})),
-    ("sources", frozenset({"lockfile", "schemas", "httpclient", "source", "siteconfig"})),
-    ("installers", frozenset({"installer", "envs"})),
-    ("checks", frozenset({"verify", "verltests", "kernels"})),
-    ("locking", frozenset({"lockinstall", "locking", "bundle", "export"})),
-    ("planning", frozenset({"plan", "doctor", "state"})),
-    ("running", frozenset({"steps", "compiler", "run", "cluster"})),
-    ("onboarding", frozenset({"onboard"})),
+    ("facts", frozenset({"machine", "profile", "options", "httpclient"})),
+    ("sources", frozenset({"source", "siteconfig"})),
+    ("installers", frozenset({"installer"})),
+    ("checks", frozenset({"verify", "kernels"})),
+    ("locking", frozenset({"lock", "schemas"})),
+    ("planning", frozenset({"plan"})),
+    ("running", frozenset({"run"})),
+    ("lab", frozenset({"lab"})),
     ("cli", frozenset({"cli", "__main__"})),
 )
 
@@ -271,13 +271,16 @@ def test_every_module_name_is_its_own() -> None:
 
 
 def test_only_the_runner_uses_the_step_kinds() -> None:
-    # steps/ holds step kinds (and their own helpers); compiler/ asks them to describe their
-    # steps, run/ runs them; a library others need lives elsewhere
+    # run/steps/ holds step kinds (and their own helpers); run/compiler/ asks them to describe
+    # their steps, the runner and installrun run them; a library others need lives elsewhere
+    kinds = "verl_bootstrap.run.steps"
+    runners = {"verl_bootstrap.run.runner", "verl_bootstrap.run.installrun"}
     users = {
         module
         for module, targets in _imports(_modules()).items()
-        if _package(module) not in {"steps", "compiler", "run"}
-        and any(_package(t) == "steps" for t in targets)
+        if not module.startswith((kinds, "verl_bootstrap.run.compiler"))
+        and module not in runners
+        and any(t.startswith(kinds) for t in targets)
     }
     assert users == set()
 
@@ -369,19 +372,22 @@ def _entries(layout: str) -> dict[str, str]:
 
 def test_the_layout_page_names_every_package_and_top_level_module() -> None:
     layout = _layout()
-    packages = sorted(p.parent.name + "/" for p in PACKAGE.glob("*/__init__.py"))
+    packages = sorted(
+        p.parent.name + "/" for p in PACKAGE.glob("*/**/__init__.py") if "probes" not in p.parts
+    )
     modules = sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
     assert [name for name in packages + modules if name not in layout] == []
 
 
 def test_the_layout_page_names_every_module_in_its_package_entry() -> None:
-    """probes/ holds scripts run in another interpreter, named as a group."""
+    """A package's entry names the modules of its subpackages too (indented under it); probes/
+    holds scripts run in another interpreter, named as a group."""
     entries = _entries(_layout())
     missing = [
-        f"{package.name}/{module.stem}"
+        f"{package.name}/{module.relative_to(package).with_suffix('')}"
         for package in sorted(p.parent for p in PACKAGE.glob("*/__init__.py"))
         if package.name != "probes"
-        for module in sorted(package.glob("*.py"))
+        for module in sorted(package.rglob("*.py"))
         if module.stem != "__init__"
         and not re.search(rf"\b{module.stem}\b", entries.get(package.name + "/", ""))
     ]

@@ -22,9 +22,9 @@ from scaffold import Ran, invoke
 from test_e2e_cpu import closed_port, start_install, wait_until_running
 from verlrepo import git
 
-from verl_bootstrap.envs.inventory import installed
 from verl_bootstrap.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, EXIT_STEP_FAILED
-from verl_bootstrap.lockfile import read_lockfile
+from verl_bootstrap.installer.envs.inventory import installed
+from verl_bootstrap.lock import read_lockfile
 
 DATA = Path(__file__).parent / "data" / "profiles"
 

@@ -17,12 +17,12 @@ from shells import shell_path
 from verlrepo import git
 
 from verl_bootstrap.errors import InputError, StepFailed
-from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.cmdline import pip_launcher
+from verl_bootstrap.machine.host.indexes import IndexSettings
+from verl_bootstrap.run.state.resume import merge_indexes, merge_options
 from verl_bootstrap.source.fetch import fetch_source
 from verl_bootstrap.source.sourcework import checkout_work
 from verl_bootstrap.source.spec import SourceSpec
-from verl_bootstrap.state.resume import merge_indexes, merge_options
 
 BIN = Path(sys.executable).parent  # the dev venv, where verl-bootstrap is installed
 
@@ -196,7 +196,7 @@ def test_help_does_not_import_the_completion_library() -> None:
 
 
 def test_a_state_with_a_wrong_record_type_is_named_not_crashed_on(tmp_path: Path) -> None:
-    from verl_bootstrap.state.state import State  # noqa: PLC0415
+    from verl_bootstrap.run.state.state import State  # noqa: PLC0415
 
     path = tmp_path / "state.json"
     path.write_text('{"version": 1, "steps": {}, "made": "bin"}', encoding="utf-8")

@@ -17,14 +17,14 @@ import yaml
 from packaging.requirements import Requirement
 from verlrepo import verl_sdist
 
-from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.lockfile import read_lockfile
-from verl_bootstrap.lockfile.fit import Wanted, why_not
-from verl_bootstrap.lockfile.format import CondaPackage, Lockfile, profile_hash
-from verl_bootstrap.lockfile.gaps import LABELS, gap_kinds
-from verl_bootstrap.locking.contract import MetadataCheck, contract_gaps, metadata_gaps
+from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.fit import Wanted, why_not
+from verl_bootstrap.lock.format import CondaPackage, Lockfile, profile_hash
+from verl_bootstrap.lock.gaps import LABELS, gap_kinds
+from verl_bootstrap.lock.lockroute import route_line
+from verl_bootstrap.lock.making.contract import MetadataCheck, contract_gaps, metadata_gaps
+from verl_bootstrap.machine.host.indexes import IndexSettings
 from verl_bootstrap.paths import LOCKFILES_DIR
-from verl_bootstrap.plan.lockroute import route_line
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stagespec import stage_specs

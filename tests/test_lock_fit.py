@@ -1,4 +1,4 @@
-"""Which lockfile fits a run (verl_bootstrap.lockfile.fit): the committed cpu lockfile against
+"""Which lockfile fits a run (verl_bootstrap.lock.fit): the committed cpu lockfile against
 the cpu profile as shipped, and against every way a run can differ from what it locked."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from verl_bootstrap.lockfile.fit import Candidate, Wanted, choose, why_not
-from verl_bootstrap.lockfile.format import LockedSource, Lockfile, profile_hash
-from verl_bootstrap.lockfile.io import read_lockfile
+from verl_bootstrap.lock.fit import Candidate, Wanted, choose, why_not
+from verl_bootstrap.lock.format import LockedSource, Lockfile, profile_hash
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.paths import LOCKFILES_DIR
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.stacks import apply_stack

@@ -21,18 +21,18 @@ from packaging.version import Version
 from scaffold import run_tool
 
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.cmdline import uv_binary
-from verl_bootstrap.installer.lookup import lookup_dists
 from verl_bootstrap.installer.resolve import Target
 from verl_bootstrap.installer.wheelmeta import WheelFile, wheel_requirements
-from verl_bootstrap.lockfile import read_lockfile
-from verl_bootstrap.lockfile.format import ForcedMismatch, Lockfile
-from verl_bootstrap.lockfile.io import write_lockfile
-from verl_bootstrap.locking.contract import MetadataCheck
-from verl_bootstrap.locking.drift import committed_lockfiles
-from verl_bootstrap.locking.forced import forced_lines, mismatches, overrides_in_force
-from verl_bootstrap.locking.reproduce import forced_gaps
+from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.drift import committed_lockfiles
+from verl_bootstrap.lock.format import ForcedMismatch, Lockfile
+from verl_bootstrap.lock.io import recorded_forced, write_lockfile
+from verl_bootstrap.lock.lookup import lookup_dists
+from verl_bootstrap.lock.making.contract import MetadataCheck
+from verl_bootstrap.lock.making.forced import forced_lines, mismatches, overrides_in_force
+from verl_bootstrap.lock.making.reproduce import forced_gaps
+from verl_bootstrap.machine.host.indexes import IndexSettings
 from verl_bootstrap.paths import LOCKFILES_DIR, env_lockfile
 from verl_bootstrap.profile.load import load_profile
 from verl_bootstrap.profile.models import VerifySpec
@@ -58,7 +58,7 @@ def _requirements(
         glibc = lock.cuda.virtual_packages.get("__glibc", glibc)
     target = Target(python, platform, CUTOFF, False, glibc)
     dist = lock.distributions()[name] if lock is not None else None
-    from verl_bootstrap.lockfile.format import LockedDist  # noqa: PLC0415 - a stand-in pin
+    from verl_bootstrap.lock.format import LockedDist  # noqa: PLC0415 - a stand-in pin
 
     wanted = dist or LockedDist(name=name, version=version)
     served = lookup_dists([wanted], None, target, IndexSettings(), work=work / name)
@@ -202,7 +202,8 @@ def _env_with_overrides(env: Path, overrides: list[str]) -> None:
 
 def _pip_check(env: Path) -> tuple[str, str]:
     spec = VerifySpec(imports=(), gpu_smoke=False)
-    [check] = [c for c in verify_env(env, spec).checks if c.name == "uv pip check"]
+    report = verify_env(env, spec, forced=recorded_forced(env))  # as both verify routes call it
+    [check] = [c for c in report.checks if c.name == "uv pip check"]
     return check.status, check.detail
 
 

@@ -24,14 +24,14 @@ from scaffold import run_tool
 from verl_bootstrap.cli.optionsbuilder import run_options
 from verl_bootstrap.cli.parse import build_parser
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.host.interpreters import interpreter_for, interpreter_version
 from verl_bootstrap.installer.cmdline import uv_binary
-from verl_bootstrap.lockfile.io import read_lockfile
+from verl_bootstrap.lock.io import read_lockfile
+from verl_bootstrap.machine.host.interpreters import interpreter_for, interpreter_version
 from verl_bootstrap.paths import env_lockfile
 from verl_bootstrap.plan.graph import Plan
 from verl_bootstrap.run.installrun import prepare_plan
+from verl_bootstrap.run.state.envrecord import record_of
 from verl_bootstrap.siteconfig.apply import applied_environment
-from verl_bootstrap.state.envrecord import record_of
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"

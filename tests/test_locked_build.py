@@ -22,12 +22,11 @@ from lockfixtures import CUTOFF, HOST_XY
 
 from verl_bootstrap import proc
 from verl_bootstrap.errors import CommandFailed
-from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.installer.artifact import Artifact
 from verl_bootstrap.installer.cmdline import InstallRequest
 from verl_bootstrap.installer.download import cached_archive
-from verl_bootstrap.installer.lookup import Artifact
 from verl_bootstrap.installer.resolve import Target
-from verl_bootstrap.lockfile.format import (
+from verl_bootstrap.lock.format import (
     CondaPackage,
     CudaTarget,
     LockedDist,
@@ -35,13 +34,14 @@ from verl_bootstrap.lockfile.format import (
     LockedStage,
     Lockfile,
 )
-from verl_bootstrap.lockfile.gaps import documented_gaps, hash_gaps
-from verl_bootstrap.lockfile.io import dump_lockfile
-from verl_bootstrap.locking.buildlock import build_requirements, lock_build, sdist_pyproject
-from verl_bootstrap.lockinstall.lockedsteps import write_build_constraints
+from verl_bootstrap.lock.gaps import documented_gaps, hash_gaps
+from verl_bootstrap.lock.installing.lockedsteps import write_build_constraints
+from verl_bootstrap.lock.io import dump_lockfile
+from verl_bootstrap.lock.making.buildlock import build_requirements, lock_build, sdist_pyproject
+from verl_bootstrap.machine.host.indexes import IndexSettings
 from verl_bootstrap.paths import file_sha256, locked_build_file
-from verl_bootstrap.steps import builtwheels
-from verl_bootstrap.steps.srcbuild import build_locked_sdists
+from verl_bootstrap.run.steps import builtwheels
+from verl_bootstrap.run.steps.srcbuild import build_locked_sdists
 
 PROFILE_HASH = "sha256:" + "f" * 64  # the shape a lockfile's profile hash has
 
@@ -236,7 +236,7 @@ def test_a_second_user_neither_uses_nor_writes_the_first_users_kept_wheels() -> 
         (shared / "cache").chmod(0o755)
         probe = (
             "import sys; from pathlib import Path;"
-            "from verl_bootstrap.steps import builtwheels as b;"
+            "from verl_bootstrap.run.steps import builtwheels as b;"
             "c, k, w = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]);"
             "print(b.kept_wheel(c, k), b.keep(c, k, w))"
         )

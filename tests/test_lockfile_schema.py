@@ -20,13 +20,13 @@ import yaml
 
 from verl_bootstrap import cli
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.export.container import ContainerSource
-from verl_bootstrap.export.containerfmt import render_apptainer, render_dockerfile
-from verl_bootstrap.export.pylock import render_pylock
-from verl_bootstrap.export.requirements import write_requirements
-from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.lockfile.format import Lockfile
-from verl_bootstrap.lockfile.io import read_lockfile
+from verl_bootstrap.lock.export.container import ContainerSource
+from verl_bootstrap.lock.export.containerfmt import render_apptainer, render_dockerfile
+from verl_bootstrap.lock.export.pylock import render_pylock
+from verl_bootstrap.lock.export.requirements import write_requirements
+from verl_bootstrap.lock.format import Lockfile
+from verl_bootstrap.lock.io import read_lockfile
+from verl_bootstrap.machine.host.indexes import IndexSettings
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD = REPO / "lockfiles" / "cpu" / "cpu-linux-64.lock.yaml"

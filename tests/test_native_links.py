@@ -14,9 +14,9 @@ from elflibs import SONAME, VERSION, Built, build, env_with, lock_of, wheel_of
 from scaffold import run_cli
 
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_STEP_FAILED
-from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.locking.nativelinks import LinkCheck, native_link_gaps
-from verl_bootstrap.locking.wheellibs import wheel_libraries
+from verl_bootstrap.lock.making.nativelinks import LinkCheck, native_link_gaps
+from verl_bootstrap.lock.making.wheellibs import wheel_libraries
+from verl_bootstrap.machine.host.indexes import IndexSettings
 from verl_bootstrap.paths import file_sha256
 from verl_bootstrap.profile.models import VerifySpec
 from verl_bootstrap.verify.elf import ElfError, read_links

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from elflibs import Cuda, build_cuda, env_with, lock_of, wheel_of
 
-from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.locking.nativelinks import LinkCheck, native_link_gaps
+from verl_bootstrap.lock.making.nativelinks import LinkCheck, native_link_gaps
+from verl_bootstrap.machine.host.indexes import IndexSettings
 from verl_bootstrap.profile.models import VerifySpec
 from verl_bootstrap.verify.cudalibs import cuda_family
 from verl_bootstrap.verify.elf import read_links

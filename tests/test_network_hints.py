@@ -23,7 +23,7 @@ import pytest
 import yaml
 from scaffold import run_tool
 
-from verl_bootstrap.host.netfaults import net_fault, without_tool_hints
+from verl_bootstrap.machine.host.netfaults import net_fault, without_tool_hints
 
 # This machine's own CA settings are not a new user's: without them uv adds its hint.
 _CA_VARIABLES = (

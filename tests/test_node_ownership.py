@@ -8,7 +8,7 @@ the prefix, the report's source and its arguments, exactly as `srun_argv` passes
 answer read back as srun's output is. The cases are real: the lab mate is a second real user
 (tests/labmate.py), her folders and files hers, an ACL the kernel enforces, a real venv of the
 victim's whose site-packages holds a `.pth` line that marks every start of its python. The
-node's verdict is compared with the tool's own (state/ownership.py) on each.
+node's verdict is compared with the tool's own (run/state/ownership.py) on each.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ import pytest
 from labmate import THEIRS, as_nobody, need_two_users, plant_env, set_acl, sticky_folder
 from scaffold import run_tool, with_env
 
-from verl_bootstrap.cluster.frames import read_answer
-from verl_bootstrap.cluster.nodes import NodeJob
-from verl_bootstrap.cluster.srun import SlurmOptions, srun_argv
 from verl_bootstrap.errors import EXIT_REFUSED
 from verl_bootstrap.installer.cmdline import uv_binary
+from verl_bootstrap.lab.cluster.frames import read_answer
+from verl_bootstrap.lab.cluster.nodes import NodeJob
+from verl_bootstrap.lab.cluster.srun import SlurmOptions, srun_argv
 from verl_bootstrap.paths import PROBES, activation_file, env_lockfile, state_dir, state_file
 from verl_bootstrap.probes import envowner
-from verl_bootstrap.state.ownership import not_yours
+from verl_bootstrap.run.state.ownership import not_yours
 
 NOTHING_RAN = "(nothing of the env was run on this node)"
 QUICK = {"imports": ["json"], "versions": [], "gpu_smoke": False}

@@ -29,8 +29,8 @@ from labmirror import mirror_wheels, sha256_file
 from scaffold import invoke
 
 from verl_bootstrap import __version__, cli
-from verl_bootstrap.envs.inventory import installed
 from verl_bootstrap.installer.cmdline import uv_binary
+from verl_bootstrap.installer.envs.inventory import installed
 
 pytestmark = pytest.mark.timeout(900)
 

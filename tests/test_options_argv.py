@@ -12,9 +12,9 @@ import pytest
 
 from verl_bootstrap.cli.optionsbuilder import run_options
 from verl_bootstrap.cli.parse import build_parser
-from verl_bootstrap.cluster.command import install_args
+from verl_bootstrap.lab.cluster.command import install_args
 from verl_bootstrap.options import RunOptions, declared, options_argv
-from verl_bootstrap.state.hints import resume_command
+from verl_bootstrap.run.state.hints import resume_command
 
 
 @pytest.fixture(autouse=True)

@@ -16,9 +16,9 @@ from verl_bootstrap.options import RunOptions, declared, option
 from verl_bootstrap.paths import state_file
 from verl_bootstrap.plan.graph import Plan
 from verl_bootstrap.run.installrun import prepare_plan
-from verl_bootstrap.state.changes import Change, changes_for
-from verl_bootstrap.state.envrecord import plan_options, record_of
-from verl_bootstrap.state.state import State
+from verl_bootstrap.run.state.changes import Change, changes_for
+from verl_bootstrap.run.state.envrecord import plan_options, record_of
+from verl_bootstrap.run.state.state import State
 
 # a RunOptions with one more option, declared the way every real one is
 DummyOptions = make_dataclass(

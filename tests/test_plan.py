@@ -15,10 +15,9 @@ from nvidiatext import parse_smi_table
 from packaging.version import Version
 
 from verl_bootstrap import cli
-from verl_bootstrap.compiler.compile import compile_plan
 from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED, InputError, Refused
-from verl_bootstrap.gpu.driverinfo import DriverInfo
-from verl_bootstrap.gpu.smiparse import parse_smi_xml
+from verl_bootstrap.machine.gpu.driverinfo import DriverInfo
+from verl_bootstrap.machine.gpu.smiparse import parse_smi_xml
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.facts import gather_host
 from verl_bootstrap.plan.graph import Plan
@@ -26,6 +25,7 @@ from verl_bootstrap.profile import list_profiles, load_profile
 from verl_bootstrap.profile.models import Stage
 from verl_bootstrap.profile.stacks import apply_stack
 from verl_bootstrap.run import installrun
+from verl_bootstrap.run.compiler.compile import compile_plan
 from verl_bootstrap.run.installrun import prepare_plan
 
 NVIDIA = Path(__file__).parent / "data" / "nvidia"

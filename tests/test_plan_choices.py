@@ -19,11 +19,10 @@ from scaffold import run
 from verl_bootstrap import cli
 from verl_bootstrap.cli.optionsbuilder import options_and_state, run_options
 from verl_bootstrap.cli.parse import build_parser
-from verl_bootstrap.compiler.compile import compile_plan
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
-from verl_bootstrap.host import variants
-from verl_bootstrap.lockfile.io import read_lockfile
-from verl_bootstrap.profile import list_profiles, load_profile
+from verl_bootstrap.lock.io import read_lockfile
+from verl_bootstrap.profile import list_profiles, load_profile, variants
+from verl_bootstrap.run.compiler.compile import compile_plan
 from verl_bootstrap.run.installrun import prepare_plan
 
 REPO = Path(__file__).resolve().parents[1]

@@ -20,7 +20,7 @@ from nvidiatext import parse_smi_table
 from scaffold import run
 
 from verl_bootstrap.errors import EXIT_OK
-from verl_bootstrap.gpu.driverinfo import DriverInfo
+from verl_bootstrap.machine.gpu.driverinfo import DriverInfo
 from verl_bootstrap.profile import list_profiles, load_profile
 from verl_bootstrap.run import installrun
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from verl_bootstrap.host.indexes import read_pip_settings
-from verl_bootstrap.installer.lookup import hashed_dists
-from verl_bootstrap.lockfile.io import read_lockfile
-from verl_bootstrap.lockinstall import memo
-from verl_bootstrap.lockinstall.prepare import LockedInstall, precheck
+from verl_bootstrap.lock.installing import memo
+from verl_bootstrap.lock.installing.prepare import LockedInstall, precheck
+from verl_bootstrap.lock.io import read_lockfile
+from verl_bootstrap.lock.lookup import hashed_dists
+from verl_bootstrap.machine.host.indexes import read_pip_settings
 from verl_bootstrap.paths import default_lockfile
 
 CPU_LOCK = default_lockfile("cpu", "cpu", "linux-64")
@@ -114,7 +114,7 @@ def test_other_index_settings_or_variables_make_another_key() -> None:
 
 
 def test_credentials_are_never_written(cache: Path) -> None:
-    from verl_bootstrap.installer.lookup import Artifact  # noqa: PLC0415 - this test only
+    from verl_bootstrap.lock.lookup import Artifact  # noqa: PLC0415 - this test only
 
     secret = Artifact(url="https://user:secret@mirror.example/x.whl", sha256="a" * 64, kind="wheel")
     memo.remember("k" * 64, {"x": secret})

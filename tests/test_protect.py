@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from verl_bootstrap import cli
-from verl_bootstrap.envs.inventory import Dist, installed
 from verl_bootstrap.errors import EXIT_STEP_FAILED, StepFailed
-from verl_bootstrap.steps.protect import check_protected, protected_pins, refused_by_pins
+from verl_bootstrap.installer.envs.inventory import Dist, installed
+from verl_bootstrap.run.steps.protect import check_protected, protected_pins, refused_by_pins
 
 DATA = Path(__file__).parent / "data" / "profiles"
 

@@ -10,7 +10,7 @@ import pytest
 from scaffold import tool_argv
 
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.host.interpreters import interpreter_for
+from verl_bootstrap.machine.host.interpreters import interpreter_for
 
 THIS = f"{sys.version_info.major}.{sys.version_info.minor}"
 

@@ -20,9 +20,9 @@ from verlrepo import git, verl_sdist
 
 from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED, EXIT_STEP_FAILED
 from verl_bootstrap.paths import file_sha256
+from verl_bootstrap.run.state.owned import foreign_files
 from verl_bootstrap.source.sdist import unpack_sdist
 from verl_bootstrap.source.sourcework import checkout_work
-from verl_bootstrap.state.owned import foreign_files
 
 SITE = f"lib/python{HOST_XY}/site-packages"
 

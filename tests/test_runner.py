@@ -26,8 +26,8 @@ from verl_bootstrap.plan.graph import Plan
 from verl_bootstrap.plan.stepcontract import StepOutputs
 from verl_bootstrap.run.installrun import prepare_plan
 from verl_bootstrap.run.runner import RunReport, Status, run_plan
-from verl_bootstrap.state.state import State
-from verl_bootstrap.steps.stepcontext import StepContext
+from verl_bootstrap.run.state.state import State
+from verl_bootstrap.run.steps.stepcontext import StepContext
 
 STEPS = [
     "create-env",

@@ -19,8 +19,8 @@ import pytest
 from scaffold import run
 from verlrepo import git
 
-from verl_bootstrap.envs.inventory import installed
 from verl_bootstrap.errors import EXIT_STEP_FAILED
+from verl_bootstrap.installer.envs.inventory import installed
 
 DATA = Path(__file__).parent / "data" / "profiles"
 SCRIPT = "scripts/install_vllm_sglang_mcore.sh"

@@ -18,7 +18,7 @@ from scaffold import TOOL
 
 from verl_bootstrap import cli
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.onboard import onboarding_script
+from verl_bootstrap.lab.onboard import onboarding_script
 from verl_bootstrap.siteconfig import load_site
 
 pytestmark = pytest.mark.timeout(600)

@@ -18,15 +18,15 @@ from labfixtures import write_yaml
 from verl_bootstrap import cli
 from verl_bootstrap.cli.output import emit_json, err, out
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.export.common import ExportEntry
-from verl_bootstrap.export.pylock import render_pylock
-from verl_bootstrap.export.requirements import write_requirements
-from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.installer.lookup import Artifact
+from verl_bootstrap.installer.artifact import Artifact
 from verl_bootstrap.installer.resolve import Target
-from verl_bootstrap.lockfile.io import dump_lockfile, read_lockfile
-from verl_bootstrap.locking.create import LockRequest, _regenerate
-from verl_bootstrap.onboard import onboarding_script
+from verl_bootstrap.lab.onboard import onboarding_script
+from verl_bootstrap.lock.export.common import ExportEntry
+from verl_bootstrap.lock.export.pylock import render_pylock
+from verl_bootstrap.lock.export.requirements import write_requirements
+from verl_bootstrap.lock.io import dump_lockfile, read_lockfile
+from verl_bootstrap.lock.making.create import LockRequest, _regenerate
+from verl_bootstrap.machine.host.indexes import IndexSettings
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.profile.load import load_profile
 from verl_bootstrap.redact import secrets_in, shareable

@@ -300,8 +300,8 @@ def test_plan_config_url_from_a_server_that_drips_is_an_error_not_a_wait(
 
 def test_a_wheel_url_with_an_escaped_plus_is_read_by_its_file_name() -> None:
     """A find-links page (a folder listing) writes the `+` of a local version as `%2B`."""
-    from verl_bootstrap.doctor.preflight import _platforms  # noqa: PLC0415
-    from verl_bootstrap.installer.lookup import served_artifacts  # noqa: PLC0415
+    from verl_bootstrap.lock.lookup import served_artifacts  # noqa: PLC0415
+    from verl_bootstrap.plan.doctor.preflight import _platforms  # noqa: PLC0415
 
     name = "torch-2.8.0+cpu-cp312-cp312-manylinux_2_28_x86_64.whl"
     url = "http://127.0.0.1:1/wheels/" + name.replace("+", "%2B")

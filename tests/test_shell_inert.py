@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from shells import shell_path
 
-from verl_bootstrap.cluster.nodescript import sbatch_script
-from verl_bootstrap.envs.activation import activation_script, write_activation
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.onboard import write_rc_block
+from verl_bootstrap.installer.envs.activation import activation_script, write_activation
+from verl_bootstrap.lab.cluster.nodescript import sbatch_script
+from verl_bootstrap.lab.onboard import write_rc_block
 
 HOSTILE = "env $(touch PWNED) `touch PWNED` 'q' \"d\" \\x \\' \\\\; touch PWNED #"
 

@@ -11,12 +11,21 @@ import pytest
 import yaml
 
 from verl_bootstrap import cli
-from verl_bootstrap.envs.condarc import channel_urls, load_condarc
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.installer.envs.condarc import channel_urls, load_condarc
+from verl_bootstrap.machine.host.indexes import IndexSettings
 from verl_bootstrap.options import SiteOptions
-from verl_bootstrap.siteconfig import backend_environment, condarc_text, load_site, site_options
-from verl_bootstrap.siteconfig.apply import applied_environment, apply_site_indexes, pytorch_mirrors
+from verl_bootstrap.siteconfig import (
+    backend_environment,
+    condarc_text,
+    load_site,
+    site_options,
+)
+from verl_bootstrap.siteconfig.apply import (
+    applied_environment,
+    apply_site_indexes,
+    pytorch_mirrors,
+)
 
 
 def write(path: Path, data: dict[str, object]) -> Path:

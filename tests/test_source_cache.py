@@ -1,4 +1,4 @@
-"""verl's source through the per-user git mirror (verl_bootstrap.steps.sourcecache), with real
+"""verl's source through the per-user git mirror (verl_bootstrap.run.steps.sourcecache), with real
 git: the first env fetches, later envs at that commit take it from the cache with no network,
 a moved tag is fetched anew, and offline (or unreachable) the cached commit serves."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from verl_bootstrap.errors import StepFailed
-from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.machine.host.indexes import IndexSettings
 from verl_bootstrap.source.cache import mirror_dir
 from verl_bootstrap.source.fetch import fetch_source
 from verl_bootstrap.source.spec import SourceResult, SourceSpec

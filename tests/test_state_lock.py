@@ -19,8 +19,8 @@ from prefixholder import Holder, released_at
 from verl_bootstrap import cli
 from verl_bootstrap.errors import EXIT_REFUSED, InputError, PrefixBusy
 from verl_bootstrap.paths import atomic_write
-from verl_bootstrap.state.guard import guarding
-from verl_bootstrap.state.state import State, StepRecord
+from verl_bootstrap.run.state.guard import guarding
+from verl_bootstrap.run.state.state import State, StepRecord
 
 DATA = Path(__file__).parent / "data" / "profiles"
 

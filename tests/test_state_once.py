@@ -13,9 +13,9 @@ from verl_bootstrap.cli.optionsbuilder import options_and_state
 from verl_bootstrap.paths import state_file
 from verl_bootstrap.plan.stepcontract import NoOutputs
 from verl_bootstrap.run.installrun import prepare_plan, run_install
-from verl_bootstrap.state.changes import changes_for
-from verl_bootstrap.state.state import State
-from verl_bootstrap.steps import kinds
+from verl_bootstrap.run.state.changes import changes_for
+from verl_bootstrap.run.state.state import State
+from verl_bootstrap.run.steps import kinds
 
 
 @pytest.fixture

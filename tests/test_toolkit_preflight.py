@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from scaffold import run_cli
 
-from verl_bootstrap.doctor import Status
-from verl_bootstrap.doctor.preflight import run_preflight_checks
 from verl_bootstrap.errors import EXIT_OK, StepFailed
 from verl_bootstrap.kernels.toolkit import find_nvcc, require_toolkit
 from verl_bootstrap.options import RunOptions
+from verl_bootstrap.plan.doctor import Status
+from verl_bootstrap.plan.doctor.preflight import run_preflight_checks
 from verl_bootstrap.run.installrun import prepare_plan
 
 RECORDED = Path(__file__).parent / "data" / "nvidia" / "590.44.01-RTXA5000x2-qx.xml"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from scaffold import tool_json
 
-from verl_bootstrap.gpu.detect import detect_driver
+from verl_bootstrap.machine.gpu.detect import detect_driver
 
 pytestmark = [pytest.mark.heavy, pytest.mark.gpu, pytest.mark.timeout(3600 + 2 * 2400)]
 

@@ -16,12 +16,12 @@ import pytest
 from nvidiatext import parse_smi_table
 
 from verl_bootstrap import cli
-from verl_bootstrap.gpu.driverinfo import DriverInfo
+from verl_bootstrap.machine.gpu.driverinfo import DriverInfo
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.graph import Plan
 from verl_bootstrap.plan.stepcontract import VerifyInputs
 from verl_bootstrap.run.installrun import prepare_plan
-from verl_bootstrap.steps.verify import _recorded_costs
+from verl_bootstrap.run.steps.verify import _recorded_costs
 from verl_bootstrap.verify.trainplan import install_cost, within_budget
 
 NVIDIA = Path(__file__).parent / "data" / "nvidia"

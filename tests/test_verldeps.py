@@ -11,10 +11,10 @@ import pytest
 from scaffold import run_cli
 from tinyenv import HOST_XY, publish_wheel, standin_verl
 
-from verl_bootstrap.envs.inventory import installed
 from verl_bootstrap.errors import StepFailed
 from verl_bootstrap.installer.cmdline import uv_binary
-from verl_bootstrap.steps.verldeps import editable_verl, verl_pin
+from verl_bootstrap.installer.envs.inventory import installed
+from verl_bootstrap.run.steps.verldeps import editable_verl, verl_pin
 
 PROFILE = """schema_version: 1
 name: tiny-deps

@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from verl_bootstrap.verltests.classify import CLASSES, RULES, classify, evidence
-from verl_bootstrap.verltests.junit import Case, read_junit
+from verl_bootstrap.verify.verltests.classify import CLASSES, RULES, classify, evidence
+from verl_bootstrap.verify.verltests.junit import Case, read_junit
 
 CASES = """
 import os, urllib.request

@@ -20,14 +20,14 @@ import pytest
 from packaging import tags
 from packaging.utils import parse_wheel_filename
 
-from verl_bootstrap.host.indexes import read_pip_settings
+from verl_bootstrap.installer.artifact import Artifact
 from verl_bootstrap.installer.cmdline import uv_binary
-from verl_bootstrap.installer.lookup import Artifact
-from verl_bootstrap.installer.wheelrank import install_order, preferred, target_tags
-from verl_bootstrap.lockfile.format import LockedStage, Lockfile
-from verl_bootstrap.lockfile.io import read_lockfile
-from verl_bootstrap.lockinstall.lockedsteps import locked_requirements
-from verl_bootstrap.lockinstall.prepare import LockedInstall, precheck
+from verl_bootstrap.lock.format import LockedStage, Lockfile
+from verl_bootstrap.lock.installing.lockedsteps import locked_requirements
+from verl_bootstrap.lock.installing.prepare import LockedInstall, precheck
+from verl_bootstrap.lock.io import read_lockfile
+from verl_bootstrap.lock.wheelrank import install_order, preferred, target_tags
+from verl_bootstrap.machine.host.indexes import read_pip_settings
 from verl_bootstrap.paths import default_lockfile
 from verl_bootstrap.platforms import host_platform
 

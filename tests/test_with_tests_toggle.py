@@ -13,8 +13,8 @@ from verl_bootstrap.cli.optionsbuilder import run_options
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import state_file
 from verl_bootstrap.run.installrun import prepare_plan
-from verl_bootstrap.state.envrecord import record_of
-from verl_bootstrap.state.state import State
+from verl_bootstrap.run.state.envrecord import record_of
+from verl_bootstrap.run.state.state import State
 
 
 def _options(argv: list[str]) -> RunOptions:

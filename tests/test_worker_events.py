@@ -21,7 +21,7 @@ from verl_bootstrap.plan.graph import Plan
 from verl_bootstrap.plan.stepcontract import NoOutputs
 from verl_bootstrap.run.installrun import prepare_plan
 from verl_bootstrap.run.runner import run_plan
-from verl_bootstrap.steps.stepcontext import StepContext
+from verl_bootstrap.run.steps.stepcontext import StepContext
 
 
 @pytest.fixture

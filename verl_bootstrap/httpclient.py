@@ -191,7 +191,7 @@ def _session(environ: Mapping[str, str]) -> requests.Session:
 def _reason(exc: BaseException) -> str:
     """The innermost cause ('Connection refused'), not the whole exception chain; an untrusted
     certificate or a failing proxy in a few words (host.netfaults says what fixes it)."""
-    from verl_bootstrap.host.netfaults import net_fault  # noqa: PLC0415 - only on a failure
+    from verl_bootstrap.machine.host.netfaults import net_fault  # noqa: PLC0415 - only on a failure
 
     fault = net_fault(str(exc))
     if fault is not None and fault.kind in ("tls", "proxy"):

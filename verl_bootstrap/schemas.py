@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from verl_bootstrap.lockfile.format import LOCK_SCHEMA_VERSION, Lockfile
+from verl_bootstrap.lock.format import LOCK_SCHEMA_VERSION, Lockfile
 from verl_bootstrap.paths import atomic_write
 from verl_bootstrap.profile.models import SCHEMA_VERSION, Profile
 

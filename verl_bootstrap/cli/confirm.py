@@ -11,7 +11,7 @@ from verl_bootstrap.errors import Declined, Refused
 
 if TYPE_CHECKING:
     from verl_bootstrap.plan.graph import Plan
-    from verl_bootstrap.state.state import State
+    from verl_bootstrap.run.state.state import State
 
 __all__ = ["ask", "confirm", "confirm_changes"]
 
@@ -19,7 +19,7 @@ __all__ = ["ask", "confirm", "confirm_changes"]
 def confirm_changes(plan: Plan, state: State | None, *, yes: bool) -> None:
     """Show what the run changes in an existing env (its `state` as the run read it); go on only
     with --yes or a yes at a prompt."""
-    from verl_bootstrap.state.changes import changes_for  # noqa: PLC0415 (off `remove --help`)
+    from verl_bootstrap.run.state.changes import changes_for  # noqa: PLC0415 (off `remove --help`)
 
     changes = changes_for(plan, state)
     if changes is None:

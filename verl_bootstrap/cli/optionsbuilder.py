@@ -17,8 +17,8 @@ from verl_bootstrap.options import Declared, RunOptions, declared
 from verl_bootstrap.paths import default_prefix
 
 if TYPE_CHECKING:
-    from verl_bootstrap.lockfile.format import Lockfile
-    from verl_bootstrap.state.state import State
+    from verl_bootstrap.lock.format import Lockfile
+    from verl_bootstrap.run.state.state import State
 
 __all__ = [
     "chosen_env",
@@ -47,8 +47,8 @@ def env_prefix(given: Path | None, *, command: str, name: str | None = None) -> 
     """The env a command that reads one works on: --prefix, else the env named `name` (a name
     `envs list` shows, or a folder), else the activated env's, else the only env there is. A
     folder that is not there is bad input, said as such (not as a missing file inside it); an
-    env that is not the user's is refused (state/ownership.py)."""
-    from verl_bootstrap.state.ownership import check_yours
+    env that is not the user's is refused (run/state/ownership.py)."""
+    from verl_bootstrap.run.state.ownership import check_yours
 
     prefix = _env_prefix(given, command=command, name=name)
     check_yours(prefix, command=command)
@@ -79,7 +79,7 @@ def _env_prefix(given: Path | None, *, command: str, name: str | None) -> Path:
 def named_env(name: str, *, command: str) -> Path:
     """The env called `name` (its folder's name, as `envs list` shows it); a word with a slash,
     or ~ or . first, is the env's folder itself."""
-    from verl_bootstrap.state.envindex import env_name, live_prefixes
+    from verl_bootstrap.run.state.envindex import env_name, live_prefixes
 
     if "/" in name or name.startswith(("~", ".")):
         return _env_prefix(Path(name).expanduser(), command=command, name=None)
@@ -108,7 +108,7 @@ _NO_ENV_HINT = "`verl-bootstrap --profile NAME` builds one (`verl-bootstrap envs
 
 def _only_env(command: str) -> Path:
     """No env named and none active: the one env there is, when there is exactly one."""
-    from verl_bootstrap.state.envindex import env_name, live_prefixes
+    from verl_bootstrap.run.state.envindex import env_name, live_prefixes
 
     envs = live_prefixes()
     if len(envs) == 1:
@@ -150,13 +150,13 @@ def options_and_state(ns: argparse.Namespace, **fixed: Any) -> tuple[RunOptions,
     command's own scratch prefix): a run reads the state once and passes it on.
 
     A flag left out takes the value recorded in the env at --prefix, so `--prefix P` alone
-    resumes P as it was made (verl_bootstrap.state.resume).
+    resumes P as it was made (verl_bootstrap.run.state.resume).
     """
-    from verl_bootstrap.doctor.checklist import known_checks
-    from verl_bootstrap.host.indexes import parse_index_flags
+    from verl_bootstrap.machine.host.indexes import parse_index_flags
+    from verl_bootstrap.plan.doctor.checklist import known_checks
+    from verl_bootstrap.run.state.resume import merge_indexes, merge_options
     from verl_bootstrap.siteconfig import load_site, named_indexes, site_options
     from verl_bootstrap.siteconfig.files import local_profile, site_lockfile
-    from verl_bootstrap.state.resume import merge_indexes, merge_options
 
     flag = vars(ns).get
     known_checks(flag("skip_check") or ())
@@ -200,7 +200,7 @@ def options_and_state(ns: argparse.Namespace, **fixed: Any) -> tuple[RunOptions,
         "cuda_arch": _cuda_archs(values["cuda_arch"] or ()),
     }
     if chosen.get("python") is not None:  # a path or X.Y, checked once here
-        from verl_bootstrap.host.interpreters import interpreter_for
+        from verl_bootstrap.machine.host.interpreters import interpreter_for
 
         chosen["python"] = interpreter_for(str(chosen["python"]))
     return RunOptions(**{**chosen, **fixed}), state
@@ -231,7 +231,7 @@ def _target(ns: argparse.Namespace) -> Path | None:
 
 def _existing(name: str) -> Path | None:
     """The env called `name` if there is one (a new env of that name: None)."""
-    from verl_bootstrap.state.envindex import named
+    from verl_bootstrap.run.state.envindex import named
 
     if "/" in name or name in (".", ".."):
         raise InputError(
@@ -331,8 +331,8 @@ def _state(prefix: Path) -> State:
     """The state of the env at `prefix` (empty when there is none yet); refused when the env is
     not the user's: a recorded option may name a program (`--python`), which `plan` runs."""
     from verl_bootstrap.paths import state_file
-    from verl_bootstrap.state.ownership import check_yours
-    from verl_bootstrap.state.state import State
+    from verl_bootstrap.run.state.ownership import check_yours
+    from verl_bootstrap.run.state.state import State
 
     check_yours(Path(prefix).absolute())
     return State.load(state_file(Path(prefix).absolute()))
@@ -340,7 +340,7 @@ def _state(prefix: Path) -> State:
 
 def _recorded(state: State | None) -> dict[str, Any] | None:
     """The options recorded in the env, if it has a record."""
-    from verl_bootstrap.state.envrecord import record_in
+    from verl_bootstrap.run.state.envrecord import record_in
 
     record = None if state is None else record_in(state)
     return None if record is None else dict(record["options"])
@@ -362,8 +362,8 @@ def named_lock(ns: argparse.Namespace) -> tuple[Lockfile, Path]:
     --profile/--cuda/--platform; the first line on stderr names it (and the variant chosen, when
     there was a choice)."""
     from verl_bootstrap.cli.output import err
-    from verl_bootstrap.locking.lockcommand import named_lockfile
-    from verl_bootstrap.plan.lockroute import read_line
+    from verl_bootstrap.lock.lockroute import read_line
+    from verl_bootstrap.lock.making.lockcommand import named_lockfile
 
     named = named_lockfile(ns.command, ns.lockfile, ns.profile, ns.cuda, ns.platform)
     if not ns.json:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from verl_bootstrap.redact import redact
-from verl_bootstrap.state.hints import resume_command
+from verl_bootstrap.run.state.hints import resume_command
 
 if TYPE_CHECKING:
     from verl_bootstrap.plan.graph import Plan, Step

@@ -14,7 +14,7 @@ from argcomplete.completers import DirectoriesCompleter
 from argcomplete.shell_integration import shellcode
 
 from verl_bootstrap.paths import PROFILES_DIR
-from verl_bootstrap.state.envindex import env_name, known_prefixes, live_prefixes
+from verl_bootstrap.run.state.envindex import env_name, known_prefixes, live_prefixes
 
 __all__ = ["SHELLS", "complete", "shell_script"]
 

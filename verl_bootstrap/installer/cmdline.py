@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.machine.host.indexes import IndexSettings
 
 __all__ = [
     "InstallRequest",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from verl_bootstrap.errors import StepFailed
 from verl_bootstrap.httpclient import HttpError, download
-from verl_bootstrap.installer.lookup import Artifact
+from verl_bootstrap.installer.artifact import Artifact
 from verl_bootstrap.paths import file_sha256
 from verl_bootstrap.redact import redact
 from verl_bootstrap.safety.shapes import inside

@@ -20,10 +20,10 @@ from packaging.utils import canonicalize_name
 
 from verl_bootstrap import proc
 from verl_bootstrap.errors import CommandFailed, InputError, StepFailed
-from verl_bootstrap.host.indexes import DEFAULT, IndexSettings
-from verl_bootstrap.host.netfaults import net_fault, without_tool_hints
+from verl_bootstrap.installer.artifact import DistSource
 from verl_bootstrap.installer.cmdline import uv_binary
-from verl_bootstrap.lockfile.format import DistSource
+from verl_bootstrap.machine.host.indexes import DEFAULT, IndexSettings
+from verl_bootstrap.machine.host.netfaults import net_fault, without_tool_hints
 from verl_bootstrap.paths import atomic_write
 from verl_bootstrap.platforms import DEFAULT_GLIBC, uv_platform
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verl_bootstrap.errors import CommandFailed, StepFailed
-from verl_bootstrap.host.indexes import IndexSettings
 from verl_bootstrap.installer.cmdline import InstallRequest, pip_launcher
 from verl_bootstrap.kernels.sizing import device_passes, oom_message
+from verl_bootstrap.machine.host.indexes import IndexSettings
 from verl_bootstrap.profile.kernel import KernelSpec
 
 __all__ = ["WheelBuild", "build_wheel", "download_wheel"]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 
 from verl_bootstrap.kernels.host import Bundled
 from verl_bootstrap.kernels.key import BuildKey
+from verl_bootstrap.kernels.lockview import LockedKernelDist, LockedKernelStage, PinnedKernelWheel
 from verl_bootstrap.kernels.record import KernelRecord
 from verl_bootstrap.kernels.sources import (
     KernelChoice,
@@ -36,7 +37,6 @@ from verl_bootstrap.kernels.sources import (
     wheelhouse_match,
 )
 from verl_bootstrap.kernels.wheelhouse import Entry
-from verl_bootstrap.lockfile.format import KernelWheel, LockedDist, LockedStage
 from verl_bootstrap.profile.kernel import KernelSpec
 
 __all__ = [
@@ -70,8 +70,8 @@ LAST = frozenset({"build", "stage", "locked"})  # the stage's own install: the l
 class LockPins:
     """What a `--locked` install's lockfile allows a kernel stage."""
 
-    dist: LockedDist  # the kernel's locked distribution
-    stage: LockedStage | None = None  # its versions stand in for the stage's pins
+    dist: LockedKernelDist  # the kernel's locked distribution
+    stage: LockedKernelStage | None = None  # its versions stand in for the stage's pins
     bundle: Bundled | None = None  # the kernel wheels of the bundle installed from
     online: bool = True  # False (--offline, a bundle): no declared source is asked
 
@@ -202,7 +202,9 @@ def _unpinned(choice: KernelChoice) -> KernelChoice:
     return replace(choice, reason=choice.reason + UNPINNED, unpinned=True, notes=notes)
 
 
-def _whole(choice: KernelChoice, kernel: KernelSpec, stage: LockedStage | None) -> KernelChoice:
+def _whole(
+    choice: KernelChoice, kernel: KernelSpec, stage: LockedKernelStage | None
+) -> KernelChoice:
     """A whole wheel of `choice.distribution` in place of the locked one, with the locked parts
     it holds (the kernel's own distribution, and what its source says it replaces) left out."""
     assert choice.distribution is not None
@@ -251,7 +253,7 @@ def _and(names: Sequence[str]) -> str:
 
 
 def _recorded_choice(
-    wheel: KernelWheel, stated: BuildKey, query: KernelQuery
+    wheel: PinnedKernelWheel, stated: BuildKey, query: KernelQuery
 ) -> KernelChoice | None:
     """Where the very file the lockfile records is: the bundle, the lab wheelhouse, its URL."""
     bundle = query.lock.bundle if query.lock else None

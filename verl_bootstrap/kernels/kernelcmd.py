@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.errors import InputError
+from verl_bootstrap.installer.envs.base import env_python
 from verl_bootstrap.kernels.coverage import CoverageRow, coverage
 from verl_bootstrap.kernels.host import open_wheelhouse
 from verl_bootstrap.kernels.key import FIELDS, BuildKey

@@ -1,7 +1,7 @@
 """A kernel stage at run time, on either route: the env's real key, the one candidate list
 (`kernels/choices`), and the one loop that takes the first candidate whose wheel can be had,
 installs and loads (a wheel that does not load is uninstalled and the next one tried); the route
-(`ResolvingRoute` here, `lockinstall/kernelrun.LockedRoute` for --locked) says how a candidate's
+(`ResolvingRoute` here, `lock/installing/kernelrun.LockedRoute` for --locked) says how a candidate's
 wheel is fetched and installed, and what its last resort, the stage's own install, does.
 """
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field, replace
 
 from packaging.version import InvalidVersion, Version
 
-from verl_bootstrap.gpu.driverinfo import DriverInfo
 from verl_bootstrap.kernels.host import KernelHost
 from verl_bootstrap.kernels.kernelchoice import KernelQuery, choose
 from verl_bootstrap.kernels.key import BuildKey
@@ -24,6 +23,7 @@ from verl_bootstrap.kernels.sizing import (
 )
 from verl_bootstrap.kernels.sources import KernelChoice, pinned_version
 from verl_bootstrap.kernels.toolkit import toolkit_need
+from verl_bootstrap.machine.gpu.driverinfo import DriverInfo
 from verl_bootstrap.profile.kernel import KernelSpec
 from verl_bootstrap.profile.models import Profile
 

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from verl_bootstrap.gpu.driverinfo import DriverInfo
+from verl_bootstrap.machine.gpu.driverinfo import DriverInfo
 from verl_bootstrap.profile.kernel import THREADS_VARIABLES
 
 __all__ = [

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from verl_bootstrap import proc
 from verl_bootstrap.errors import StepFailed
-from verl_bootstrap.gpu.cuda import version_tuple
+from verl_bootstrap.machine.gpu.cuda import version_tuple
 
 __all__ = [
     "Nvcc",

@@ -12,24 +12,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.gpu.driverinfo import DriverInfo
-from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.host.variants import choose_variant
-from verl_bootstrap.installer.lookup import NotServed
-from verl_bootstrap.lockfile.format import UvLockUse, profile_hash
-from verl_bootstrap.locking.refstack import RefStack
-from verl_bootstrap.lockinstall.prepare import LockedInstall, precheck, prepare_locked
+from verl_bootstrap.lock.format import UvLockUse, profile_hash
+from verl_bootstrap.lock.installing.prepare import LockedInstall, precheck, prepare_locked
+from verl_bootstrap.lock.lockroute import Route, choose_route
+from verl_bootstrap.lock.lookup import NotServed
+from verl_bootstrap.lock.making.refstack import RefStack
+from verl_bootstrap.machine.gpu.driverinfo import DriverInfo
+from verl_bootstrap.machine.host.indexes import IndexSettings
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.facts import HostFacts, gather_host
-from verl_bootstrap.plan.lockroute import Route, choose_route
 from verl_bootstrap.plan.refroute import run_stack
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack
+from verl_bootstrap.profile.variants import choose_variant
 from verl_bootstrap.siteconfig.apply import index_settings
 
 if TYPE_CHECKING:
-    from verl_bootstrap.bundle.bundleinstall import OpenedBundle
+    from verl_bootstrap.lock.bundle.bundleinstall import OpenedBundle
 
 __all__ = ["Bundle", "Choices", "make_choices"]
 
@@ -80,7 +80,7 @@ def make_choices(
     opened = None
     if bundle is not None:  # a step of planning: the options never unpack anything
         # loaded only when a bundle is named: `plan` and a plain install start without it
-        from verl_bootstrap.bundle.bundleinstall import open_bundle  # noqa: PLC0415 - see above
+        from verl_bootstrap.lock.bundle.bundleinstall import open_bundle  # noqa: PLC0415 - see above
 
         opened = open_bundle(bundle.archive, options, profile, variant[0], into=bundle.into)
         options = opened.options

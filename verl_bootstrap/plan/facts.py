@@ -7,13 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from verl_bootstrap.gpu.driverinfo import DriverInfo
-from verl_bootstrap.host.filesystems import storage_notes
-from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.host.interpreters import find_interpreter
 from verl_bootstrap.kernels.host import KernelHost, gather_kernel_host
 from verl_bootstrap.kernels.record import record_for_profile
 from verl_bootstrap.kernels.toolkit import Nvcc, find_nvcc
+from verl_bootstrap.machine.gpu.driverinfo import DriverInfo
+from verl_bootstrap.machine.host.filesystems import storage_notes
+from verl_bootstrap.machine.host.indexes import IndexSettings
+from verl_bootstrap.machine.host.interpreters import find_interpreter
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.siteconfig.apply import index_settings

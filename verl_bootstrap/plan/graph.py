@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from verl_bootstrap.gpu.driverinfo import DriverInfo
-from verl_bootstrap.host.indexes import IndexSettings
-from verl_bootstrap.installer.lookup import Artifact
+from verl_bootstrap.installer.artifact import Artifact
 from verl_bootstrap.kernels.planning import KernelDecision
-from verl_bootstrap.lockfile.format import LockedStage, Lockfile, UvLockUse
-from verl_bootstrap.lockfile.gaps import gap_kinds
-from verl_bootstrap.lockinstall.prepare import LockedInstall
+from verl_bootstrap.lock.format import LockedStage, Lockfile, UvLockUse
+from verl_bootstrap.lock.gaps import gap_kinds
+from verl_bootstrap.lock.installing.prepare import LockedInstall
+from verl_bootstrap.machine.gpu.driverinfo import DriverInfo
+from verl_bootstrap.machine.host.indexes import IndexSettings
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.facts import HostFacts
 from verl_bootstrap.plan.stepcontract import NoInputs, StepInputs
@@ -24,7 +24,7 @@ from verl_bootstrap.profile.stagespec import StageSpec
 from verl_bootstrap.source.spec import SourceSpec
 
 if TYPE_CHECKING:  # the bundle package is loaded only by a run that names one
-    from verl_bootstrap.bundle.bundleinstall import OpenedBundle
+    from verl_bootstrap.lock.bundle.bundleinstall import OpenedBundle
 
 __all__ = ["Plan", "Step"]
 

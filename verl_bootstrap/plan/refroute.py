@@ -6,7 +6,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from verl_bootstrap.locking.refstack import RefStack, StackTarget, run_reach, stack_at_ref
+from verl_bootstrap.lock.making.refstack import RefStack, StackTarget, run_reach, stack_at_ref
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.platforms import host_platform
 from verl_bootstrap.profile.models import Profile
@@ -53,7 +53,7 @@ def _asked_python(options: RunOptions) -> str | None:
     """The X.Y of --python's interpreter (None: none named)."""
     if options.python is None:
         return None
-    from verl_bootstrap.host.interpreters import interpreter_version  # noqa: PLC0415 - --python only
+    from verl_bootstrap.machine.host.interpreters import interpreter_version  # noqa: PLC0415 - --python only
 
     version = interpreter_version(options.python)
     return ".".join(version.split(".")[:2]) if version else None

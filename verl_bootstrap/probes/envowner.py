@@ -1,5 +1,5 @@
 """Whose an env is, and who besides its owner may write a file: the one rule, applied by the tool
-on this host (state/ownership.py; the caches through paths.others_can_write) and by the node
+on this host (run/state/ownership.py; the caches through paths.others_can_write) and by the node
 report on each node of a cluster, before anything of the env runs there.
 
 Standard library only, Python 3.8+, self-contained: the tool imports it, and sends it as source

@@ -10,7 +10,7 @@ Before any of it, the env is checked as the user's by the tool's own rule (probe
 sent along as source): on a node the prefix may be a node-local folder that was purged and made
 again by another user, and then nothing of it runs (its python, its verify, `--train`) and the
 node's answer says whose it is. This report itself runs outside the env: under srun in the
-node's python3 (cluster/srun.py picks it), through Ray in the worker's Python, which Ray starts.
+node's python3 (lab/cluster/srun.py picks it), through Ray in the worker's Python, which Ray starts.
 With `train` (`cluster verify --train LEVEL`), the tool's own `verify --train LEVEL --json` runs
 here too, in a private scratch folder of this node's (an env on a shared filesystem is trained by
 every node at once), and its result goes into the answer.

@@ -5,24 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from verl_bootstrap.compiler.compile import compile_plan
-from verl_bootstrap.envs.activation import activation_line, write_activation
 from verl_bootstrap.errors import BootstrapError, InputError, Interrupted, Refused
 from verl_bootstrap.events import emit
-from verl_bootstrap.gpu.detect import detect_driver
-from verl_bootstrap.gpu.driverinfo import DriverInfo
-from verl_bootstrap.lockfile.gaps import LABELS
+from verl_bootstrap.installer.envs.activation import activation_line, write_activation
+from verl_bootstrap.lock.gaps import LABELS
+from verl_bootstrap.lock.lockroute import route_line
+from verl_bootstrap.machine.gpu.detect import detect_driver
+from verl_bootstrap.machine.gpu.driverinfo import DriverInfo
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import STATE_DIRNAME, guard_file, state_file
 from verl_bootstrap.plan.choices import Bundle, make_choices
 from verl_bootstrap.plan.graph import Plan
-from verl_bootstrap.plan.lockroute import route_line
+from verl_bootstrap.run.compiler.compile import compile_plan
 from verl_bootstrap.run.repair import Repair, env_drift, take_out_changed
 from verl_bootstrap.run.runner import RunReport, run_plan
-from verl_bootstrap.state.guard import guarding
-from verl_bootstrap.state.inspect import verify_failed_since
-from verl_bootstrap.state.runlog import begin_run, end_run, top_level
-from verl_bootstrap.state.state import State
+from verl_bootstrap.run.state.guard import guarding
+from verl_bootstrap.run.state.inspect import verify_failed_since
+from verl_bootstrap.run.state.runlog import begin_run, end_run, top_level
+from verl_bootstrap.run.state.state import State
 
 __all__ = ["InstallResult", "prepare_plan", "run_install"]
 
@@ -152,7 +152,7 @@ def run_preflight(plan: Plan, settled: frozenset[str] = frozenset()) -> None:
     """Doctor's preflight subset; any failure refuses the run before a download. `settled`:
     the steps already done with these inputs (a check of what they install is moot)."""
     # only an install runs doctor: `plan` starts faster without it
-    from verl_bootstrap.doctor import preflight_failures  # noqa: PLC0415 - see above
+    from verl_bootstrap.plan.doctor import preflight_failures  # noqa: PLC0415 - see above
 
     failures = preflight_failures(plan, settled=settled)
     if failures:

@@ -16,15 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verl_bootstrap import proc
-from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.errors import BootstrapError, StepFailed
 from verl_bootstrap.installer.cmdline import uv_binary
-from verl_bootstrap.lockfile.format import Lockfile
-from verl_bootstrap.lockfile.io import read_lockfile
-from verl_bootstrap.locking.drift import REPLACED, Difference, compare_env
+from verl_bootstrap.installer.envs.base import env_python
+from verl_bootstrap.lock.drift import REPLACED, Difference, compare_env
+from verl_bootstrap.lock.format import Lockfile
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.paths import env_lockfile
 from verl_bootstrap.plan.graph import Plan
-from verl_bootstrap.state.state import State
+from verl_bootstrap.run.state.state import State
 
 __all__ = ["Repair", "env_drift", "record_drift", "take_out_changed"]
 

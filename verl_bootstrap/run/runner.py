@@ -30,14 +30,14 @@ from verl_bootstrap.errors import (
     StepFailed,
 )
 from verl_bootstrap.events import emit
-from verl_bootstrap.host.netfaults import net_fault, without_tool_hints
+from verl_bootstrap.machine.host.netfaults import net_fault, without_tool_hints
 from verl_bootstrap.paths import cannot_write, logs_dir, state_file
 from verl_bootstrap.plan.graph import Plan, Step
 from verl_bootstrap.plan.stepcontract import StepOutputs
-from verl_bootstrap.state.hints import resume_command
-from verl_bootstrap.state.state import State, StepRecord
-from verl_bootstrap.steps.kinds import execute_step, running_label
-from verl_bootstrap.steps.stepcontext import Executor, StepContext
+from verl_bootstrap.run.state.hints import resume_command
+from verl_bootstrap.run.state.state import State, StepRecord
+from verl_bootstrap.run.steps.kinds import execute_step, running_label
+from verl_bootstrap.run.steps.stepcontext import Executor, StepContext
 
 __all__ = ["RunReport", "Status", "StepOutcome", "run_plan"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from verl_bootstrap.paths import env_lockfile
 from verl_bootstrap.run.installrun import InstallResult
-from verl_bootstrap.state.inspect import disk_usage, package_count
+from verl_bootstrap.run.state.inspect import disk_usage, package_count
 
 __all__ = ["EnvFacts", "env_facts"]
 

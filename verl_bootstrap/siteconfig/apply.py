@@ -8,8 +8,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 
-from verl_bootstrap.host.indexes import IndexSettings, read_pip_settings
 from verl_bootstrap.httpclient import reachable
+from verl_bootstrap.machine.host.indexes import IndexSettings, read_pip_settings
 from verl_bootstrap.options import RunOptions, SiteOptions
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.redact import redact

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from verl_bootstrap.host.filesystems import storage_notes
-from verl_bootstrap.host.indexes import read_pip_settings
+from verl_bootstrap.machine.host.filesystems import storage_notes
+from verl_bootstrap.machine.host.indexes import read_pip_settings
 from verl_bootstrap.paths import default_prefix
 from verl_bootstrap.siteconfig.apply import apply_site_indexes
 from verl_bootstrap.siteconfig.show import show_json

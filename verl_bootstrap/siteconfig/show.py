@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.machine.host.indexes import IndexSettings
 from verl_bootstrap.redact import redact
 from verl_bootstrap.siteconfig.siteload import LoadedSite
 

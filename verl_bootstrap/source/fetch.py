@@ -17,7 +17,7 @@ from pathlib import Path
 
 from verl_bootstrap import proc
 from verl_bootstrap.errors import InputError, StepFailed
-from verl_bootstrap.host.indexes import IndexSettings
+from verl_bootstrap.machine.host.indexes import IndexSettings
 from verl_bootstrap.paths import atomic_copy, atomic_write, cache_folder, file_sha256, not_private
 from verl_bootstrap.redact import redact
 from verl_bootstrap.safety.credentials import lift

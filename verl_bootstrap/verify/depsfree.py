@@ -11,19 +11,37 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.lockfile.format import ForcedMismatch
 from verl_bootstrap.profile.verlextras import read_uv_table
 
-__all__ = ["DepsFree", "Mismatch", "deps_free", "forced_keys", "mismatches", "unexplained"]
+__all__ = [
+    "DepsFree",
+    "Forced",
+    "Mismatch",
+    "deps_free",
+    "forced_keys",
+    "mismatches",
+    "unexplained",
+]
 
 # `uv pip check`: "The package `transferqueue` requires `ray[default]`, but it's not installed"
 _MISMATCH = re.compile(r"^The package `([^`]+)` requires `([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+class Forced(Protocol):
+    """A mismatch an env's lockfile records as forced by an override (the lock format's
+    `ForcedMismatch`, handed in by the caller: verify reads no lockfile itself)."""
+
+    @property
+    def package(self) -> str: ...
+    @property
+    def required_by(self) -> str: ...
+    def line(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -56,7 +74,7 @@ def unexplained(
     found: Iterable[Mismatch],
     free: Mapping[str, DepsFree],
     overridden: Iterable[str],
-    forced: Iterable[ForcedMismatch] = (),
+    forced: Iterable[Forced] = (),
 ) -> list[Mismatch]:
     """The mismatches neither a deps-free install, one of the profile's overrides, nor a
     mismatch the env's lockfile records as forced explains."""
@@ -71,7 +89,7 @@ def unexplained(
     ]
 
 
-def forced_keys(forced: Iterable[ForcedMismatch]) -> set[tuple[str, str]]:
+def forced_keys(forced: Iterable[Forced]) -> set[tuple[str, str]]:
     """(who requires, what) of each recorded forced mismatch, as `uv pip check` names them."""
     return {(canonicalize_name(f.required_by), canonicalize_name(f.package)) for f in forced}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,19 +13,18 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 
 from verl_bootstrap import proc
-from verl_bootstrap.envs.base import env_python
-from verl_bootstrap.envs.inventory import site_packages
-from verl_bootstrap.errors import BootstrapError, InputError
+from verl_bootstrap.errors import InputError
 from verl_bootstrap.installer.cmdline import uv_binary
-from verl_bootstrap.lockfile.format import ForcedMismatch
-from verl_bootstrap.lockfile.io import read_lockfile
-from verl_bootstrap.paths import PROBES, checkout_dir, env_lockfile
+from verl_bootstrap.installer.envs.base import env_python
+from verl_bootstrap.installer.envs.inventory import site_packages
+from verl_bootstrap.paths import PROBES, checkout_dir
 from verl_bootstrap.profile.models import VerifySpec
 from verl_bootstrap.verify import bytecode
 from verl_bootstrap.verify.backends import SINCE, backend_imports
 from verl_bootstrap.verify.cudalibs import cuda_family
 from verl_bootstrap.verify.depsfree import (
     DepsFree,
+    Forced,
     Mismatch,
     deps_free,
     forced_keys,
@@ -40,7 +39,6 @@ __all__ = [
     "links_check",
     "needs_driver",
     "needs_ffmpeg",
-    "recorded_forced",
     "verify_env",
 ]
 
@@ -110,10 +108,12 @@ def verify_env(
     require_gpu: bool = False,
     gpu_present: bool = False,
     no_deps: tuple[tuple[str, str], ...] = (),
+    forced: Sequence[Forced] = (),
 ) -> VerifyReport:
     """Run every check in the env's own interpreter. `no_deps`: (stage id, package) of the
     profile's stages that install without dependencies (as verl's deps-free installs, the
-    mismatches `uv pip check` finds of them are expected)."""
+    mismatches `uv pip check` finds of them are expected); `forced`: the mismatches the env's
+    lockfile records as forced by an override (`lock.io.recorded_forced`), expected too."""
     python = env_python(prefix)
     if not python.exists():
         raise InputError(f"{prefix} is not an env (no {python})")
@@ -122,7 +122,7 @@ def verify_env(
     imports = _import_checks(answer, gpu_present=gpu_present)
     checks = [*imports, *_version_checks(answer, spec)]
     free = deps_free(checkout_dir(prefix), no_deps)
-    checks.append(_pip_check(python, log_path, spec.overridden, free, recorded_forced(prefix)))
+    checks.append(_pip_check(python, log_path, spec.overridden, free, forced))
     checks.append(links_check(prefix))
     checks.append(_gpu_check(answer["gpu"], require_gpu=require_gpu))
     stored = {}
@@ -202,24 +202,12 @@ def _version_checks(answer: dict[str, Any], spec: VerifySpec) -> list[Check]:
     return checks
 
 
-def recorded_forced(prefix: Path) -> tuple[ForcedMismatch, ...]:
-    """The mismatches the env's lockfile records as forced by an override (none: an env that
-    resolved, or whose record cannot be read)."""
-    path = env_lockfile(prefix)
-    if not path.is_file():
-        return ()
-    try:
-        return read_lockfile(path).forced
-    except BootstrapError:
-        return ()
-
-
 def _pip_check(
     python: Path,
     log_path: Path | None,
     overridden: tuple[str, ...] = (),
     free: Mapping[str, DepsFree] | None = None,
-    forced: tuple[ForcedMismatch, ...] = (),
+    forced: Sequence[Forced] = (),
 ) -> Check:
     done = proc.run(
         [uv_binary(), "pip", "check", "--python", str(python)],
@@ -242,9 +230,7 @@ def _pip_check(
     return Check(name="uv pip check", status="warn", detail=_expected(found, free, forced))
 
 
-def _expected(
-    found: list[Mismatch], free: Mapping[str, DepsFree], forced: tuple[ForcedMismatch, ...]
-) -> str:
+def _expected(found: list[Mismatch], free: Mapping[str, DepsFree], forced: Sequence[Forced]) -> str:
     """What explains each mismatch: the deps-free installs, by who says so, the forced ones the
     lock records, by name, then the profile's overrides."""
     deps_free = sorted({m.package for m in found if m.package in free})

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from verl_bootstrap import proc
-from verl_bootstrap.envs.base import env_python
 from verl_bootstrap.errors import InputError
+from verl_bootstrap.installer.envs.base import env_python
 from verl_bootstrap.paths import PROBES
 from verl_bootstrap.verify.env import Check
 from verl_bootstrap.verify.trainroute import Route, route_for, step_environment

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verl_bootstrap import proc
-from verl_bootstrap.gpu.detect import detect_driver
+from verl_bootstrap.machine.gpu.detect import detect_driver
 from verl_bootstrap.paths import PROBES
 
 __all__ = ["PARTS", "Route", "cpu_blocker", "private_ray", "route_for", "step_environment"]

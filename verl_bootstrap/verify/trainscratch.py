@@ -30,7 +30,7 @@ _HINT = (
 def train_folder(prefix: Path, given: Path | None) -> Path:
     """The scratch folder of `verify --train` in the env at `prefix`: `given` (--train-dir),
     made 0700 and private all the way down, else the env's own .verl-bootstrap/train/ (the env
-    itself is checked as the user's: state/ownership.py); Refused naming what is not private."""
+    itself is checked as the user's: run/state/ownership.py); Refused naming what is not private."""
     if given is None:
         return _own_folder(state_dir(prefix) / "train")
     if given.exists() and not given.is_dir():

@@ -21,9 +21,9 @@ def flags_activate(p: argparse.ArgumentParser) -> None:
 def cmd_activate(ns: argparse.Namespace) -> int:
     """`activate NAME` (or --prefix P): the shell code that enters the env."""
     from verl_bootstrap.cli.optionsbuilder import chosen_env
-    from verl_bootstrap.envs.activation import activation_script
-    from verl_bootstrap.envs.base import env_python
-    from verl_bootstrap.onboard import default_shell
+    from verl_bootstrap.installer.envs.activation import activation_script
+    from verl_bootstrap.installer.envs.base import env_python
+    from verl_bootstrap.lab.onboard import default_shell
 
     prefix = chosen_env(ns, command="activate")
     if not env_python(prefix).exists():

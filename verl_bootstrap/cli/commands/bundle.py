@@ -21,7 +21,7 @@ from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK
 
 if TYPE_CHECKING:
-    from verl_bootstrap.lockfile.format import Lockfile
+    from verl_bootstrap.lock.format import Lockfile
 
 __all__ = ["cmd_bundle", "flags_bundle"]
 
@@ -43,9 +43,9 @@ def flags_bundle(p: argparse.ArgumentParser) -> None:
 
 def cmd_bundle(ns: argparse.Namespace) -> int:
     """`bundle`: collect, check and write; print the size and the time it took."""
-    from verl_bootstrap.bundle.bundlecreate import BundleRequest, create_bundle
     from verl_bootstrap.kernels.host import open_wheelhouse
-    from verl_bootstrap.locking.origins import lock_channels, lock_index_settings
+    from verl_bootstrap.lock.bundle.bundlecreate import BundleRequest, create_bundle
+    from verl_bootstrap.lock.making.origins import lock_channels, lock_index_settings
     from verl_bootstrap.paths import cache_root
 
     lock, path = named_lock(ns)

@@ -106,8 +106,8 @@ def _install_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _target(ns: argparse.Namespace) -> Any:
-    from verl_bootstrap.cluster.run import Target
-    from verl_bootstrap.cluster.srun import SlurmOptions
+    from verl_bootstrap.lab.cluster.run import Target
+    from verl_bootstrap.lab.cluster.srun import SlurmOptions
 
     given = [f"--{k}" for k in ("nodes", "time", "partition", "submit") if getattr(ns, k)]
     if given and not ns.slurm:
@@ -120,9 +120,9 @@ def _target(ns: argparse.Namespace) -> Any:
 
 def cmd_verify(ns: argparse.Namespace) -> int:
     """`cluster verify`: the node table; any difference or failed check exits non-zero."""
-    from verl_bootstrap.cluster.command import run_log, tool_on_nodes
-    from verl_bootstrap.cluster.run import TrainOnNodes, verify_cluster
-    from verl_bootstrap.cluster.table import table_text
+    from verl_bootstrap.lab.cluster.command import run_log, tool_on_nodes
+    from verl_bootstrap.lab.cluster.run import TrainOnNodes, verify_cluster
+    from verl_bootstrap.lab.cluster.table import table_text
 
     if ns.train and ns.fingerprint_only:
         raise InputError("--train and --fingerprint-only: a training step needs the checks")
@@ -146,9 +146,9 @@ def cmd_verify(ns: argparse.Namespace) -> int:
 
 def cmd_install(ns: argparse.Namespace) -> int:
     """`cluster install`: install on every node (once on a shared filesystem), then verify."""
-    from verl_bootstrap.cluster.command import install_args, run_log, tool_on_nodes
-    from verl_bootstrap.cluster.run import install_cluster
-    from verl_bootstrap.cluster.table import table_text
+    from verl_bootstrap.lab.cluster.command import install_args, run_log, tool_on_nodes
+    from verl_bootstrap.lab.cluster.run import install_cluster
+    from verl_bootstrap.lab.cluster.table import table_text
 
     node_args = install_args(ns.profile, ns.prefix, ns.lockfile, ns.config)
     command = [tool_on_nodes(ns.tool), "install", *node_args]
@@ -187,7 +187,7 @@ def cmd_install(ns: argparse.Namespace) -> int:
 def _install_dry_run(ns: argparse.Namespace, command: list[str]) -> int:
     """`cluster install --dry-run`: once from here or on each node, and the command; no node is
     asked and nothing is written."""
-    from verl_bootstrap.cluster.run import install_mode
+    from verl_bootstrap.lab.cluster.run import install_mode
 
     mode, scope = install_mode(ns.prefix, os.environ)
     where = "once, from this node" if mode == "once" else "on each node"
@@ -213,8 +213,8 @@ def _install_dry_run(ns: argparse.Namespace, command: list[str]) -> int:
 
 def cmd_script(ns: argparse.Namespace) -> int:
     """`cluster script --slurm`: the sbatch script."""
-    from verl_bootstrap.cluster.command import install_args, tool_on_nodes
-    from verl_bootstrap.cluster.nodescript import sbatch_script
+    from verl_bootstrap.lab.cluster.command import install_args, tool_on_nodes
+    from verl_bootstrap.lab.cluster.nodescript import sbatch_script
 
     if ns.train and ns.action == "install":
         raise InputError(

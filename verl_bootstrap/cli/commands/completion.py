@@ -23,7 +23,7 @@ def cmd_completion(ns: argparse.Namespace) -> int:
     import os
 
     from verl_bootstrap.cli.shellcomplete import shell_script
-    from verl_bootstrap.onboard import default_shell
+    from verl_bootstrap.lab.onboard import default_shell
 
     if ns.old_shell is not None:
         raise InputError(

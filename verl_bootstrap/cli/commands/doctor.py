@@ -22,7 +22,7 @@ from verl_bootstrap.cli.output import emit_json, mark, out, path_arg
 from verl_bootstrap.errors import Refused
 
 if TYPE_CHECKING:
-    from verl_bootstrap.doctor import DoctorInputs, DoctorReport
+    from verl_bootstrap.plan.doctor import DoctorInputs, DoctorReport
     from verl_bootstrap.plan.graph import Plan
 
 __all__ = ["cmd_doctor", "doctor_inputs", "flags_doctor"]
@@ -54,7 +54,7 @@ def flags_doctor(p: argparse.ArgumentParser) -> None:
 
 def cmd_doctor(ns: argparse.Namespace) -> int:
     """Run every check and print the verdict; exit 3 when one fails."""
-    from verl_bootstrap.doctor import run_doctor
+    from verl_bootstrap.plan.doctor import run_doctor
     from verl_bootstrap.siteconfig import load_site, site_options
     from verl_bootstrap.siteconfig.apply import applied_environment
 
@@ -70,8 +70,8 @@ def cmd_doctor(ns: argparse.Namespace) -> int:
 
 def doctor_inputs(ns: argparse.Namespace) -> DoctorInputs:
     """Doctor's inputs: from the profile's plan when one is named, else the machine (and env)."""
-    from verl_bootstrap.doctor import DoctorInputs, inputs_from_plan
-    from verl_bootstrap.doctor.checklist import known_checks
+    from verl_bootstrap.plan.doctor import DoctorInputs, inputs_from_plan
+    from verl_bootstrap.plan.doctor.checklist import known_checks
 
     known_checks(ns.skip_check)
     skip = frozenset(ns.skip_check)

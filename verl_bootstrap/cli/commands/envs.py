@@ -18,7 +18,7 @@ from verl_bootstrap.cli.planview import human_size
 from verl_bootstrap.errors import EXIT_OK
 
 if TYPE_CHECKING:
-    from verl_bootstrap.state.inspect import EnvSummary
+    from verl_bootstrap.run.state.inspect import EnvSummary
 
 __all__ = ["checked_status", "cmd_list", "cmd_prune", "flags_list", "flags_prune", "verl_pin"]
 
@@ -37,8 +37,8 @@ def flags_prune(p: argparse.ArgumentParser) -> None:
 
 def cmd_list(ns: argparse.Namespace) -> int:
     """`envs list`."""
-    from verl_bootstrap.state.envindex import known_prefixes
-    from verl_bootstrap.state.inspect import summarize
+    from verl_bootstrap.run.state.envindex import known_prefixes
+    from verl_bootstrap.run.state.inspect import summarize
 
     checked = [_checked(summarize(p, size=not ns.no_size)) for p in known_prefixes()]
     envs = [env for env, _ in checked]
@@ -94,8 +94,8 @@ def _listed(drift: tuple[str, ...] | None) -> list[str] | None:
 
 def _way_out(env: EnvSummary, drift: tuple[str, ...] | None) -> tuple[str, ...]:
     """The lines under the table for one env that is not ok: what is wrong, and what to run."""
-    from verl_bootstrap.state.envindex import env_name
-    from verl_bootstrap.state.hints import next_step, resume_command
+    from verl_bootstrap.run.state.envindex import env_name
+    from verl_bootstrap.run.state.hints import next_step, resume_command
 
     name = env_name(env.prefix)
     if env.status in (DRIFTED, "verify failed"):
@@ -106,7 +106,7 @@ def _way_out(env: EnvSummary, drift: tuple[str, ...] | None) -> tuple[str, ...]:
 
 
 def _summary_json(env: EnvSummary) -> dict[str, Any]:
-    from verl_bootstrap.state.envindex import env_name
+    from verl_bootstrap.run.state.envindex import env_name
 
     return {"name": env_name(env.prefix), **env.__dict__, "prefix": str(env.prefix)}
 
@@ -117,7 +117,7 @@ _HEADER = ("NAME", "PREFIX", "STATUS", "PROFILE", "VERL", "VARIANT", "VERIFIED",
 def _summary_row(env: EnvSummary) -> tuple[str, ...]:
     verified = _when(env.verified_at) if env.verified_at else "no"
     size = human_size(env.size) if env.size is not None else ""
-    from verl_bootstrap.state.envindex import env_name
+    from verl_bootstrap.run.state.envindex import env_name
 
     fields = (
         env_name(env.prefix),
@@ -145,7 +145,7 @@ def verl_pin(ref: str | None, digest: str | None, kind: str | None) -> str:
 def cmd_prune(ns: argparse.Namespace) -> int:
     """`envs prune`: forget the listed envs whose folder is gone (deleted by hand) or is another
     user's now (a purged /tmp or /scratch prefix made again)."""
-    from verl_bootstrap.state.envindex import gone_prefixes, prune, why_gone
+    from verl_bootstrap.run.state.envindex import gone_prefixes, prune, why_gone
 
     gone = gone_prefixes() if ns.dry_run else prune()
     if ns.json:

@@ -1,5 +1,5 @@
 """`export --format F`: a lockfile in another tool's format (conda-lock, PEP 751, hashed
-requirements, a container definition); where it goes is verl_bootstrap.export.target's."""
+requirements, a container definition); where it goes is verl_bootstrap.lock.export.target's."""
 
 from __future__ import annotations
 
@@ -22,15 +22,15 @@ from verl_bootstrap.cli.output import emit_json, out, path_arg
 from verl_bootstrap.errors import EXIT_OK
 
 if TYPE_CHECKING:
-    from verl_bootstrap.host.indexes import IndexSettings
-    from verl_bootstrap.lockfile.format import Lockfile
+    from verl_bootstrap.lock.format import Lockfile
+    from verl_bootstrap.machine.host.indexes import IndexSettings
 
 __all__ = ["cmd_export", "flags_export"]
 
 
 def flags_export(export: argparse.ArgumentParser) -> None:
     """export's flags."""
-    from verl_bootstrap.export.names import FORMATS
+    from verl_bootstrap.lock.export.names import FORMATS
 
     export.add_argument("--format", required=True, choices=FORMATS, help="the tool's format")
     lockfile_flag(export, "the lockfile (default: the profile's)")
@@ -58,9 +58,9 @@ def flags_export(export: argparse.ArgumentParser) -> None:
 
 def cmd_export(ns: argparse.Namespace) -> int:
     """`export --format F`: the lockfile in conda-lock, PEP 751 or hashed-requirements form."""
-    from verl_bootstrap.export.names import CONTAINER_FORMATS
-    from verl_bootstrap.export.target import export_output, refuse_overwrite
-    from verl_bootstrap.export.write import export_lockfile
+    from verl_bootstrap.lock.export.names import CONTAINER_FORMATS
+    from verl_bootstrap.lock.export.target import export_output, refuse_overwrite
+    from verl_bootstrap.lock.export.write import export_lockfile
 
     lock, path = named_lock(ns)
     output = export_output(ns.format, ns.output, json_report=ns.json)
@@ -69,13 +69,13 @@ def cmd_export(ns: argparse.Namespace) -> int:
     if ns.dry_run:
         return _export_dry_run(ns, lock, path, output)
     if ns.format in CONTAINER_FORMATS and output is not None:  # never stdout (one file each)
-        from verl_bootstrap.export.containerfmt import write_container
+        from verl_bootstrap.lock.export.containerfmt import write_container
 
         written = write_container(lock, path, ns.format, output, bundle=ns.bundle, base=ns.base)
         return _report_export(ns, path, written)
     settings, channels = _origins(ns, lock)
     if output is None:  # the file's text is the output, as `uv export` does
-        from verl_bootstrap.export.target import export_text
+        from verl_bootstrap.lock.export.target import export_text
 
         text = export_text(
             lock, ns.format, settings=settings, channels=channels, offline=ns.offline
@@ -90,7 +90,7 @@ def cmd_export(ns: argparse.Namespace) -> int:
 
 def _origins(ns: argparse.Namespace, lock: Lockfile) -> tuple[IndexSettings, dict[str, str]]:
     """The lock's indexes and conda channels as this machine and the user's flags reach them."""
-    from verl_bootstrap.locking.origins import lock_channels, lock_index_settings
+    from verl_bootstrap.lock.making.origins import lock_channels, lock_index_settings
 
     options = scratch_options(ns, lock.profile, lock.cuda.variant)
     return lock_index_settings(lock, options), dict(lock_channels(lock, options))
@@ -100,7 +100,7 @@ def _export_dry_run(
     ns: argparse.Namespace, lock: Lockfile, lockfile: Path, output: Path | None
 ) -> int:
     """`export --dry-run`: the files it would write (None: stdout), from which lockfile."""
-    from verl_bootstrap.export.target import planned_files
+    from verl_bootstrap.lock.export.target import planned_files
 
     files = planned_files(lock, ns.format, output, bundle=ns.bundle)
     if ns.json:

@@ -23,7 +23,7 @@ def cmd_info(ns: argparse.Namespace) -> int:
     """`info --prefix P`."""
     from verl_bootstrap.cli.commands.envs import checked_status
     from verl_bootstrap.cli.optionsbuilder import chosen_env
-    from verl_bootstrap.state.inspect import describe
+    from verl_bootstrap.run.state.inspect import describe
 
     prefix = chosen_env(ns, command="info")
     body = describe(prefix)
@@ -75,7 +75,7 @@ def _drift_lines(body: dict[str, Any]) -> list[str]:
         return []
     from pathlib import Path
 
-    from verl_bootstrap.state.hints import resume_command
+    from verl_bootstrap.run.state.hints import resume_command
 
     lines = [f"  drift     {line}" for line in body["drift"]]
     return [*lines, f"  repair    {resume_command(Path(body['prefix']))}"]

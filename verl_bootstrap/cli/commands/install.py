@@ -11,9 +11,9 @@ from verl_bootstrap.cli.output import emit_json, err, out, paint
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED
 
 if TYPE_CHECKING:
-    from verl_bootstrap.bundle.bundleinstall import OpenedBundle
+    from verl_bootstrap.lock.bundle.bundleinstall import OpenedBundle
     from verl_bootstrap.options import RunOptions
-    from verl_bootstrap.state.state import State
+    from verl_bootstrap.run.state.state import State
 
 __all__ = ["cmd_install", "flags_install", "install_with", "opened_line"]
 

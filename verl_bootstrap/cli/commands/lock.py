@@ -1,5 +1,5 @@
 """`lock`: resolve profiles into lockfiles (each with what changed), or with --check say which
-committed lockfiles are stale; the decisions are verl_bootstrap.locking.lockcommand's."""
+committed lockfiles are stale; the decisions are verl_bootstrap.lock.making.lockcommand's."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from verl_bootstrap.cli.output import emit_json, err, out, path_arg
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, BootstrapError, InputError
 
 if TYPE_CHECKING:
-    from verl_bootstrap.locking.lockcommand import CheckedLock, Locked, LockJob
+    from verl_bootstrap.lock.making.lockcommand import CheckedLock, Locked, LockJob
 
 __all__ = ["cmd_lock", "flags_lock", "shown_path"]
 
@@ -104,7 +104,7 @@ def _cutoff(value: str) -> str:
 
 def cmd_lock(ns: argparse.Namespace) -> int:
     """`lock`: write lockfiles, or with --check say which committed ones are stale."""
-    from verl_bootstrap.locking.lockcommand import lock_targets
+    from verl_bootstrap.lock.making.lockcommand import lock_targets
 
     if ns.check:
         return _check(ns)
@@ -127,7 +127,7 @@ def cmd_lock(ns: argparse.Namespace) -> int:
 
 
 def _job(ns: argparse.Namespace) -> LockJob:
-    from verl_bootstrap.locking.lockcommand import LockJob
+    from verl_bootstrap.lock.making.lockcommand import LockJob
 
     return LockJob(
         platform=ns.platform,
@@ -151,7 +151,7 @@ def shown_path(path: Path) -> str:
 
 def _lock_dry_run(ns: argparse.Namespace, targets: list[tuple[str, str]]) -> int:
     """`lock --dry-run`: each lockfile it would write (new) or regenerate (there); nothing runs."""
-    from verl_bootstrap.locking.lockcommand import lock_path
+    from verl_bootstrap.lock.making.lockcommand import lock_path
 
     single = len(targets) == 1
     rows = []
@@ -177,8 +177,8 @@ def _lock_one(
     the others still run."""
     from verl_bootstrap.cli.render import Console
     from verl_bootstrap.events import listening
-    from verl_bootstrap.locking.kernelwheels import record_kernel_wheels
-    from verl_bootstrap.locking.lockcommand import lock_request, lock_variant
+    from verl_bootstrap.lock.making.kernelwheels import record_kernel_wheels
+    from verl_bootstrap.lock.making.lockcommand import lock_request, lock_variant
 
     options = scratch_options(ns, profile, variant)
     request = lock_request(_job(ns), options, profile, variant, single=single)
@@ -228,7 +228,7 @@ def _said_lock(
 
 def _check(ns: argparse.Namespace) -> int:
     """`lock --check`: each committed lockfile current or stale (and why); non-zero on any."""
-    from verl_bootstrap.locking.lockcommand import check_lockfiles
+    from verl_bootstrap.lock.making.lockcommand import check_lockfiles
 
     options_for = functools.partial(scratch_options, ns)  # (profile, variant): a scratch run's
     checked = check_lockfiles(ns.dir, ns.profile, options_for, offline=ns.offline, links=ns.links)

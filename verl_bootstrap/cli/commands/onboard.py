@@ -70,7 +70,7 @@ def flags_onboard(p: argparse.ArgumentParser) -> None:
 
 def cmd_onboard(ns: argparse.Namespace) -> int:
     """`onboard --config LAB`: the lab's env, locked, activated, checked by doctor."""
-    from verl_bootstrap.onboard import (
+    from verl_bootstrap.lab.onboard import (
         default_shell,
         fetch_file,
         lab_defaults,
@@ -97,7 +97,7 @@ def _onboard_dry_run(ns: argparse.Namespace, options: Any, shells: tuple[str, ..
     would write; nothing is installed or written (a lab lockfile given by URL is fetched into
     the cache to plan with, as `install --lockfile URL` does)."""
     from verl_bootstrap.cli.planview import plan_json, plan_text
-    from verl_bootstrap.onboard.shellrc import planned_files
+    from verl_bootstrap.lab.onboard.shellrc import planned_files
     from verl_bootstrap.run.installrun import prepare_plan
 
     plan = prepare_plan(options)
@@ -150,7 +150,7 @@ def _run_onboard(
 ) -> int:
     from verl_bootstrap.cli.planview import report_json, summary_text
     from verl_bootstrap.cli.render import Console
-    from verl_bootstrap.onboard import describe, onboard
+    from verl_bootstrap.lab.onboard import describe, onboard
     from verl_bootstrap.run.installrun import prepare_plan
 
     started = time.monotonic()
@@ -176,7 +176,7 @@ def _run_onboard(
 def _print_onboard(result: Any) -> None:
     if not result.install.ok:
         return
-    from verl_bootstrap.envs.activation import activation_line
+    from verl_bootstrap.installer.envs.activation import activation_line
 
     prefix = result.install.plan.prefix
     out(f"env ready: {prefix} (profile {result.install.plan.profile.name})")
@@ -196,8 +196,8 @@ def _print_onboard(result: Any) -> None:
 
 def _emit_script(ns: argparse.Namespace) -> int:
     """The lab's script, and (without --tool) the tool's own wheel beside it, which it installs."""
-    from verl_bootstrap.onboard.script import lab_script, write_script
-    from verl_bootstrap.onboard.toolwheel import planned_wheel, publish_wheel
+    from verl_bootstrap.lab.onboard.script import lab_script, write_script
+    from verl_bootstrap.lab.onboard.toolwheel import planned_wheel, publish_wheel
 
     lab = lab_script(ns.config, publish_as=ns.publish_config)  # refused before any build
     if ns.emit_script == "-":

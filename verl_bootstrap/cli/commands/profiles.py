@@ -83,7 +83,7 @@ def cmd_show(ns: argparse.Namespace) -> int:
 def profile_hashes(profile: Profile) -> dict[str, str]:
     """Each variant's profile hash: what a lockfile of it carries as `profile_hash`, and `info`
     shows for an env of it (of what a lock is resolved from, not the file's bytes)."""
-    from verl_bootstrap.lockfile.format import profile_hash
+    from verl_bootstrap.lock.format import profile_hash
 
     return {variant: profile_hash(profile, variant) for variant in profile.cuda_variants}
 

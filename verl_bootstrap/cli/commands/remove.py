@@ -29,7 +29,7 @@ def flags_remove(p: argparse.ArgumentParser) -> None:
 def cmd_remove(ns: argparse.Namespace) -> int:
     """`remove --prefix P`: what will go, a question, then the removal."""
     from verl_bootstrap.cli.optionsbuilder import chosen_env
-    from verl_bootstrap.state.remove import check_removal, remove_env
+    from verl_bootstrap.run.state.remove import check_removal, remove_env
 
     if ns.prefix is None and ns.env is None and ns.name is None:
         raise InputError(

@@ -22,8 +22,8 @@ def cmd_run(ns: argparse.Namespace) -> int:
     exit code is ours."""
     from verl_bootstrap import proc
     from verl_bootstrap.cli.optionsbuilder import chosen_env
-    from verl_bootstrap.envs.activation import inside
-    from verl_bootstrap.envs.base import env_python
+    from verl_bootstrap.installer.envs.activation import inside
+    from verl_bootstrap.installer.envs.base import env_python
 
     command = list(getattr(ns, "command_line", None) or ns.words)
     if not command:

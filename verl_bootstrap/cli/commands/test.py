@@ -11,7 +11,7 @@ from verl_bootstrap.cli.output import emit_json, out
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED
 
 if TYPE_CHECKING:
-    from verl_bootstrap.verltests import SuiteReport
+    from verl_bootstrap.verify.verltests import SuiteReport
 
 __all__ = ["cmd_test", "flags_test"]
 
@@ -88,7 +88,7 @@ def cmd_test(ns: argparse.Namespace) -> int:
     from verl_bootstrap.cli.optionsbuilder import env_prefix
     from verl_bootstrap.cli.render import Console
     from verl_bootstrap.events import listening
-    from verl_bootstrap.verltests import run_verl_tests
+    from verl_bootstrap.verify.verltests import run_verl_tests
 
     name, tests = _env_and_tests(ns)
     prefix = env_prefix(ns.prefix, command="test", name=name)

@@ -15,7 +15,7 @@ from verl_bootstrap.errors import EXIT_OK, Refused
 
 if TYPE_CHECKING:
     from verl_bootstrap.options import RunOptions
-    from verl_bootstrap.state.update import Update
+    from verl_bootstrap.run.state.update import Update
 
 __all__ = ["cmd_update", "flags_update"]
 
@@ -38,8 +38,8 @@ def flags_update(update: argparse.ArgumentParser) -> None:
 def cmd_update(ns: argparse.Namespace) -> int:
     """Resolve, show, ask, apply."""
     from verl_bootstrap.cli.optionsbuilder import chosen_env, run_options
+    from verl_bootstrap.run.state.update import require_record, resolve_update
     from verl_bootstrap.siteconfig.apply import applied_environment
-    from verl_bootstrap.state.update import require_record, resolve_update
 
     prefix = chosen_env(ns, command="update")
     require_record(prefix)
@@ -84,7 +84,7 @@ def _apply(ns: argparse.Namespace, update: Update, options: RunOptions) -> int:
     """A --locked install of the fresh lock onto the same prefix (confirmed above). A change the
     env cannot take in place (another Python) is refused there, and the staged lock goes."""
     from verl_bootstrap.cli.commands.install import install_with
-    from verl_bootstrap.state.update import stage_update
+    from verl_bootstrap.run.state.update import stage_update
 
     lockfile = stage_update(update)
     locked = replace(options, locked=True, frozen=False, lockfile=lockfile)

@@ -52,7 +52,7 @@ def flags_verify(p: argparse.ArgumentParser) -> None:
 def cmd_verify(ns: argparse.Namespace) -> int:
     """`verify --prefix P`: the verification checks on any env."""
     from verl_bootstrap.cli.optionsbuilder import chosen_env
-    from verl_bootstrap.state.reverify import verify_prefix
+    from verl_bootstrap.run.state.reverify import verify_prefix
     from verl_bootstrap.verify.trainscratch import train_folder
 
     prefix = ns.prefix = chosen_env(ns, command="verify")  # the activated env by default
@@ -105,7 +105,7 @@ def _after_failure(prefix: Path) -> tuple[str, ...]:
     """The way out of a failed verification: the env checked against its record (what a re-run
     would repair), then the command to run."""
     from verl_bootstrap.run.repair import record_drift
-    from verl_bootstrap.state.hints import next_step
+    from verl_bootstrap.run.state.hints import next_step
 
     return next_step(prefix, record_drift(prefix))
 
@@ -113,7 +113,7 @@ def _after_failure(prefix: Path) -> tuple[str, ...]:
 def _train_level(prefix: Path, ns: argparse.Namespace) -> TrainReport:
     """`verify --train LEVEL`: one real training step, its checks recorded in the env."""
     from verl_bootstrap.cli.render import Console
-    from verl_bootstrap.state.reverify import train_prefix
+    from verl_bootstrap.run.state.reverify import train_prefix
 
     what = "one SFT step" if ns.train == "sft" else "one GRPO step (rollout, reward, update)"
     with Console(quiet=ns.json) as console, console.activity("train", what):
@@ -129,7 +129,7 @@ def _show_train(trained: TrainReport) -> None:
 
 def _verify_against(ns: argparse.Namespace) -> int:
     """`verify --prefix P --against LOCKFILE`: every difference; non-zero on any."""
-    from verl_bootstrap.state.reverify import verify_against
+    from verl_bootstrap.run.state.reverify import verify_against
 
     given = None if ns.against == AGAINST_ITS_OWN else ns.against
     ns.against, compared = verify_against(ns.prefix, given)
@@ -172,7 +172,7 @@ def _repairable(prefix: Path) -> tuple[str, ...]:
     """What a re-run would put back of the differences (the env against its own record), and the
     command; nothing when the differences are not drift (another lockfile's pins, say)."""
     from verl_bootstrap.run.repair import record_drift
-    from verl_bootstrap.state.hints import next_step
+    from verl_bootstrap.run.state.hints import next_step
 
     drift = record_drift(prefix)
     return next_step(prefix, drift) if drift else ()
