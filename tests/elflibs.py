@@ -16,8 +16,8 @@ import yaml
 from packaging.utils import parse_wheel_filename
 
 from verl_bootstrap.installer.cmdline import uv_binary
-from verl_bootstrap.lock import read_lockfile
 from verl_bootstrap.lock.format import Lockfile
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.paths import default_lockfile, file_sha256
 
 SONAME = "libgreet.so.1"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.lock.lookup import hashed_dists, lookup, mismatches
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.profile import load_profile

@@ -29,7 +29,7 @@ from scaffold import REPO
 from verlrepo import git
 
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_REFUSED
-from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.lock.lookup import hashed_dists
 
 

@@ -25,7 +25,7 @@ from lockfixtures import HOST_XY, TOMORROW
 from verlrepo import git
 
 from verl_bootstrap.errors import EXIT_REFUSED
-from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.io import read_lockfile
 
 PROFILE = """\
 schema_version: 1

@@ -32,8 +32,8 @@ from test_kernels_prebuilt import COMMUNITY, COMMUNITY_NAME, kernel_wheel, lab_p
 
 from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED
 from verl_bootstrap.kernels.wheelhouse import Wheelhouse
-from verl_bootstrap.lock import read_lockfile
 from verl_bootstrap.lock.bundle.bundlekernels import collect_kernel_wheels
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.paths import env_lockfile, file_sha256
 
 NAME = COMMUNITY_NAME.format(cuda="cpu", torch="2.13")

@@ -10,7 +10,7 @@ import pytest
 from scaffold import run
 
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
-from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.io import read_lockfile
 
 
 @pytest.mark.parametrize("output", [[], ["--output", "-"]])

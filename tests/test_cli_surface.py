@@ -19,8 +19,8 @@ from verl_bootstrap.cli import commands
 from verl_bootstrap.cli.parse import build_parser
 from verl_bootstrap.cli.registry import COMMANDS, NAMES, Command
 from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK
-from verl_bootstrap.lock import read_lockfile
 from verl_bootstrap.lock.drift import committed_lockfiles
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.paths import LOCKFILES_DIR
 
 

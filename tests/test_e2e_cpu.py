@@ -29,7 +29,7 @@ from verl_bootstrap.errors import EXIT_INTERRUPTED, EXIT_OK, StepFailed
 from verl_bootstrap.events import Event, listening
 from verl_bootstrap.installer.cmdline import pip_launcher
 from verl_bootstrap.installer.envs.venv import VenvBackend
-from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.machine.host.indexes import IndexSettings
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.plan.stepcontract import SourceOutputs

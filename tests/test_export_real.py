@@ -18,7 +18,7 @@ from scaffold import run_tool
 from uv import find_uv_bin
 
 from verl_bootstrap.installer.envs.inventory import installed
-from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.io import read_lockfile
 
 UV = str(find_uv_bin())
 

@@ -13,7 +13,7 @@ from scaffold import Run, run_cli
 
 from verl_bootstrap.errors import EXIT_OK, CommandFailed
 from verl_bootstrap.kernels.wheelhouse import Wheelhouse
-from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.paths import env_lockfile, file_sha256
 from verl_bootstrap.plan.doctor.checks_env import find_uv
 

@@ -22,8 +22,8 @@ from slurmcluster import SlurmCluster
 
 from verl_bootstrap.errors import EXIT_OK, InputError
 from verl_bootstrap.kernels.wheelhouse import Wheelhouse
-from verl_bootstrap.lock import read_lockfile
 from verl_bootstrap.lock.format import KernelWheel
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.paths import env_lockfile, logs_dir
 
 COMPILED = "standin.cpp -o"  # the compiler line of the stand-in's one unit

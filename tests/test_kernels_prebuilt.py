@@ -27,8 +27,8 @@ from loopback import serve_wheelhouse
 from scaffold import Run, run_cli
 
 from verl_bootstrap.errors import EXIT_OK
-from verl_bootstrap.lock import read_lockfile
 from verl_bootstrap.lock.format import KernelWheel
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.paths import env_lockfile, file_sha256
 from verl_bootstrap.plan.doctor.checks_env import find_uv
 

@@ -19,8 +19,8 @@ from verl_bootstrap.kernels.kernelchoice import KernelQuery, LockPins, candidate
 from verl_bootstrap.kernels.key import BuildKey, parse_wheel_name
 from verl_bootstrap.kernels.record import load_record, record_path
 from verl_bootstrap.kernels.sources import KernelChoice
-from verl_bootstrap.lock import read_lockfile
 from verl_bootstrap.lock.format import LockedDist, LockedStage
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.lock.making.kernelwheels import lock_kernel_wheels
 from verl_bootstrap.machine.gpu.smiparse import parse_smi_xml
 from verl_bootstrap.profile import load_profile

@@ -34,8 +34,8 @@ from uv import find_uv_bin
 from verl_bootstrap.errors import EXIT_OK
 from verl_bootstrap.installer.envs.base import env_python
 from verl_bootstrap.installer.envs.inventory import installed
-from verl_bootstrap.lock import read_lockfile
 from verl_bootstrap.lock.bundle.bundlekernels import collect_kernel_wheels
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.paths import env_lockfile, file_sha256, locked_requirements_file
 
 VERL = "verl-project/verl-wheelhouse/releases/download"

@@ -24,7 +24,7 @@ from verlrepo import git
 
 from verl_bootstrap.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, EXIT_STEP_FAILED
 from verl_bootstrap.installer.envs.inventory import installed
-from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.io import read_lockfile
 
 DATA = Path(__file__).parent / "data" / "profiles"
 

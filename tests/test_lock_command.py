@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.lock import read_lockfile
 from verl_bootstrap.lock.diff import version_diff
 from verl_bootstrap.lock.export.target import export_output, planned_files, refuse_overwrite
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.lock.making.lockcommand import LockJob, lock_path, lock_targets, named_lockfile
 from verl_bootstrap.paths import LOCKFILES_DIR
 

@@ -17,10 +17,10 @@ import yaml
 from packaging.requirements import Requirement
 from verlrepo import verl_sdist
 
-from verl_bootstrap.lock import read_lockfile
 from verl_bootstrap.lock.fit import Wanted, why_not
 from verl_bootstrap.lock.format import CondaPackage, Lockfile, profile_hash
 from verl_bootstrap.lock.gaps import LABELS, gap_kinds
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.lock.lockroute import route_line
 from verl_bootstrap.lock.making.contract import MetadataCheck, contract_gaps, metadata_gaps
 from verl_bootstrap.machine.host.indexes import IndexSettings

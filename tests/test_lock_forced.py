@@ -24,10 +24,9 @@ from verl_bootstrap.errors import InputError
 from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.installer.resolve import Target
 from verl_bootstrap.installer.wheelmeta import WheelFile, wheel_requirements
-from verl_bootstrap.lock import read_lockfile
 from verl_bootstrap.lock.drift import committed_lockfiles
 from verl_bootstrap.lock.format import ForcedMismatch, Lockfile
-from verl_bootstrap.lock.io import recorded_forced, write_lockfile
+from verl_bootstrap.lock.io import read_lockfile, recorded_forced, write_lockfile
 from verl_bootstrap.lock.lookup import lookup_dists
 from verl_bootstrap.lock.making.contract import MetadataCheck
 from verl_bootstrap.lock.making.forced import forced_lines, mismatches, overrides_in_force

@@ -15,8 +15,8 @@ import yaml
 from verl_bootstrap import cli
 from verl_bootstrap.errors import EXIT_OK, EXIT_STEP_FAILED, InputError
 from verl_bootstrap.installer.resolve import index_name, parse_annotated
-from verl_bootstrap.lock import dump_lockfile, read_lockfile, write_lockfile
 from verl_bootstrap.lock.drift import committed_lockfiles, stale_lockfile
+from verl_bootstrap.lock.io import dump_lockfile, read_lockfile, write_lockfile
 from verl_bootstrap.lock.making.create import normalize_cutoff
 from verl_bootstrap.machine.host.indexes import IndexSettings
 from verl_bootstrap.paths import LOCKFILES_DIR, default_lockfile
@@ -112,7 +112,7 @@ def test_a_gpu_lockfile_made_without_a_gpu_has_verls_order_and_a_cuda_torch(
 
 
 def test_profile_hash_follows_what_a_lock_is_resolved_from() -> None:
-    from verl_bootstrap.lock import profile_hash  # noqa: PLC0415
+    from verl_bootstrap.lock.format import profile_hash  # noqa: PLC0415
 
     profile = load_profile("cpu")
     stages = (profile.stages[0].model_copy(update={"packages": ("torch==2.12.0",)}),)

@@ -22,8 +22,8 @@ from scaffold import run_tool, tool_argv
 from verlrepo import git
 
 from verl_bootstrap.errors import EXIT_REFUSED, EXIT_STEP_FAILED
-from verl_bootstrap.lock import read_lockfile
 from verl_bootstrap.lock.gaps import hash_gaps
+from verl_bootstrap.lock.io import read_lockfile
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from scaffold import run_tool
 
-from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.paths import LOCKFILES_DIR
 
 pytestmark = pytest.mark.real_slow  # each test resolves the cpu lock again: ~1 min

@@ -11,7 +11,7 @@ from tinyenv import HOST_XY, tiny_parts
 from verlrepo import git
 
 from verl_bootstrap.errors import EXIT_OK
-from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.io import read_lockfile
 
 
 def lock(profile: Path, repo: Path, output: Path) -> str:

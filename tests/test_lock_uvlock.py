@@ -30,7 +30,7 @@ from scaffold import run_tool
 from verlrepo import git, make_verl_repo
 
 from verl_bootstrap.installer.cmdline import uv_binary
-from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.lock.making.uvlock import export_uv_lock, unhashed, uv_lock_gaps
 
 # the default index alone: this machine's own pip settings shape no lock

@@ -12,8 +12,8 @@ import pytest
 from scaffold import run
 
 from verl_bootstrap.errors import EXIT_OK
-from verl_bootstrap.lock import read_lockfile
 from verl_bootstrap.lock.drift import committed_lockfiles
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import LOCKFILES_DIR
 from verl_bootstrap.run.installrun import prepare_plan

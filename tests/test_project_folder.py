@@ -19,7 +19,7 @@ from scaffold import run_tool
 
 from verl_bootstrap.cli.optionsbuilder import run_options
 from verl_bootstrap.cli.parse import build_parser
-from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.lock.lockroute import read_line, route_line
 from verl_bootstrap.run.installrun import prepare_plan
 from verl_bootstrap.run.state.envrecord import record_of

@@ -14,7 +14,7 @@ from test_lifecycle import state, versions
 from tinyenv import publish_wheel, tiny_parts
 
 from verl_bootstrap.errors import EXIT_OK, EXIT_REFUSED
-from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.io import read_lockfile
 
 
 @dataclass(frozen=True)

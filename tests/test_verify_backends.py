@@ -15,7 +15,7 @@ import pytest
 from verlrepo import verl_pyproject_dir, verl_sdist
 
 from verl_bootstrap.installer.cmdline import find_uv
-from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.paths import LOCKFILES_DIR, PROBES, checkout_dir
 from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.models import VerifySpec

@@ -18,7 +18,7 @@ from verl_bootstrap.errors import InputError
 from verl_bootstrap.installer.cmdline import uv_binary
 from verl_bootstrap.installer.envs.inventory import installed
 from verl_bootstrap.kernels.coverage import stack_keys
-from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.lock.making.declared import extras_gaps
 from verl_bootstrap.paths import LOCKFILES_DIR
 from verl_bootstrap.profile import load_profile

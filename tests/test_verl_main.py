@@ -23,8 +23,8 @@ from scaffold import run_cli, run_tool
 from verlrepo import git
 
 from verl_bootstrap.installer.cmdline import uv_binary
-from verl_bootstrap.lock import read_lockfile
 from verl_bootstrap.lock.drift import stale_lockfile
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.lock.making.lockstack import recorded_stack, uv_lock_pin_gaps
 from verl_bootstrap.lock.making.uvlock import UvLockPin, export_uv_lock
 from verl_bootstrap.paths import env_lockfile

@@ -1,2 +1,2 @@
 """uv and pip, and what they ask of the indexes: their command lines, one stage's resolution,
-a lock's artifacts looked up on the indexes and downloaded with their sha256 checked."""
+checked downloads, a wheel's own requirements; and the env backends they install into (envs/)."""

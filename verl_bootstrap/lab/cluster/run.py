@@ -19,7 +19,7 @@ from verl_bootstrap.errors import InputError
 from verl_bootstrap.lab.cluster.compare import ClusterReport, compare
 from verl_bootstrap.lab.cluster.nodes import NodeJob, ray_answers
 from verl_bootstrap.lab.cluster.srun import SlurmOptions, slurm_answers
-from verl_bootstrap.lock import read_lockfile
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.machine.host.filesystems import LockScope, lock_scope, mount_of, read_mounts
 from verl_bootstrap.paths import env_lockfile
 from verl_bootstrap.profile import load_profile

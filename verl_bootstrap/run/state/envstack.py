@@ -11,8 +11,8 @@ from pathlib import Path
 
 from verl_bootstrap import proc
 from verl_bootstrap.errors import BootstrapError
-from verl_bootstrap.lock import read_lockfile
 from verl_bootstrap.lock.format import Lockfile
+from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.lock.making.refstack import replayed
 from verl_bootstrap.lock.making.uvstack import Reach, uv_lock_stack
 from verl_bootstrap.paths import checkout_dir, env_lockfile

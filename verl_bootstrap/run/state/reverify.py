@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.lock import read_lockfile
 from verl_bootstrap.lock.drift import EnvComparison, compare_env
-from verl_bootstrap.lock.io import recorded_forced
+from verl_bootstrap.lock.io import read_lockfile, recorded_forced
 from verl_bootstrap.machine.gpu.detect import detect_driver
 from verl_bootstrap.paths import env_lockfile, logs_dir
 from verl_bootstrap.profile import VerifySpec, load_profile

@@ -11,15 +11,17 @@ from pydantic import ValidationError
 from verl_bootstrap import __version__, proc
 from verl_bootstrap.installer.envs.base import env_python
 from verl_bootstrap.installer.envs.inventory import Dist, installed
-from verl_bootstrap.lock import (
+from verl_bootstrap.lock.format import (
     CondaPackage,
+    CudaTarget,
+    KernelWheel,
     LockedDist,
     LockedStage,
     Lockfile,
-    write_lockfile,
+    channel_name,
 )
-from verl_bootstrap.lock.format import CudaTarget, KernelWheel, channel_name
 from verl_bootstrap.lock.installing.lockedsteps import record_locked_env
+from verl_bootstrap.lock.io import write_lockfile
 from verl_bootstrap.lock.lockcheckout import locked_source
 from verl_bootstrap.paths import env_lockfile
 from verl_bootstrap.plan.graph import Plan, Step
