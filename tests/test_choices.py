@@ -1,6 +1,7 @@
 """Each choice a run rests on is made by one rule, in one place: the env backend
 (`options.choose_backend`), the venv's Python for a lockfile or bundle (`has_python`), the CUDA
-variant and the stack (`plan.choices`). Read from the source, so a second copy of a rule, the
+variant and the stack (`plan.choices`), the host's driver (`gpu.detect.host_driver`). Read from
+the source, so a second copy of a rule, the
 kind that drifts from the first, fails here and names where it was written."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from verl_bootstrap.gpu.detect import DRIVER_OVERRIDE, gpu_present, host_driver
 from verl_bootstrap.host.interpreters import has_python
 from verl_bootstrap.options import DEFAULT_BACKEND, RunOptions, choose_backend
 from verl_bootstrap.profile.models import EnvSpec
@@ -93,6 +95,28 @@ def test_a_locked_python_is_looked_for_by_one_rule() -> None:
 )
 def test_the_variant_and_the_run_choices_are_made_in_one_place(name: str, place: str) -> None:
     assert [c.split(":")[0] for c in _calls(name)] == [place]
+
+
+def test_the_driver_is_read_by_one_rule() -> None:
+    # install, plan, bundle and both verifies ask gpu.detect's host_driver; doctor alone reads
+    # the sources it is given (a report recorded on another node, tests)
+    calls = _calls("detect_driver")
+    assert [c.split(":")[0] for c in calls] == ["doctor/doctorrun.py", "gpu/detect.py"], calls
+    assert [c.split(":")[0] for c in _calls("host_driver")] == [
+        "gpu/detect.py",
+        "run/installrun.py",
+    ]
+    assert [c.split(":")[0] for c in _calls("gpu_present")] == [
+        "state/reverify.py",
+        "verify/trainroute.py",
+    ]
+
+
+def test_the_driver_rule_counts_the_override_as_a_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DRIVER_OVERRIDE, "580.65.06")
+    found = host_driver()
+    assert found is not None and found.version == "580.65.06"
+    assert gpu_present()
 
 
 def test_the_backend_rule_takes_the_flag_then_the_record_then_the_profile() -> None:

@@ -9,7 +9,7 @@ from verl_bootstrap.compiler.compile import compile_plan
 from verl_bootstrap.envs.activation import activation_line, write_activation
 from verl_bootstrap.errors import BootstrapError, InputError, Interrupted, Refused
 from verl_bootstrap.events import emit
-from verl_bootstrap.gpu.detect import detect_driver
+from verl_bootstrap.gpu.detect import host_driver
 from verl_bootstrap.gpu.driverinfo import DriverInfo
 from verl_bootstrap.lockfile.gaps import LABELS
 from verl_bootstrap.options import RunOptions
@@ -57,7 +57,7 @@ def prepare_plan(
     unpacking of a `bundle`). `planning`: the plan is only shown (`plan`), so a GPU profile on a
     host with no driver is planned for its default variant rather than refused."""
     if detect and driver is None:
-        driver = detect_driver()
+        driver = host_driver()
     chosen = make_choices(
         options, driver, bundle=bundle, check_optional=check_optional, planning=planning
     )

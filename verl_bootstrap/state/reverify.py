@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verl_bootstrap.errors import InputError
-from verl_bootstrap.gpu.detect import detect_driver
+from verl_bootstrap.gpu.detect import gpu_present
 from verl_bootstrap.lockfile import read_lockfile
 from verl_bootstrap.locking.drift import EnvComparison, compare_env
 from verl_bootstrap.paths import env_lockfile, logs_dir
@@ -29,8 +29,7 @@ def verify_prefix(prefix: Path, *, profile: str | None, require_gpu: bool) -> Ve
     """Verify `prefix` with `profile`'s checks, else those of the profile that built it (at the
     env's own verl ref); the outcome is recorded in the env's state."""
     spec = _spec(prefix, profile)
-    gpu_present = detect_driver() is not None
-    report = verify_env(prefix, spec, require_gpu=require_gpu, gpu_present=gpu_present)
+    report = verify_env(prefix, spec, require_gpu=require_gpu, gpu_present=gpu_present())
     failed = [c.name for c in report.checks if c.status == "fail"]
     record_verify(prefix, ok=report.ok, failed=failed)  # `envs list` and `info` show it
     return report
