@@ -25,7 +25,7 @@ from verl_bootstrap.installer.lookup import (
 from verl_bootstrap.installer.resolve import Target, load_toml
 from verl_bootstrap.lockfile.format import Lockfile
 from verl_bootstrap.locking.buildlock import resolve_pylock
-from verl_bootstrap.platforms import DEFAULT_GLIBC
+from verl_bootstrap.platforms import locked_glibc
 
 __all__ = [
     "Collected",
@@ -78,7 +78,7 @@ def resolve_build(
 ) -> list[Collected]:
     """The build requirements (with their dependencies) for the lock's Python and platform, at
     its upload cutoff: what an isolated build of a locked sdist installs."""
-    glibc = lock.cuda.virtual_packages.get("__glibc", DEFAULT_GLIBC)
+    glibc = locked_glibc(lock.cuda.virtual_packages)
     target = Target(lock.python, lock.platform, lock.exclude_newer or "", False, glibc)
     return resolve_download(requirements, target, settings, cache=cache, work=work)
 

@@ -27,7 +27,7 @@ from verl_bootstrap.kernels.sources import from_source
 from verl_bootstrap.lockfile.format import LockedDist, Lockfile
 from verl_bootstrap.locking.wheellibs import Held, WheelCache
 from verl_bootstrap.lockinstall.kernels import locked_key
-from verl_bootstrap.platforms import DEFAULT_GLIBC, MACHINES
+from verl_bootstrap.platforms import MACHINES, locked_glibc
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stagespec import stage_specs
 from verl_bootstrap.verify.links import Gap, Library, link_gaps
@@ -105,7 +105,7 @@ def _held(
 
 def _served(lock: Lockfile, dists: list[LockedDist], check: LinkCheck) -> dict[str, list[Artifact]]:
     """The files the indexes serve of `dists`, each asked on its stage's index."""
-    glibc = lock.cuda.virtual_packages.get("__glibc", DEFAULT_GLIBC)
+    glibc = locked_glibc(lock.cuda.virtual_packages)
     target = Target(lock.python, lock.platform, lock.exclude_newer or "", check.offline, glibc)
     names = {d.name for d in dists}
     found: dict[str, list[Artifact]] = {}
