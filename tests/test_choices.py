@@ -1,7 +1,8 @@
 """Each choice a run rests on is made by one rule, in one place: the env backend
 (`options.choose_backend`), the venv's Python for a lockfile or bundle (`has_python`), the CUDA
-variant and the stack (`plan.choices`). Read from the source, so a second copy of a rule, the
-kind that drifts from the first, fails here and names where it was written."""
+variant and the stack (`plan.choices`), the host's driver (`machine.gpu.detect.host_driver`), a
+lockfile's glibc (`platforms.locked_glibc`). Read from the source, so a second copy of a rule,
+the kind that drifts from the first, fails here and names where it was written."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from verl_bootstrap.machine.gpu.detect import DRIVER_OVERRIDE, gpu_present, host_driver
 from verl_bootstrap.machine.host.interpreters import has_python
 from verl_bootstrap.options import DEFAULT_BACKEND, RunOptions, choose_backend
+from verl_bootstrap.platforms import DEFAULT_GLIBC, locked_glibc
 from verl_bootstrap.profile.models import EnvSpec
 
 PACKAGE = Path(__file__).resolve().parents[1] / "verl_bootstrap"
@@ -66,6 +69,19 @@ def _minor_ranges() -> list[str]:
     return at
 
 
+def _glibc_defaults() -> list[str]:
+    """Every `....get("__glibc", DEFAULT)`: a lockfile's glibc worked out beside the one rule."""
+    at = []
+    for file, tree in _sources().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                first = node.args[0] if node.args else None
+                glibc = isinstance(first, ast.Constant) and first.value == "__glibc"
+                if node.func.attr == "get" and glibc and len(node.args) == 2:
+                    at.append(f"{file}:{node.lineno}")
+    return at
+
+
 def _plus_one(value: ast.expr) -> bool:
     inner = value.value if isinstance(value, ast.FormattedValue) else value
     return isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.Add)
@@ -93,6 +109,41 @@ def test_a_locked_python_is_looked_for_by_one_rule() -> None:
 )
 def test_the_variant_and_the_run_choices_are_made_in_one_place(name: str, place: str) -> None:
     assert [c.split(":")[0] for c in _calls(name)] == [place]
+
+
+def test_the_driver_is_read_by_one_rule() -> None:
+    # install, plan, bundle and both verifies ask machine.gpu.detect's host_driver; doctor alone
+    # reads the sources it is given (a report recorded on another node, tests)
+    calls = _calls("detect_driver")
+    assert [c.split(":")[0] for c in calls] == [
+        "machine/gpu/detect.py",
+        "plan/doctor/doctorrun.py",
+    ], calls
+    assert [c.split(":")[0] for c in _calls("host_driver")] == [
+        "machine/gpu/detect.py",
+        "run/installrun.py",
+    ]
+    assert [c.split(":")[0] for c in _calls("gpu_present")] == [
+        "run/state/reverify.py",
+        "verify/trainroute.py",
+    ]
+
+
+def test_the_driver_rule_counts_the_override_as_a_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DRIVER_OVERRIDE, "580.65.06")
+    found = host_driver()
+    assert found is not None and found.version == "580.65.06"
+    assert gpu_present()
+
+
+def test_a_lockfiles_glibc_is_read_by_one_rule() -> None:
+    # what `lock` keeps from the lock it replaces, and what install, bundle and the lock's own
+    # checks build wheel tags for; a raw `.get("__glibc")` (no default: "no need") is another
+    # question, asked where an older lock must not be refused
+    found = _glibc_defaults()
+    assert [c.split(":")[0] for c in found] == ["platforms.py"], found
+    assert locked_glibc({}) == DEFAULT_GLIBC
+    assert locked_glibc({"__glibc": "2.34", "__cuda": "12.8"}) == "2.34"
 
 
 def test_the_backend_rule_takes_the_flag_then_the_record_then_the_profile() -> None:

@@ -187,7 +187,7 @@ def test_a_gpu_profile_with_no_driver_and_cuda_auto_is_refused(name: str, tmp_pa
 def test_install_refuses_a_gpu_profile_with_no_driver_with_exit_3(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(installrun, "detect_driver", lambda: None)  # no GPU here
+    monkeypatch.setattr(installrun, "host_driver", lambda: None)  # no GPU here
     prefix = tmp_path / "env"
     assert cli.main(["--profile", "fsdp", "--prefix", str(prefix)]) == EXIT_REFUSED
     stderr = capsys.readouterr().err
@@ -205,7 +205,7 @@ def test_plan_on_a_host_with_no_driver_plans_the_default_variant_and_says_so(
 ) -> None:
     """A login node: `plan --profile fsdp` (help's own example) plans the profile's default
     variant, the newest CUDA, and says that no driver chose it."""
-    monkeypatch.setattr(installrun, "detect_driver", lambda: None)  # no GPU here
+    monkeypatch.setattr(installrun, "host_driver", lambda: None)  # no GPU here
     prefix = tmp_path / "env"
     assert cli.main(["plan", "--profile", name, "--prefix", str(prefix), "--json"]) == EXIT_OK
     body = json.loads(capsys.readouterr().out)

@@ -133,7 +133,7 @@ def test_the_plan_says_each_fact_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name, variant, route = case
-    monkeypatch.setattr(installrun, "detect_driver", _driver)
+    monkeypatch.setattr(installrun, "host_driver", _driver)
     argv = ["plan", "--profile", name, "--cuda", variant, "--prefix", str(tmp_path / "env"), *route]
     text = plan_text(argv, capsys)
     header, steps = blocks(text)

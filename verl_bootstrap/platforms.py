@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform as _platform
 from collections.abc import Mapping
 
-__all__ = ["DEFAULT_GLIBC", "MACHINES", "host_platform", "uv_platform"]
+__all__ = ["DEFAULT_GLIBC", "MACHINES", "host_platform", "locked_glibc", "uv_platform"]
 
 # lockfile platform (conda's subdir name) -> the machine that `uname -m` prints
 MACHINES: Mapping[str, str] = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}
@@ -17,6 +17,12 @@ def host_platform(machine: str | None = None) -> str:
     machine = machine or _platform.machine()
     by_machine = {m: name for name, m in MACHINES.items()}
     return by_machine.get(machine, f"linux-{machine}")
+
+
+def locked_glibc(virtual_packages: Mapping[str, str]) -> str:
+    """The oldest glibc a lockfile's machines have: its `__glibc`, else the default it was made
+    for (a lockfile from before `--glibc`). The one rule `lock` and every reader of a lock share."""
+    return virtual_packages.get("__glibc", DEFAULT_GLIBC)
 
 
 def uv_platform(platform: str, glibc: str) -> str:

@@ -22,7 +22,7 @@ from verl_bootstrap.lock.format import LockedDist, LockedStage, Lockfile
 from verl_bootstrap.machine.host.indexes import DEFAULT, IndexSettings
 from verl_bootstrap.machine.host.netfaults import net_fault, without_tool_hints
 from verl_bootstrap.paths import atomic_write
-from verl_bootstrap.platforms import DEFAULT_GLIBC
+from verl_bootstrap.platforms import locked_glibc
 
 __all__ = [
     "NotServed",
@@ -64,7 +64,7 @@ def lookup(lock: Lockfile, settings: IndexSettings, *, offline: bool, work: Path
     """Every hashed distribution of `lock` (and verl's sdist) as the indexes serve it."""
     # The lock's cutoff too: with it, uv sees the indexes as the lock saw them (it leaves out the
     # files an index lists without an upload time, which it otherwise prefers for equal versions).
-    glibc = lock.cuda.virtual_packages.get("__glibc", DEFAULT_GLIBC)
+    glibc = locked_glibc(lock.cuda.virtual_packages)
     target = Target(lock.python, lock.platform, lock.exclude_newer or "", offline, glibc)
     groups: dict[str | None, list[LockedDist]] = {}
     for stage in lock.stages:

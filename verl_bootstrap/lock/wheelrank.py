@@ -18,7 +18,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from verl_bootstrap.installer.artifact import Artifact
 from verl_bootstrap.lock.format import Lockfile
-from verl_bootstrap.platforms import DEFAULT_GLIBC, MACHINES
+from verl_bootstrap.platforms import DEFAULT_GLIBC, MACHINES, locked_glibc
 
 __all__ = ["install_order", "preferred", "target_tags"]
 
@@ -73,7 +73,7 @@ def _rank(artifact: Artifact, ranks: dict[Tag, int]) -> tuple[int, str]:
 def install_order(artifacts: Iterable[Artifact], lock: Lockfile) -> list[Artifact]:
     """`artifacts` in the order an installer prefers them for the lock's Python, platform and
     glibc (`__glibc`): best first."""
-    glibc = lock.cuda.virtual_packages.get("__glibc", DEFAULT_GLIBC)
+    glibc = locked_glibc(lock.cuda.virtual_packages)
     ranks = target_tags(lock.python, lock.platform, glibc)
     return sorted(artifacts, key=lambda a: _rank(a, ranks))
 

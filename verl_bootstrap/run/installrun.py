@@ -10,7 +10,7 @@ from verl_bootstrap.events import emit
 from verl_bootstrap.installer.envs.activation import activation_line, write_activation
 from verl_bootstrap.lock.gaps import LABELS
 from verl_bootstrap.lock.lockroute import route_line
-from verl_bootstrap.machine.gpu.detect import detect_driver
+from verl_bootstrap.machine.gpu.detect import host_driver
 from verl_bootstrap.machine.gpu.driverinfo import DriverInfo
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import STATE_DIRNAME, guard_file, state_file
@@ -57,7 +57,7 @@ def prepare_plan(
     unpacking of a `bundle`). `planning`: the plan is only shown (`plan`), so a GPU profile on a
     host with no driver is planned for its default variant rather than refused."""
     if detect and driver is None:
-        driver = detect_driver()
+        driver = host_driver()
     chosen = make_choices(
         options, driver, bundle=bundle, check_optional=check_optional, planning=planning
     )

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verl_bootstrap import proc
-from verl_bootstrap.machine.gpu.detect import detect_driver
+from verl_bootstrap.machine.gpu.detect import gpu_present
 from verl_bootstrap.paths import PROBES
 
 __all__ = ["PARTS", "Route", "cpu_blocker", "private_ray", "route_for", "step_environment"]
@@ -258,7 +258,7 @@ def _trainer(ckpt: Path, steps: int, device: str) -> list[str]:
 
 def route_for(prefix: Path, python: Path, level: str, log_path: Path | None) -> Route:
     """The route for `level` in this env on this machine, with the parts it needs checked."""
-    gpu = detect_driver() is not None
+    gpu = gpu_present()
     rollout = _gpu_rollout(python, log_path) if gpu else "hf"
     route = Route(python=python, name=f"gpu:{rollout}" if gpu else "cpu", rollout=rollout)
     why = _cannot_run(route, python, log_path)

@@ -20,7 +20,7 @@ from verl_bootstrap.lock.bundle.selfwheel import installed_requirements, repack_
 from verl_bootstrap.lock.format import Lockfile
 from verl_bootstrap.machine.host.indexes import IndexSettings
 from verl_bootstrap.paths import file_sha256
-from verl_bootstrap.platforms import DEFAULT_GLIBC
+from verl_bootstrap.platforms import locked_glibc
 
 __all__ = ["LOCKED_BRANCH", "build_tool_wheel", "tool_wheels", "verl_git_bundle", "verl_pyproject"]
 
@@ -94,7 +94,7 @@ def tool_wheels(
 ) -> list[Collected]:
     """verl-bootstrap's own wheel (however it was installed) and its dependencies' wheels."""
     wheel = build_tool_wheel(work / "tool-wheel")
-    glibc = lock.cuda.virtual_packages.get("__glibc", DEFAULT_GLIBC)
+    glibc = locked_glibc(lock.cuda.virtual_packages)
     target = Target(lock.python, lock.platform, "", False, glibc)
     deps = resolve_download(
         _requirements(_source_tree()), target, settings, cache=cache, work=work / "tool-deps"

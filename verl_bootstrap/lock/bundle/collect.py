@@ -20,7 +20,7 @@ from verl_bootstrap.lock.format import Lockfile
 from verl_bootstrap.lock.lookup import hashed_dists, lookup, refuse_unserved, served_artifacts
 from verl_bootstrap.lock.making.buildlock import resolve_pylock
 from verl_bootstrap.machine.host.indexes import IndexSettings
-from verl_bootstrap.platforms import DEFAULT_GLIBC
+from verl_bootstrap.platforms import locked_glibc
 
 __all__ = [
     "Collected",
@@ -73,7 +73,7 @@ def resolve_build(
 ) -> list[Collected]:
     """The build requirements (with their dependencies) for the lock's Python and platform, at
     its upload cutoff: what an isolated build of a locked sdist installs."""
-    glibc = lock.cuda.virtual_packages.get("__glibc", DEFAULT_GLIBC)
+    glibc = locked_glibc(lock.cuda.virtual_packages)
     target = Target(lock.python, lock.platform, lock.exclude_newer or "", False, glibc)
     return resolve_download(requirements, target, settings, cache=cache, work=work)
 

@@ -28,7 +28,7 @@ from verl_bootstrap.installer.resolve import index_args, parse_annotated
 from verl_bootstrap.lock.format import LockedDist, Lockfile
 from verl_bootstrap.machine.host.indexes import DEFAULT, IndexSettings
 from verl_bootstrap.paths import atomic_write
-from verl_bootstrap.platforms import DEFAULT_GLIBC, uv_platform
+from verl_bootstrap.platforms import locked_glibc, uv_platform
 from verl_bootstrap.profile.models import Profile, Substitution
 from verl_bootstrap.profile.stagespec import DROPPED_MARKER, stage_specs
 from verl_bootstrap.profile.verlextras import marker_env, override_lines, read_uv_table
@@ -271,7 +271,7 @@ def _toml_list(items: Sequence[str]) -> str:
 
 
 def _argv(lock: Lockfile, check: MetadataCheck, work: Path) -> list[str]:
-    glibc = lock.cuda.virtual_packages.get("__glibc", DEFAULT_GLIBC)
+    glibc = locked_glibc(lock.cuda.virtual_packages)
     argv = [uv_binary(), "pip", "compile", str(work / "pins.in"), "--no-header", "--quiet"]
     argv += ["--config-file", str(work / "uv.toml"), "--override", str(work / "overrides.txt")]
     argv += ["--python-version", lock.python, "--no-sources", "--emit-index-annotation"]

@@ -40,7 +40,7 @@ from verl_bootstrap.lock.making.stages import torch_cuda
 from verl_bootstrap.machine.host.indexes import IndexSettings
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import atomic_write, cache_folder, default_lockfile
-from verl_bootstrap.platforms import DEFAULT_GLIBC, MACHINES
+from verl_bootstrap.platforms import DEFAULT_GLIBC, MACHINES, locked_glibc
 from verl_bootstrap.profile.load import load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack
@@ -231,7 +231,7 @@ def _kept_versions(previous: Lockfile | None, target: Target) -> dict[str, str]:
 
 
 def _old_glibc(previous: Lockfile | None) -> str | None:
-    return previous.cuda.virtual_packages.get("__glibc") if previous else None
+    return locked_glibc(previous.cuda.virtual_packages) if previous else None
 
 
 def _glibc(wanted: str | None) -> str:

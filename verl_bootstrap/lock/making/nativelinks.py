@@ -28,7 +28,7 @@ from verl_bootstrap.lock.installing.kernels import locked_key
 from verl_bootstrap.lock.lookup import lookup_dists, stage_index
 from verl_bootstrap.lock.making.wheellibs import Held, WheelCache
 from verl_bootstrap.machine.host.indexes import IndexSettings
-from verl_bootstrap.platforms import DEFAULT_GLIBC, MACHINES
+from verl_bootstrap.platforms import MACHINES, locked_glibc
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stagespec import stage_specs
 from verl_bootstrap.verify.links import Gap, Library, link_gaps
@@ -106,7 +106,7 @@ def _held(
 
 def _served(lock: Lockfile, dists: list[LockedDist], check: LinkCheck) -> dict[str, list[Artifact]]:
     """The files the indexes serve of `dists`, each asked on its stage's index."""
-    glibc = lock.cuda.virtual_packages.get("__glibc", DEFAULT_GLIBC)
+    glibc = locked_glibc(lock.cuda.virtual_packages)
     target = Target(lock.python, lock.platform, lock.exclude_newer or "", check.offline, glibc)
     names = {d.name for d in dists}
     found: dict[str, list[Artifact]] = {}

@@ -26,7 +26,7 @@ from verl_bootstrap.lock.making.resolution import resolve_stages
 from verl_bootstrap.lock.making.wheelreqs import judge, lock_wheels
 from verl_bootstrap.machine.host.indexes import DEFAULT
 from verl_bootstrap.options import RunOptions
-from verl_bootstrap.platforms import DEFAULT_GLIBC
+from verl_bootstrap.platforms import locked_glibc
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stagespec import stage_specs
 from verl_bootstrap.profile.verlextras import marker_env, stage_pins
@@ -35,7 +35,7 @@ __all__ = ["forced_gaps", "regenerate_gaps"]
 
 
 def _target(lock: Lockfile, offline: bool) -> Target:
-    glibc = lock.cuda.virtual_packages.get("__glibc", DEFAULT_GLIBC)
+    glibc = locked_glibc(lock.cuda.virtual_packages)
     return Target(lock.python, lock.platform, lock.exclude_newer or "", offline, glibc)
 
 

@@ -21,7 +21,7 @@ from verl_bootstrap.lock.lookup import lookup_dists, stage_index
 from verl_bootstrap.lock.making.forced import Mismatch, mismatches, overrides_in_force
 from verl_bootstrap.machine.host.indexes import DEFAULT, IndexSettings
 from verl_bootstrap.paths import cache_folder
-from verl_bootstrap.platforms import DEFAULT_GLIBC
+from verl_bootstrap.platforms import locked_glibc
 from verl_bootstrap.profile.stagespec import StageSpec
 from verl_bootstrap.profile.verlextras import marker_env, read_uv_table
 
@@ -92,7 +92,7 @@ def lock_wheels(
 ) -> list[WheelFile]:
     """One wheel per locked wheel distribution, as the indexes configured here serve it (those
     from an index that is not configured here, or that cannot be asked, are left out)."""
-    glibc = lock.cuda.virtual_packages.get("__glibc", DEFAULT_GLIBC)
+    glibc = locked_glibc(lock.cuda.virtual_packages)
     target = Target(lock.python, lock.platform, lock.exclude_newer or "", offline, glibc)
     reachable = {DEFAULT, *settings.named, *([FIND_LINKS] if settings.find_links else [])}
     found: list[WheelFile] = []

@@ -27,7 +27,14 @@ from verl_bootstrap.machine.gpu.nvml import read_nvml
 from verl_bootstrap.machine.gpu.query import parse_query_gpus
 from verl_bootstrap.machine.gpu.smiparse import parse_proc_version, parse_smi_xml
 
-__all__ = ["CONDA_OVERRIDE", "DRIVER_OVERRIDE", "PROC_VERSION", "detect_driver"]
+__all__ = [
+    "CONDA_OVERRIDE",
+    "DRIVER_OVERRIDE",
+    "PROC_VERSION",
+    "detect_driver",
+    "gpu_present",
+    "host_driver",
+]
 
 DRIVER_OVERRIDE = "VERL_BOOTSTRAP_CUDA_DRIVER"
 CONDA_OVERRIDE = "CONDA_OVERRIDE_CUDA"
@@ -133,3 +140,16 @@ def detect_driver(
     if from_proc is not None:
         return _merge(from_proc, _from_smi(nvidia_smi, env))
     return _from_smi(nvidia_smi, env) or _from_conda_override(env)
+
+
+def host_driver() -> DriverInfo | None:
+    """This host's driver as a run goes by it: install, plan and bundle (run.installrun),
+    `verify --prefix` and `verify --train` all ask here, so "which driver" and "is there a GPU"
+    cannot differ between them. Doctor alone calls detect_driver itself, with its own sources
+    (a report recorded on another node, tests)."""
+    return detect_driver()
+
+
+def gpu_present() -> bool:
+    """Whether this host has an NVIDIA driver (either override standing in for one counts)."""
+    return host_driver() is not None

@@ -10,7 +10,7 @@ from pathlib import Path
 from verl_bootstrap.errors import InputError
 from verl_bootstrap.lock.drift import EnvComparison, compare_env
 from verl_bootstrap.lock.io import read_lockfile, recorded_forced
-from verl_bootstrap.machine.gpu.detect import detect_driver
+from verl_bootstrap.machine.gpu.detect import gpu_present
 from verl_bootstrap.paths import env_lockfile, logs_dir
 from verl_bootstrap.profile import VerifySpec, load_profile
 from verl_bootstrap.profile.models import Profile
@@ -29,12 +29,11 @@ def verify_prefix(prefix: Path, *, profile: str | None, require_gpu: bool) -> Ve
     """Verify `prefix` with `profile`'s checks, else those of the profile that built it (at the
     env's own verl ref); the outcome is recorded in the env's state."""
     spec = _spec(prefix, profile)
-    gpu_present = detect_driver() is not None
     report = verify_env(
         prefix,
         spec,
         require_gpu=require_gpu,
-        gpu_present=gpu_present,
+        gpu_present=gpu_present(),
         forced=recorded_forced(prefix),
     )
     failed = [c.name for c in report.checks if c.status == "fail"]
