@@ -1,6 +1,7 @@
 """Each choice a run rests on is made by one rule, in one place: the env backend
 (`options.choose_backend`), the venv's Python for a lockfile or bundle (`has_python`), the CUDA
-variant and the stack (`plan.choices`), the host's driver (`machine.gpu.detect.host_driver`), a
+variant and the stack (`plan.choices`), a ref's stack for install, plan and `lock`
+(`lock.making.refstack.asked_stack`), the host's driver (`machine.gpu.detect.host_driver`), a
 lockfile's glibc (`platforms.locked_glibc`). Read from the source, so a second copy of a rule,
 the kind that drifts from the first, fails here and names where it was written."""
 
@@ -109,6 +110,16 @@ def test_a_locked_python_is_looked_for_by_one_rule() -> None:
 )
 def test_the_variant_and_the_run_choices_are_made_in_one_place(name: str, place: str) -> None:
     assert [c.split(":")[0] for c in _calls(name)] == [place]
+
+
+def test_install_plan_and_lock_find_the_stack_at_a_ref_by_one_rule() -> None:
+    # asked_stack: the ref's files from the run's source, the run's indexes; install and plan
+    # (plan/refroute) and `lock` (lock/making/lockstack) each name their target and call it
+    assert [c.split(":")[0] for c in _calls("run_reach")] == ["lock/making/refstack.py"]
+    assert [c.split(":")[0] for c in _calls("asked_stack")] == [
+        "lock/making/lockstack.py",
+        "plan/refroute.py",
+    ]
 
 
 def test_the_driver_is_read_by_one_rule() -> None:

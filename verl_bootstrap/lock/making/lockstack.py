@@ -1,12 +1,9 @@
-"""The stack `lock` resolves at its verl ref (locking.refstack), and the stack a lockfile was
+"""The stack `lock` resolves at its verl ref (lock.making.refstack), and the stack a lockfile was
 made from, made again to check it: a lockfile of verl's uv.lock replays what it recorded (the
 sources it substituted were not reached, and the releases it holds stood in), so its staleness
 asks no index and no git host beyond verl's own repository."""
 
 from __future__ import annotations
-
-import tempfile
-from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -16,8 +13,8 @@ from verl_bootstrap.lock.format import Lockfile
 from verl_bootstrap.lock.making.refstack import (
     RefStack,
     StackTarget,
+    asked_stack,
     replayed,
-    run_reach,
     stack_at_ref,
 )
 from verl_bootstrap.options import RunOptions
@@ -25,7 +22,6 @@ from verl_bootstrap.profile import load_profile
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack
 from verl_bootstrap.profile.variants import known_variant
-from verl_bootstrap.siteconfig.apply import index_settings
 from verl_bootstrap.source.reffiles import ref_files
 
 __all__ = ["lock_stack", "recorded_stack", "uv_lock_pin_gaps"]
@@ -37,23 +33,8 @@ def lock_stack(options: RunOptions, platform: str, python: str | None) -> tuple[
     base = load_profile(options.profile)
     own = apply_stack(base, options.verl_ref, allow_unsupported=True)
     variant = known_variant(own, options.cuda)
-    repo = options.verl_source or base.verl.repo
-    settings, _ = index_settings(base, options)
-    with tempfile.TemporaryDirectory(prefix="verl-lock-stack-") as work:
-        reach = run_reach(
-            settings,
-            python=python or base.python.prefer,
-            platform=platform,
-            offline=options.offline,
-            work=Path(work),
-        )
-        target = StackTarget(
-            variant, platform, python, lambda r: ref_files(repo, r, offline=options.offline), reach
-        )
-        found = stack_at_ref(
-            base, options.verl_ref, target, allow_unsupported=options.allow_unsupported_ref
-        )
-    return found, variant
+    # lock resolves no test extra: a lockfile is the stack a run installs
+    return asked_stack(base, options, (variant, platform, python)), variant
 
 
 def recorded_stack(lock: Lockfile, *, offline: bool = False) -> Profile:

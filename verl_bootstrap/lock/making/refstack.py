@@ -10,6 +10,7 @@ indexes and git sources were reached, which release stood in) rather than asking
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,14 +23,17 @@ from verl_bootstrap.lock.format import UvLockUse
 from verl_bootstrap.lock.lockcheckout import remote_commit
 from verl_bootstrap.lock.making.uvstack import Reach, Uncovered, uv_lock_stack
 from verl_bootstrap.machine.host.indexes import IndexSettings
+from verl_bootstrap.options import RunOptions
 from verl_bootstrap.platforms import DEFAULT_GLIBC, uv_platform
 from verl_bootstrap.profile.models import Profile
 from verl_bootstrap.profile.stacks import apply_stack, stack_for
-from verl_bootstrap.source.reffiles import RefFiles
+from verl_bootstrap.siteconfig.apply import index_settings
+from verl_bootstrap.source.reffiles import RefFiles, ref_files
 
 __all__ = [
     "RefStack",
     "StackTarget",
+    "asked_stack",
     "committed_stack",
     "replayed",
     "run_reach",
@@ -89,6 +93,40 @@ def stack_at_ref(
     if isinstance(found, Uncovered):
         return RefStack(own, said=f"{found.why}: the profile's own stack resolves at {ref}")
     return RefStack(found.profile, found.use, found.summary, found.notes)
+
+
+def asked_stack(
+    base: Profile,
+    options: RunOptions,
+    target: tuple[str, str, str | None],
+    *,
+    tests: bool = False,
+    check_optional: bool = True,
+) -> RefStack:
+    """`base` at the run's --verl-ref for `target` (variant, platform, Python X.Y or None), read
+    from the source the run names (--verl-source, else the profile's repo) with the run's
+    indexes: the one rule by which install, plan and `lock` find the stack they use. `tests`:
+    the stack takes verl's test extra too (`install --with-tests`)."""
+    variant, platform, python = target
+    repo = options.verl_source or base.verl.repo
+
+    def files(ref: str) -> RefFiles:
+        return ref_files(repo, ref, offline=options.offline)
+
+    settings, _ = index_settings(base, options, check_optional=check_optional)
+    with tempfile.TemporaryDirectory(prefix="verl-ref-stack-") as work:
+        reach = run_reach(
+            settings,
+            python=python or base.python.prefer,
+            platform=platform,
+            offline=options.offline,
+            work=Path(work),
+        )
+        extras = frozenset({"tests"} if tests else ())
+        asked = StackTarget(variant, platform, python, files, reach, extras)
+        return stack_at_ref(
+            base, options.verl_ref, asked, allow_unsupported=options.allow_unsupported_ref
+        )
 
 
 def _without_lock(
