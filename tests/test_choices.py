@@ -13,9 +13,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from packaging.specifiers import SpecifierSet
 
 from verl_bootstrap.machine.gpu.detect import DRIVER_OVERRIDE, gpu_present, host_driver
-from verl_bootstrap.machine.host.interpreters import has_python
+from verl_bootstrap.machine.host.interpreters import (
+    find_interpreter,
+    has_python,
+    interpreter_version,
+    minor_fits,
+)
 from verl_bootstrap.options import DEFAULT_BACKEND, RunOptions, choose_backend
 from verl_bootstrap.platforms import DEFAULT_GLIBC, locked_glibc
 from verl_bootstrap.profile.models import EnvSpec
@@ -99,6 +105,25 @@ def test_the_backend_is_worked_out_by_the_one_rule_alone() -> None:
 
 def test_a_locked_python_is_looked_for_by_one_rule() -> None:
     assert [c.split(":")[0] for c in _minor_ranges()] == ["machine/host/interpreters.py"]
+
+
+def test_an_x_y_is_held_against_a_profile_s_range_by_one_rule() -> None:
+    # the venv's interpreter search and `lock --python-version` ask the same question
+    assert [c.split(":")[0] for c in _calls("minor_fits")] == [
+        "lock/making/create.py",
+        "machine/host/interpreters.py",
+    ]
+    assert minor_fits("3.10", ">=3.10.4") and minor_fits("3.12", ">=3.10,<3.13")
+    assert not minor_fits("3.9", ">=3.10") and not minor_fits("3.13", ">=3.10,<3.13")
+
+
+def test_the_venv_search_finds_this_python_for_a_range_that_starts_at_a_patch() -> None:
+    # `>=X.Y.Z` admits this X.Y.Z interpreter: the search falls back to its X.Y when the
+    # preferred X.Y is absent (it skipped it while it asked whether X.Y.0 fits)
+    major, minor, micro = sys.version_info[:3]
+    requires = f">={major}.{minor}.{micro},<{major}.{minor + 1}"
+    found = find_interpreter(requires, "3.99")
+    assert interpreter_version(found) in SpecifierSet(requires)
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from verl_bootstrap import __version__
@@ -38,6 +37,7 @@ from verl_bootstrap.lock.making.lockstack import lock_stack
 from verl_bootstrap.lock.making.resolution import fetch_verl, resolve_stages
 from verl_bootstrap.lock.making.stages import torch_cuda
 from verl_bootstrap.machine.host.indexes import IndexSettings
+from verl_bootstrap.machine.host.interpreters import minor_fits
 from verl_bootstrap.options import RunOptions
 from verl_bootstrap.paths import atomic_write, cache_folder, default_lockfile
 from verl_bootstrap.platforms import DEFAULT_GLIBC, MACHINES, locked_glibc
@@ -261,9 +261,7 @@ def _python(wanted: str | None, profile: Profile) -> str:
             f"--python {python!r} is not a Python version (write it like 3.12)"
         ) from None
     xy = f"{version.major}.{version.minor}"
-    if Version(f"{xy}.0") not in SpecifierSet(profile.python.requires) and Version(
-        f"{xy}.99"
-    ) not in SpecifierSet(profile.python.requires):
+    if not minor_fits(xy, profile.python.requires):
         raise InputError(
             f"--python {xy} is outside profile {profile.name!r}'s range {profile.python.requires}"
         )

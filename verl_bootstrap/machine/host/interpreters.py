@@ -24,6 +24,7 @@ __all__ = [
     "has_python",
     "interpreter_for",
     "interpreter_version",
+    "minor_fits",
     "minor_range",
 ]
 
@@ -35,7 +36,9 @@ def find_interpreter(requires: str, prefer: str, *, path: str | None = None) -> 
     allowed = SpecifierSet(requires)
     wanted = Version(prefer)
     minors = [f"{wanted.major}.{wanted.minor}"]
-    minors += [f"3.{m}" for m in _MINORS if f"3.{m}" != minors[0] and f"3.{m}.0" in allowed]
+    minors += [
+        f"3.{m}" for m in _MINORS if f"3.{m}" != minors[0] and minor_fits(f"3.{m}", requires)
+    ]
     for minor in minors:
         for candidate in _candidates(minor, path):
             version = interpreter_version(candidate)
@@ -46,6 +49,14 @@ def find_interpreter(requires: str, prefer: str, *, path: str | None = None) -> 
         hint="install one (your package manager, pyenv), pass --python PATH, "
         "or use --backend conda, which brings its own Python",
     )
+
+
+def minor_fits(xy: str, requires: str) -> bool:
+    """Whether some release of Python X.Y can meet `requires`: its first or a late patch does
+    (`>=3.10.4` admits 3.10). The one rule for an X.Y against a profile's range, for the venv's
+    interpreter search and for `lock --python-version`."""
+    allowed = SpecifierSet(requires)
+    return Version(f"{xy}.0") in allowed or Version(f"{xy}.99") in allowed
 
 
 def minor_range(version: str) -> str:
