@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_INTERRUPTED",
@@ -31,10 +34,15 @@ class BootstrapError(Exception):
 
     exit_code = EXIT_STEP_FAILED
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, hint: str | None = None, data: Mapping[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        # the facts the message states (names, versions, paths), JSON-ready, for `--json` and
+        # for callers that act on which refusal it was rather than on its wording
+        self.data: dict[str, Any] = dict(data or {})
 
 
 class InputError(BootstrapError):

@@ -89,6 +89,7 @@ def named_env(name: str, *, command: str) -> Path:
         raise InputError(
             f"{command}: {len(found)} envs are named {name!r}: " + ", ".join(str(p) for p in found),
             hint=f"name the one you mean by its folder: --prefix {found[0]}",
+            data={"name": name, "prefixes": [str(p) for p in found]},
         )
     if not found:
         from verl_bootstrap.cli.argparser import did_you_mean
@@ -99,6 +100,7 @@ def named_env(name: str, *, command: str) -> Path:
             f"{command}: no env is named {name!r}"
             + (f"; did you mean {guess!r}?" if guess else ""),
             hint=f"the envs: {', '.join(names)}" if names else _NO_ENV_HINT,
+            data={"name": name, "suggestion": guess, "envs": names},
         )
     return found[0]
 
@@ -117,6 +119,7 @@ def _only_env(command: str) -> Path:
         raise InputError(
             f"{command}: no env named, none is active, and none is built yet",
             hint=_NO_ENV_HINT,
+            data={"envs": []},
         )
     listed = ", ".join(f"{env_name(p)} ({p})" for p in envs)
     raise InputError(
@@ -124,6 +127,7 @@ def _only_env(command: str) -> Path:
         f"{listed}",
         hint=f"name one: `verl-bootstrap {command} NAME` (or --prefix PATH), or enter one "
         'first: eval "$(verl-bootstrap activate NAME)"',
+        data={"envs": [{"name": env_name(p), "prefix": str(p)} for p in envs]},
     )
 
 
