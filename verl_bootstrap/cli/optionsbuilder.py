@@ -60,6 +60,7 @@ def _env_prefix(given: Path | None, *, command: str, name: str | None) -> Path:
         raise InputError(
             f"{command}: the env is given twice ({name!r} and --prefix {given})",
             hint="name it once: by its name, or by --prefix PATH",
+            data={"name": name, "prefix": str(given)},
         )
     if given is None and name is not None:
         return named_env(name, command=command)
@@ -72,6 +73,7 @@ def _env_prefix(given: Path | None, *, command: str, name: str | None) -> Path:
         raise InputError(
             f"{command}: {where} {prefix} is not a folder",
             hint="`verl-bootstrap envs list` shows the envs there are",
+            data={"prefix": str(prefix), "from": where, "folder": False},
         )
     return prefix.absolute()
 
