@@ -11,7 +11,8 @@ import yaml
 from scaffold import run
 
 from verl_bootstrap import __version__
-from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_STEP_FAILED
+from verl_bootstrap import cli as cli_errors
+from verl_bootstrap.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED, EXIT_STEP_FAILED, Refused
 from verl_bootstrap.profile import PROFILES_DIR, list_profiles
 
 # The keys scripts and CI read from `--json`. Adding a key is fine (add it here); renaming or
@@ -47,7 +48,7 @@ INSTALL_KEYS = {
 }
 INSTALL_STEP_KEYS = {"id", "status", "seconds", "reason", "log"}
 ERROR_KEYS = {"ok", "error"}
-ERROR_DETAIL_KEYS = {"message", "hint", "exit_code"}
+ERROR_DETAIL_KEYS = {"message", "hint", "exit_code", "kind", "data"}
 
 
 def test_help_lists_the_commands_and_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
@@ -272,4 +273,17 @@ def test_error_json_envelope_keys_are_pinned(
     assert body["ok"] is False
     assert body["error"]["exit_code"] == EXIT_BAD_INPUT
     assert body["error"]["message"] == "unknown profile 'nope'"
+    assert body["error"]["kind"] == "InputError"
     assert "error: unknown profile 'nope'" in err  # stderr says it too
+
+
+def test_an_errors_data_is_in_its_json_redacted_as_its_message_is(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = "https://user:s3cret@lab.invalid/simple/"
+    refused = Refused(f"cannot reach {url}", data={"urls": [url], "tries": 2})
+    assert cli_errors._report_error(refused, json_mode=True) == EXIT_REFUSED
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["kind"] == "Refused" and error["data"]["tries"] == 2
+    assert error["data"]["urls"] == [error["message"].removeprefix("cannot reach ")]
+    assert "s3cret" not in json.dumps(error)

@@ -49,7 +49,9 @@ def test_foreign_cudnn_on_ld_library_path_is_a_warning(tmp_path: Path) -> None:
     shutil.copy(REAL_SO, tmp_path / "libcudnn.so.9")
     result = _check("shadowing-paths", root=tmp_path, environ={"LD_LIBRARY_PATH": str(tmp_path)})
     assert result.status is Status.WARN
-    assert f"libcudnn.so.9 in {tmp_path} (LD_LIBRARY_PATH)" in result.finding
+    assert result.data["libraries"] == [
+        {"path": str(tmp_path / "libcudnn.so.9"), "origin": "LD_LIBRARY_PATH"}
+    ]
     assert result.fix and "off LD_LIBRARY_PATH" in result.fix
 
 
@@ -64,7 +66,6 @@ def test_a_foreign_cudnn_loaded_into_the_envs_interpreter_fails(tmp_path: Path) 
     env = {**os.environ, "LD_PRELOAD": str(cudnn)}
     result = _check("shadowing-loaded", python=Path(sys.executable), environ=env)
     assert result.status is Status.FAIL
-    assert f"libcudnn.so.9 from {cudnn}" in result.finding
     assert result.fix and "activation" in result.fix
     assert result.data["loaded"] == [
         {"name": "libcudnn.so.9", "path": str(cudnn), "inside_prefix": False}
@@ -74,7 +75,7 @@ def test_a_foreign_cudnn_loaded_into_the_envs_interpreter_fails(tmp_path: Path) 
 def test_without_torch_nothing_is_loaded_and_doctor_says_so() -> None:
     result = _check("shadowing-loaded", python=Path(sys.executable), environ=dict(os.environ))
     if result.data["torch"].get("error"):  # this venv has no torch
-        assert result.status is Status.WARN and "torch is not installed" in result.finding
+        assert result.status is Status.WARN and result.data["loaded"] == []
     else:
         assert result.status is Status.OK
 
@@ -83,7 +84,8 @@ def test_env_checks_skip_when_there_is_no_env(tmp_path: Path) -> None:
     for name in ("shadowing-loaded", "verl-source", "protected-versions", "pip-check"):
         assert _check(name).status is Status.SKIPPED
         result = _check(name, prefix=tmp_path / "absent")
-        assert result.status is Status.SKIPPED and "no env at" in result.finding
+        assert result.status is Status.SKIPPED
+        assert result.data == {"prefix": str(tmp_path / "absent")}
 
 
 def test_verl_editable_at_the_lockfile_commit(verl_env: tuple[Path, Path]) -> None:
@@ -91,7 +93,8 @@ def test_verl_editable_at_the_lockfile_commit(verl_env: tuple[Path, Path]) -> No
     commit = git(checkout, "rev-parse", "HEAD")
     result = _check("verl-source", prefix=prefix, lock_commit=commit[:10])
     assert result.status is Status.OK, result.finding
-    assert f"editable from {checkout} at {commit[:12]}" in result.finding
+    assert result.data["checkout"] == str(checkout) and result.data["commit"] == commit
+    assert result.data["uncommitted"] is False
 
 
 def test_verl_at_another_commit_fails_with_the_checkout_command(
@@ -110,7 +113,7 @@ def test_uncommitted_changes_in_verl_warn(verl_env: tuple[Path, Path]) -> None:
         result = _check("verl-source", prefix=prefix)
     finally:
         git(checkout, "checkout", "--", "setup.py")
-    assert result.status is Status.WARN and "uncommitted changes" in result.finding
+    assert result.status is Status.WARN and result.data["uncommitted"] is True
 
 
 def test_verl_missing_or_not_editable_fails(tmp_path: Path, verl_env: tuple[Path, Path]) -> None:
@@ -120,25 +123,28 @@ def test_verl_missing_or_not_editable_fails(tmp_path: Path, verl_env: tuple[Path
     subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(prefix)], check=True)
     result = _check("verl-source", prefix=prefix)
     # a plain env (make gpu-check's PyTorch env) has nothing to compare; one the tool built fails
-    assert result.status is Status.SKIPPED and "did not build" in result.finding
+    assert result.status is Status.SKIPPED
+    assert result.data == {"verl": None, "built_by_tool": False}
     (prefix / ".verl-bootstrap").mkdir()
     result = _check("verl-source", prefix=prefix)
-    assert result.status is Status.FAIL and "verl is not installed" in result.finding
+    assert result.status is Status.FAIL
+    assert result.data == {"verl": None, "built_by_tool": True}
     _, checkout = verl_env
     install = [uv, "pip", "install", "-q", "--python", str(prefix / "bin" / "python")]
     subprocess.run([*install, "--no-deps", str(checkout)], check=True, timeout=300)
     result = _check("verl-source", prefix=prefix)
     assert result.status is Status.FAIL
-    assert "verl 0.9.1 is not installed editable" in result.finding
+    assert result.data == {"verl": "0.9.1", "editable": False}
 
 
 def test_protected_versions_read_from_the_envs_metadata(verl_env: tuple[Path, Path]) -> None:
     prefix, _ = verl_env
     assert installed_versions(prefix)["verl"] == "0.9.1"
     good = _check("protected-versions", prefix=prefix, expected_versions={"verl": "0.9.1"})
-    assert good.status is Status.OK and "verl 0.9.1, as expected" in good.finding
+    assert good.status is Status.OK and good.data["installed"] == {"verl": "0.9.1"}
     bad = _check("protected-versions", prefix=prefix, expected_versions={"verl": "0.9.0"})
-    assert bad.status is Status.FAIL and "verl is 0.9.1, expected 0.9.0" in bad.finding
+    assert bad.status is Status.FAIL
+    assert bad.data == {"expected": {"verl": "0.9.0"}, "installed": {"verl": "0.9.1"}}
     profile = Profile.model_validate(
         {
             "schema_version": 1,
@@ -148,7 +154,7 @@ def test_protected_versions_read_from_the_envs_metadata(verl_env: tuple[Path, Pa
         }
     )
     missing = _check("protected-versions", prefix=prefix, profile=profile)
-    assert missing.status is Status.FAIL and "torch is not installed" in missing.finding
+    assert missing.status is Status.FAIL and missing.data["installed"] == {"torch": None}
 
 
 def test_version_matching_rules() -> None:

@@ -73,13 +73,13 @@ def test_driver_finding_names_version_cuda_source_and_gpus() -> None:
 def test_edited_a100_output_warns_about_gpus_the_driver_does_not_describe() -> None:
     result = check_driver(_ctx(_driver("535.54.03-A100-SXM4-80GBx4-MIG-qx.xml")))
     assert result.status is Status.WARN
-    assert "reports 4 GPUs attached but describes 1" in result.finding
+    assert result.data["attached"] == 4 and len(result.data["gpus"]) == 1
     assert result.fix and "Xid 79" in result.fix
 
 
 def test_no_driver_fails_a_gpu_plan_but_not_a_cpu_one() -> None:
     unplanned = check_driver(_ctx(None, variant=None))
-    assert unplanned.status is Status.FAIL and "no NVIDIA driver" in unplanned.finding
+    assert unplanned.status is Status.FAIL and unplanned.data == {"source": None}
     assert "nvcc" in unplanned.finding  # says why a toolkit does not count
     assert check_driver(_ctx(None, variant="cu130")).status is Status.WARN
     assert check_driver(_ctx(None, variant="cpu")).status is Status.OK
@@ -89,13 +89,13 @@ def test_no_driver_fails_a_gpu_plan_but_not_a_cpu_one() -> None:
 def test_driver_vs_plan_passes_and_names_the_newest_variant() -> None:
     result = check_driver_vs_plan(_ctx(_driver("595.80-L40S-table.txt")))
     assert result.status is Status.OK
-    assert "runs cu130" in result.finding and "newest variant it runs is cu130" in result.finding
+    assert result.data["name"] == "cu130" and result.data["served"][-1] == "cu130"
 
 
 def test_driver_vs_plan_fails_a_12x_driver_for_cu130_with_the_way_out() -> None:
     result = check_driver_vs_plan(_ctx(_driver("570.124.04-RTX3060-qx.xml")))
     assert result.status is Status.FAIL
-    assert "cannot run cu130: cu130 needs driver >= 580" in result.finding
+    assert result.data["name"] == "cu130" and result.data["min_driver"] == "580"
     assert result.fix and "--cuda cu126" in result.fix
     assert result.data["served"] == ["cu126"]
 
@@ -112,13 +112,14 @@ def test_gpu_vs_build_accepts_recorded_h100_and_l40s() -> None:
     for name in ("590.48.01-H100-MIG-csv.txt", "595.80-L40S-csv.txt"):
         result = check_gpu_vs_build(_ctx(_driver(name)))
         assert result.status is Status.OK, result.finding
-        assert "with bf16" in result.finding
+        assert result.data["bf16_required"] is True
+        assert result.data["outside_arch"] == result.data["no_bf16"] == []
 
 
 def test_gpu_vs_build_fails_bf16_on_a_turing_card() -> None:
     result = check_gpu_vs_build(_ctx(_driver("610.57.04-RTX2080S-csv.txt")))
     assert result.status is Status.FAIL
-    assert "NVIDIA GeForce RTX 2080 SUPER (cc 7.5) has no bf16" in result.finding
+    assert result.data["no_bf16"] == [0] and result.data["outside_arch"] == []
     assert result.fix and "verify.bf16: false" in result.fix
     relaxed = _ctx(
         _driver("610.57.04-RTX2080S-csv.txt"), profile=_profile({"cu130": {}}, bf16=False)
@@ -129,7 +130,8 @@ def test_gpu_vs_build_fails_bf16_on_a_turing_card() -> None:
 def test_gpu_vs_build_fails_a_pascal_card_on_cuda_13_and_offers_cu126() -> None:
     result = check_gpu_vs_build(_ctx(_gt1030()))
     assert result.status is Status.FAIL
-    assert "is not in PyTorch's CUDA 13.0 wheels's arch list" in result.finding
+    assert result.data["outside_arch"] == [0]
+    assert result.data["arch_source"] == "PyTorch's CUDA 13.0 wheels"
     assert result.fix and "--cuda cu126" in result.fix
 
 
@@ -141,14 +143,14 @@ def test_gpu_vs_build_only_looks_at_visible_gpus() -> None:
 def test_gpu_vs_build_warns_when_compute_capability_is_unknown() -> None:
     # the plain table reports no compute capability; an RTX 4080's is not known by its name
     result = check_gpu_vs_build(_ctx(_driver("595.71.05-RTX4080S-table.txt")))
-    assert result.status is Status.WARN and "compute capability unknown" in result.finding
+    assert result.status is Status.WARN and result.data == {"unknown": [0]}
 
 
 def test_visibility_reports_ordinals_and_ray() -> None:
     ctx = _ctx(_driver("590.44.01-RTXA5000x2-qx.xml"), environ={"CUDA_VISIBLE_DEVICES": "1"})
     result = check_visibility(ctx)
     assert result.status is Status.OK
-    assert "GPU 1 as cuda:0" in result.finding and "Ray" in result.finding
+    assert [(d["gpu_index"], d["ordinal"]) for d in result.data["devices"]] == [(1, 0)]
     assert "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES" in result.data["ray"]
 
 
@@ -169,6 +171,7 @@ def test_visibility_end_to_end_warns_on_an_entry_matching_no_gpu(tmp_path: Path)
     )
     result = run_doctor(inputs, only=["visibility"]).checks[0]
     assert result.status is Status.WARN
-    assert "GPU 1 as cuda:0" in result.finding and "'7' matches no GPU" in result.finding
+    assert [(d["gpu_index"], d["ordinal"]) for d in result.data["devices"]] == [(1, 0)]
+    assert len(result.data["warnings"]) == 1
     assert result.data["ignored"] == ["7", "0"]
     assert result.fix and "indices 0..1" in result.fix

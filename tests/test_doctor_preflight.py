@@ -35,7 +35,8 @@ def test_a_failed_preflight_refuses_the_run_naming_each_fix(tmp_path: Path) -> N
     huge = replace(plan, profile=plan.profile.model_copy(update={"disk_gb": 1e9}))
     with pytest.raises(Refused, match="preflight refused the run") as caught:
         run_preflight(huge)
-    assert "disk: " in caught.value.message and "\n    fix: " in caught.value.message
+    (failed,) = caught.value.data["failed"]
+    assert failed["name"] == "disk" and failed["status"] == "fail" and failed["fix"]
     assert caught.value.hint is not None and "--skip-check NAME" in caught.value.hint
     assert caught.value.exit_code == 3
     assert not plan.prefix.exists()  # refused before anything was made

@@ -61,13 +61,14 @@ def test_max_driver_is_exclusive() -> None:
 def test_a_driver_too_old_for_every_variant_is_refused() -> None:
     with pytest.raises(Refused, match="runs none") as caught:
         choose_variant(GPU, _driver("515.105.01-T4-qx.xml"), "auto")
-    assert "cu128 needs driver >= 525" in caught.value.message
+    needs = {w["name"]: w["min_driver"] for w in caught.value.data["windows"]}
+    assert caught.value.data["driver"] == "515.105.01" and needs["cu128"] == "525"
 
 
 def test_no_driver_and_auto_is_refused_with_both_ways_out() -> None:
     with pytest.raises(Refused) as caught:
         choose_variant(GPU, None, "auto")
-    assert "no NVIDIA driver" in caught.value.message
+    assert caught.value.data == {"profile": GPU.name, "driver": None}
     assert caught.value.hint is not None
     assert "--profile cpu" in caught.value.hint and "--cuda cu" in caught.value.hint
 

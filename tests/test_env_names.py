@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cpuenv import Installed
@@ -52,34 +53,39 @@ def test_info_takes_the_name_the_flag_and_the_only_env(
         assert json.loads(done.stdout)["prefix"] == prefix
 
 
+def _refusal(argv: list[str], home: Path) -> dict[str, Any]:
+    """The `--json` error of a refused command (its exit code checked), by its structured
+    fields: which refusal it was, not its wording."""
+    done = _tool([*argv, "--json"], home)
+    assert done.returncode == EXIT_BAD_INPUT, done.stderr
+    error: dict[str, Any] = json.loads(done.stdout)["error"]
+    assert error["kind"] == "InputError"
+    return error
+
+
 def test_a_name_that_is_not_there_gets_did_you_mean_and_the_names(home: Path) -> None:
-    done = _tool(["info", "cpy"], home)
-    assert done.returncode == EXIT_BAD_INPUT
-    assert "no env is named 'cpy'; did you mean 'cpu'?" in done.stderr
-    assert "hint: the envs: cpu" in done.stderr
+    error = _refusal(["info", "cpy"], home)
+    assert error["data"] == {"name": "cpy", "suggestion": "cpu", "envs": ["cpu"]}
 
 
 def test_with_two_envs_and_none_named_the_refusal_lists_both(
     home: Path, tmp_path: Path, cpu_env_session: Installed
 ) -> None:
     other = _fake_env(tmp_path / "rl")
-    done = _tool(["verify"], home)
-    assert done.returncode == EXIT_BAD_INPUT
-    assert "which env? none is named and none is active, and there are 2" in done.stderr
-    assert f"cpu ({cpu_env_session.prefix})" in done.stderr
-    assert f"rl ({other})" in done.stderr
-    assert "`verl-bootstrap verify NAME`" in done.stderr
+    error = _refusal(["verify"], home)
+    listed = {(e["name"], e["prefix"]) for e in error["data"]["envs"]}
+    assert listed == {("cpu", str(cpu_env_session.prefix)), ("rl", str(other))}
+    assert "`verl-bootstrap verify NAME`" in error["hint"]  # the hint names the command
 
 
 def test_two_envs_of_one_name_are_refused_naming_both_folders(
     home: Path, tmp_path: Path, cpu_env_session: Installed
 ) -> None:
     twin = _fake_env(tmp_path / "elsewhere" / "cpu")
-    done = _tool(["info", "cpu"], home)
-    assert done.returncode == EXIT_BAD_INPUT
-    assert "2 envs are named 'cpu'" in done.stderr
-    assert str(twin) in done.stderr and str(cpu_env_session.prefix) in done.stderr
-    assert "--prefix" in done.stderr
+    error = _refusal(["info", "cpu"], home)
+    assert error["data"]["name"] == "cpu"
+    assert set(error["data"]["prefixes"]) == {str(twin), str(cpu_env_session.prefix)}
+    assert "--prefix" in error["hint"]
 
 
 def test_remove_by_name_shows_what_would_go(home: Path, cpu_env_session: Installed) -> None:
@@ -87,9 +93,8 @@ def test_remove_by_name_shows_what_would_go(home: Path, cpu_env_session: Install
     assert done.returncode == EXIT_OK, done.stderr
     assert f"remove {cpu_env_session.prefix} (" in done.stderr
     assert cpu_env_session.prefix.is_dir()
-    bare = _tool(["remove"], home)  # a deletion never falls back to "the only env"
-    assert bare.returncode == EXIT_BAD_INPUT
-    assert "remove: which env?" in bare.stderr
+    bare = _refusal(["remove"], home)  # a deletion never falls back to "the only env"
+    assert bare["data"] == {"env": None, "prefix": None}
 
 
 def test_verify_by_name(home: Path) -> None:

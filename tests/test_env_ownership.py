@@ -16,6 +16,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from labmate import (
@@ -65,6 +66,16 @@ def tool(*argv: str | Path, timeout: float = 120) -> subprocess.CompletedProcess
     return run_tool(*argv, env=with_env(PYTHONDONTWRITEBYTECODE="1"), cwd=None, timeout=timeout)
 
 
+def refused_as_theirs(*argv: str | Path) -> dict[str, Any]:
+    """`ARGV --json` refused (exit 3): its error's data, the refusal's facts."""
+    done = tool(*argv, "--json")
+    assert done.returncode == EXIT_REFUSED, (argv, done.stdout + done.stderr)
+    error = json.loads(done.stdout)["error"]
+    assert error["kind"] == "Refused", error
+    data: dict[str, Any] = error["data"]
+    return data
+
+
 def test_run_refuses_an_env_another_user_made_again_at_a_purged_prefix(
     shared: Path, home: Path, tmp_path: Path
 ) -> None:
@@ -77,10 +88,12 @@ def test_run_refuses_an_env_another_user_made_again_at_a_purged_prefix(
     assert f"run: the env at {prefix} is not yours: {prefix} {THEIRS}" in done.stderr
     assert "another user made that folder" in done.stderr
     assert not marker.exists()
-    for argv in (["activate", "rl"], ["info", "rl"], ["verify", "rl"], ["remove", "rl"]):
-        refused = tool(*argv, "--yes") if argv[0] == "remove" else tool(*argv)
-        assert refused.returncode == EXIT_REFUSED, (argv, refused.stderr)
-        assert f"the env at {prefix} is not yours: {prefix} {THEIRS}" in refused.stderr, argv
+    activate = tool("activate", "rl")  # prints a script, so it has no --json
+    assert activate.returncode == EXIT_REFUSED, activate.stderr
+    assert f"the env at {prefix} is not yours: {prefix} {THEIRS}" in activate.stderr
+    theirs = {"prefix": str(prefix), "part": str(prefix), "theirs": True, "why": THEIRS}
+    for argv in (["info", "rl"], ["verify", "rl"], ["remove", "rl", "--yes"]):
+        assert refused_as_theirs(*argv) == theirs, argv
     assert not marker.exists() and (prefix / "bin" / "python").exists()  # nothing of hers gone
 
 
@@ -118,9 +131,8 @@ def test_a_state_file_of_another_user_never_names_the_program_plan_runs(
         printf '%s\\n' '{json.dumps(record)}' > {prefix}/.verl-bootstrap/state.json
     """
     assert as_nobody(script).returncode == 0
-    done = tool("plan", "--prefix", prefix, "--profile", "cpu")
-    assert done.returncode == EXIT_REFUSED, done.stdout + done.stderr
-    assert f"the env at {prefix} is not yours: {prefix} {THEIRS}" in done.stderr
+    data = refused_as_theirs("plan", "--prefix", prefix, "--profile", "cpu")
+    assert (data["part"], data["theirs"]) == (str(prefix), True)
     assert not marker.exists()
 
 
@@ -129,19 +141,17 @@ def test_plan_refuses_a_prefix_folder_another_user_made_first(shared: Path, home
     which she could then replace): refused, naming her; on main it was planned into."""
     prefix = shared / "rl"
     assert as_nobody(f"mkdir {prefix}").returncode == 0
-    done = tool("plan", "--prefix", prefix, "--profile", "cpu")
-    assert done.returncode == EXIT_REFUSED, done.stdout + done.stderr
-    assert f"the env at {prefix} is not yours: {prefix} {THEIRS}" in done.stderr
+    data = refused_as_theirs("plan", "--prefix", prefix, "--profile", "cpu")
+    assert (data["part"], data["theirs"], data["why"]) == (str(prefix), True, THEIRS)
 
 
 def test_a_list_of_envs_another_user_wrote_is_not_read(home: Path) -> None:
     home.mkdir()
     (home / "envs.json").write_text(json.dumps({"prefixes": ["/tmp/theirs"]}))
     os.chown(home / "envs.json", NOBODY, NOBODY)
-    done = tool("envs", "list", "--no-size")
-    assert done.returncode == EXIT_REFUSED, done.stdout
-    assert f"the list of envs {home / 'envs.json'} is not yours: " in done.stderr
-    assert THEIRS in done.stderr
+    data = refused_as_theirs("envs", "list", "--no-size")
+    listed = str(home / "envs.json")
+    assert data == {"path": listed, "part": listed, "why": THEIRS}
 
 
 # --- ACLs: a folder whose ACL lets another user write is not private ----------------------------

@@ -231,11 +231,17 @@ def test_no_cpu_torch_reachable_refuses_before_anything_is_downloaded(
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # the default index alone: CUDA builds
     # torch 2.8.0: the default index has only its CUDA build; the CPU index does not answer
     profile, prefix = cpu_only(tmp_path, "2.8.0"), tmp_path / "env"
-    refused = invoke(["--profile", str(profile), "--prefix", str(prefix), "--cuda", "cpu"])
+    argv = ["--profile", str(profile), "--prefix", str(prefix), "--cuda", "cpu", "--json"]
+    refused = invoke(argv)
     assert refused.code == EXIT_REFUSED, refused.err
-    assert "cpu-torch: the cpu variant needs a CPU build of torch==2.8.0" in refused.err
-    assert "index 'pytorch-cpu' (http://127.0.0.1:" in refused.err
-    assert "--index pytorch-cpu=URL" in refused.err
+    (failed,) = refused.json()["error"]["data"]["failed"]  # the preflight's one failed check
+    assert failed["name"] == "cpu-torch"
+    assert failed["data"] == {
+        "pin": "torch==2.8.0",
+        "resolved": "2.8.0",
+        "cpu_index": "pytorch-cpu",
+    }
+    assert "--index pytorch-cpu=URL" in failed["fix"]
     assert not prefix.exists()  # nothing made, nothing downloaded
     doctor = invoke(["doctor", "--profile", str(profile), "--prefix", str(prefix), "--json"])
     checks = {c["name"]: c for c in doctor.json()["checks"]}
@@ -254,4 +260,4 @@ def test_a_cpu_torch_in_the_find_links_passes_the_same_check(
     )
     checks = {c["name"]: c for c in doctor.json()["checks"]}
     assert checks["cpu-torch"]["status"] == "ok", checks["cpu-torch"]
-    assert "torch==2.13.0 resolves to the CPU build 2.13.0+cpu" in checks["cpu-torch"]["finding"]
+    assert checks["cpu-torch"]["data"]["resolved"] == "2.13.0+cpu"

@@ -4,6 +4,7 @@ with 3. A declined prompt exits 0 (tests/test_cli_live.py answers one in a termi
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -108,7 +109,7 @@ def test_a_question_with_no_terminal_to_ask_on_is_a_refusal(tmp_path: Path) -> N
     prefix = tmp_path / "env"
     (prefix / ".verl-bootstrap").mkdir(parents=True)
     State(path=prefix / ".verl-bootstrap" / "state.json", made=[".verl-bootstrap"]).save()
-    done = _tool("remove", "--prefix", str(prefix), home=tmp_path)
+    done = _tool("remove", "--prefix", str(prefix), "--json", home=tmp_path)
     assert done.returncode == EXIT_REFUSED, done.stderr
-    assert "no terminal to ask on" in done.stderr
+    assert json.loads(done.stdout)["error"]["data"] == {"terminal": False}
     assert prefix.is_dir()

@@ -25,6 +25,14 @@ def cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.Comp
     return run_tool(*args, env=with_env(**(env or {})))
 
 
+def refused(*args: str | Path) -> dict[str, Any]:
+    """`ARGS --json`, refused as bad input (exit 2): its error's data, the refusal's facts."""
+    done = cli(*args, "--json")
+    assert done.returncode == 2, done.stdout + done.stderr
+    data: dict[str, Any] = json.loads(done.stdout)["error"]["data"]
+    return data
+
+
 def lab_lock(folder: Path, torch_env: dict[str, str], *, dist_env: bool = False) -> Path:
     """The committed cpu lock with `torch_env` on its torch stage (or, with `dist_env`, on the
     build env of the stage's first distribution), laid out as a lab's lockfiles folder."""
@@ -64,18 +72,18 @@ def test_a_lockfile_setting_a_loader_search_path_or_proxy_is_refused_at_read_tim
 ) -> None:
     lock = lab_lock(tmp_path, {variable: value})
     prefix = tmp_path / "env"
-    done = cli("--profile", "cpu", "--lockfile", lock, "--prefix", prefix)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert f"{lock}: invalid lockfile: stages.1.env" in done.stderr
-    assert f"{variable} may not be set by a lockfile" in done.stderr
+    data = refused("--profile", "cpu", "--lockfile", lock, "--prefix", prefix)
+    (field,) = data["fields"]
+    assert (data["file"], field["field"]) == (str(lock), "stages.1.env")
+    assert variable in field["problem"]  # the variable refused, named
     assert not prefix.exists()  # refused before anything was made
 
 
 def test_a_build_env_of_a_locked_sdist_is_held_to_the_same_rule(tmp_path: Path) -> None:
     lock = lab_lock(tmp_path, {"LD_PRELOAD": "/tmp/evil.so"}, dist_env=True)
-    done = cli("plan", "--profile", "cpu", "--lockfile", lock)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert "build_env" in done.stderr and "LD_PRELOAD may not be set" in done.stderr
+    (field,) = refused("plan", "--profile", "cpu", "--lockfile", lock)["fields"]
+    assert field["field"] == "stages.1.distributions.0.build_env"
+    assert "LD_PRELOAD" in field["problem"]
 
 
 def test_a_lab_lockfile_with_ld_preload_is_never_the_route_and_the_plan_says_why(
@@ -93,11 +101,8 @@ def test_a_lab_lockfile_with_ld_preload_is_never_the_route_and_the_plan_says_why
 def test_a_variable_neither_known_nor_the_profiles_is_refused_even_frozen(tmp_path: Path) -> None:
     lock = lab_lock(tmp_path, {"CC": "/tmp/evil-gcc"})
     for extra in ((), ("--frozen",)):
-        done = cli("plan", "--profile", "cpu", "--lockfile", lock, *extra)
-        assert done.returncode == 2, done.stdout + done.stderr
-        assert f"{lock}: stage torch's env sets CC, which the profile's stage does not set" in (
-            done.stderr
-        )
+        data = refused("plan", "--profile", "cpu", "--lockfile", lock, *extra)
+        assert data == {"file": str(lock), "stage": "torch", "variables": ["CC"], "profile": "cpu"}
 
 
 def test_a_variable_the_profile_sets_to_the_same_value_is_taken(tmp_path: Path) -> None:
@@ -110,9 +115,8 @@ def test_a_variable_the_profile_sets_to_the_same_value_is_taken(tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     assert "the lockfile sets: CC=gcc-12" in done.stdout
     other = lab_lock(tmp_path, {"CC": "/tmp/evil-gcc"})  # the profile's name, another value
-    refused = cli("plan", "--profile", path, "--lockfile", other, "--frozen")
-    assert refused.returncode == 2
-    assert "sets CC='/tmp/evil-gcc' where the profile sets 'gcc-12'" in refused.stderr
+    data = refused("plan", "--profile", path, "--lockfile", other, "--frozen")
+    assert (data["stage"], data["variables"]) == ("torch", ["CC"])
 
 
 def test_a_known_build_variable_of_its_shape_is_taken_and_shown(tmp_path: Path) -> None:
@@ -130,9 +134,9 @@ def test_a_known_build_variable_of_another_shape_is_refused(
     tmp_path: Path, variable: str, value: str
 ) -> None:
     lock = lab_lock(tmp_path, {variable: value})
-    done = cli("plan", "--profile", "cpu", "--lockfile", lock)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert f"{variable}=" in done.stderr and "is not a value of its shape" in done.stderr
+    (field,) = refused("plan", "--profile", "cpu", "--lockfile", lock)["fields"]
+    assert field["field"] == "stages.1.env"
+    assert variable in field["problem"]
 
 
 def test_a_profile_may_not_set_a_loader_variable_on_a_stage(tmp_path: Path) -> None:
@@ -140,9 +144,9 @@ def test_a_profile_may_not_set_a_loader_variable_on_a_stage(tmp_path: Path) -> N
     profile["stages"][0]["env"] = {"LD_PRELOAD": "/tmp/evil.so"}
     path = tmp_path / "cpu.yaml"
     path.write_text(yaml.safe_dump(profile))
-    done = cli("plan", "--profile", path)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert "LD_PRELOAD may not be set in a stage's env" in done.stderr
+    (field,) = refused("plan", "--profile", path)["fields"]
+    assert (field["file"], field["field"]) == (str(path), "stages.0.env")
+    assert "LD_PRELOAD" in field["problem"]
 
 
 @pytest.mark.parametrize("field", ["lockfiles", "wheelhouse"])

@@ -143,10 +143,12 @@ def test_a_switch_without_yes_shows_the_change_and_changes_nothing(made: Made) -
 
 def test_a_change_that_needs_another_env_is_refused_even_with_yes(made: Made) -> None:
     before = (made.prefix / ".verl-bootstrap" / "state.json").read_bytes()
-    refused = invoke(["--prefix", str(made.prefix), "--backend", "conda", "--yes"])
+    refused = invoke(["--prefix", str(made.prefix), "--backend", "conda", "--yes", "--json"])
     assert refused.code == EXIT_REFUSED
-    assert "cannot be applied in place: the backend changes (venv -> conda)" in refused.err
-    assert f"--prefix {made.prefix}-new" in refused.err
+    error = refused.json()["error"]
+    assert error["data"]["changes"] == [{"what": "backend", "old": "venv", "new": "conda"}]
+    assert len(error["data"]["blockers"]) == 1  # the backend change: another env, not this one
+    assert f"--prefix {made.prefix}-new" in error["hint"]
     assert (made.prefix / ".verl-bootstrap" / "state.json").read_bytes() == before
 
 

@@ -10,6 +10,7 @@ second: the generators quote what they embed, or refuse a value that no quoting 
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -81,9 +82,10 @@ def test_export_of_a_crafted_lockfile_exits_2_and_writes_nothing(
     path.write_text(yaml.safe_dump(_crafted(CASES[r"cuda\.torch"])))
     output = tmp_path / "out" / "Dockerfile"
     argv = ["export", "--format", "dockerfile", "--lockfile", str(path), "--output", str(output)]
-    code = cli.main(argv)
-    captured = capsys.readouterr()
-    assert code == 2 and "cuda.torch" in captured.err and "invalid lockfile" in captured.err
+    code = cli.main([*argv, "--json"])
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert code == 2 and error["data"]["file"] == str(path)
+    assert [f["field"] for f in error["data"]["fields"]] == ["cuda.torch"]
     assert not output.parent.exists()
 
 

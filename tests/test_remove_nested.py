@@ -5,6 +5,7 @@ refuses and lists each, `--keep-source` removes the env around it, and a ref swi
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -41,10 +42,10 @@ def write(*paths: Path) -> list[Path]:
 def refuses_then_removes(prefix: Path, mine: list[Path]) -> None:
     """`mine` (the user's files) refuse the removal, named; without them the env goes."""
     before = files_of(prefix)
-    refused = invoke(["remove", "--prefix", str(prefix), "--yes"])
+    refused = invoke(["remove", "--prefix", str(prefix), "--yes", "--json"])
     assert refused.code == EXIT_REFUSED, refused.err
-    names = ", ".join(str(p.relative_to(prefix)) for p in sorted(mine))
-    assert f"holds files verl-bootstrap did not make: {names}; nothing was deleted" in refused.err
+    names = [str(p.relative_to(prefix)) for p in sorted(mine)]
+    assert refused.json()["error"]["data"] == {"foreign": names, "work": [], "deleted": False}
     assert files_of(prefix) == before
     for path in mine:
         path.unlink()
@@ -157,10 +158,11 @@ def refused_then_kept(prefix: Path, work: dict[Path, str], listed: list[str]) ->
     """`remove` refuses, naming each file of the user's work; --keep-source removes the env and
     leaves the checkout with that work as it was."""
     before = files_of(prefix)
-    refused = invoke(["remove", "--prefix", str(prefix), "--yes"])
+    refused = invoke(["remove", "--prefix", str(prefix), "--yes", "--json"])
     assert refused.code == EXIT_REFUSED, refused.err
-    assert "holds work of yours: " + ", ".join(listed) + "; nothing was deleted" in refused.err
-    assert "--keep-source" in refused.err
+    error = refused.json()["error"]
+    assert error["data"] == {"foreign": [], "work": listed, "deleted": False}
+    assert "--keep-source" in error["hint"]
     assert files_of(prefix) == before
     kept = invoke(["remove", "--prefix", str(prefix), "--yes", "--keep-source"])
     assert kept.code == EXIT_OK, kept.err
@@ -204,9 +206,9 @@ def test_remove_refuses_unpushed_commits_a_stash_and_local_branches_listing_all(
         "stash@{0} (stashed: On (no branch): half done)",
         f"commit {mine} (on no remote branch: my fix)",
     ]
-    alone = invoke(["remove", "--prefix", str(prefix), "--yes"])  # no file of the user's at all
+    alone = invoke(["remove", "--prefix", str(prefix), "--yes", "--json"])  # no file of the user's
     assert alone.code == EXIT_REFUSED, alone.err
-    assert "holds work of yours: " + ", ".join(history) + "; nothing was deleted" in alone.err
+    assert alone.json()["error"]["data"] == {"foreign": [], "work": history, "deleted": False}
     work = work_in(checkout)
     listed = [
         "branch experiment (a local branch)",
@@ -309,7 +311,7 @@ def test_a_folder_remove_cannot_read_refuses_it_naming_the_folder(
                 "--reuid=65534",
                 "--regid=65534",
                 "--clear-groups",
-                *tool_argv("remove", "--prefix", prefix, "--yes"),
+                *tool_argv("remove", "--prefix", prefix, "--yes", "--json"),
             ],
             capture_output=True,
             text=True,
@@ -324,8 +326,9 @@ def test_a_folder_remove_cannot_read_refuses_it_naming_the_folder(
             },
         )
         assert done.returncode == EXIT_REFUSED, done.stderr
-        assert f"cannot look inside {closed} (Permission denied)" in done.stderr
-        assert "nothing was deleted" in done.stderr and "crash" not in done.stderr
+        error = json.loads(done.stdout)["error"]
+        assert error["data"] == {"unreadable": str(closed), "deleted": False}
+        assert "crash" not in done.stderr
         closed.chmod(0o755)
         assert files_of(prefix) == before
     finally:
@@ -341,14 +344,15 @@ def test_one_refusal_names_the_users_files_of_every_kind(
     top = write(prefix / "my-notes.txt")[0]
     deep = write(prefix / SITE / "mynotes.txt")[0]
     work = work_in(prefix / "src" / "verl")
-    refused = invoke(["remove", "--prefix", str(prefix), "--yes"])
+    refused = invoke(["remove", "--prefix", str(prefix), "--yes", "--json"])
     assert refused.code == EXIT_REFUSED, refused.err
-    said = refused.err
-    assert f"holds files verl-bootstrap did not make: my-notes.txt, {SITE}/mynotes.txt;" in said, (
-        said
-    )
-    assert "holds work of yours: checkpoints/x.pt (ignored by git)" in said
-    assert "my_experiment.py (untracked)" in said and "nothing was deleted" in said
+    error = refused.json()["error"]
+    assert error["data"]["foreign"] == ["my-notes.txt", f"{SITE}/mynotes.txt"]
+    assert error["data"]["work"][:2] == [
+        "checkpoints/x.pt (ignored by git)",
+        "my_experiment.py (untracked)",
+    ]
+    said = error["hint"]  # one hint for both kinds
     assert "move them out of the prefix first" in said and "--keep-source" in said
     for path in (top, deep):
         path.unlink()

@@ -6,6 +6,7 @@ behind the profiles (the heavy tier re-resolves every stack against the index).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -144,10 +145,10 @@ def test_the_profiles_own_ref_has_no_cutoff(name: str) -> None:
 def test_a_ref_no_stack_covers_is_refused_with_the_supported_refs() -> None:
     with pytest.raises(InputError) as raised:
         apply_stack(load_profile("fsdp"), "v0.5.0")
-    assert "has no stack for verl ref 'v0.5.0'" in raised.value.message
-    hint = raised.value.hint or ""
-    assert "v0.9.1, v0.9.0, v0.8.0, v0.7.1, v0.7.0, v0.6.1" in hint
-    assert "--allow-unsupported-ref" in hint
+    data = raised.value.data
+    assert (data["profile"], data["ref"], data["suggestion"]) == ("fsdp", "v0.5.0", None)
+    assert data["supported"][:6] == ["v0.9.1", "v0.9.0", "v0.8.0", "v0.7.1", "v0.7.0", "v0.6.1"]
+    assert "--allow-unsupported-ref" in (raised.value.hint or "")  # the way past it
     today = apply_stack(load_profile("fsdp"), "main", allow_unsupported=True)
     assert today.verl.ref == "main"
     assert today.stages == load_profile("fsdp").stages
@@ -169,8 +170,9 @@ def test_a_plan_at_an_older_ref_uses_its_stack_and_refuses_a_variant_it_lacks(
     newer = RunOptions(
         profile="vllm-only", prefix=tmp_path / "env", cuda="cu130", verl_ref="v0.8.0"
     )
-    with pytest.raises(InputError, match="no such variant"):
+    with pytest.raises(InputError) as lacking:
         prepare_plan(newer, detect=False, check_optional=False)
+    assert lacking.value.data["variant"] == "cu130"  # the variant this ref's stack lacks
     assert not (tmp_path / "env").exists()
 
 
@@ -182,10 +184,11 @@ def test_profiles_show_prints_what_a_ref_gets(capsys: pytest.CaptureFixture[str]
     assert "transformer-engine[pytorch]==2.6.0" in shown
     assert "verl.workers.megatron_workers" in shown
     assert "UV_EXCLUDE_NEWER: '2026-03-17T00:00:00Z'" in shown
-    assert cli.main(["profiles", "show", "megatron", "--verl-ref", "v0.4.1"]) == EXIT_BAD_INPUT
-    err = capsys.readouterr().err
-    assert "no stack for verl ref 'v0.4.1'" in err
-    assert "supported refs: v0.9.1, v0.9.0" in err
+    argv = ["profiles", "show", "megatron", "--verl-ref", "v0.4.1", "--json"]
+    assert cli.main(argv) == EXIT_BAD_INPUT
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert (error["kind"], error["data"]["ref"]) == ("InputError", "v0.4.1")
+    assert error["data"]["supported"][:2] == ["v0.9.1", "v0.9.0"]
 
 
 def test_every_older_ref_has_its_own_stack_with_a_note() -> None:

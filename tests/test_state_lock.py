@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -66,7 +67,7 @@ def test_a_corrupt_state_file_is_an_input_error_saying_what_to_do(tmp_path: Path
     path.write_text("{not json", encoding="utf-8")
     with pytest.raises(InputError) as raised:
         State.load(path)
-    assert f"{path}: unreadable state" in raised.value.message
+    assert raised.value.data == {"file": str(path), "reason": "unreadable"}
     assert "delete that file" in (raised.value.hint or "")
 
 
@@ -75,7 +76,7 @@ def test_a_state_file_of_another_version_is_refused(tmp_path: Path) -> None:
     path.write_text(json.dumps({"version": 99, "steps": {}}), encoding="utf-8")
     with pytest.raises(InputError) as raised:
         State.load(path)
-    assert "state version 99 is not supported" in raised.value.message
+    assert raised.value.data == {"file": str(path), "reason": "version", "version": 99}
 
 
 def test_atomic_write_replaces_the_file_and_leaves_no_temp_file(tmp_path: Path) -> None:
@@ -160,7 +161,8 @@ def test_a_second_holder_is_refused_after_waiting(tmp_path: Path) -> None:
     lock = tmp_path / "lock"
     with guarding(lock), pytest.raises(PrefixBusy) as raised, guarding(lock, wait=0.6):
         pass
-    assert f"pid {os.getpid()}" in raised.value.message
+    holder = raised.value.data["holder"]
+    assert holder["pid"] == os.getpid() and holder["host"] == socket.gethostname()
     assert "--wait SECONDS" in (raised.value.hint or "")
     assert raised.value.exit_code == EXIT_REFUSED
 

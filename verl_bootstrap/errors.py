@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_INTERRUPTED",
@@ -17,6 +20,8 @@ __all__ = [
     "PrefixBusy",
     "Refused",
     "StepFailed",
+    "field_problems",
+    "said_of",
 ]
 
 EXIT_OK = 0
@@ -31,10 +36,15 @@ class BootstrapError(Exception):
 
     exit_code = EXIT_STEP_FAILED
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, hint: str | None = None, data: Mapping[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        # the facts the message states (names, versions, paths), JSON-ready, for `--json` and
+        # for callers that act on which refusal it was rather than on its wording
+        self.data: dict[str, Any] = dict(data or {})
 
 
 class InputError(BootstrapError):
@@ -88,3 +98,14 @@ class CommandFailed(BootstrapError):
         self.returncode = returncode
         self.tail = tail
         self.log_path = log_path
+
+
+def field_problems(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """A validator's errors (pydantic's `errors()`) as an InputError's data: each field, dotted
+    ("stages.1.env"), and its problem, in the order the message names them."""
+    return [{"field": ".".join(str(p) for p in e["loc"]), "problem": str(e["msg"])} for e in errors]
+
+
+def said_of(problems: Iterable[Mapping[str, str]]) -> str:
+    """The problems as a message names them: "field: problem; field: problem"."""
+    return "; ".join(f"{p['field']}: {p['problem']}" for p in problems)

@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from verl_bootstrap.cli.output import err, out, set_color
 from verl_bootstrap.cli.registry import NAMES
@@ -150,15 +151,27 @@ def _report_error(exc: BootstrapError, *, json_mode: bool) -> int:
         err(message)
         return EXIT_OK
     if json_mode:
-        body = {
-            "ok": False,
-            "error": {"message": message, "hint": hint, "exit_code": exc.exit_code},
-        }
-        out(json.dumps(body, indent=2))
+        detail = {"message": message, "hint": hint, "exit_code": exc.exit_code}
+        detail |= {"kind": type(exc).__name__, "data": _redacted(exc.data)}
+        body = {"ok": False, "error": detail}
+        out(json.dumps(body, indent=2, default=str))
     err(f"error: {message}")
     if hint:
         err(f"hint: {hint}")
     return exc.exit_code
+
+
+def _redacted(value: Any) -> Any:
+    """An error's data with every string in it redacted, as its message is."""
+    from verl_bootstrap.redact import redact
+
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted(v) for v in value]
+    return value
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -60,6 +60,7 @@ def _env_prefix(given: Path | None, *, command: str, name: str | None) -> Path:
         raise InputError(
             f"{command}: the env is given twice ({name!r} and --prefix {given})",
             hint="name it once: by its name, or by --prefix PATH",
+            data={"name": name, "prefix": str(given)},
         )
     if given is None and name is not None:
         return named_env(name, command=command)
@@ -72,6 +73,7 @@ def _env_prefix(given: Path | None, *, command: str, name: str | None) -> Path:
         raise InputError(
             f"{command}: {where} {prefix} is not a folder",
             hint="`verl-bootstrap envs list` shows the envs there are",
+            data={"prefix": str(prefix), "from": where, "folder": False},
         )
     return prefix.absolute()
 
@@ -89,6 +91,7 @@ def named_env(name: str, *, command: str) -> Path:
         raise InputError(
             f"{command}: {len(found)} envs are named {name!r}: " + ", ".join(str(p) for p in found),
             hint=f"name the one you mean by its folder: --prefix {found[0]}",
+            data={"name": name, "prefixes": [str(p) for p in found]},
         )
     if not found:
         from verl_bootstrap.cli.argparser import did_you_mean
@@ -99,6 +102,7 @@ def named_env(name: str, *, command: str) -> Path:
             f"{command}: no env is named {name!r}"
             + (f"; did you mean {guess!r}?" if guess else ""),
             hint=f"the envs: {', '.join(names)}" if names else _NO_ENV_HINT,
+            data={"name": name, "suggestion": guess, "envs": names},
         )
     return found[0]
 
@@ -117,6 +121,7 @@ def _only_env(command: str) -> Path:
         raise InputError(
             f"{command}: no env named, none is active, and none is built yet",
             hint=_NO_ENV_HINT,
+            data={"envs": []},
         )
     listed = ", ".join(f"{env_name(p)} ({p})" for p in envs)
     raise InputError(
@@ -124,6 +129,7 @@ def _only_env(command: str) -> Path:
         f"{listed}",
         hint=f"name one: `verl-bootstrap {command} NAME` (or --prefix PATH), or enter one "
         'first: eval "$(verl-bootstrap activate NAME)"',
+        data={"envs": [{"name": env_name(p), "prefix": str(p)} for p in envs]},
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from verl_bootstrap.errors import BootstrapError, InputError
+from verl_bootstrap.errors import BootstrapError, InputError, field_problems, said_of
 from verl_bootstrap.lock.format import LOCK_SCHEMA_VERSION, ForcedMismatch, Lockfile
 from verl_bootstrap.paths import atomic_write, env_lockfile
 from verl_bootstrap.redact import redact
@@ -78,10 +78,11 @@ def read_lockfile(path: Path) -> Lockfile:
     try:
         return Lockfile.model_validate(data)
     except ValidationError as exc:
-        fields = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
-        raise InputError(f"{path}: invalid lockfile: {fields}") from None
+        problems = field_problems(exc.errors())
+        raise InputError(
+            f"{path}: invalid lockfile: {said_of(problems)}",
+            data={"file": str(path), "fields": problems},
+        ) from None
 
 
 def recorded_forced(prefix: Path) -> tuple[ForcedMismatch, ...]:

@@ -132,16 +132,21 @@ def _deep_merge(base: Any, top: Any) -> Any:
 
 def _explain(exc: ValidationError, merged: Located, path: Path) -> InputError:
     """Turn pydantic's errors into `file:line: field: problem` lines."""
-    lines = []
+    lines, fields = [], []
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not _is_union_tag(p))
         loc = (*loc, *getattr(err.get("ctx", {}).get("error"), "loc", ()))  # see FieldError
         where_file, where_line = _locate(loc, merged, path)
         field = ".".join(str(p) for p in loc) or "(top level)"
-        lines.append(f"{where_file}:{where_line}: {field}: {_problem(err)}")
+        problem = _problem(err)
+        lines.append(f"{where_file}:{where_line}: {field}: {problem}")
+        fields.append(
+            {"file": str(where_file), "line": where_line, "field": field, "problem": problem}
+        )
     return InputError(
         "invalid profile:\n  " + "\n  ".join(lines),
         hint="fix the field(s) above; `verl-bootstrap profiles validate FILE` re-checks a file",
+        data={"fields": fields},
     )
 
 

@@ -64,6 +64,7 @@ def _at_ref(profile: Profile, ref: str | None, *, allow_unsupported: bool) -> Pr
             + (f"; did you mean {close}?" if close else ""),
             hint=f"supported refs: {', '.join(supported_refs(profile))}; "
             "--allow-unsupported-ref installs today's stack at that ref (recorded in the lockfile)",
+            data={"profile": profile.name, "ref": wanted, "suggestion": close, "supported": refs},
         )
     update: dict[str, object] = dict(at_ref)
     for name in ("python", "cuda_variants", "verify", "protected"):

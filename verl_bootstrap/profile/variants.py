@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from verl_bootstrap.errors import InputError, Refused
 from verl_bootstrap.machine.gpu.cuda import MIN_DRIVER_FOR_CUDA_MAJOR, version_tuple
@@ -77,6 +77,11 @@ def known_variant(profile: Profile, requested: str) -> str:
             f"--cuda {requested}: profile {profile.name!r} has no such variant",
             hint=f"its variants: {known}; or leave --cuda out (an install then takes --cuda "
             "auto, the newest variant the driver runs; a lock locks every variant)",
+            data={
+                "profile": profile.name,
+                "variant": requested,
+                "variants": sorted(profile.cuda_variants),
+            },
         )
     return requested
 
@@ -92,6 +97,11 @@ def _refuse_unserved(profile: Profile, driver: DriverInfo, windows: list[Variant
     raise Refused(
         f"driver {driver.version} runs none of profile {profile.name!r}'s CUDA variants ({needs})",
         hint=f"ask an administrator for a newer driver, or use another profile{cpu}",
+        data={
+            "profile": profile.name,
+            "driver": driver.version,
+            "windows": [asdict(w) for w in windows],
+        },
     )
 
 
@@ -132,6 +142,7 @@ def choose_variant(
             f"no NVIDIA driver on this host, and profile {profile.name!r} needs one to pick its "
             "CUDA variant",
             hint=_NO_DRIVER_HINT,
+            data={"profile": profile.name, "driver": None},
         )
     served = [w for w in windows if w.admits(driver.version)]
     if not served:

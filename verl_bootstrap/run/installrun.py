@@ -163,6 +163,7 @@ def run_preflight(plan: Plan, settled: frozenset[str] = frozenset()) -> None:
             "preflight refused the run:\n  " + lines,
             hint="fix the above, or pass --skip-check NAME to override one check "
             "(recorded in the lockfile)",
+            data={"failed": [c.to_dict() for c in failures]},
         )
 
 

@@ -92,13 +92,15 @@ def value_problem(name: str, value: str) -> str | None:
     return None
 
 
-def not_covered(env: Mapping[str, str], profile_env: Mapping[str, str]) -> list[str]:
-    """Each variable of a locked stage's `env` the lockfile may not set, with why: one the
-    profile's own stage sets to another value, or one it does not set that is not sizing."""
+def not_covered(env: Mapping[str, str], profile_env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Each variable of a locked stage's `env` the lockfile may not set, with why (name, why):
+    one the profile's own stage sets to another value, or one it does not set that is not
+    sizing."""
     found = []
     for name, value in sorted(env.items()):
         if name in profile_env and profile_env[name] != value:
-            found.append(f"{name}={value!r} where the profile sets {profile_env[name]!r}")
+            found.append((name, f"{name}={value!r} where the profile sets {profile_env[name]!r}"))
         elif name not in profile_env and name not in SIZING:
-            found.append(f"{name}, which the profile's stage does not set and is not sizing")
+            why = f"{name}, which the profile's stage does not set and is not sizing"
+            found.append((name, why))
     return found

@@ -19,7 +19,7 @@ from urllib.parse import ParseResult, unquote, urljoin, urlparse
 
 from pydantic import ValidationError
 
-from verl_bootstrap.errors import InputError
+from verl_bootstrap.errors import InputError, field_problems, said_of
 from verl_bootstrap.httpclient import HttpError, fetch
 from verl_bootstrap.redact import redact
 from verl_bootstrap.safety.shapes import control_char_at
@@ -232,12 +232,11 @@ def _validate(data: Mapping[str, Any], name: str) -> SiteConfig:
     try:
         return SiteConfig.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {redact(e['msg'])}" for e in exc.errors()
-        )
+        problems = [{**p, "problem": redact(p["problem"])} for p in field_problems(exc.errors())]
         raise InputError(
-            f"{name}: invalid site config: {problems}",
+            f"{name}: invalid site config: {said_of(problems)}",
             hint="every key is in docs/labs-and-clusters.md, section Site config",
+            data={"file": name, "fields": problems},
         ) from None
 
 

@@ -69,6 +69,8 @@ def _fetch(
             raise StepFailed(
                 f"cannot reach verl's git repository {redact(spec.repo)}: {exc}",
                 hint="pass --verl-source with a reachable mirror or a local clone",
+                # no release sdist stands in: a ref that is not a release, or the fallback off
+                data={"repo": redact(spec.repo), "ref": spec.ref, "release": spec.release},
             ) from None
         return _from_sdist(spec, settings, pip=pip, log_path=log_path, why=str(exc))
 

@@ -35,6 +35,7 @@ def cmd_remove(ns: argparse.Namespace) -> int:
         raise InputError(
             "remove: which env? name it (`verl-bootstrap remove NAME`) or give --prefix PATH",
             hint="`verl-bootstrap envs list` shows the envs and their names",
+            data={"env": None, "prefix": None},  # neither given: a removal never guesses
         )
     prefix = ns.prefix.absolute() if ns.prefix is not None else chosen_env(ns, command="remove")
     if not prefix.exists():

@@ -61,9 +61,11 @@ def check_fits(
     problems = misfits(manifest, variant=variant, python_found=_python_found(manifest, options))
     if problems:
         raise Refused(
-            f"{archive} does not fit this machine: {'; '.join(problems)}; nothing was unpacked",
+            f"{archive} does not fit this machine: {'; '.join(w for _, w in problems)}; nothing "
+            "was unpacked",
             hint="make a bundle for this machine (`verl-bootstrap bundle --platform ...`, or "
             "lock with --cuda/--python-version/--glibc for it)",
+            data={"misfits": [field for field, _ in problems], "unpacked": False},
         )
 
 

@@ -23,7 +23,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from verl_bootstrap.errors import InputError
+from verl_bootstrap.errors import InputError, field_problems, said_of
 from verl_bootstrap.safety import jsontext
 
 __all__ = [
@@ -154,10 +154,11 @@ def parse_manifest(text: bytes, origin: Path) -> Manifest:
     try:
         manifest = Manifest.model_validate(data)
     except ValidationError as exc:
-        fields = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
-        raise InputError(f"{origin}: invalid {MANIFEST_NAME}: {fields}") from None
+        problems = field_problems(exc.errors())
+        raise InputError(
+            f"{origin}: invalid {MANIFEST_NAME}: {said_of(problems)}",
+            data={"file": MANIFEST_NAME, "fields": problems},
+        ) from None
     _check_fields(manifest, origin)
     paths = [member.path for member in manifest.members]
     for member in manifest.members:
@@ -169,9 +170,15 @@ def parse_manifest(text: bytes, origin: Path) -> Manifest:
 
 
 def _bad(origin: Path, field: str, value: object, shape: str) -> InputError:
+    return _invalid(origin, field, f"{value!r} is not {shape}")
+
+
+def _invalid(origin: Path, field: str, problem: str) -> InputError:
+    """The manifest's `field` is wrong: said as the schema's own errors are, and as their data."""
     return InputError(
-        f"{origin}: invalid {MANIFEST_NAME}: {field} {value!r} is not {shape}",
+        f"{origin}: invalid {MANIFEST_NAME}: {field} {problem}",
         hint="make the bundle again with `verl-bootstrap bundle`",
+        data={"file": MANIFEST_NAME, "fields": [{"field": field, "problem": problem}]},
     )
 
 
@@ -204,10 +211,11 @@ def _check_no_nesting(paths: list[str], origin: Path) -> None:
         folders = {"/".join(parts[:n]) for n in range(1, len(parts))}
         clash = sorted((folders | {path}) & seen)
         if clash:
-            raise InputError(
-                f"{origin}: invalid {MANIFEST_NAME}: member {path!r} clashes with member "
-                f"{clash[0]!r} (a path listed twice, or a file that is also a folder)",
-                hint="make the bundle again with `verl-bootstrap bundle`",
+            raise _invalid(
+                origin,
+                f"member {path!r}",
+                f"clashes with member {clash[0]!r} (a path listed twice, or a file that is also "
+                "a folder)",
             )
         seen.add(path)
 
@@ -218,10 +226,11 @@ def _check_lockfile(manifest: Manifest, origin: Path) -> None:
     if member is None or member.role != "lockfile":
         raise _bad(origin, "lockfile", manifest.lockfile, "one of its members of role lockfile")
     if member.sha256 != manifest.lockfile_sha256:
-        raise InputError(
-            f"{origin}: invalid {MANIFEST_NAME}: lockfile_sha256 {manifest.lockfile_sha256} is "
-            f"not the sha256 its member {member.path} is listed with ({member.sha256})",
-            hint="make the bundle again with `verl-bootstrap bundle`",
+        raise _invalid(
+            origin,
+            "lockfile_sha256",
+            f"{manifest.lockfile_sha256} is not the sha256 its member {member.path} is listed "
+            f"with ({member.sha256})",
         )
 
 

@@ -86,19 +86,21 @@ class Unpacked:
         return clone if clone.is_dir() else None
 
 
-def misfits(manifest: Manifest, *, variant: str, python_found: bool) -> list[str]:
-    """Why this host cannot take the bundle (empty: it fits)."""
+def misfits(manifest: Manifest, *, variant: str, python_found: bool) -> list[tuple[str, str]]:
+    """Why this host cannot take the bundle, as (the manifest's field, why) (empty: it fits)."""
     problems = []
     host = host_platform()
     if manifest.platform != host:
-        problems.append(f"it is for {manifest.platform}; this machine is {host}")
+        problems.append(("platform", f"it is for {manifest.platform}; this machine is {host}"))
     libc, have = _platform.libc_ver()
     if manifest.glibc and libc == "glibc" and have and Version(have) < Version(manifest.glibc):
-        problems.append(f"it needs glibc >= {manifest.glibc}; this machine has {have}")
+        problems.append(("glibc", f"it needs glibc >= {manifest.glibc}; this machine has {have}"))
     if manifest.variant != variant:
-        problems.append(f"it is for CUDA variant {manifest.variant}; this run chose {variant}")
+        why = f"it is for CUDA variant {manifest.variant}; this run chose {variant}"
+        problems.append(("variant", why))
     if not python_found:
-        problems.append(f"it needs Python {manifest.python}, which this machine does not have")
+        why = f"it needs Python {manifest.python}, which this machine does not have"
+        problems.append(("python", why))
     return problems
 
 
@@ -112,9 +114,11 @@ def unpack_bundle(archive: Path, manifest: Manifest, dest: Path) -> Unpacked:
         raise Refused(
             f"{archive} could not be read to its end ({exc}); nothing was installed",
             hint="it is damaged or was cut short: copy it again from where it was made",
+            data={"problem": "cut-short", "members": []},
         ) from None
     if expected:
-        raise _tampered(archive, f"it lacks {', '.join(sorted(expected))}")
+        lacks = sorted(expected)
+        raise _tampered(archive, f"it lacks {', '.join(lacks)}", "missing", lacks)
     _write_index(dest)
     _index_against_lock(dest, manifest, archive)
     if manifest.verl_kind == "git":
@@ -135,11 +139,11 @@ def _unpack_members(archive: Path, expected: dict[str, Member], dest: Path) -> N
                 continue
             member = expected.pop(info.name, None)
             if member is None or not regular_member(info):
-                raise _tampered(archive, f"{info.name!r} is not a plain file its manifest lists")
+                why = f"{info.name!r} is not a plain file its manifest lists"
+                raise _tampered(archive, why, "not-listed", [info.name])
             if info.size != member.size:
-                raise _tampered(
-                    archive, f"{member.path} is {info.size} bytes, its manifest says {member.size}"
-                )
+                why = f"{member.path} is {info.size} bytes, its manifest says {member.size}"
+                raise _tampered(archive, why, "size", [member.path])
             _extract(tar, info, member, dest / member.path, archive)
 
 
@@ -172,9 +176,8 @@ def _extract(
         raise
     if digest != member.sha256:
         part.unlink()
-        raise _tampered(
-            archive, f"{member.path} has sha256 {digest}, its manifest says {member.sha256}"
-        )
+        why = f"{member.path} has sha256 {digest}, its manifest says {member.sha256}"
+        raise _tampered(archive, why, "sha256", [member.path])
     if to.is_file() and to.stat().st_size == member.size and file_sha256(to) == digest:
         part.unlink()
     else:
@@ -196,10 +199,12 @@ def unpack_folder(cache: Path, manifest: Manifest) -> Path:
     return cache / "bundles" / hashlib.sha256(dump_manifest(manifest)).hexdigest()[:16]
 
 
-def _tampered(archive: Path, why: str) -> Refused:
+def _tampered(archive: Path, why: str, problem: str, members: list[str]) -> Refused:
+    """`problem` (missing, not-listed, size, sha256) of `members`, for the refusal's data."""
     return Refused(
         f"{archive} was altered after it was made: {why}; nothing was installed",
         hint="copy the bundle again from where it was made, or make a new one",
+        data={"problem": problem, "members": members},
     )
 
 

@@ -181,11 +181,17 @@ def _check_stage_env(lock: Lockfile, path: Path, profile: Profile, variant: str)
             extra = not_covered(env, own.get(stage.id, {}))
             if extra:
                 raise InputError(
-                    f"{path}: stage {stage.id}'s {what} sets {'; '.join(extra)} "
+                    f"{path}: stage {stage.id}'s {what} sets {'; '.join(w for _, w in extra)} "
                     f"(profile {profile.name!r})",
                     hint="a lockfile may set only what the profile's stage sets, to the same "
                     "value, and sizing (MAX_JOBS, NVCC_THREADS, TORCH_CUDA_ARCH_LIST, ...); "
                     "regenerate it with `verl-bootstrap lock`",
+                    data={
+                        "file": str(path),
+                        "stage": stage.id,
+                        "variables": [n for n, _ in extra],
+                        "profile": profile.name,
+                    },
                 )
 
 

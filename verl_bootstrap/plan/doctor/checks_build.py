@@ -75,10 +75,12 @@ def check_python(ctx: Context) -> CheckResult:
     target = _target_python(ctx)
     if target is None and profile.env.backend == "conda":
         prefer = profile.python.prefer
+        chosen = {"backend": "conda", "prefer": prefer, "requires": str(wanted)}
         if Version(prefer) in wanted:
-            return ok("python", f"the conda env will get Python {prefer}, within {wanted}")
+            gets = f"the conda env will get Python {prefer}, within {wanted}"
+            return ok("python", gets, **chosen)
         fix = f"set python.prefer in profile {profile.name!r} to a version within {wanted}"
-        return fail("python", f"python.prefer {prefer} is outside {wanted}", fix)
+        return fail("python", f"python.prefer {prefer} is outside {wanted}", fix, **chosen)
     found = _interpreter(ctx)
     if found is None:
         return fail("python", f"{target} does not run", "pass --python a working interpreter")

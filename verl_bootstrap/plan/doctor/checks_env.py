@@ -58,7 +58,7 @@ def _env(ctx: Context, name: str) -> EnvFacts | CheckResult:
     if ctx.env is None:
         return skipped(name, "no env to check (pass --prefix or --python)")
     if not ctx.env.exists:
-        return skipped(name, f"no env at {ctx.env.prefix} yet")
+        return skipped(name, f"no env at {ctx.env.prefix} yet", prefix=str(ctx.env.prefix))
     return ctx.env
 
 
@@ -89,14 +89,18 @@ def _verl_commit(env: EnvFacts) -> tuple[Path, str, bool] | CheckResult:
     if dist is None and not state_dir(env.prefix).is_dir():
         # an env verl-bootstrap did not build (make gpu-check's PyTorch env): nothing to compare
         return skipped(
-            name, f"verl is not installed in {env.prefix}, an env verl-bootstrap did not build"
+            name,
+            f"verl is not installed in {env.prefix}, an env verl-bootstrap did not build",
+            verl=None,
+            built_by_tool=False,
         )
     if dist is None:
-        return fail(name, f"verl is not installed in {env.prefix}", reinstall)
+        found = f"verl is not installed in {env.prefix}"
+        return fail(name, found, reinstall, verl=None, built_by_tool=True)
     checkout = _editable_checkout(dist)
     if checkout is None:
         found = f"verl {dist.version} is not installed editable from a git checkout"
-        return fail(name, found, reinstall)
+        return fail(name, found, reinstall, verl=dist.version, editable=False)
     state = _checkout_state(checkout)
     if isinstance(state, str) and (checkout / SDIST_MARK).is_file():
         # git was unreachable at install time: the release sdist stands in, its hash recorded
@@ -120,7 +124,12 @@ def check_verl_source(ctx: Context) -> CheckResult:
         return found
     checkout, commit, changed = found
     want = ctx.inputs.lock_commit
-    data = {"checkout": str(checkout), "commit": commit, "lock_commit": want}
+    data = {
+        "checkout": str(checkout),
+        "commit": commit,
+        "lock_commit": want,
+        "uncommitted": changed,
+    }
     if want and not (commit.startswith(want) or want.startswith(commit)):
         return fail(
             "verl-source",

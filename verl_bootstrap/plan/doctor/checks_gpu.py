@@ -167,6 +167,10 @@ def _visible_gpus(ctx: Context, driver: DriverInfo) -> list[GpuInfo]:
     return [g for g in driver.gpus if g.index in indices]
 
 
+def _cc(gpu: GpuInfo) -> str:
+    return gpu.compute_capability or ""
+
+
 def _label(gpu: GpuInfo) -> str:
     return f"GPU {gpu.index} {gpu.name} (cc {gpu.compute_capability})"
 
@@ -185,9 +189,9 @@ def _build_problems(
     ctx: Context, gpus: list[GpuInfo], arch: tuple[str, ...], source: str
 ) -> tuple[list[str], list[str]]:
     """What is wrong, and the fix for each kind of wrong (arch list, bf16)."""
-    outside = [g for g in gpus if not arch_supported(g.compute_capability or "", arch)]
+    outside = [g for g in gpus if not arch_supported(_cc(g), arch)]
     bf16 = bool(ctx.profile and ctx.profile.verify.bf16)
-    no_bf16 = [g for g in gpus if bf16 and not supports_bf16(g.compute_capability or "")]
+    no_bf16 = [g for g in gpus if bf16 and not supports_bf16(_cc(g))]
     problems = [f"{_label(g)} is not in {source}'s arch list ({', '.join(arch)})" for g in outside]
     problems += [f"{_label(g)} has no bf16, which needs cc >= 8.0" for g in no_bf16]
     fixes: list[str] = []
@@ -222,6 +226,7 @@ def _build_subject(ctx: Context, name: str) -> tuple[VariantWindow, list[GpuInfo
             name,
             f"compute capability unknown for {', '.join(_gpu_line(g) for g in unknown)}",
             "check it with `nvidia-smi --query-gpu=index,name,compute_cap --format=csv`",
+            unknown=[g.index for g in unknown],
         )
     return window, gpus
 
@@ -244,6 +249,9 @@ def check_gpu_vs_build(ctx: Context) -> CheckResult:
     bf16 = bool(ctx.profile and ctx.profile.verify.bf16)
     problems, fixes = _build_problems(ctx, gpus, arch, source)
     data = {"arch_list": list(arch), "arch_source": source, "bf16_required": bf16}
+    # which GPUs each problem names, by index: what a script reads instead of the finding
+    data["outside_arch"] = [g.index for g in gpus if not arch_supported(_cc(g), arch)]
+    data["no_bf16"] = [g.index for g in gpus if bf16 and not supports_bf16(_cc(g))]
     if problems:
         return fail(name, "; ".join(problems), "; or ".join(fixes), **data)
     ccs = ", ".join(sorted({g.compute_capability or "" for g in gpus}))

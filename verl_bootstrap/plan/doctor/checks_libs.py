@@ -112,7 +112,7 @@ def _env_or_skip(ctx: Context) -> EnvFacts | CheckResult:
     if env is None:
         return skipped("shadowing-loaded", "no env to look inside (pass --prefix or --python)")
     if not env.exists:
-        return skipped("shadowing-loaded", f"no env at {env.prefix} yet")
+        return skipped("shadowing-loaded", f"no env at {env.prefix} yet", prefix=str(env.prefix))
     return env
 
 

@@ -203,7 +203,8 @@ def check_ram(ctx: Context) -> CheckResult:
     jobs = max(planned.get(s.id) or _jobs(s, ctx.environ) for s in stages)
     if available is None:
         fix = f"set MAX_JOBS to your free RAM in GiB divided by {GIB_PER_JOB}"
-        return warn("ram", "cannot read MemAvailable from /proc/meminfo", fix)
+        unread = {"available_gib": None, "jobs": jobs, "stages": [s.id for s in stages]}
+        return warn("ram", "cannot read MemAvailable from /proc/meminfo", fix, **unread)
     data = {"available_gib": round(available, 1), "jobs": jobs, "stages": [s.id for s in stages]}
     finding = f"{available:.0f} GiB available for {jobs} parallel compile jobs"
     if jobs * GIB_PER_JOB > available:
@@ -272,7 +273,8 @@ def check_platform(ctx: Context) -> CheckResult:
     machine, platform, lock = ctx.machine, ctx.platform, ctx.inputs.lock_platform
     have = _glibc(ctx)
     tags = f"manylinux_{have[0]}_{have[1]}_{machine}" if have else f"linux_{machine}"
-    data = {"machine": machine, "platform": platform, "lock_platform": lock}
+    data: dict[str, object] = {"machine": machine, "platform": platform, "lock_platform": lock}
+    data["foreign_tags"] = _foreign_tags(ctx)
     found = f"{machine} host ({platform}): it runs wheels tagged up to {tags}, and 'any'"
     problems = _platform_problems(ctx)
     if not problems:
@@ -285,13 +287,19 @@ def check_platform(ctx: Context) -> CheckResult:
     return fail("platform", finding, fix, **data)
 
 
+def _foreign_tags(ctx: Context) -> list[str]:
+    """The planned wheels' tags that name another machine than this host's."""
+    machine = ctx.machine
+    return sorted({t for t in ctx.inputs.wheel_tags if wheel_machine(t) not in (None, machine)})
+
+
 def _platform_problems(ctx: Context) -> list[str]:
     """A lockfile of another platform, and planned wheels of another machine, named plainly."""
-    lock, machine = ctx.inputs.lock_platform, ctx.machine
+    lock = ctx.inputs.lock_platform
     problems = []
     if lock and lock != ctx.platform:
         problems.append(f"the lockfile is for {lock} ({MACHINES.get(lock, lock)} wheels)")
-    foreign = sorted({t for t in ctx.inputs.wheel_tags if wheel_machine(t) not in (None, machine)})
+    foreign = _foreign_tags(ctx)
     if foreign:
         problems.append(f"planned wheels are tagged {', '.join(foreign)}")
     return problems

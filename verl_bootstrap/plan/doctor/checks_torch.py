@@ -82,23 +82,28 @@ def _torch_pin(stage: Stage) -> str | None:
 def _resolved(ctx: Context, stage: Stage) -> CheckResult:
     pin = _torch_pin(stage) or "torch"
     version, error = _resolve(ctx, pin)
+    # what a script reads: the pin, the version the other indexes give, the CPU index gone without
+    data = {"pin": pin, "resolved": version, "cpu_index": stage.index}
     fault = net_fault(error) if version is None else None
     if fault is not None:  # the indexes it asked failed, not the CPU index it went without
-        return fail(NAME, f"{pin} could not be looked up: {fault.line()}", fault.fix())
+        return fail(NAME, f"{pin} could not be looked up: {fault.line()}", fault.fix(), **data)
     if version is None:
         return fail(
             NAME,
             f"{pin} could not be resolved without {_index(ctx, stage)}: {error.splitlines()[-1]}",
             _fix(ctx, stage, pin),
+            **data,
         )
     if _is_cpu(version):
-        return ok(NAME, f"{pin} resolves to the CPU build {version} ({_index(ctx, stage)} unused)")
+        found = f"{pin} resolves to the CPU build {version} ({_index(ctx, stage)} unused)"
+        return ok(NAME, found, **data)
     return fail(
         NAME,
         f"the cpu variant needs a CPU build of {pin}, and none is reachable: "
         f"{_index(ctx, stage)} does not answer, and the default index and your indexes and "
         f"find-links offer torch {version}, a CUDA build (GBs of CUDA libraries)",
         _fix(ctx, stage, pin),
+        **data,
     )
 
 

@@ -50,6 +50,16 @@ class ChangeSet:
     env_unchanged: bool
     blockers: tuple[str, ...]
 
+    def to_dict(self) -> dict[str, Any]:
+        """The change set as JSON-ready data (a refusal's --json carries it)."""
+        return {
+            "changes": [{"what": c.what, "old": c.old, "new": c.new} for c in self.changes],
+            "reruns": list(self.reruns),
+            "new_checkout": self.new_checkout,
+            "env_unchanged": self.env_unchanged,
+            "blockers": list(self.blockers),
+        }
+
     def summary(self) -> str:
         """e.g. "verl ref v0.9.1 -> v0.9.0: new checkout; stages torch re-run; Python unchanged"."""
         what = "; ".join(str(c) for c in self.changes)

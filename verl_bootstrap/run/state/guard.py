@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from verl_bootstrap.errors import InputError, PrefixBusy
 from verl_bootstrap.safety import jsontext
@@ -59,20 +60,28 @@ def _acquire(fd: int, lock_path: Path, wait: float) -> None:
             return
         except BlockingIOError:
             if time.monotonic() >= deadline:
+                holder = _holder_info(lock_path)
                 raise PrefixBusy(
-                    "another verl-bootstrap run is installing into this env "
-                    f"({_holder(lock_path)})",
+                    f"another verl-bootstrap run is installing into this env ({_holder(holder)})",
                     hint="wait for it to finish, or pass --wait SECONDS to queue behind it",
+                    data={"holder": holder},
                 ) from None
             time.sleep(_POLL_SECONDS)
 
 
-def _holder(lock_path: Path) -> str:
+def _holder_info(lock_path: Path) -> dict[str, Any] | None:
+    """What the lock file says of its holder: pid, host, since (None: unreadable)."""
     try:
         info = jsontext.loads(lock_path.read_text()[:4096] or "{}")
     except (OSError, ValueError):
-        return "holder unknown"
+        return None
     if not isinstance(info, dict) or not isinstance(info.get("since", 0), (int, float)):
+        return None
+    return {"pid": info.get("pid"), "host": info.get("host"), "since": info.get("since")}
+
+
+def _holder(info: dict[str, Any] | None) -> str:
+    if info is None:
         return "holder unknown"
-    since = time.strftime("%H:%M:%S", time.localtime(info.get("since", 0)))
+    since = time.strftime("%H:%M:%S", time.localtime(info.get("since") or 0))
     return f"pid {info.get('pid')} on {info.get('host')}, since {since}"

@@ -70,7 +70,12 @@ def check_yours(prefix: Path, *, command: str = "") -> None:
     found = not_yours(prefix)
     if found is not None:
         said = f"{command}: " if command else ""
-        raise Refused(f"{said}the env at {prefix} is not yours: {found.reason}", hint=found.hint)
+        data = {"prefix": str(prefix), "part": str(found.part), "theirs": found.theirs}
+        raise Refused(
+            f"{said}the env at {prefix} is not yours: {found.reason}",
+            hint=found.hint,
+            data={**data, "why": found.why},
+        )
 
 
 def check_file(path: Path, *, what: str) -> None:
@@ -83,4 +88,5 @@ def check_file(path: Path, *, what: str) -> None:
                 f"the {what} {path} is not yours: {part} {why}",
                 hint="the tool reads it only when only you (or root) can have written it: "
                 "delete it if you did not put it there, or make it so (`chmod go-w`)",
+                data={"path": str(path), "part": str(part), "why": why},
             )

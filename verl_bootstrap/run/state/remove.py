@@ -52,6 +52,7 @@ def check_removal(prefix: Path, *, keep_source: bool = False) -> Removal:
             f"cannot look inside {where} ({exc.strerror or exc}), so what it holds cannot be "
             "checked; nothing was deleted",
             hint="make it readable to you (chmod u+rx), or delete the env yourself",
+            data={"unreadable": str(where), "deleted": False},
         ) from None
 
 
@@ -108,7 +109,8 @@ def _refuse_users_files(prefix: Path, made: set[str], checkout: Path | None) -> 
             "copy your work in the checkout elsewhere (or commit and push it), or pass "
             "--keep-source to remove the env and keep the checkout as it is"
         )
-    raise Refused("; ".join(found) + "; nothing was deleted", hint="; ".join(hints))
+    data = {"foreign": foreign, "work": work, "deleted": False}
+    raise Refused("; ".join(found) + "; nothing was deleted", hint="; ".join(hints), data=data)
 
 
 _SHOWN = 10

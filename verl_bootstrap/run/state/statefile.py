@@ -30,14 +30,20 @@ def read_state_json(path: Path, version: int) -> dict[str, Any]:
     try:
         raw = jsontext.loads(text, object_pairs_hook=_no_duplicates)
     except ValueError as exc:
-        raise InputError(f"{path}: unreadable state ({exc})", hint=HINT) from None
+        raise InputError(
+            f"{path}: unreadable state ({exc})",
+            hint=HINT,
+            data={"file": str(path), "reason": "unreadable"},
+        ) from None
     if not isinstance(raw, dict) or "version" not in raw:
-        raise InputError(f"{path}: not a verl-bootstrap state file", hint=HINT)
+        data = {"file": str(path), "reason": "not-state"}
+        raise InputError(f"{path}: not a verl-bootstrap state file", hint=HINT, data=data)
     if raw["version"] != version:
         raise InputError(
             f"{path}: state version {raw['version']!r} is not supported "
             f"(this verl-bootstrap writes {version})",
             hint=HINT,
+            data={"file": str(path), "reason": "version", "version": raw["version"]},
         )
     return raw
 
