@@ -277,11 +277,20 @@ def test_error_json_envelope_keys_are_pinned(
     assert "error: unknown profile 'nope'" in err  # stderr says it too
 
 
+class _Url:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
 def test_an_errors_data_is_in_its_json_redacted_as_its_message_is(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     url = "https://user:s3cret@lab.invalid/simple/"
-    refused = Refused(f"cannot reach {url}", data={"urls": [url], "tries": 2})
+    where = _Url(url)  # not a str (a URL object): redacted as its text
+    refused = Refused(f"cannot reach {url}", data={"urls": [url], "tries": 2, "at": where})
     assert cli_errors._report_error(refused, json_mode=True) == EXIT_REFUSED
     error = json.loads(capsys.readouterr().out)["error"]
     assert error["kind"] == "Refused" and error["data"]["tries"] == 2

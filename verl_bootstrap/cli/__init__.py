@@ -171,7 +171,9 @@ def _redacted(value: Any) -> Any:
         return {k: _redacted(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_redacted(v) for v in value]
-    return value
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return redact(str(value))  # a path or any other object: as text, redacted like the rest
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
