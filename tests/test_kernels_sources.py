@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from verl_bootstrap.kernels.coverage import CoverageRow, coverage
 from verl_bootstrap.kernels.kernelchoice import KernelQuery, LockPins, candidates, choose
 from verl_bootstrap.kernels.key import BuildKey, parse_wheel_name
 from verl_bootstrap.kernels.record import load_record, record_path
-from verl_bootstrap.kernels.sources import KernelChoice
+from verl_bootstrap.kernels.sources import KernelChoice, Passed
 from verl_bootstrap.lock.format import LockedDist, LockedStage
 from verl_bootstrap.lock.io import read_lockfile
 from verl_bootstrap.lock.making.kernelwheels import lock_kernel_wheels
@@ -37,6 +38,11 @@ DEFAULTS = [
     for v in ("cu128", "cu130")
     for a in ("linux_x86_64", "linux_aarch64")
 ]
+
+
+def passed_over(passed: Sequence[Passed]) -> set[tuple[str, str]]:
+    """(source, cause) for each source a choice's list passed over."""
+    return {(source, p.cause) for p in passed for source in p.sources}
 
 
 def _row(
@@ -97,14 +103,14 @@ def test_a_stage_no_source_serves_says_why_and_what_a_build_costs() -> None:
     sdist = "the default index has transformer-engine-torch only as an sdist"
     cost = "a source build takes about 1.6 min on 16 cores"  # host code: as long for any GPUs
     # cu128 pins verl's TE 2.16.1 too, which verl's wheelhouse builds for torch 2.11 + cu130 only
-    for variant, platform, missing in (
-        ("cu128", "linux_x86_64", "transformer-engine 2.16.1 for no build of torch 2.10.0+cu128"),
-        ("cu128", "linux_aarch64", "transformer-engine 2.16.1 for no build of torch 2.10.0+cu128"),
-        ("cu130", "linux_aarch64", "no transformer-engine 2.12.0"),  # the core that links there
+    for variant, platform, cause in (
+        ("cu128", "linux_x86_64", "other-build"),
+        ("cu128", "linux_aarch64", "other-build"),
+        ("cu130", "linux_aarch64", "no-version"),  # TE 2.12.0, the core that links there
     ):
         te = _row(rows, "megatron", variant, platform, "transformer-engine")
         assert te.source == "source build" and te.wheel is None
-        assert f"verl-wheelhouse has {missing}" in te.why
+        assert passed_over(te.passed) == {("verl-wheelhouse", cause)}, te.passed
         assert "(recorded" in te.why
         assert "torch 2.11.0+cu130 on linux_x86_64 only" in te.why  # what verl's wheelhouse has
         assert sdist in te.why and cost in te.why
@@ -115,8 +121,12 @@ def test_a_site_config_turns_a_source_off_and_reorders() -> None:
     only_upstream = coverage(record, profiles=["fsdp"], order=("wheelhouse", "official"))
     row = _row(only_upstream, "fsdp", "cu130", "linux_x86_64", "flash-attn")
     assert row.source == "source build"
-    assert "kernel_sources turns off verl-wheelhouse, community" in row.why
-    assert "official has flash-attn 2.8.3 for no build of torch 2.11.0+cu130" in row.why
+    assert passed_over(row.passed) == {
+        ("wheelhouse", "no-version"),  # the lab wheelhouse: none here
+        ("verl-wheelhouse", "off"),
+        ("community", "off"),
+        ("official", "other-build"),
+    }
     community_first = coverage(record, profiles=["fsdp"], order=("community", "verl-wheelhouse"))
     row = _row(community_first, "fsdp", "cu130", "linux_x86_64", "flash-attn")
     assert row.source == "community" and row.wheel is not None
@@ -133,8 +143,9 @@ def test_a_listed_wheel_for_another_torch_is_never_taken() -> None:
     key = BuildKey("2.12.0", "13.0", True, "cp312", "linux_x86_64")
     choice = choose(KernelQuery(kernel, "2.8.3", key, record=record))
     assert choice.source == "build"
-    assert "community has flash-attn 2.8.3 for no build of torch 2.12.0+cu130" in choice.reason
-    assert "verl-wheelhouse has flash-attn 2.8.3 for no build" in choice.reason
+    assert {("community", "other-build"), ("verl-wheelhouse", "other-build")} <= passed_over(
+        choice.passed
+    )
     # the pre-C++11 ABI: the community's stated ABI does not fit, nor does verl's
     old_abi = BuildKey("2.10.0", "12.8", False, "cp312", "linux_x86_64")
     assert choose(KernelQuery(kernel, "2.8.3", old_abi, record=record)).source == "build"
@@ -164,13 +175,15 @@ def test_a_locked_sdist_takes_the_resolving_routes_wheel_only_for_the_envs_real_
     real = BuildKey("2.12.0", "13.0", True, "cp312", "linux_x86_64")
     [build] = locked_choices(real)
     assert build.source == "build" and not build.unpinned
-    assert "verl-wheelhouse has flash-attn 2.8.3 for no build of torch 2.12.0+cu130" in build.reason
+    assert ("verl-wheelhouse", "other-build") in passed_over(build.passed)
     # only what the lockfile pins: the sources turned off, or not asked offline
     [off] = locked_choices(planned, order=("wheelhouse",))
     assert off.source == "build"
-    assert "kernel_sources turns off official, verl-wheelhouse, community" in off.reason
+    off_ones = {s for s, cause in passed_over(off.passed) if cause == "off"}
+    assert off_ones == {"official", "verl-wheelhouse", "community"}
     [offline] = locked_choices(planned, online=False)
-    assert offline.source == "build" and "offline" in offline.reason
+    assert offline.source == "build"
+    assert ("verl-wheelhouse", "offline") in passed_over(offline.passed)
 
 
 def test_the_official_release_serves_the_torch_it_was_built_for() -> None:
@@ -238,10 +251,8 @@ def test_plan_megatron_on_a_recorded_cu130_host_names_prebuilt_kernels(tmp_path:
     platform = te["expected_key"]["platform"]
     assert te["expected_key"]["torch"] == "2.11.0" and te["expected_key"]["cuda"] == "13.0"
     if platform != "linux_x86_64":  # verl's wheelhouse builds x86_64 only: aarch64 builds
-        assert (
-            te["source"] == "stage"
-            and "verl-wheelhouse has no transformer-engine 2.12.0" in (te["reason"])
-        )
+        assert te["source"] == "stage"
+        assert {"sources": ["verl-wheelhouse"], "cause": "no-version"} in te["passed_over"]
         return
     assert (te["source"], te["origin"], te["trust"]) == ("index", "verl-wheelhouse", "project")
     assert te["wheel"] == (
@@ -271,7 +282,7 @@ def test_the_locked_megatron_route_takes_verls_whole_transformer_engine_on_x86_6
     kernel = step["kernel"]
     if kernel["expected_key"]["platform"] != "linux_x86_64":
         assert kernel["source"] == "build", kernel
-        assert "verl-wheelhouse has no transformer-engine 2.12.0" in kernel["reason"]
+        assert {"sources": ["verl-wheelhouse"], "cause": "no-version"} in kernel["passed_over"]
         return
     assert (kernel["source"], kernel["origin"], kernel["trust"]) == (
         "index",
@@ -281,10 +292,8 @@ def test_the_locked_megatron_route_takes_verls_whole_transformer_engine_on_x86_6
     assert kernel["wheel"] == (
         VERL + "transformer-engine-v2.16.1/transformer_engine-2.16.1-cp312-cp312-linux_x86_64.whl"
     )
-    assert (
-        "a whole transformer-engine wheel, installed in place of the locked transformer-engine, "
-        "with the locked transformer-engine-cu13 and transformer-engine-torch left out"
-    ) in kernel["reason"]
+    assert kernel["distribution"] == "transformer-engine" and kernel["unpinned"] is True
+    assert kernel["replaces"] == ["transformer-engine-cu13", "transformer-engine-torch"]
     assert step["description"].startswith(
         "2 of its 4 locked distribution(s), hash-checked but for the kernel's whole "
         "transformer-engine wheel (a hash gap, above), installed in place of the locked "
@@ -394,7 +403,7 @@ def test_the_locked_default_route_takes_a_declared_sources_wheel_the_lock_does_n
     step = next(s for s in body["steps"] if s["id"] == "flash-attn")
     kernel = step["kernel"]
     assert kernel["source"] != "build", kernel
-    if "the lockfile records" in kernel["reason"]:  # a lock regenerated with the network
+    if not kernel["unpinned"]:  # a lock regenerated with the network records the wheel
         return
     assert step["description"].startswith(
         "1 locked distribution(s), hash-checked but for the kernel's wheel (a hash gap, above)"
@@ -408,24 +417,19 @@ def test_the_locked_default_route_takes_a_declared_sources_wheel_the_lock_does_n
     platform = kernel["expected_key"]["platform"]
     source = "verl-wheelhouse" if platform == "linux_x86_64" else "community"
     assert kernel["origin"] == source and kernel["wheel"].endswith(f"-{platform}.whl"), kernel
-    assert kernel["reason"].startswith(f"prebuilt from {source} (trust: ")
-    assert kernel["reason"].endswith(
-        "the lockfile pins the sdist, not this wheel: its key is checked against the env, and "
-        "its sha256 is recorded in the env's lock"
-    )
     gaps = [g for g in body["hash_gaps"] if "kernel stage flash-attn" in g]
     head = (
         "not hash-checked: the prebuilt wheel kernel stage flash-attn takes in place of the sdist "
         "the lockfile pins, "
     )
     if source == "community":  # its names state torch and CUDA: the key is checked on them
-        assert "a gap:" not in kernel["reason"]
+        assert kernel["unnamed"] == []
         assert gaps == [
             head + "checked by its build key, which must match the env's (the lockfile records "
             "no wheel for it: the env's own lock records its source, URL and sha256)"
         ]
     else:  # verl's wheelhouse: its names state neither, so the gap says so
-        assert "a gap: its file name states no torch or cuda" in kernel["reason"]
+        assert kernel["unnamed"] == ["torch", "cuda"]
         assert gaps == [
             head + "from a source whose file names state no torch or CUDA (it may re-upload "
             "other builds under the same name), checked by nothing but the key the profile "

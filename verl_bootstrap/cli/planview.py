@@ -69,6 +69,13 @@ def _kernel_json(plan: Plan, step_id: str) -> dict[str, Any]:
         "wheel": decision.choice.wheel,
         "origin": decision.choice.origin,  # the declared source: official, community, ...
         "trust": decision.choice.trust,
+        # a source build or the stage's install: the sources passed over, as its reason says
+        "passed_over": [p.to_json() for p in decision.choice.passed],
+        # a whole wheel of another distribution, and the stage's parts it holds (left out)
+        "distribution": decision.choice.distribution,
+        "replaces": list(decision.choice.replaces),
+        "unpinned": decision.choice.unpinned,  # a --locked wheel the lockfile does not pin
+        "unnamed": list(decision.choice.unnamed),  # key fields its file name does not state
         "built_for": decision.choice.built_for.to_json() if decision.choice.built_for else None,
         "expected_key": decision.key.to_json(),
         "cuda_archs": list(sizing.archs),

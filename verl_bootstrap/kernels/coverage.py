@@ -14,7 +14,7 @@ from verl_bootstrap.kernels.kernelchoice import KernelQuery, choose
 from verl_bootstrap.kernels.key import BuildKey
 from verl_bootstrap.kernels.planning import cxx11_abi
 from verl_bootstrap.kernels.record import KernelRecord
-from verl_bootstrap.kernels.sources import pinned_version
+from verl_bootstrap.kernels.sources import Passed, pinned_version
 from verl_bootstrap.profile.kernel import KernelSpec
 from verl_bootstrap.profile.load import PROFILES_DIR, list_profiles, load_profile
 from verl_bootstrap.profile.models import Profile
@@ -39,6 +39,7 @@ class CoverageRow:
     trust: str | None
     wheel: str | None
     why: str
+    passed: tuple[Passed, ...] = ()  # a source build: the sources passed over, as `why` says
 
     def to_json(self) -> dict[str, object]:
         """The row as `kernels coverage --json` gives it."""
@@ -54,6 +55,7 @@ class CoverageRow:
             "trust": self.trust,
             "wheel": self.wheel,
             "why": self.why,
+            "passed_over": [p.to_json() for p in self.passed],
         }
 
 
@@ -109,7 +111,16 @@ def _stack(
             why = choice.reason.removeprefix("source build: ") + _cost(kernel)
             rows.append(
                 CoverageRow(
-                    profile.name, variant, platform, stage, key, "source build", None, None, why
+                    profile.name,
+                    variant,
+                    platform,
+                    stage,
+                    key,
+                    "source build",
+                    None,
+                    None,
+                    why,
+                    choice.passed,
                 )
             )
             continue

@@ -28,6 +28,8 @@ from verl_bootstrap.kernels.lockview import LockedKernelDist, LockedKernelStage,
 from verl_bootstrap.kernels.record import KernelRecord
 from verl_bootstrap.kernels.sources import (
     KernelChoice,
+    Passed,
+    declared_sources,
     from_source,
     held_parts,
     house_choice,
@@ -97,7 +99,12 @@ class Candidates:
     has none for the env (the run's notes; the last choice's reason says the same)."""
 
     choices: tuple[KernelChoice, ...]
-    why_not: tuple[str, ...]
+    passed: tuple[Passed, ...]
+
+    @property
+    def why_not(self) -> tuple[str, ...]:
+        """Why each other source has none, as the notes say it."""
+        return tuple(p.why for p in self.passed)
 
 
 def choose(query: KernelQuery) -> KernelChoice:
@@ -107,7 +114,7 @@ def choose(query: KernelQuery) -> KernelChoice:
 
 def candidates(query: KernelQuery) -> Candidates:
     """Every candidate for the env in order, ending with the stage's own install."""
-    why_not: list[str] = []
+    why_not: list[Passed] = []
     if query.lock is not None and query.lock.dist.source == "wheel":
         locked = KernelChoice("locked", "the locked wheel, hash-checked (nothing is compiled)")
         return Candidates((locked,), ())
@@ -115,7 +122,7 @@ def candidates(query: KernelQuery) -> Candidates:
     return Candidates((*found, _last(query, why_not)), tuple(why_not))
 
 
-def _prebuilt(query: KernelQuery, why_not: list[str], house: bool = True) -> list[KernelChoice]:
+def _prebuilt(query: KernelQuery, why_not: list[Passed], house: bool = True) -> list[KernelChoice]:
     """Every source with a wheel for the env, in the order of trust the site keeps; and why each
     other source has none in `why_not`. `house`: False when the lab wheelhouse was asked first
     (a --locked install)."""
@@ -139,21 +146,23 @@ def _prebuilt(query: KernelQuery, why_not: list[str], house: bool = True) -> lis
     return found
 
 
-def _last(query: KernelQuery, why_not: list[str]) -> KernelChoice:
+def _last(query: KernelQuery, why_not: list[Passed]) -> KernelChoice:
     """The stage's own install: a source build of the pinned (or locked) version, or the stage's
     install as it says where it pins none."""
+    passed = tuple(why_not)
+    texts = [p.why for p in passed]
     if query.lock is not None:  # after a recorded or wheelhouse wheel, nothing else was asked
-        why = f": {'; '.join(why_not)}" if why_not else ""
-        return KernelChoice("build", f"source build of the locked sdist{why}")
-    said = [*why_not, query.kernel.on_index] if query.kernel.on_index else why_not
+        why = f": {'; '.join(texts)}" if texts else ""
+        return KernelChoice("build", f"source build of the locked sdist{why}", passed=passed)
+    said = [*texts, query.kernel.on_index] if query.kernel.on_index else texts
     if query.version is None:
         name = query.kernel.distribution
         reason = f"as the stage installs it (it pins no exact version of {name}), sized build"
-        return KernelChoice("stage", "; ".join([reason, *said]))
-    return KernelChoice("build", f"source build: {'; '.join(said)}")
+        return KernelChoice("stage", "; ".join([reason, *said]), passed=passed)
+    return KernelChoice("build", f"source build: {'; '.join(said)}", passed=passed)
 
 
-def _allowed(query: KernelQuery, why_not: list[str]) -> list[KernelChoice]:
+def _allowed(query: KernelQuery, why_not: list[Passed]) -> list[KernelChoice]:
     """A --locked install's prebuilt candidates: only what its lockfile allows (module doc)."""
     assert query.lock is not None
     dist = query.lock.dist
@@ -166,13 +175,15 @@ def _allowed(query: KernelQuery, why_not: list[str]) -> list[KernelChoice]:
         house = _from_house(entry, query.root, "")
         found.append(_unpinned(house))
     if not query.lock.online:
-        why_not.append("offline: the declared prebuilt sources are not asked")
+        declared = tuple(s.id for s in declared_sources(query.kernel))
+        said = "offline: the declared prebuilt sources are not asked"
+        why_not.append(Passed(said, declared, "offline"))
         return found
     # after the lab's wheel, the declared sources' (one that fails its load check passes on)
     return [*found, *_declared(query, why_not)]
 
 
-def _declared(query: KernelQuery, why_not: list[str]) -> list[KernelChoice]:
+def _declared(query: KernelQuery, why_not: list[Passed]) -> list[KernelChoice]:
     """The declared sources' wheels of the locked version for the key, as the resolving route
     finds them (same order, same site-config filter; the lab wheelhouse was asked already), each
     one a wheel the lockfile does not pin. Only a wheel with a URL: its file is fetched, its
@@ -188,7 +199,8 @@ def _declared(query: KernelQuery, why_not: list[str]) -> list[KernelChoice]:
     out = []
     for choice in _prebuilt(asked, why_not, house=False):
         if choice.wheel is None:
-            why_not.append(f"{choice.origin or choice.source}: no wheel URL to fetch and record")
+            shown = choice.origin or choice.source
+            why_not.append(Passed(f"{shown}: no wheel URL to fetch and record", (shown,), "no-url"))
         elif choice.distribution:
             out.append(_whole(choice, query.kernel, stage))
         else:
@@ -216,7 +228,7 @@ def _whole(
     return replace(choice, reason=reason, unpinned=True, replaces=left_out, notes=notes)
 
 
-def _recorded(query: KernelQuery, why: list[str]) -> KernelChoice | None:
+def _recorded(query: KernelQuery, why: list[Passed]) -> KernelChoice | None:
     """The very file the lockfile records, when its key is the env's: from the bundle, else the
     lab wheelhouse, else its URL."""
     assert query.lock is not None
@@ -225,13 +237,13 @@ def _recorded(query: KernelQuery, why: list[str]) -> KernelChoice | None:
         return None
     stated = BuildKey.from_mapping(wheel.key.model_dump())
     if stated.mismatches(query.key):
-        why.append(f"the lockfile's {wheel.file} is built for {stated.describe()}, not this env")
+        said = f"the lockfile's {wheel.file} is built for {stated.describe()}, not this env"
+        why.append(Passed(said, ("lockfile",), "other-build"))
         return None
     choice = _recorded_choice(wheel, stated, query)
     if choice is None:
-        why.append(
-            f"the lockfile's {wheel.file} (sha256 {wheel.sha256[:12]}…) is not in the wheelhouse"
-        )
+        said = f"the lockfile's {wheel.file} (sha256 {wheel.sha256[:12]}…) is not in the wheelhouse"
+        why.append(Passed(said, ("lockfile",), "not-found"))
         return None
     if wheel.distribution is None:
         return choice

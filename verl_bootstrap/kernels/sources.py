@@ -19,6 +19,7 @@ from verl_bootstrap.profile.kernel import KernelSpec, PrebuiltSource
 __all__ = [
     "UNNAMED_GAP",
     "KernelChoice",
+    "Passed",
     "declared_sources",
     "from_source",
     "held_parts",
@@ -28,6 +29,20 @@ __all__ = [
     "pinned_version",
     "wheelhouse_match",
 ]
+
+
+@dataclass(frozen=True)
+class Passed:
+    """A source (or sources) the candidate list passes over for the env: `why` is the text the
+    reasons say; `sources` and `cause` are the same as data, for `--json` and tests."""
+
+    why: str
+    sources: tuple[str, ...]  # "wheelhouse", a declared source's id, "index", "lockfile"
+    # off (the site config) | offline | no-list | no-version | other-build | no-url | not-found
+    cause: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"sources": list(self.sources), "cause": self.cause}
 
 
 @dataclass(frozen=True)
@@ -51,6 +66,8 @@ class KernelChoice:
     # what the reason says of a gap and of the parts a whole wheel holds, as appended to it: a
     # locked plan states these in its hash gaps and the stage's line, so its kernel line omits them
     notes: tuple[str, ...] = ()
+    # the stage's own install (the list's last entry): the sources passed over, as its reason says
+    passed: tuple[Passed, ...] = ()
 
     def plain_reason(self) -> str:
         """The reason without its `notes`."""
@@ -122,7 +139,7 @@ def _applies(req: Requirement, key: BuildKey | None) -> bool:
 
 
 def ordered_sources(
-    kernel: KernelSpec, order: Sequence[str] | None, why_not: list[str]
+    kernel: KernelSpec, order: Sequence[str] | None, why_not: list[Passed]
 ) -> list[PrebuiltSource | None]:
     """The lab wheelhouse (None) and the declared sources, as the site config orders them (a
     source it leaves out is off, and said so)."""
@@ -131,7 +148,8 @@ def ordered_sources(
         return [None, *declared.values()]
     off = [i for i in ["wheelhouse", *declared] if i not in order]
     if off:
-        why_not.append(f"the site config's kernel_sources turns off {', '.join(off)}")
+        said = f"the site config's kernel_sources turns off {', '.join(off)}"
+        why_not.append(Passed(said, tuple(off), "off"))
     known = {"wheelhouse", *declared}
     return [None if i == "wheelhouse" else declared[i] for i in order if i in known]
 
@@ -160,7 +178,7 @@ def from_source(
     pinned: tuple[str, str],
     key: BuildKey,
     record: KernelRecord | None,
-    why_not: list[str],
+    why_not: list[Passed],
 ) -> list[KernelChoice]:
     """The wheels of `source` for (dist, version, key): from its recorded list, else (a release
     pattern with no list) the URL its pattern names, to be tried. `pinned`: (dist, version)."""
@@ -170,7 +188,9 @@ def from_source(
     if listed is None:
         url = render_template(source.release, version, key) if source.release else None
         if url is None:
-            why_not.append(f"{source.id}: no recorded list of its wheels")
+            why_not.append(
+                Passed(f"{source.id}: no recorded list of its wheels", (source.id,), "no-list")
+            )
             return []
         reason = (
             f"prebuilt from {source.id} (trust: {source.trust}) for {key.describe()}, if its "
@@ -225,7 +245,7 @@ def _none_from(
     key: BuildKey,
     listed: Sequence[Listed],
     record: KernelRecord | None,
-) -> str:
+) -> Passed:
     """Why `source` has no wheel: what it does have of that version, or that it has none."""
     dist, version = pinned
     seen = record.sources[source.id] if record else None
@@ -234,14 +254,17 @@ def _none_from(
     if not same:
         versions = sorted({w.version for w in listed})
         if not versions:
-            return f"{source.id} has no {dist} {version}{when}; it has none"
-        return (
-            f"{source.id} has no {dist} {version}{when}; it has {', '.join(versions)}, "
-            f"built for {_builds(listed)}"
-        )
-    return f"{source.id} has {dist} {version} for no build of {key.describe()}{when}; " + (
+            said = f"{source.id} has no {dist} {version}{when}; it has none"
+        else:
+            said = (
+                f"{source.id} has no {dist} {version}{when}; it has {', '.join(versions)}, "
+                f"built for {_builds(listed)}"
+            )
+        return Passed(said, (source.id,), "no-version")
+    said = f"{source.id} has {dist} {version} for no build of {key.describe()}{when}; " + (
         f"it has builds for {_builds(same)}"
     )
+    return Passed(said, (source.id,), "other-build")
 
 
 def _builds(wheels: Sequence[Listed]) -> str:
@@ -257,7 +280,7 @@ def _tag(cuda: str | None) -> str:
 
 
 def wheelhouse_match(
-    kernel: KernelSpec, version: str, key: BuildKey, entries: Sequence[Entry], why_not: list[str]
+    kernel: KernelSpec, version: str, key: BuildKey, entries: Sequence[Entry], why_not: list[Passed]
 ) -> Entry | None:
     """The wheelhouse's wheel of (kernel, version) for `key`; else None, with why in `why_not`."""
     wanted = canonicalize_name(kernel.distribution)
@@ -267,26 +290,26 @@ def wheelhouse_match(
             return entry
     if same:
         others = "; ".join(f"{e.key.describe()} ({', '.join(e.key.mismatches(key))})" for e in same)
-        why_not.append(
-            f"the lab wheelhouse has {kernel.distribution} {version} only for other builds: "
-            + others
-        )
+        said = f"the lab wheelhouse has {kernel.distribution} {version} only for other builds: "
+        why_not.append(Passed(said + others, ("wheelhouse",), "other-build"))
     else:
-        why_not.append(
+        said = (
             f"no wheel in the lab wheelhouse matches {kernel.distribution} {version} "
             f"for {key.describe()}"
         )
+        why_not.append(Passed(said, ("wheelhouse",), "no-version"))
     return None
 
 
-def index_choice(kernel: KernelSpec, key: BuildKey, why_not: list[str]) -> KernelChoice | None:
+def index_choice(kernel: KernelSpec, key: BuildKey, why_not: list[Passed]) -> KernelChoice | None:
     prebuilt = kernel.prebuilt_index
     if prebuilt is None:
         return None
     stated = BuildKey.from_mapping(prebuilt.key)
     problems = stated.mismatches(key)
     if problems:
-        why_not.append(f"index {prebuilt.index!r} is built for {stated.describe()}, not this env")
+        said = f"index {prebuilt.index!r} is built for {stated.describe()}, not this env"
+        why_not.append(Passed(said, ("index",), "other-build"))
         return None
     unnamed = unnamed_fields(prebuilt.key)
     gap = _gap(f"index {prebuilt.index!r}", unnamed)
