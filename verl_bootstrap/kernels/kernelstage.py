@@ -96,14 +96,20 @@ class KernelRoute(Protocol):
 
 
 def first_loading(
-    route: KernelRoute, choices: Sequence[KernelChoice], key: BuildKey, clock: Phases
+    route: KernelRoute,
+    choices: Sequence[KernelChoice],
+    key: BuildKey,
+    clock: Phases,
+    passed: list[dict[str, Any]] | None = None,
 ) -> tuple[Taken, Mapping[str, Any]] | None:
     """The first candidate whose wheel can be had and whose modules load once installed (each
     one's key is the env's: the list was made with it), with what its install built; None: the
     stage's own install is left (the list's last entry). A source that does not answer passes to
     the next; so does a wheel that does not load (a key its name or source misstates), after it
-    is uninstalled."""
+    is uninstalled. `passed` gets each one passed over (its source; cause: unavailable or
+    load-failed), as the stage's `passed_over` output names it."""
     job = route.job
+    passed = [] if passed is None else passed
     name = job.kernel.distribution
     for choice in choices:
         if choice.source in LAST:
@@ -111,6 +117,7 @@ def first_loading(
         job.note(f"kernel {name}: env is {key.describe()}; {choice.reason}")
         taken = clock.time("wheel", partial(route.fetch, choice, key))
         if taken is None:
+            passed.append(_passed(choice, "unavailable"))
             continue
         job.note(f"kernel {name}: no compiler ran (installing {taken.wheel})")
         built = clock.time("install", partial(route.install, taken, key))
@@ -122,7 +129,13 @@ def first_loading(
             f"({failed}); uninstalling it and trying the next source"
         )
         job.run(uninstall_command(job.installer, job.python, (taken.installs_as or name,)))
+        passed.append(_passed(choice, "load-failed"))
     return None
+
+
+def _passed(choice: KernelChoice, cause: str) -> dict[str, Any]:
+    """A candidate passed over when the stage ran, as a plan's `passed_over` names one."""
+    return {"sources": [choice.origin or choice.source], "cause": cause}
 
 
 def _load_failure(job: KernelJob, built_for: BuildKey, key: BuildKey) -> str | None:
@@ -184,9 +197,10 @@ def run_kernel_stage(route: ResolvingRoute) -> dict[str, Any]:
     clock = Phases()
     key = clock.time("key probe", lambda: probe_key(job.python))
     listed = candidates(route.query(key))
-    got = first_loading(route, listed.choices, key, clock)
+    passed = [p.to_json() for p in listed.passed]  # those with none, then those tried
+    got = first_loading(route, listed.choices, key, clock, passed)
     if got is None and listed.choices[-1].source == "stage":  # TransformerEngine's compiled part
-        return _as_the_stage_says(route, key, listed.why_not)
+        return {**_as_the_stage_says(route, key, listed.why_not), "passed_over": passed}
     if got is None:
         name = job.kernel.distribution
         job.note(
@@ -197,7 +211,8 @@ def run_kernel_stage(route: ResolvingRoute) -> dict[str, Any]:
         clock.time("install", lambda: _install(route, built, None, key))
         clock.time("load check", lambda: check_kernel_loads(job, key, key))
         got = (Taken(KernelChoice("build", "built here", built_for=key), built), {})
-    return {**_resolved_output(got[0], key), "phase_seconds": clock.seconds}
+    output = _resolved_output(got[0], key)
+    return {**output, "passed_over": passed, "phase_seconds": clock.seconds}
 
 
 def _resolved_output(taken: Taken, key: BuildKey) -> dict[str, Any]:

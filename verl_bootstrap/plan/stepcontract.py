@@ -173,7 +173,8 @@ class StageOutputs(StepOutputs):
     installed: Mapping[str, str] | None = None  # name -> version (None: a record without it)
     built: Mapping[str, str] = field(default_factory=dict)  # name -> sha256 of a wheel built here
     # a kernel stage: the wheel it took (file, sha256, source, key, url, origin, trust,
-    # distribution, replaces: the locked parts a whole wheel holds)
+    # distribution, replaces: the locked parts a whole wheel holds; passed_over: the sources
+    # passed over, as a plan's kernel names them)
     kernel: Mapping[str, Any] | None = None
 
 

@@ -116,23 +116,26 @@ def run_locked_kernel(route: LockedRoute) -> tuple[Wheels, dict[str, Any]]:
     clock = Phases()
     key = clock.time("key probe", lambda: probe_key(route.job.python))
     got = None
+    passed: list[dict[str, Any]] = []  # the candidates passed over, as the output names them
     if route.dist is not None:
-        choices = candidates(route.query(key)).choices
-        got = first_loading(route, choices, key, clock)
+        listed = candidates(route.query(key))
+        choices = listed.choices
+        passed.extend(p.to_json() for p in listed.passed)
+        got = first_loading(route, choices, key, clock, passed)
         if got is None:  # the last resort: the locked sdist built, or the locked wheel
             route.job.note(
                 f"kernel {route.dist.name}: env is {key.describe()}; {choices[-1].reason}"
             )
     if got is not None:
         taken, built = got
-        return dict(built), _taken_output(route, taken, key)
+        return dict(built), {**_taken_output(route, taken, key), "passed_over": passed}
     _toolkit_for_build(route, key)
     built = route.build(route.artifacts)
     output = _built_output(route, built, key)
     route.install_stage(built, ())
     made_for = BuildKey.from_mapping(output["key"]) if output.get("key") else key
     check_kernel_loads(route.job, made_for, key)
-    return built, output
+    return built, {**output, "passed_over": passed} if output else output
 
 
 def _taken_output(route: LockedRoute, taken: Taken, key: BuildKey) -> dict[str, Any]:
