@@ -213,6 +213,13 @@ def _check_kernel_urls(lock: Lockfile, path: Path, profile: Profile, variant: st
                     f"is not from a source profile {profile.name!r} declares for the stage",
                     hint="take kernel wheels from the profile's declared sources (or the lab "
                     "wheelhouse); regenerate the lockfile from an env that did",
+                    data={
+                        "file": str(path),
+                        "stage": stage.id,
+                        "distribution": dist.name,
+                        "url": redact(url),
+                        "profile": profile.name,
+                    },
                 )
 
 
