@@ -166,6 +166,7 @@ def _fetch(url: str) -> str:
         raise InputError(
             f"cannot fetch site config {redact(url)}: {redact(str(exc))}",
             hint="check the URL, your proxy settings, and any credentials it needs",
+            data={"url": redact(url), "timed_out": exc.timed_out},
         ) from None
     return decode_untrusted(body, name=redact(url), what="site config", max_bytes=MAX_CONFIG_BYTES)
 
@@ -287,11 +288,13 @@ def _expand(
                 f"variables you name in ${CONFIG_VARS}",
                 hint=f"export {CONFIG_VARS}={var} if you trust it with ${var}; or put the "
                 "login in your ~/.netrc (sent to that host only)",
+                data={"field": what, "variable": var, "cause": "not-allowed"},
             )
         if var not in environ:
             raise InputError(
                 f"{what} names ${{{var}}}, which is not set",
                 hint=f"export {var}=... before running verl-bootstrap",
+                data={"field": what, "variable": var, "cause": "unset"},
             )
         return environ[var]
 
