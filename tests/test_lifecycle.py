@@ -213,11 +213,10 @@ def test_remove_refuses_a_prefix_holding_a_users_file_then_removes_the_env(made:
     note = made.prefix / "my-notes.txt"
     note.write_text("mine\n", encoding="utf-8")
     names = sorted(p.name for p in made.prefix.iterdir())
-    refused = invoke(["remove", "--prefix", str(made.prefix), "--yes"])
+    refused = invoke(["remove", "--prefix", str(made.prefix), "--yes", "--json"])
     assert refused.code == EXIT_REFUSED
-    assert (
-        "holds files verl-bootstrap did not make: my-notes.txt; nothing was deleted" in refused.err
-    )
+    data = refused.json()["error"]["data"]
+    assert data == {"foreign": ["my-notes.txt"], "work": [], "deleted": False}, data
     assert sorted(p.name for p in made.prefix.iterdir()) == names
 
     note.unlink()
@@ -270,9 +269,10 @@ def test_a_conda_env_is_listed_inspected_and_removed(
 def test_remove_refuses_what_verl_bootstrap_did_not_make(tmp_path: Path) -> None:
     folder = tmp_path / "data"
     (folder / "sub").mkdir(parents=True)
-    refused = invoke(["remove", "--prefix", str(folder), "--yes"])
+    refused = invoke(["remove", "--prefix", str(folder), "--yes", "--json"])
     assert refused.code == 2
-    assert "holds no env made by verl-bootstrap" in refused.err
+    missing = str(folder / ".verl-bootstrap" / "state.json")
+    assert refused.json()["error"]["data"] == {"prefix": str(folder), "missing": missing}
     assert (folder / "sub").is_dir()
 
 

@@ -47,6 +47,7 @@ def load_state(prefix: Path) -> State:
         raise InputError(
             f"{prefix} holds no env made by verl-bootstrap (no {path.name} in {path.parent})",
             hint="`verl-bootstrap envs list` shows the envs it made",
+            data={"prefix": str(prefix), "missing": str(path)},  # the env's state file
         )
     return State.load(path)
 
