@@ -9,8 +9,17 @@ and github_pat_…, GitLab glpat-…, Slack xox…-, AWS access key ids, `Author
 from __future__ import annotations
 
 import re
+from typing import Any
 
-__all__ = ["drop_login", "holds_secret", "redact", "redact_args", "secrets_in", "shareable"]
+__all__ = [
+    "drop_login",
+    "holds_secret",
+    "redact",
+    "redact_args",
+    "redact_data",
+    "secrets_in",
+    "shareable",
+]
 
 MASK = "***"
 # user:password@ or token@ in any scheme://… URL, including git+https and file-less forms.
@@ -51,6 +60,20 @@ def redact(text: str) -> str:
     text = _QUERY.sub(lambda m: m[0] if _reference(m["value"]) else f"{m['key']}{MASK}", text)
     text = _HEADER.sub(lambda m: m[0] if _reference(m["value"]) else f"{m['name']}{MASK}", text)
     return _SHAPES.sub(MASK, text)
+
+
+def redact_data(value: Any) -> Any:
+    """JSON-ready data with every string in it masked: a dict's values, a list's or tuple's items
+    (as a list); a number, bool or None as it is; any other object (a path) as its text, masked."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: redact_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_data(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return redact(str(value))
 
 
 def _reference(value: str) -> bool:

@@ -15,7 +15,6 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from verl_bootstrap.cli.output import err, out, set_color
 from verl_bootstrap.cli.registry import NAMES
@@ -144,7 +143,7 @@ def _sigterm_as_interrupt(signum: int, frame: object) -> None:
 
 
 def _report_error(exc: BootstrapError, *, json_mode: bool) -> int:
-    from verl_bootstrap.redact import redact
+    from verl_bootstrap.redact import redact, redact_data
 
     message, hint = redact(exc.message), redact(exc.hint) if exc.hint else None
     if exc.exit_code == EXIT_OK:  # the user said no at a prompt: said plainly, not an error
@@ -152,28 +151,13 @@ def _report_error(exc: BootstrapError, *, json_mode: bool) -> int:
         return EXIT_OK
     if json_mode:
         detail = {"message": message, "hint": hint, "exit_code": exc.exit_code}
-        detail |= {"kind": type(exc).__name__, "data": _redacted(exc.data)}
+        detail |= {"kind": type(exc).__name__, "data": redact_data(exc.data)}
         body = {"ok": False, "error": detail}
         out(json.dumps(body, indent=2, default=str))
     err(f"error: {message}")
     if hint:
         err(f"hint: {hint}")
     return exc.exit_code
-
-
-def _redacted(value: Any) -> Any:
-    """An error's data with every string in it redacted, as its message is."""
-    from verl_bootstrap.redact import redact
-
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, dict):
-        return {k: _redacted(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_redacted(v) for v in value]
-    if value is None or isinstance(value, (bool, int, float)):
-        return value
-    return redact(str(value))  # a path or any other object: as text, redacted like the rest
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
