@@ -13,6 +13,7 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from verl_bootstrap.errors import field_problems, said_of
 from verl_bootstrap.httpclient import Page, fetch_page
 from verl_bootstrap.redact import redact
 from verl_bootstrap.safety import jsontext
@@ -88,9 +89,7 @@ def _project(page: str, body: bytes) -> _Project:
         data: Any = jsontext.loads(body)
         return _Project.model_validate(data)
     except ValidationError as exc:  # first: a ValidationError is a ValueError too
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        why = f"{where}: {err['msg']}"
+        why = said_of(field_problems(exc.errors()[:1]))
     except ValueError as exc:  # JSONDecodeError, bad UTF-8
         why = str(exc).splitlines()[0][:160]
     raise PageError(f"{redact(page)} is not a PEP 691 project page ({why})")

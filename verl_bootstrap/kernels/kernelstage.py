@@ -100,7 +100,7 @@ def first_loading(
     choices: Sequence[KernelChoice],
     key: BuildKey,
     clock: Phases,
-    passed: list[dict[str, Any]] | None = None,
+    passed: list[dict[str, Any]],
 ) -> tuple[Taken, Mapping[str, Any]] | None:
     """The first candidate whose wheel can be had and whose modules load once installed (each
     one's key is the env's: the list was made with it), with what its install built; None: the
@@ -109,7 +109,6 @@ def first_loading(
     is uninstalled. `passed` gets each one passed over (its source; cause: unavailable or
     load-failed), as the stage's `passed_over` output names it."""
     job = route.job
-    passed = [] if passed is None else passed
     name = job.kernel.distribution
     for choice in choices:
         if choice.source in LAST:

@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlparse
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from verl_bootstrap.errors import InputError
+from verl_bootstrap.errors import InputError, field_problems, said_of
 from verl_bootstrap.kernels.key import BuildKey, parse_wheel_name
 from verl_bootstrap.profile.kernel import PrebuiltSource
 from verl_bootstrap.profile.load import profile_path
@@ -113,10 +113,9 @@ def load_record(path: Path) -> KernelRecord:
     try:
         return KernelRecord.model_validate(located.data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
+        [first] = field_problems(exc.errors()[:1])
         raise InputError(
-            f"{path}: {where}: {err['msg']}",
+            f"{path}: {said_of([first])}",
             hint="fix the file, or refresh it with `verl-bootstrap kernels coverage --refresh`",
         ) from None
 
